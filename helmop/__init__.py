@@ -1,0 +1,1 @@
+"""helmop: a Helm release operator for Kubernetes, built on kopf."""

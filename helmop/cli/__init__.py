@@ -1,0 +1,5 @@
+"""The ``helmop`` command."""
+
+from .main import main
+
+__all__ = ["main"]

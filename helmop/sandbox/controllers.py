@@ -1,0 +1,451 @@
+"""What kube-controller-manager and the kubelet would do, reduced to what clients observe.
+
+* garbage collection by ownerReferences (background, foreground, orphan);
+* namespace termination (delete the contents, then the namespace) and CRD cleanup;
+* a ``default`` ServiceAccount in every namespace, one Ready node;
+* workloads that become ready after a delay, so ``helm --wait``, ``--wait-for-jobs``, ``helm test``
+  and ``kubectl wait`` work: Deployments (with their ReplicaSet, which helm 3 inspects),
+  StatefulSets (with PVCs from volumeClaimTemplates), DaemonSets, ReplicaSets, Jobs, Pods,
+  PersistentVolumeClaims, Services (cluster IP, Endpoints, load balancer address).
+
+The annotation ``sandbox.helmop.dev/simulate: fail`` makes an object never become ready (Jobs and
+run-to-completion Pods fail instead); ``sandbox.helmop.dev/ready-delay: "<seconds>"`` overrides the
+delay for one object. All work runs on the sandbox's event loop, triggered by store events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .apiserver import CRD_FINALIZER, CRD_KEY, NAMESPACE_KEY, ApiServer, DeleteOptions, WriteOptions, now
+from .errors import ApiError
+from .kinds import ResourceType
+from .store import Event, Key, Obj
+
+log = logging.getLogger(__name__)
+
+SIMULATE = "sandbox.helmop.dev/simulate"
+READY_DELAY = "sandbox.helmop.dev/ready-delay"
+MANAGER = WriteOptions(manager="kube-controller-manager")
+NODE_NAME = "sandbox-node"
+
+
+def _failing(obj: Obj) -> bool:
+    return (obj["metadata"].get("annotations") or {}).get(SIMULATE) == "fail"
+
+
+def _template_hash(template: Any) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _condition(kind: str, status: bool, reason: str = "", message: str = "") -> dict[str, str]:
+    out = {"type": kind, "status": "True" if status else "False", "lastTransitionTime": now()}
+    if reason:
+        out["reason"] = reason
+    if message:
+        out["message"] = message
+    return out
+
+
+def _same_conditions(old: Any, new: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Keep lastTransitionTime of conditions whose status did not change."""
+    before = {c.get("type"): c for c in old or [] if isinstance(c, dict)}
+    out = []
+    for cond in new:
+        prev = before.get(cond["type"])
+        if prev and prev.get("status") == cond["status"] and prev.get("reason") == cond.get("reason"):
+            cond = {**cond, "lastTransitionTime": prev.get("lastTransitionTime", cond["lastTransitionTime"])}
+        out.append(cond)
+    return out
+
+
+class Controllers:
+    def __init__(self, api: ApiServer, loop: asyncio.AbstractEventLoop, ready_delay: float) -> None:
+        self.api = api
+        self.loop = loop
+        self.ready_delay = ready_delay
+        self._busy: set[tuple[str, str]] = set()  # namespaces / CRDs being cleaned up
+        self._pending: dict[tuple[Key, str, str], asyncio.TimerHandle] = {}
+        self.workloads: dict[str, Callable[[ResourceType, Obj], None]] = {
+            "Deployment": self._deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
+            "ReplicaSet": self._replicaset, "Job": self._job, "Pod": self._pod,
+            "PersistentVolumeClaim": self._pvc, "Service": self._service,
+        }
+
+    def start(self) -> None:
+        self.api.store.listeners.append(self._on_event)
+        for ns in self.api.store.items(NAMESPACE_KEY):
+            self._default_service_account(ns["metadata"]["name"])
+        node = {"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
+                "status": {"conditions": [_condition("Ready", True, "KubeletReady", "kubelet is ready")],
+                           "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"}}}
+        self.api.create(self.api.type_of(("", "nodes")), "", node, MANAGER)
+
+    def _on_event(self, key: Key, event: Event) -> None:
+        # Called inside the store lock on the writing thread: only schedule here.
+        self.loop.call_soon_threadsafe(self._dispatch, key, event)
+
+    def _dispatch(self, key: Key, event: Event) -> None:
+        try:
+            self._handle(key, event)
+        except ApiError as exc:  # a race with a client write; the next event retries
+            log.debug("sandbox controller: %s", exc)
+
+    def _handle(self, key: Key, event: Event) -> None:
+        obj = event.obj
+        meta = obj["metadata"]
+        if event.type == "DELETED":
+            self._collect_dependents(obj)
+            self._release_owners(obj)
+            if key == ("", "services"):  # the endpoints controller's cleanup
+                endpoints = self.api.type_of(("", "endpoints"))
+                if self.api.store.get(endpoints.storage_key, meta["namespace"], meta["name"]) is not None:
+                    self.api.delete(endpoints, meta["namespace"], meta["name"], DeleteOptions())
+            return
+        if meta.get("deletionTimestamp"):
+            finalizers = meta.get("finalizers") or []
+            if "foregroundDeletion" in finalizers:
+                self._foreground(key, obj)
+            if "orphan" in finalizers:
+                self._orphan(key, obj)
+            if key == NAMESPACE_KEY:
+                self._spawn(("ns", meta["name"]), self._terminate_namespace(meta["name"]))
+            if key == CRD_KEY and CRD_FINALIZER in finalizers:
+                self._spawn(("crd", meta["name"]), self._cleanup_crd(obj))
+            return
+        if key == NAMESPACE_KEY and event.type == "ADDED":
+            self._default_service_account(meta["name"])
+        rt = self._rt(key)
+        if rt is not None and not rt.custom and obj.get("kind") in self.workloads:
+            self._schedule(key, obj)
+
+    # --- garbage collection ------------------------------------------------------------------------
+
+    def _rt(self, key: Key) -> ResourceType | None:
+        try:
+            return self.api.type_of(key)
+        except ApiError:
+            return None
+
+    def _owner(self, ref: dict[str, Any], namespace: str) -> tuple[ResourceType, Obj] | None:
+        rt = self.api.registry.by_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
+        if rt is None:
+            return None
+        obj = self.api.store.get(rt.storage_key, namespace if rt.namespaced else "", ref.get("name", ""))
+        if obj is None or obj["metadata"].get("uid") != ref.get("uid"):
+            return None
+        return rt, obj
+
+    def _collect_dependents(self, owner: Obj) -> None:
+        uid = owner["metadata"].get("uid", "")
+        for key, ns, name in sorted(self.api.store.dependents.pop(uid, set())):
+            rt, dep = self._rt(key), self.api.store.get(key, ns, name)
+            if rt is None or dep is None:
+                continue
+            refs = dep["metadata"].get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != uid]
+            if any(self._owner(r, ns) for r in others):
+                self._set_owner_refs(rt, dep, others)
+            elif not dep["metadata"].get("deletionTimestamp"):
+                self.api.delete(rt, ns, name, DeleteOptions(propagation="Background"))
+
+    def _set_owner_refs(self, rt: ResourceType, dep: Obj, refs: list[dict[str, Any]]) -> None:
+        new = copy.deepcopy(dep)
+        new["metadata"]["ownerReferences"] = refs
+        if not refs:
+            new["metadata"].pop("ownerReferences")
+        meta = dep["metadata"]
+        self.api.update(rt, meta.get("namespace", ""), meta["name"], new, MANAGER)
+
+    def _release_owners(self, dep: Obj) -> None:
+        """A dependent is gone: an owner waiting in foreground deletion may now go too."""
+        for ref in dep["metadata"].get("ownerReferences") or []:
+            found = self._owner(ref, dep["metadata"].get("namespace", ""))
+            if found and "foregroundDeletion" in (found[1]["metadata"].get("finalizers") or []):
+                self._foreground(found[0].storage_key, found[1])
+
+    def _dependents(self, owner: Obj) -> list[tuple[ResourceType, Obj]]:
+        out = []
+        for key, ns, name in sorted(self.api.store.dependents.get(owner["metadata"].get("uid", ""), set())):
+            rt, dep = self._rt(key), self.api.store.get(key, ns, name)
+            if rt is not None and dep is not None:
+                out.append((rt, dep))
+        return out
+
+    def _foreground(self, key: Key, owner: Obj) -> None:
+        deps = self._dependents(owner)
+        for rt, dep in deps:
+            if not dep["metadata"].get("deletionTimestamp"):
+                meta = dep["metadata"]
+                self.api.delete(rt, meta.get("namespace", ""), meta["name"],
+                                DeleteOptions(propagation="Foreground"))
+        if not deps:
+            rt = self._rt(key)
+            if rt is not None:
+                self.api.remove_finalizer(rt, owner, "foregroundDeletion")
+
+    def _orphan(self, key: Key, owner: Obj) -> None:
+        uid = owner["metadata"].get("uid")
+        for rt, dep in self._dependents(owner):
+            refs = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            self._set_owner_refs(rt, dep, refs)
+        self.api.store.dependents.pop(uid or "", None)
+        rt = self._rt(key)
+        if rt is not None:
+            self.api.remove_finalizer(rt, owner, "orphan")
+
+    def _spawn(self, ident: tuple[str, str], work: Any) -> None:
+        if ident in self._busy:
+            work.close()
+            return
+        self._busy.add(ident)
+        task = self.loop.create_task(work)
+        task.add_done_callback(lambda _t: self._busy.discard(ident))
+
+    async def _terminate_namespace(self, name: str) -> None:
+        while True:
+            remaining = 0
+            for key in self.api.store.keys():
+                rt = self._rt(key)
+                if rt is None or not rt.namespaced:
+                    continue
+                for obj in self.api.store.items(key, name):
+                    remaining += 1
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        try:
+                            self.api.delete(rt, name, obj["metadata"]["name"],
+                                            DeleteOptions(propagation="Background"))
+                        except ApiError:
+                            pass
+            if not remaining:
+                self.api.finish_namespace(name)
+                return
+            await asyncio.sleep(0.05)
+
+    async def _cleanup_crd(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        key = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+        rt = self._rt(key)
+        while rt is not None:
+            objs = list(self.api.store.items(key))
+            if not objs:
+                break
+            for obj in objs:
+                if not obj["metadata"].get("deletionTimestamp"):
+                    try:
+                        self.api.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
+                                        DeleteOptions())
+                    except ApiError:
+                        pass
+            await asyncio.sleep(0.05)
+        self.api.remove_finalizer(self.api.type_of(CRD_KEY), crd, CRD_FINALIZER)
+
+    def _default_service_account(self, namespace: str) -> None:
+        rt = self.api.type_of(("", "serviceaccounts"))
+        if self.api.store.get(rt.storage_key, namespace, "default") is None:
+            try:
+                self.api.create(rt, namespace, {"metadata": {"name": "default"}}, MANAGER)
+            except ApiError:
+                pass  # the namespace is already terminating
+
+    # --- workloads ---------------------------------------------------------------------------------
+
+    def _schedule(self, key: Key, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ident = (key, meta.get("namespace", ""), meta["name"])
+        if ident in self._pending:
+            return
+        try:
+            delay = float((meta.get("annotations") or {}).get(READY_DELAY, self.ready_delay))
+        except ValueError:
+            delay = self.ready_delay
+        self._pending[ident] = self.loop.call_later(delay, self._run_workload, ident)
+
+    def _run_workload(self, ident: tuple[Key, str, str]) -> None:
+        self._pending.pop(ident, None)
+        key, namespace, name = ident
+        obj, rt = self.api.store.get(key, namespace, name), self._rt(key)
+        if obj is None or rt is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            self.workloads[obj["kind"]](rt, obj)
+        except ApiError as exc:
+            log.debug("sandbox workload %s/%s: %s", namespace, name, exc)
+
+    def _status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
+        old = obj.get("status") or {}
+        if "conditions" in status:
+            status["conditions"] = _same_conditions(old.get("conditions"), status["conditions"])
+        self.api.write_status(rt, obj, {**old, **status})
+
+    def _replicas(self, obj: Obj) -> int:
+        return int((obj.get("spec") or {}).get("replicas", 1))
+
+    def _deployment(self, rt: ResourceType, obj: Obj) -> None:
+        spec, meta = obj.get("spec") or {}, obj["metadata"]
+        replicas, ready = self._replicas(obj), 0 if _failing(obj) else self._replicas(obj)
+        self._ensure_replicaset(obj, replicas)
+        status: dict[str, Any] = {
+            "observedGeneration": meta.get("generation", 1), "replicas": replicas,
+            "updatedReplicas": replicas, "readyReplicas": ready, "availableReplicas": ready,
+            "conditions": [
+                _condition("Available", ready >= replicas,
+                           "MinimumReplicasAvailable" if ready >= replicas else "MinimumReplicasUnavailable",
+                           "Deployment has minimum availability." if ready >= replicas
+                           else "Deployment does not have minimum availability."),
+                _condition("Progressing", True, "NewReplicaSetAvailable" if ready >= replicas
+                           else "ReplicaSetUpdated",
+                           f'ReplicaSet "{meta["name"]}-{_template_hash(spec.get("template"))}" has '
+                           f"{'successfully progressed' if ready >= replicas else 'is progressing'}."),
+            ],
+        }
+        if ready < replicas:
+            status["unavailableReplicas"] = replicas - ready
+        else:
+            status.pop("unavailableReplicas", None)
+            (obj.get("status") or {}).pop("unavailableReplicas", None)
+        self._status(rt, obj, status)
+
+    def _ensure_replicaset(self, deploy: Obj, replicas: int) -> None:
+        """The ReplicaSet of the current template, scaled up; older ones scaled to zero."""
+        rs_rt = self.api.type_of(("apps", "replicasets"))
+        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
+        template = copy.deepcopy(spec.get("template") or {})
+        pod_hash = _template_hash(template)
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
+        ns, name = meta["namespace"], f"{meta['name']}-{pod_hash}"
+        owner = {"apiVersion": deploy["apiVersion"], "kind": "Deployment", "name": meta["name"],
+                 "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+        for rs in self.api.store.items(rs_rt.storage_key, ns):
+            refs = rs["metadata"].get("ownerReferences") or []
+            if rs["metadata"]["name"] != name and any(r.get("uid") == meta["uid"] for r in refs) \
+                    and (rs.get("spec") or {}).get("replicas"):
+                scaled = copy.deepcopy(rs)
+                scaled["spec"]["replicas"] = 0
+                self.api.update(rs_rt, ns, rs["metadata"]["name"], scaled, MANAGER)
+        current = self.api.store.get(rs_rt.storage_key, ns, name)
+        if current is None:
+            selector = copy.deepcopy(spec.get("selector") or {})
+            selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+            annotations = {"deployment.kubernetes.io/revision": str(meta.get("generation", 1))}
+            if _failing(deploy):
+                annotations[SIMULATE] = "fail"
+            rs = {"metadata": {"name": name, "labels": template["metadata"]["labels"],
+                               "annotations": annotations, "ownerReferences": [owner]},
+                  "spec": {"replicas": replicas, "selector": selector, "template": template}}
+            self.api.create(rs_rt, ns, rs, MANAGER)
+        elif (current.get("spec") or {}).get("replicas") != replicas:
+            scaled = copy.deepcopy(current)
+            scaled["spec"]["replicas"] = replicas
+            self.api.update(rs_rt, ns, name, scaled, MANAGER)
+
+    def _replicaset(self, rt: ResourceType, obj: Obj) -> None:
+        replicas = self._replicas(obj)
+        ready = 0 if _failing(obj) else replicas
+        self._status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
+                               "replicas": replicas, "fullyLabeledReplicas": replicas,
+                               "readyReplicas": ready, "availableReplicas": ready})
+
+    def _statefulset(self, rt: ResourceType, obj: Obj) -> None:
+        spec, meta = obj.get("spec") or {}, obj["metadata"]
+        replicas = self._replicas(obj)
+        ready = 0 if _failing(obj) else replicas
+        pvc_rt = self.api.type_of(("", "persistentvolumeclaims"))
+        for tmpl in spec.get("volumeClaimTemplates") or []:
+            for i in range(replicas):
+                claim = f"{tmpl['metadata']['name']}-{meta['name']}-{i}"
+                if self.api.store.get(pvc_rt.storage_key, meta["namespace"], claim) is None:
+                    body = {"metadata": {"name": claim, "labels": (tmpl.get("metadata") or {}).get("labels", {})},
+                            "spec": copy.deepcopy(tmpl.get("spec") or {})}
+                    self.api.create(pvc_rt, meta["namespace"], body, MANAGER)
+        revision = f"{meta['name']}-{_template_hash(spec.get('template'))}"
+        self._status(rt, obj, {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
+                               "readyReplicas": ready, "currentReplicas": replicas,
+                               "updatedReplicas": replicas, "availableReplicas": ready,
+                               "currentRevision": revision, "updateRevision": revision, "collisionCount": 0})
+
+    def _daemonset(self, rt: ResourceType, obj: Obj) -> None:
+        ready = 0 if _failing(obj) else 1
+        self._status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
+                               "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                               "updatedNumberScheduled": 1, "numberReady": ready, "numberAvailable": ready,
+                               "numberMisscheduled": 0})
+
+    def _job(self, rt: ResourceType, obj: Obj) -> None:
+        spec = obj.get("spec") or {}
+        if spec.get("suspend"):
+            return
+        start = (obj.get("status") or {}).get("startTime", now())
+        if _failing(obj):
+            self._status(rt, obj, {"startTime": start, "failed": int(spec.get("backoffLimit", 6)) + 1,
+                                   "conditions": [_condition("FailureTarget", True, "BackoffLimitExceeded",
+                                                             "Job has reached the specified backoff limit"),
+                                                  _condition("Failed", True, "BackoffLimitExceeded",
+                                                             "Job has reached the specified backoff limit")]})
+            return
+        self._status(rt, obj, {"startTime": start, "completionTime": now(), "ready": 0,
+                               "succeeded": int(spec.get("completions", 1)),
+                               "conditions": [_condition("SuccessCriteriaMet", True, "CompletionsReached",
+                                                         "Reached expected number of succeeded pods"),
+                                              _condition("Complete", True, "CompletionsReached",
+                                                         "Reached expected number of succeeded pods")]})
+
+    def _pod(self, rt: ResourceType, obj: Obj) -> None:
+        spec = obj.get("spec") or {}
+        runs_once = spec.get("restartPolicy", "Always") != "Always"
+        failing = _failing(obj)
+        containers = spec.get("containers") or []
+        if runs_once:
+            code = 1 if failing else 0
+            phase = "Failed" if failing else "Succeeded"
+            state = {"terminated": {"exitCode": code, "reason": "Error" if failing else "Completed",
+                                    "startedAt": now(), "finishedAt": now()}}
+            ready, reason = False, "PodCompleted"
+        else:
+            phase = "Running"
+            state = ({"waiting": {"reason": "CrashLoopBackOff"}} if failing
+                     else {"running": {"startedAt": now()}})
+            ready, reason = not failing, "" if not failing else "ContainersNotReady"
+        statuses = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": ready,
+                     "restartCount": 0, "started": ready, "state": state} for c in containers]
+        self._status(rt, obj, {
+            "phase": phase, "hostIP": "127.0.0.1", "podIP": "10.244.0.10", "startTime":
+            (obj.get("status") or {}).get("startTime", now()), "containerStatuses": statuses,
+            "conditions": [_condition("PodScheduled", True), _condition("Initialized", True),
+                           _condition("ContainersReady", ready, reason), _condition("Ready", ready, reason)]})
+
+    def _pvc(self, rt: ResourceType, obj: Obj) -> None:
+        if _failing(obj):
+            return
+        spec = obj.get("spec") or {}
+        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+        self._status(rt, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+                               "capacity": {"storage": size}})
+
+    def _service(self, rt: ResourceType, obj: Obj) -> None:
+        spec, meta = obj.get("spec") or {}, obj["metadata"]
+        if spec.get("type") == "LoadBalancer" and not _failing(obj):
+            self._status(rt, obj, {"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ipMode": "VIP"}]}})
+        if not spec.get("selector"):
+            return
+        ep_rt = self.api.type_of(("", "endpoints"))
+        ports = [{"name": p.get("name"), "port": p["targetPort"] if isinstance(p.get("targetPort"), int)
+                  else p.get("port"), "protocol": p.get("protocol", "TCP")} for p in spec.get("ports") or []]
+        ports = [{k: v for k, v in p.items() if v is not None} for p in ports]
+        address = {"ip": "10.244.0.10", "nodeName": NODE_NAME}
+        subset: dict[str, Any] = {"ports": ports}
+        subset["notReadyAddresses" if _failing(obj) else "addresses"] = [address]
+        body = {"metadata": {"name": meta["name"], "labels": meta.get("labels") or {}},
+                "subsets": [subset] if ports else []}
+        current = self.api.store.get(ep_rt.storage_key, meta["namespace"], meta["name"])
+        if current is None:
+            self.api.create(ep_rt, meta["namespace"], body, MANAGER)
+        elif current.get("subsets") != body["subsets"]:
+            self.api.update(ep_rt, meta["namespace"], meta["name"], {**current, "subsets": body["subsets"]},
+                            MANAGER)

@@ -1,0 +1,134 @@
+"""The sandbox as something to start: in a thread of its own, with a kubeconfig for clients.
+
+The server runs its own event loop in a background thread, so callers may block (run helm or
+kubectl with ``subprocess.run``) without stalling it, and it can serve several clients at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import secrets
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+
+import yaml
+from aiohttp import web
+
+from .apiserver import ApiServer
+from .controllers import Controllers
+from .server import HttpApi
+from .tls import make_serving_cert
+
+
+class Sandbox:
+    """An embedded Kubernetes API server on 127.0.0.1.
+
+    Use as ``with Sandbox() as sb:`` or ``async with Sandbox() as sb:``; ``sb.kubeconfig`` is a
+    kubeconfig file (HTTPS with a throwaway CA, token auth) for kubectl, helm, kopf and the Python
+    client.
+    """
+
+    def __init__(self, *, port: int = 0, kubeconfig: str | os.PathLike[str] | None = None,
+                 ready_delay: float = 0.2, token: str | None = None) -> None:
+        self.port = port
+        self.ready_delay = ready_delay
+        self.token = token or secrets.token_hex(16)
+        self._kubeconfig_arg = Path(kubeconfig) if kubeconfig else None
+        self._tmpdir = tempfile.TemporaryDirectory(prefix="helmop-sandbox-")
+        self.workdir = Path(self._tmpdir.name)
+        self._cert = make_serving_cert()
+        self.kubeconfig = Path()
+        self.api: ApiServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: HttpApi | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self) -> Sandbox:
+        self._thread = threading.Thread(target=self._run, name="helmop-sandbox", daemon=True)
+        self._thread.start()
+        self._ready.wait(60)
+        if self._failure is not None:
+            raise RuntimeError(f"the sandbox failed to start: {self._failure}") from self._failure
+        if not self._ready.is_set():
+            raise RuntimeError("the sandbox did not start within 60 s")
+        self._write_kubeconfig()
+        return self
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        runner: web.AppRunner | None = None
+        try:
+            self.api = ApiServer()
+            self._http = HttpApi(self.api, self.token)
+            Controllers(self.api, loop, self.ready_delay).start()
+            runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)
+            loop.run_until_complete(runner.setup())
+            tls = self._cert.context(self.workdir)
+            site = web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=tls)
+            loop.run_until_complete(site.start())
+            server = site._server
+            if server is not None and server.sockets:  # the port picked when asked for port 0
+                self.port = server.sockets[0].getsockname()[1]
+            self._http.address = f"127.0.0.1:{self.port}"
+        except BaseException as exc:  # reported to start()
+            self._failure = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            self._http.stopping.set()
+            self.api.store.close_watchers()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    def _write_kubeconfig(self) -> None:
+        if self._kubeconfig_arg is None:
+            self.kubeconfig = self.workdir / "kubeconfig"
+        else:
+            self.kubeconfig = self._kubeconfig_arg
+            self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "helmop-sandbox", "cluster": {
+                "server": self.url,
+                "certificate-authority-data": base64.b64encode(self._cert.ca_pem).decode()}}],
+            "users": [{"name": "sandbox-admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "helmop-sandbox", "context": {"cluster": "helmop-sandbox",
+                                                                "user": "sandbox-admin",
+                                                                "namespace": "default"}}],
+            "current-context": "helmop-sandbox",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._tmpdir.cleanup()
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Sandbox:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.to_thread(self.stop)

@@ -1,0 +1,407 @@
+"""HTTP front of the sandbox: Kubernetes REST paths, discovery, OpenAPI, watches, tables.
+
+Maps each request onto :class:`.apiserver.ApiServer` and writes what client-go, kopf and the
+Python client expect back: JSON bodies (whatever the Accept header prefers, JSON is always
+allowed), ``kind: Status`` errors, chunked watch streams, ``Warning`` headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from . import protobuf, tables
+from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
+from .errors import ApiError, bad_request
+from .kinds import ResourceType
+from .openapi import OpenApi
+from .patching import json_patch, merge_patch
+from .selectors import field_matcher, label_matcher, single_name
+from .store import Event, Obj, Watcher
+
+log = logging.getLogger(__name__)
+
+PATCH_TYPES = {
+    "application/json-patch+json": "json",
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+_PUBLIC = {"/version", "/healthz", "/livez", "/readyz"}
+_VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.2-helmop-sandbox", "gitCommit": "sandbox",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
+            "compiler": "gc", "platform": "linux/amd64"}
+
+
+@dataclass
+class Target:
+    rt: ResourceType
+    namespace: str  # "" for cluster-scoped or all namespaces
+    name: str = ""
+    subresource: str = ""
+    all_namespaces: bool = False
+
+
+def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    headers = {}
+    if warnings:
+        headers["Warning"] = ", ".join(f'299 - {json.dumps(w)}' for w in warnings)
+    return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json",
+                        headers=headers)
+
+
+def _error(exc: ApiError) -> web.Response:
+    return _json(exc.status(), exc.code)
+
+
+class HttpApi:
+    def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0) -> None:
+        self.api = api
+        self.token = token
+        self.openapi = OpenApi(api.registry)
+        self.bookmark_interval = bookmark_interval
+        self.address = ""
+        self._streams: set[web.StreamResponse] = set()
+        self.stopping = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            if request.path not in _PUBLIC and request.headers.get("Authorization") != f"Bearer {self.token}":
+                raise ApiError("Unauthorized", "Unauthorized")
+            return await self._route(request)
+        except ApiError as exc:
+            return _error(exc)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a sandbox bug must still answer like an API server
+            log.exception("sandbox: internal error on %s %s", request.method, request.path_qs)
+            return _error(ApiError("InternalError", f"sandbox internal error: {exc!r}"))
+
+    # --- routing -----------------------------------------------------------------------------------
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if request.path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok")
+        if request.path == "/version":
+            return _json(_VERSION)
+        if parts[:1] == ["openapi"]:
+            return self._openapi(request, parts)
+        if parts == ["api"]:
+            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}]})
+        if parts == ["apis"]:
+            return _json(self._group_list())
+        if parts[:1] == ["apis"] and len(parts) == 2:
+            group = next((g for g in self._group_list()["groups"] if g["name"] == parts[1]), None)
+            if group is None:
+                raise ApiError("NotFound", "the server could not find the requested resource")
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **group})
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError("NotFound", "the server could not find the requested resource")
+        if not rest:
+            return self._resource_list(group, version)
+        target = self._target(group, version, rest)
+        return await self._serve(request, target)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        def lookup(plural: str) -> ResourceType:
+            rt = self.api.registry.get(group, version, plural)
+            if rt is None:
+                raise ApiError("NotFound", "the server could not find the requested resource")
+            return rt
+
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            rt = lookup(rest[2])
+            if not rt.namespaced:
+                raise ApiError("NotFound", "the server could not find the requested resource")
+            return Target(rt, rest[1], *(rest[3:5]))
+        rt = lookup(rest[0])
+        if len(rest) > 3:
+            raise ApiError("NotFound", "the server could not find the requested resource")
+        if rt.namespaced and len(rest) > 1:
+            raise ApiError("NotFound", "the server could not find the requested resource")
+        return Target(rt, "", *(rest[1:3]), all_namespaces=rt.namespaced)
+
+    # --- discovery ---------------------------------------------------------------------------------
+
+    def _group_list(self) -> dict[str, Any]:
+        groups = []
+        for group, versions in self.api.registry.group_versions().items():
+            if not group:
+                continue
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _resource_list(self, group: str, version: str) -> web.Response:
+        types = [rt for rt in self.api.registry.all() if rt.group == group and rt.version == version]
+        if not types:
+            raise ApiError("NotFound", "the server could not find the requested resource")
+        resources = [entry for rt in sorted(types, key=lambda r: r.plural) for entry in rt.discovery()]
+        return _json({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": types[0].group_version,
+                      "resources": resources})
+
+    def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
+        accept = request.headers.get("Accept", "*/*")
+        if parts == ["openapi", "v2"]:
+            if "json" not in accept and "*/*" not in accept:
+                # Only the protobuf form was asked for; clients fall back to their built-in types.
+                raise ApiError("NotAcceptable", "the sandbox serves /openapi/v2 as JSON only")
+            return web.Response(body=self.openapi.v2(), content_type="application/json")
+        if parts == ["openapi", "v3"]:
+            return web.Response(body=self.openapi.v3_root(), content_type="application/json")
+        if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
+            gv = "/".join(parts[3:]) if parts[2] == "apis" else parts[3]
+            if not self.openapi.has_group_version(gv):
+                raise ApiError("NotFound", "the server could not find the requested resource")
+            return web.Response(body=self.openapi.v3_group_version(gv), content_type="application/json")
+        raise ApiError("NotFound", "the server could not find the requested resource")
+
+    # --- resources ---------------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        ctype = request.content_type
+        if ctype == "application/vnd.kubernetes.protobuf":
+            return protobuf.decode(raw)
+        return parse_body(raw, ctype)
+
+    def _write_options(self, request: web.Request) -> WriteOptions:
+        q = request.query
+        validation = q.get("fieldValidation", "Warn")
+        if validation not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(f"fieldValidation must be one of Strict, Warn, Ignore, not {validation!r}")
+        agent = request.headers.get("User-Agent", "unknown").split("/")[0]
+        manager = q.get("fieldManager") or ("" if request.content_type.startswith("application/apply-patch")
+                                            else agent)
+        return WriteOptions(manager=manager, dry_run=q.get("dryRun") == "All", field_validation=validation,
+                            force=q.get("force") in ("true", "1"))
+
+    async def _serve(self, request: web.Request, t: Target) -> web.StreamResponse:
+        method, q = request.method, request.query
+        if t.subresource and t.subresource not in t.rt.subresources:
+            raise ApiError("NotFound", "the server could not find the requested resource")
+        if t.subresource == "scale":
+            return await self._scale(request, t)
+        if method == "GET" and (q.get("watch") in ("true", "1")):
+            return await self._watch(request, t)
+        if not t.name:
+            if method == "GET":
+                return self._list(request, t)
+            if method == "POST":
+                opts = self._write_options(request)
+                obj = self.api.create(t.rt, t.namespace, await self._body(request), opts)
+                return _json(obj, 201, opts.warnings)
+            if method == "DELETE":
+                return await self._delete_collection(request, t)
+            raise ApiError("MethodNotAllowed", f"{method} is not supported on a collection")
+        if method == "GET":
+            return self._render(request, t, self.api.get(t.rt, t.namespace, t.name))
+        if method == "PUT":
+            opts = self._write_options(request)
+            obj = self.api.update(t.rt, t.namespace, t.name, await self._body(request), opts, t.subresource)
+            return _json(obj, 200, opts.warnings)
+        if method == "PATCH":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type is None:
+                raise ApiError("UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                               f"accepted media types include: {', '.join(PATCH_TYPES)}")
+            opts = self._write_options(request)
+            existed = self.api.store.get(t.rt.storage_key, t.namespace, t.name) is not None
+            obj = self.api.patch(t.rt, t.namespace, t.name, patch_type, await self._body(request), opts,
+                                 t.subresource)
+            return _json(obj, 200 if existed or patch_type != "apply" else 201, opts.warnings)
+        if method == "DELETE":
+            options = await self._delete_options(request)
+            obj, gone = self.api.delete(t.rt, t.namespace, t.name, options)
+            if gone:
+                meta = obj["metadata"]
+                return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "details": {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural,
+                                          "uid": meta.get("uid")}})
+            return _json(obj, 200)
+        raise ApiError("MethodNotAllowed", f"{method} is not supported")
+
+    async def _scale(self, request: web.Request, t: Target) -> web.Response:
+        if request.method == "GET":
+            return _json(self.api.get_scale(t.rt, t.namespace, t.name))
+        body = await self._body(request)
+        if request.method == "PATCH":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            current = self.api.get_scale(t.rt, t.namespace, t.name)
+            if patch_type == "json":
+                body = json_patch(current, body)
+            elif patch_type in ("merge", "strategic"):
+                body = merge_patch(current, body)
+            else:
+                raise ApiError("UnsupportedMediaType", "the scale subresource takes JSON or merge patches")
+            body.get("metadata", {}).pop("resourceVersion", None)
+        elif request.method != "PUT":
+            raise ApiError("MethodNotAllowed", f"{request.method} is not supported on scale")
+        return _json(self.api.set_scale(t.rt, t.namespace, t.name, body, self._write_options(request)))
+
+    async def _delete_options(self, request: web.Request) -> DeleteOptions:
+        body = await self._body(request) if request.can_read_body else None
+        body = body if isinstance(body, dict) else {}
+        q = request.query
+        pre = body.get("preconditions") or {}
+        policy = q.get("propagationPolicy") or body.get("propagationPolicy")
+        orphan = body.get("orphanDependents", q.get("orphanDependents"))
+        if policy is None and orphan in (True, "true"):
+            policy = "Orphan"
+        if policy not in (None, "Foreground", "Background", "Orphan"):
+            raise bad_request(f"propagationPolicy {policy!r} is not one of Foreground, Background, Orphan")
+        dry = q.get("dryRun") == "All" or "All" in (body.get("dryRun") or [])
+        return DeleteOptions(policy, pre.get("uid"), pre.get("resourceVersion"), dry)
+
+    async def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        options = await self._delete_options(request)
+        objs, rv = self._select(request, t)
+        for obj in objs:
+            with contextlib.suppress(ApiError):
+                self.api.delete(t.rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], options)
+        return _json({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version,
+                      "metadata": {"resourceVersion": rv}, "items": objs})
+
+    def _select(self, request: web.Request, t: Target) -> tuple[list[Obj], str]:
+        q = request.query
+        labels = label_matcher(q.get("labelSelector"))
+        fields = field_matcher(q.get("fieldSelector"), t.rt.kind)
+        namespace = None if t.all_namespaces else t.namespace
+        name = single_name(q.get("fieldSelector"))
+        if name is not None and (namespace is not None or not t.rt.namespaced):
+            obj = self.api.store.get(t.rt.storage_key, namespace or "", name)
+            found = [self.api.view(obj, t.rt)] if obj and (labels is None or labels(obj)) else []
+            return found, str(self.api.store.rv)
+        return self.api.list(t.rt, namespace, labels, fields)
+
+    def _list(self, request: web.Request, t: Target) -> web.Response:
+        objs, rv = self._select(request, t)
+        q = request.query
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if q.get("continue"):
+            try:
+                token = json.loads(base64.urlsafe_b64decode(q["continue"]))
+                after = tuple(token["start"])
+            except (ValueError, KeyError, TypeError, binascii.Error):
+                raise bad_request("continue key is not valid") from None
+            objs = [o for o in objs if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > after]
+        limit = int(q.get("limit") or 0)
+        if limit > 0 and len(objs) > limit:
+            last = objs[limit - 1]["metadata"]
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}).encode()).decode()
+            meta["remainingItemCount"] = len(objs) - limit
+            objs = objs[:limit]
+        table = self._table_request(request)
+        if table is not None:
+            return _json(tables.table(t.rt, objs, rv, table))
+        return _json({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version, "metadata": meta, "items": objs})
+
+    @staticmethod
+    def _table_request(request: web.Request) -> str | None:
+        """includeObject policy when the client asked for a Table, else None."""
+        accept = request.headers.get("Accept", "")
+        if "as=Table" not in accept:
+            return None
+        return request.query.get("includeObject", "Metadata")
+
+    def _render(self, request: web.Request, t: Target, obj: Obj) -> web.Response:
+        table = self._table_request(request)
+        if table is not None:
+            return _json(tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table))
+        return _json(obj)
+
+    # --- watch -------------------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        q = request.query
+        field_text = q.get("fieldSelector")
+        if t.name:  # the old single-object watch path
+            field_text = f"metadata.name={t.name}" + (f",{field_text}" if field_text else "")
+        watcher = Watcher(None if t.all_namespaces else (t.namespace if t.rt.namespaced else None),
+                          label_matcher(q.get("labelSelector")), field_matcher(field_text, t.rt.kind),
+                          asyncio.get_running_loop())
+        initial = q.get("sendInitialEvents") == "true"
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
+        table = self._table_request(request)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        try:
+            rv = self.api.watch(t.rt, watcher, q.get("resourceVersion"), initial)
+        except ApiError as exc:
+            if exc.reason != "Expired":
+                raise
+            # As the watch cache does: the stream opens, says 410 Gone in an ERROR event, and ends.
+            await response.prepare(request)
+            await response.write(json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n")
+            await response.write_eof()
+            return response
+        await response.prepare(request)
+        self._streams.add(response)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        try:
+            if initial:
+                # Everything queued so far is the initial state; then say so with a bookmark.
+                pending = watcher.queue.qsize()
+                for _ in range(pending):
+                    event = watcher.queue.get_nowait()
+                    if event is not None:
+                        await self._send(response, t, event, table)
+                await self._bookmark(response, t, rv, initial_end=True)
+            while not self.stopping.is_set():
+                wait = self.bookmark_interval
+                if deadline is not None:
+                    wait = min(wait, deadline - loop.time())
+                    if wait <= 0:
+                        break
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), wait)
+                except TimeoutError:
+                    if bookmarks:
+                        await self._bookmark(response, t, str(self.api.store.rv))
+                    continue
+                if event is None:
+                    break
+                await self._send(response, t, event, table)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.api.store.unwatch(t.rt.storage_key, watcher)
+            self._streams.discard(response)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await response.write_eof()
+        return response
+
+    async def _send(self, response: web.StreamResponse, t: Target, event: Event, table: str | None) -> None:
+        obj = self.api.view(event.obj, t.rt)
+        if table is not None:
+            obj = tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table)
+        await response.write(json.dumps({"type": event.type, "object": obj}).encode() + b"\n")
+
+    async def _bookmark(self, response: web.StreamResponse, t: Target, rv: str, *, initial_end: bool = False) -> None:
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        body = {"type": "BOOKMARK", "object": {"kind": t.rt.kind, "apiVersion": t.rt.api_version, "metadata": meta}}
+        await response.write(json.dumps(body).encode() + b"\n")

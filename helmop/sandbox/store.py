@@ -1,0 +1,190 @@
+"""Object storage with one global resourceVersion counter and a bounded watch history.
+
+Objects are kept per storage key (group, resource) and namespace, so a request touches only its own
+resource and namespace, never the whole store. Stored objects are never mutated: every write stores
+a new dict, so readers and watch events can share them without copying. Watchers get events through
+their event loop (``call_soon_threadsafe``), so the store can be written from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .selectors import Matcher
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (group, plural)
+
+HISTORY = 20_000  # events kept per resource for watches that resume from a resourceVersion
+
+
+@dataclass(frozen=True)
+class Event:
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    obj: Obj
+    old: Obj | None = None
+
+
+@dataclass(eq=False)
+class Watcher:
+    namespace: str | None
+    labels: Matcher | None
+    fields: Matcher | None
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
+
+    def matches(self, obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
+            return False
+        if self.labels is not None and not self.labels(obj):
+            return False
+        return self.fields is None or self.fields(obj)
+
+    def translate(self, event: Event) -> Event | None:
+        """The event as this watcher sees it: an object leaving its selector is DELETED to it."""
+        now, before = self.matches(event.obj), self.matches(event.old)
+        if event.type == "MODIFIED" and now != before:
+            return Event(event.rv, "ADDED" if now else "DELETED", event.obj)
+        if now or (event.type == "DELETED" and before):
+            return event
+        return None
+
+    def offer(self, event: Event) -> None:
+        seen = self.translate(event)
+        if seen is not None:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, seen)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+
+@dataclass
+class Bucket:
+    objects: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    history: deque[Event] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    # Watches from a resourceVersion older than this cannot be served completely: 410 Gone.
+    horizon: int = 0
+    watchers: set[Watcher] = field(default_factory=set)
+
+
+class Store:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.rv = 1
+        self._buckets: dict[Key, Bucket] = {}
+        # owner uid -> dependents, for garbage collection without scanning everything
+        self.dependents: dict[str, set[tuple[Key, str, str]]] = {}
+        self.listeners: list[Callable[[Key, Event], None]] = []
+
+    def bucket(self, key: Key) -> Bucket:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = Bucket()
+        return bucket
+
+    def get(self, key: Key, namespace: str, name: str) -> Obj | None:
+        return self.bucket(key).objects.get(namespace, {}).get(name)
+
+    def items(self, key: Key, namespace: str | None = None) -> Iterator[Obj]:
+        with self.lock:
+            spaces = self.bucket(key).objects
+            if namespace is not None:
+                chosen = [spaces.get(namespace, {})]
+            else:
+                chosen = [spaces[ns] for ns in sorted(spaces)]
+            snapshot = [obj for space in chosen for _, obj in sorted(space.items())]
+        return iter(snapshot)
+
+    def count(self, key: Key) -> int:
+        return sum(len(s) for s in self.bucket(key).objects.values())
+
+    def namespaces_in_use(self, key: Key) -> list[str]:
+        return [ns for ns, objs in self.bucket(key).objects.items() if objs]
+
+    def keys(self) -> list[Key]:
+        return list(self._buckets)
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _index_owners(self, key: Key, obj: Obj, old: Obj | None) -> None:
+        meta = obj["metadata"]
+        ident = (key, meta.get("namespace", ""), meta["name"])
+        if old is not None:
+            for ref in old["metadata"].get("ownerReferences") or []:
+                self.dependents.get(ref.get("uid", ""), set()).discard(ident)
+        if obj is not old:
+            for ref in meta.get("ownerReferences") or []:
+                self.dependents.setdefault(ref.get("uid", ""), set()).add(ident)
+
+    def put(self, key: Key, obj: Obj) -> Obj:
+        """Store ``obj`` (new or replacing) with a fresh resourceVersion; returns the stored object."""
+        with self.lock:
+            meta = obj["metadata"]
+            space = self.bucket(key).objects.setdefault(meta.get("namespace", ""), {})
+            old = space.get(meta["name"])
+            meta["resourceVersion"] = self.next_rv()
+            space[meta["name"]] = obj
+            if old is not None:
+                self._index_owners(key, old, old)
+            self._index_owners(key, obj, None)
+            self._emit(key, Event(self.rv, "MODIFIED" if old is not None else "ADDED", obj, old))
+            return obj
+
+    def remove(self, key: Key, obj: Obj) -> Obj:
+        with self.lock:
+            meta = obj["metadata"]
+            space = self.bucket(key).objects.get(meta.get("namespace", ""), {})
+            current = space.pop(meta["name"], None)
+            if current is None:
+                return obj
+            gone = {**current, "metadata": {**current["metadata"], "resourceVersion": self.next_rv()}}
+            self._index_owners(key, current, current)
+            self._emit(key, Event(self.rv, "DELETED", gone, current))
+            return gone
+
+    def _emit(self, key: Key, event: Event) -> None:
+        bucket = self.bucket(key)
+        if len(bucket.history) == bucket.history.maxlen:
+            bucket.horizon = bucket.history[0].rv
+        bucket.history.append(event)
+        for watcher in list(bucket.watchers):
+            watcher.offer(event)
+        for listener in self.listeners:
+            listener(key, event)
+
+    def watch(self, key: Key, watcher: Watcher, since: int | None) -> bool:
+        """Register ``watcher``; replay history after ``since``. False when ``since`` is too old."""
+        with self.lock:
+            bucket = self.bucket(key)
+            if since is not None:
+                if since < bucket.horizon:
+                    return False
+                for event in bucket.history:
+                    if event.rv > since:
+                        watcher.offer(event)
+            bucket.watchers.add(watcher)
+            return True
+
+    def unwatch(self, key: Key, watcher: Watcher) -> None:
+        with self.lock:
+            self.bucket(key).watchers.discard(watcher)
+
+    def close_watchers(self, key: Key | None = None) -> None:
+        """End watches (of one resource, or all): clients see the stream close and re-list."""
+        with self.lock:
+            for bucket_key, bucket in self._buckets.items():
+                if key is not None and bucket_key != key:
+                    continue
+                for watcher in bucket.watchers:
+                    watcher.close()
+                bucket.watchers.clear()

@@ -1,0 +1,155 @@
+"""Server-side printing: ``meta.k8s.io/v1`` Table replies, as ``kubectl get`` asks for them.
+
+Built-in kinds get the columns kubectl users know for the common ones (a name and an age for the
+rest); custom resources get their CRD's ``additionalPrinterColumns``, evaluated as JSONPath.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from .kinds import ResourceType
+
+Obj = dict[str, Any]
+_MISSING = object()
+
+
+def age(timestamp: str | None) -> str:
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "<unknown>"
+    seconds = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m{seconds % 60}s" if minutes < 10 else f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h{minutes % 60}m" if hours < 8 else f"{hours}h"
+    return f"{hours // 24}d"
+
+
+_STEP = re.compile(r"""\.([A-Za-z0-9_-]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.-]+)\s*==\s*["']([^"']*)["']\)\]""")
+
+
+def jsonpath(obj: Any, path: str) -> list[Any]:
+    """The values at a kubectl-style JSONPath (``.a.b``, ``[0]``, ``[*]``, ``[?(@.k=="v")]``)."""
+    path = path.strip()
+    if path.startswith("{") and path.endswith("}"):
+        path = path[1:-1]
+    if path.startswith("$"):
+        path = path[1:]
+    values = [obj]
+    pos = 0
+    while pos < len(path):
+        m = _STEP.match(path, pos)
+        if not m:
+            return []
+        pos = m.end()
+        name, index, filter_key, filter_value = m.groups()
+        out: list[Any] = []
+        for value in values:
+            if name is not None and isinstance(value, dict) and name in value:
+                out.append(value[name])
+            elif index is not None and isinstance(value, list):
+                if index == "*":
+                    out.extend(value)
+                elif int(index) < len(value):
+                    out.append(value[int(index)])
+            elif filter_key is not None and isinstance(value, list):
+                for item in value:
+                    found = jsonpath(item, "." + filter_key)
+                    if found and str(found[0]) == filter_value:
+                        out.append(item)
+        values = out
+    return values
+
+
+def _cell(values: list[Any], kind: str) -> Any:
+    if not values:
+        return None
+    value = values[0] if len(values) == 1 else ",".join(str(v) for v in values)
+    if kind == "integer" and isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def _ready(status: Obj, ready_key: str, total: Any) -> str:
+    return f"{status.get(ready_key, 0)}/{total}"
+
+
+def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any]]:
+    """(name, type, function of the object) for the kinds people `kubectl get` most."""
+    spec = lambda o: o.get("spec") or {}  # noqa: E731
+    status = lambda o: o.get("status") or {}  # noqa: E731
+    table: dict[str, list[tuple[str, str, Any]]] = {
+        "Pod": [("Ready", "string", lambda o: f"{sum(1 for c in status(o).get('containerStatuses') or [] if c.get('ready'))}/{len(spec(o).get('containers') or [])}"),  # noqa: E501
+                ("Status", "string", lambda o: status(o).get("phase", "Pending")),
+                ("Restarts", "string", lambda o: "0")],
+        "Deployment": [("Ready", "string", lambda o: _ready(status(o), "readyReplicas", spec(o).get("replicas", 1))),
+                       ("Up-to-date", "string", lambda o: status(o).get("updatedReplicas", 0)),
+                       ("Available", "string", lambda o: status(o).get("availableReplicas", 0))],
+        "StatefulSet": [("Ready", "string", lambda o: _ready(status(o), "readyReplicas", spec(o).get("replicas", 1)))],
+        "ReplicaSet": [("Desired", "integer", lambda o: spec(o).get("replicas", 1)),
+                       ("Current", "integer", lambda o: status(o).get("replicas", 0)),
+                       ("Ready", "integer", lambda o: status(o).get("readyReplicas", 0))],
+        "Service": [("Type", "string", lambda o: spec(o).get("type", "ClusterIP")),
+                    ("Cluster-IP", "string", lambda o: spec(o).get("clusterIP", "<none>")),
+                    ("Ports", "string", lambda o: ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}"
+                                                           for p in spec(o).get("ports") or []) or "<none>")],
+        "ConfigMap": [("Data", "integer", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))],
+        "Secret": [("Type", "string", lambda o: o.get("type", "Opaque")),
+                   ("Data", "integer", lambda o: len(o.get("data") or {}))],
+        "Namespace": [("Status", "string", lambda o: status(o).get("phase", "Active"))],
+        "Job": [("Status", "string", lambda o: next((c["type"] for c in status(o).get("conditions") or []
+                                                      if c.get("type") in ("Complete", "Failed")), "Running")),
+                ("Completions", "string", lambda o: _ready(status(o), "succeeded", spec(o).get("completions", 1)))],
+        "PersistentVolumeClaim": [("Status", "string", lambda o: status(o).get("phase", "Pending")),
+                                  ("Capacity", "string", lambda o: (status(o).get("capacity") or {})
+                                   .get("storage", ""))],
+        "CustomResourceDefinition": [("Created At", "date", lambda o: o["metadata"].get("creationTimestamp"))],
+    }
+    return table.get(rt.kind, [])
+
+
+def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: str) -> Obj:
+    columns: list[dict[str, Any]] = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
+                                      "description": "Name must be unique within a namespace."}]
+    getters: list[Any] = [lambda o: o["metadata"]["name"]]
+    has_age = False
+    if rt.custom:
+        for col in rt.printer_columns:
+            kind = col.get("type", "string")
+            columns.append({"name": col["name"], "type": kind, "format": col.get("format", ""),
+                            "description": col.get("description", ""), "priority": col.get("priority", 0)})
+            getters.append(lambda o, c=col, k=kind: _cell(jsonpath(o, c["jsonPath"]), k))
+            has_age = has_age or col["name"] == "Age"
+    else:
+        for name, kind, getter in _builtin_columns(rt):
+            columns.append({"name": name, "type": kind, "format": "", "description": name, "priority": 0})
+            getters.append(getter)
+    if not has_age:
+        columns.append({"name": "Age", "type": "string", "format": "", "priority": 0,
+                        "description": "CreationTimestamp is a timestamp representing the server time when "
+                                       "this object was created."})
+        getters.append(lambda o: age(o["metadata"].get("creationTimestamp")))
+    rows = []
+    for obj in objects:
+        row: Obj = {"cells": [g(obj) for g in getters]}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj["metadata"]}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": columns, "rows": rows}
