@@ -280,8 +280,11 @@ def apply(live: dict[str, Any] | None, cfg: dict[str, Any], manager: str, api_ve
         e.paths.discard(p)
     if mine is not None:
         still_owned = set().union(*(e.paths for e in others)) if others else set()
-        for path in sorted(mine.paths - applied.all, key=len, reverse=True):
-            if path not in still_owned:
+        dropped = {p for p in mine.paths - applied.all if p not in still_owned}
+        for path in dropped:
+            # Removing an item or map removes what is under it; its children need no visit (and
+            # would change the item's key before the item itself is looked up).
+            if not any(path[:i] in dropped for i in range(1, len(path))):
                 remove_at(base, path)
     result = _merge(base, cfg, schema)
     if mine is None:

@@ -1,0 +1,149 @@
+"""kubectl 1.35 against the sandbox: apply (client- and server-side), get, wait, delete, CRDs."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.conftest import Run
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web, tier: front}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        ports: [{containerPort: 80}]
+        env: [{name: A, value: "1"}, {name: B, value: "x"}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, labels: {tier: back}}
+data: {k: v}
+"""
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.kubectl.test}
+spec:
+  group: kubectl.test
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: integer, minimum: 1, maximum: 10}
+              color: {type: string, enum: [red, blue], default: red}
+          status:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+"""
+
+
+def _get(run: Run, ns: str, *what: str) -> dict:
+    return json.loads(run("kubectl", "-n", ns, "get", *what, "-o", "json", "--show-managed-fields").stdout)
+
+
+def test_client_side_apply_create_update_and_get(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=DEPLOYMENT)
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Available", "deploy/web", "--timeout=20s")
+    changed = DEPLOYMENT.replace('value: "1"', 'value: "2"').replace(", {name: B, value: \"x\"}", "")
+    out = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=changed).stdout
+    assert "deployment.apps/web configured" in out and "configmap/settings unchanged" in out
+    deploy = _get(run, namespace, "deploy", "web")
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "2"}]
+    assert deploy["metadata"]["generation"] == 2
+    as_yaml = yaml.safe_load(run("kubectl", "-n", namespace, "get", "deploy", "web", "-o", "yaml").stdout)
+    assert as_yaml["metadata"]["uid"] == deploy["metadata"]["uid"]
+    table = run("kubectl", "-n", namespace, "get", "deploy").stdout
+    assert table.split()[:4] == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE"]
+
+
+def test_label_selectors_in_get(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=DEPLOYMENT)
+    names = run("kubectl", "-n", namespace, "get", "deploy,cm", "-l", "tier in (front,back)", "-o", "name").stdout
+    assert set(names.split()) == {"deployment.apps/web", "configmap/settings"}
+    names = run("kubectl", "-n", namespace, "get", "deploy,cm", "-l", "tier!=front,tier", "-o", "name").stdout
+    assert names.split() == ["configmap/settings"]
+
+
+def test_server_side_apply_owns_fields_and_reports_conflicts(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "apply", "--server-side", "-f", "-", stdin=DEPLOYMENT)
+    deploy = _get(run, namespace, "deploy", "web")
+    managers = {(m["manager"], m["operation"]) for m in deploy["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in managers
+    run("kubectl", "-n", namespace, "scale", "deploy/web", "--replicas=4")
+    changed = DEPLOYMENT.replace("replicas: 2", "replicas: 3")
+    failed = run("kubectl", "-n", namespace, "apply", "--server-side", "-f", "-", stdin=changed, check=False)
+    assert failed.returncode != 0 and "conflict" in failed.stderr and ".spec.replicas" in failed.stderr
+    run("kubectl", "-n", namespace, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=changed)
+    assert _get(run, namespace, "deploy", "web")["spec"]["replicas"] == 3
+    # A field dropped from the applied configuration is removed from the object.
+    without_b = changed.replace(", {name: B, value: \"x\"}", "")
+    run("kubectl", "-n", namespace, "apply", "--server-side", "-f", "-", stdin=without_b)
+    env = _get(run, namespace, "deploy", "web")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "A", "value": "1"}]
+
+
+def test_crd_then_custom_resource_by_short_name(run: Run, namespace: str) -> None:
+    run("kubectl", "apply", "-f", "-", stdin=CRD)
+    run("kubectl", "wait", "--for=condition=Established", "crd/gadgets.kubectl.test", "--timeout=10s")
+    gadget = "apiVersion: kubectl.test/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n"
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=gadget)
+    obj = _get(run, namespace, "gd", "g1")
+    assert obj["spec"] == {"size": 3, "color": "red"}  # schema default applied
+    run("kubectl", "-n", namespace, "patch", "gd", "g1", "--subresource=status", "--type=merge",
+        "-p", '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}')
+    table = run("kubectl", "-n", namespace, "get", "gd").stdout.splitlines()
+    assert table[0].split() == ["NAME", "SIZE", "READY", "AGE"]
+    assert table[1].split()[:3] == ["g1", "3", "True"]
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Ready", "gadget/g1", "--timeout=10s")
+    bad = gadget.replace("size: 3", "size: 30")
+    failed = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=bad.replace("g1", "g2"), check=False)
+    assert failed.returncode != 0 and "spec.size" in failed.stderr and "less than or equal to 10" in failed.stderr
+    unknown = gadget.replace("size: 3", "size: 3, bogus: 1").replace("g1", "g3")
+    failed = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=unknown, check=False)
+    assert failed.returncode != 0 and 'unknown field "spec.bogus"' in failed.stderr
+
+
+def test_builtin_schema_is_enforced(run: Run, namespace: str) -> None:
+    bad = DEPLOYMENT.replace("replicas: 2", "replicas: two")
+    failed = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=bad, check=False)
+    assert failed.returncode != 0 and "spec.replicas" in failed.stderr
+    unknown = DEPLOYMENT.replace("replicas: 2", "replicas: 2\n  replicaz: 3")
+    failed = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=unknown, check=False)
+    assert failed.returncode != 0 and 'unknown field "spec.replicaz"' in failed.stderr
+
+
+def test_delete_waits_for_nothing_and_removes(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=DEPLOYMENT)
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Available", "deploy/web", "--timeout=20s")
+    assert run("kubectl", "-n", namespace, "get", "rs", "-o", "name").stdout.strip()
+    run("kubectl", "-n", namespace, "delete", "deploy", "web", "--wait=true", "--timeout=20s")
+    missing = run("kubectl", "-n", namespace, "get", "deploy", "web", check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+    # The ReplicaSet it owned is garbage-collected.
+    run("kubectl", "-n", namespace, "wait", "--for=delete", "rs", "--all", "--timeout=10s")
+    assert run("kubectl", "-n", namespace, "get", "rs", "-o", "name").stdout.strip() == ""
