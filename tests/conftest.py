@@ -33,7 +33,8 @@ def _runner(sandbox: Sandbox) -> Run:
            "HELM_CONFIG_HOME": str(sandbox.workdir / "helm-config"),
            "HELM_DATA_HOME": str(sandbox.workdir / "helm-data")}
 
-    def run(*args: str, check: bool = True, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, check: bool = True, timeout: float = 120,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         cmd = [tool(args[0]), *args[1:]]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and done.returncode != 0:

@@ -21,7 +21,7 @@ from .errors import ApiError, Cause, already_exists, bad_request, conflict, inva
 from .kinds import Registry, ResourceType, types_of_crd
 from .patching import TestFailed, json_patch, merge_patch, strategic_merge
 from .selectors import Matcher
-from .store import Event, Key, Obj, Store, Watcher
+from .store import HISTORY, Event, Key, Obj, Store, Watcher
 
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -66,9 +66,9 @@ def _tracks_generation(rt: ResourceType) -> bool:
 
 
 class ApiServer:
-    def __init__(self) -> None:
+    def __init__(self, history: int = HISTORY) -> None:
         self.registry = Registry.with_builtins()
-        self.store = Store()
+        self.store = Store(history)
         self._bootstrap()
 
     def _bootstrap(self) -> None:
@@ -97,7 +97,7 @@ class ApiServer:
             raise not_found(rt.group, rt.plural, name)
         return self.view(obj, rt)
 
-    def list(self, rt: ResourceType, namespace: str | None, labels: Matcher | None,
+    def list_objects(self, rt: ResourceType, namespace: str | None, labels: Matcher | None,
              fields: Matcher | None) -> tuple[list[Obj], str]:
         with self.store.lock:
             rv = str(self.store.rv)
@@ -105,11 +105,10 @@ class ApiServer:
                      if (labels is None or labels(o)) and (fields is None or fields(o))]
         return found, rv
 
-    def watch(self, rt: ResourceType, watcher: Watcher, since: str | None, initial: bool) -> str:
-        """Register a watch; with ``initial`` the current objects are queued as ADDED first.
-
-        Returns the resourceVersion the initial state is consistent with.
-        """
+    def watch(self, rt: ResourceType, watcher: Watcher, since: str | None,
+              initial: bool) -> tuple[str, list[Event]]:
+        """Register a watch. Returns the resourceVersion it starts from and the synthetic ADDED
+        events of the current state (sent first) when there is no resourceVersion or ``initial``."""
         since_rv: int | None = None
         if since not in (None, "", "0"):
             try:
@@ -117,13 +116,14 @@ class ApiServer:
             except ValueError:
                 raise bad_request(f'invalid resource version "{since}"') from None
         with self.store.lock:
+            current: list[Event] = []
             if since_rv is None or initial:
-                for obj in self.store.items(rt.storage_key, watcher.namespace):
-                    watcher.offer(Event(int(obj["metadata"]["resourceVersion"]), "ADDED", obj))
+                current = [Event(int(o["metadata"]["resourceVersion"]), "ADDED", o)
+                           for o in self.store.items(rt.storage_key, watcher.namespace) if watcher.matches(o)]
                 since_rv = self.store.rv
             if not self.store.watch(rt.storage_key, watcher, since_rv):
                 raise ApiError("Expired", f"too old resource version: {since} ({self.store.rv})")
-            return str(self.store.rv)
+            return str(self.store.rv), current
 
     # --- writes ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ delay for one object. All work runs on the sandbox's event loop, triggered by st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
@@ -185,10 +186,9 @@ class Controllers:
                 meta = dep["metadata"]
                 self.api.delete(rt, meta.get("namespace", ""), meta["name"],
                                 DeleteOptions(propagation="Foreground"))
-        if not deps:
-            rt = self._rt(key)
-            if rt is not None:
-                self.api.remove_finalizer(rt, owner, "foregroundDeletion")
+        owner_rt = self._rt(key)
+        if not deps and owner_rt is not None:
+            self.api.remove_finalizer(owner_rt, owner, "foregroundDeletion")
 
     def _orphan(self, key: Key, owner: Obj) -> None:
         uid = owner["metadata"].get("uid")
@@ -196,9 +196,9 @@ class Controllers:
             refs = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
             self._set_owner_refs(rt, dep, refs)
         self.api.store.dependents.pop(uid or "", None)
-        rt = self._rt(key)
-        if rt is not None:
-            self.api.remove_finalizer(rt, owner, "orphan")
+        owner_rt = self._rt(key)
+        if owner_rt is not None:
+            self.api.remove_finalizer(owner_rt, owner, "orphan")
 
     def _spawn(self, ident: tuple[str, str], work: Any) -> None:
         if ident in self._busy:
@@ -211,18 +211,16 @@ class Controllers:
     async def _terminate_namespace(self, name: str) -> None:
         while True:
             remaining = 0
-            for key in self.api.store.keys():
+            for key in self.api.store.resource_keys():
                 rt = self._rt(key)
                 if rt is None or not rt.namespaced:
                     continue
                 for obj in self.api.store.items(key, name):
                     remaining += 1
                     if not obj["metadata"].get("deletionTimestamp"):
-                        try:
+                        with contextlib.suppress(ApiError):
                             self.api.delete(rt, name, obj["metadata"]["name"],
                                             DeleteOptions(propagation="Background"))
-                        except ApiError:
-                            pass
             if not remaining:
                 self.api.finish_namespace(name)
                 return
@@ -238,21 +236,17 @@ class Controllers:
                 break
             for obj in objs:
                 if not obj["metadata"].get("deletionTimestamp"):
-                    try:
+                    with contextlib.suppress(ApiError):
                         self.api.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
                                         DeleteOptions())
-                    except ApiError:
-                        pass
             await asyncio.sleep(0.05)
         self.api.remove_finalizer(self.api.type_of(CRD_KEY), crd, CRD_FINALIZER)
 
     def _default_service_account(self, namespace: str) -> None:
         rt = self.api.type_of(("", "serviceaccounts"))
         if self.api.store.get(rt.storage_key, namespace, "default") is None:
-            try:
+            with contextlib.suppress(ApiError):  # the namespace is already terminating
                 self.api.create(rt, namespace, {"metadata": {"name": "default"}}, MANAGER)
-            except ApiError:
-                pass  # the namespace is already terminating
 
     # --- workloads ---------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from aiohttp import web
 from .apiserver import ApiServer
 from .controllers import Controllers
 from .server import HttpApi
+from .store import HISTORY
 from .tls import make_serving_cert
 
 
@@ -33,14 +34,18 @@ class Sandbox:
     """
 
     def __init__(self, *, port: int = 0, kubeconfig: str | os.PathLike[str] | None = None,
-                 ready_delay: float = 0.2, token: str | None = None) -> None:
+                 ready_delay: float = 0.2, token: str | None = None, history: int = HISTORY) -> None:
+        """``history``: watch events kept per resource; resuming from an older version gets 410."""
         self.port = port
         self.ready_delay = ready_delay
+        self.history = history
         self.token = token or secrets.token_hex(16)
         self._kubeconfig_arg = Path(kubeconfig) if kubeconfig else None
         self._tmpdir = tempfile.TemporaryDirectory(prefix="helmop-sandbox-")
         self.workdir = Path(self._tmpdir.name)
         self._cert = make_serving_cert()
+        self.ca_file = self.workdir / "ca.crt"
+        self.ca_file.write_bytes(self._cert.ca_pem)
         self.kubeconfig = Path()
         self.api: ApiServer | None = None
         self._thread: threading.Thread | None = None
@@ -69,7 +74,7 @@ class Sandbox:
         asyncio.set_event_loop(loop)
         runner: web.AppRunner | None = None
         try:
-            self.api = ApiServer()
+            self.api = ApiServer(self.history)
             self._http = HttpApi(self.api, self.token)
             Controllers(self.api, loop, self.ready_delay).start()
             runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)
@@ -77,9 +82,7 @@ class Sandbox:
             tls = self._cert.context(self.workdir)
             site = web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=tls)
             loop.run_until_complete(site.start())
-            server = site._server
-            if server is not None and server.sockets:  # the port picked when asked for port 0
-                self.port = server.sockets[0].getsockname()[1]
+            self.port = runner.addresses[0][1]  # the port picked when asked for port 0
             self._http.address = f"127.0.0.1:{self.port}"
         except BaseException as exc:  # reported to start()
             self._failure = exc

@@ -286,7 +286,7 @@ def apply(live: dict[str, Any] | None, cfg: dict[str, Any], manager: str, api_ve
             # would change the item's key before the item itself is looked up).
             if not any(path[:i] in dropped for i in range(1, len(path))):
                 remove_at(base, path)
-    result = _merge(base, cfg, schema)
+    result: dict[str, Any] = _merge(base, cfg, schema)
     if mine is None:
         mine = Entry(manager, "Apply", api_version, _now(), set())
         entries.append(mine)

@@ -8,6 +8,7 @@ disappear with their CustomResourceDefinition, as on a real API server.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
@@ -63,7 +64,9 @@ class ResourceType:
             "singularName": self.singular_name,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(ALL_VERBS),
+            # Namespaces are the one kind without deletecollection upstream.
+            "verbs": [v for v in ALL_VERBS if not (v == "deletecollection" and self.kind == "Namespace"
+                                                    and not self.group)],
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -194,8 +197,6 @@ class Registry:
 
 def _version_priority(version: str) -> tuple[int, int, int]:
     """Kubernetes version ordering: GA before beta before alpha, higher numbers first."""
-    import re
-
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
     if not m:
         return (3, 0, 0)

@@ -183,8 +183,8 @@ def strategic_merge(target: Any, patch: Any, schema: Schema | None) -> Any:
     return result
 
 
-def _merge_list(current: Any, patch: list[Any], schema: Schema | None) -> list[Any]:
-    current = list(current) if isinstance(current, list) else []
+def _merge_list(existing: Any, patch: list[Any], schema: Schema | None) -> list[Any]:
+    current: list[Any] = list(existing) if isinstance(existing, list) else []
     keys = list_keys(schema)
     if not keys:  # a set of primitives: union, in order
         return current + [copy.deepcopy(v) for v in patch if v not in current]

@@ -11,6 +11,7 @@ Accept header allows.
 from __future__ import annotations
 
 import base64
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -135,9 +136,8 @@ def decode_message(data: bytes, name: str) -> dict[str, Any]:
         elif kind.startswith("msg:"):
             out[key] = decode_message(raw, kind[4:])
     if name == "FieldsV1":
-        import json
-
-        return json.loads(out.get("Raw") or b"{}")
+        fields: dict[str, Any] = json.loads(out.get("Raw") or b"{}")
+        return fields
     return out
 
 

@@ -51,6 +51,10 @@ class Target:
     all_namespaces: bool = False
 
 
+def _name_and_subresource(parts: list[str]) -> tuple[str, str]:
+    return (parts[0] if parts else "", parts[1] if len(parts) > 1 else "")
+
+
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     headers = {}
     if warnings:
@@ -133,13 +137,13 @@ class HttpApi:
             rt = lookup(rest[2])
             if not rt.namespaced:
                 raise ApiError("NotFound", "the server could not find the requested resource")
-            return Target(rt, rest[1], *(rest[3:5]))
+            return Target(rt, rest[1], *_name_and_subresource(rest[3:5]))
         rt = lookup(rest[0])
         if len(rest) > 3:
             raise ApiError("NotFound", "the server could not find the requested resource")
         if rt.namespaced and len(rest) > 1:
             raise ApiError("NotFound", "the server could not find the requested resource")
-        return Target(rt, "", *(rest[1:3]), all_namespaces=rt.namespaced)
+        return Target(rt, "", *_name_and_subresource(rest[1:3]), all_namespaces=rt.namespaced)
 
     # --- discovery ---------------------------------------------------------------------------------
 
@@ -211,7 +215,7 @@ class HttpApi:
                 opts = self._write_options(request)
                 obj = self.api.create(t.rt, t.namespace, await self._body(request), opts)
                 return _json(obj, 201, opts.warnings)
-            if method == "DELETE":
+            if method == "DELETE" and t.rt.storage_key != ("", "namespaces"):
                 return await self._delete_collection(request, t)
             raise ApiError("MethodNotAllowed", f"{method} is not supported on a collection")
         if method == "GET":
@@ -292,7 +296,7 @@ class HttpApi:
             obj = self.api.store.get(t.rt.storage_key, namespace or "", name)
             found = [self.api.view(obj, t.rt)] if obj and (labels is None or labels(obj)) else []
             return found, str(self.api.store.rv)
-        return self.api.list(t.rt, namespace, labels, fields)
+        return self.api.list_objects(t.rt, namespace, labels, fields)
 
     def _list(self, request: web.Request, t: Target) -> web.Response:
         objs, rv = self._select(request, t)
@@ -347,7 +351,7 @@ class HttpApi:
         table = self._table_request(request)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         try:
-            rv = self.api.watch(t.rt, watcher, q.get("resourceVersion"), initial)
+            rv, current = self.api.watch(t.rt, watcher, q.get("resourceVersion"), initial)
         except ApiError as exc:
             if exc.reason != "Expired":
                 raise
@@ -361,13 +365,9 @@ class HttpApi:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
         try:
+            for synthetic in current:
+                await self._send(response, t, synthetic, table)
             if initial:
-                # Everything queued so far is the initial state; then say so with a bookmark.
-                pending = watcher.queue.qsize()
-                for _ in range(pending):
-                    event = watcher.queue.get_nowait()
-                    if event is not None:
-                        await self._send(response, t, event, table)
                 await self._bookmark(response, t, rv, initial_end=True)
             while not self.stopping.is_set():
                 wait = self.bookmark_interval

@@ -76,7 +76,8 @@ class Bucket:
 
 
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, history: int = HISTORY) -> None:
+        self.history = history
         self.lock = threading.RLock()
         self.rv = 1
         self._buckets: dict[Key, Bucket] = {}
@@ -87,7 +88,7 @@ class Store:
     def bucket(self, key: Key) -> Bucket:
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = Bucket()
+            bucket = self._buckets[key] = Bucket(history=deque(maxlen=self.history))
         return bucket
 
     def get(self, key: Key, namespace: str, name: str) -> Obj | None:
@@ -96,10 +97,7 @@ class Store:
     def items(self, key: Key, namespace: str | None = None) -> Iterator[Obj]:
         with self.lock:
             spaces = self.bucket(key).objects
-            if namespace is not None:
-                chosen = [spaces.get(namespace, {})]
-            else:
-                chosen = [spaces[ns] for ns in sorted(spaces)]
+            chosen = [spaces.get(namespace, {})] if namespace is not None else [spaces[ns] for ns in sorted(spaces)]
             snapshot = [obj for space in chosen for _, obj in sorted(space.items())]
         return iter(snapshot)
 
@@ -109,7 +107,7 @@ class Store:
     def namespaces_in_use(self, key: Key) -> list[str]:
         return [ns for ns, objs in self.bucket(key).objects.items() if objs]
 
-    def keys(self) -> list[Key]:
+    def resource_keys(self) -> list[Key]:
         return list(self._buckets)
 
     def next_rv(self) -> str:

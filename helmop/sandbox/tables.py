@@ -87,12 +87,24 @@ def _ready(status: Obj, ready_key: str, total: Any) -> str:
     return f"{status.get(ready_key, 0)}/{total}"
 
 
+def _spec(obj: Obj) -> Obj:
+    return obj.get("spec") or {}
+
+
+def _status(obj: Obj) -> Obj:
+    return obj.get("status") or {}
+
+
+def _pod_ready(obj: Obj) -> str:
+    ready = sum(1 for c in _status(obj).get("containerStatuses") or [] if c.get("ready"))
+    return f"{ready}/{len(_spec(obj).get('containers') or [])}"
+
+
 def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any]]:
     """(name, type, function of the object) for the kinds people `kubectl get` most."""
-    spec = lambda o: o.get("spec") or {}  # noqa: E731
-    status = lambda o: o.get("status") or {}  # noqa: E731
+    spec, status = _spec, _status
     table: dict[str, list[tuple[str, str, Any]]] = {
-        "Pod": [("Ready", "string", lambda o: f"{sum(1 for c in status(o).get('containerStatuses') or [] if c.get('ready'))}/{len(spec(o).get('containers') or [])}"),  # noqa: E501
+        "Pod": [("Ready", "string", _pod_ready),
                 ("Status", "string", lambda o: status(o).get("phase", "Pending")),
                 ("Restarts", "string", lambda o: "0")],
         "Deployment": [("Ready", "string", lambda o: _ready(status(o), "readyReplicas", spec(o).get("replicas", 1))),

@@ -1,0 +1,161 @@
+"""kopf 1.45 and the official kubernetes Python client against the sandbox."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kopf.testing import KopfRunner
+from kubernetes import client, watch
+
+from helmop.sandbox import Sandbox
+from tests.conftest import Run
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.clients.test}
+spec:
+  group: clients.test
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+OPERATOR = '''
+import kopf
+
+@kopf.on.login()
+def login(**kwargs):
+    # kopf's own kubeconfig reader: it reads $KUBECONFIG now, not when `kubernetes` was imported.
+    return kopf.login_with_kubeconfig(**kwargs)
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_):
+    settings.persistence.finalizer = "clients.test/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="clients.test")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="clients.test")
+
+@kopf.on.create("clients.test", "v1", "things")
+def on_create(spec, patch, **_):
+    patch.status["createdWith"] = spec["size"]
+
+@kopf.on.update("clients.test", "v1", "things")
+def on_update(spec, patch, **_):
+    patch.status["updatedTo"] = spec["size"]
+
+@kopf.on.delete("clients.test", "v1", "things")
+def on_delete(name, **_):
+    print(f"cleaned up {name}", flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def things(run: Run) -> None:
+    run("kubectl", "apply", "-f", "-", stdin=CRD)
+    run("kubectl", "wait", "--for=condition=Established", "crd/things.clients.test", "--timeout=10s")
+
+
+def _eventually(check: object, timeout: float = 15.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()  # type: ignore[operator]
+            if result:
+                return result
+        except (AssertionError, KeyError, client.ApiException):
+            pass
+        if time.monotonic() > deadline:
+            return check()  # type: ignore[operator]
+        time.sleep(0.1)
+
+
+def test_kopf_operator_with_finalizer(things: None, sandbox: Sandbox, k8s: client.ApiClient, namespace: str,
+                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    script = tmp_path / "operator.py"
+    script.write_text(OPERATOR)
+    api = client.CustomObjectsApi(k8s)
+    gvr = ("clients.test", "v1", namespace, "things")
+    with KopfRunner(["run", "--standalone", f"--namespace={namespace}", str(script)], timeout=60) as runner:
+        api.create_namespaced_custom_object(*gvr, {"apiVersion": "clients.test/v1", "kind": "Thing",
+                                                   "metadata": {"name": "t1"}, "spec": {"size": 1}})
+        obj = _eventually(lambda: (o := api.get_namespaced_custom_object(*gvr, "t1"))["status"]["createdWith"] == 1
+                          and o)
+        assert obj["metadata"]["finalizers"] == ["clients.test/finalizer"]
+        api.patch_namespaced_custom_object(*gvr, "t1", {"spec": {"size": 2}})
+        assert _eventually(lambda: api.get_namespaced_custom_object(*gvr, "t1")["status"].get("updatedTo") == 2)
+        api.delete_namespaced_custom_object(*gvr, "t1")
+        # The finalizer holds the object until kopf's delete handler ran; then it is gone.
+        def gone() -> bool:
+            try:
+                api.get_namespaced_custom_object(*gvr, "t1")
+            except client.ApiException as exc:
+                return exc.status == 404
+            return False
+
+        assert _eventually(gone)
+    assert runner.exit_code == 0, runner.output
+    assert "cleaned up t1" in runner.output
+
+
+def test_delete_waits_for_finalizer(things: None, k8s: client.ApiClient, namespace: str) -> None:
+    api = client.CustomObjectsApi(k8s)
+    gvr = ("clients.test", "v1", namespace, "things")
+    api.create_namespaced_custom_object(*gvr, {"apiVersion": "clients.test/v1", "kind": "Thing",
+                                               "metadata": {"name": "held", "finalizers": ["x.test/hold"]}})
+    api.delete_namespaced_custom_object(*gvr, "held")
+    held = api.get_namespaced_custom_object(*gvr, "held")
+    assert held["metadata"]["deletionTimestamp"]
+    api.patch_namespaced_custom_object(*gvr, "held", {"metadata": {"finalizers": None}})
+    with pytest.raises(client.ApiException) as missing:
+        api.get_namespaced_custom_object(*gvr, "held")
+    assert missing.value.status == 404
+
+
+def test_python_client_list_watch_patch_resume(things: None, k8s: client.ApiClient, namespace: str) -> None:
+    api = client.CustomObjectsApi(k8s)
+    gvr = ("clients.test", "v1", namespace, "things")
+    for i in range(3):
+        api.create_namespaced_custom_object(*gvr, {"apiVersion": "clients.test/v1", "kind": "Thing",
+                                                   "metadata": {"name": f"w{i}", "labels": {"n": str(i)}},
+                                                   "spec": {"size": i}})
+    listed = api.list_namespaced_custom_object(*gvr)
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["w0", "w1", "w2"]
+    rv = listed["metadata"]["resourceVersion"]
+
+    def changes() -> None:
+        time.sleep(0.3)
+        api.patch_namespaced_custom_object(*gvr, "w1", {"spec": {"size": 10}})
+        api.delete_namespaced_custom_object(*gvr, "w2")
+
+    threading.Thread(target=changes).start()
+    seen = []
+    w = watch.Watch()
+    for event in w.stream(api.list_namespaced_custom_object, *gvr, resource_version=rv, timeout_seconds=5):
+        meta = event["object"]["metadata"]
+        seen.append((event["type"], meta["name"], meta["resourceVersion"]))
+        if len(seen) == 2:
+            w.stop()
+    assert [s[:2] for s in seen] == [("MODIFIED", "w1"), ("DELETED", "w2")]
+    # Resuming from the first event's resourceVersion replays only what came after it.
+    resumed = []
+    w = watch.Watch()
+    for event in w.stream(api.list_namespaced_custom_object, *gvr, resource_version=seen[0][2], timeout_seconds=2):
+        resumed.append((event["type"], event["object"]["metadata"]["name"]))
+        w.stop()
+    assert resumed == [("DELETED", "w2")]
+    selected = api.list_namespaced_custom_object(*gvr, label_selector="n in (0,1)")
+    assert [o["metadata"]["name"] for o in selected["items"]] == ["w0", "w1"]
