@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
+from helmop.controllers.operator import OperatorConfig
+from helmop.controllers.operator import run as run_operator
 from helmop.sandbox import Sandbox
 
 
@@ -22,6 +27,23 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+                         namespaces=args.namespace or [], concurrency=args.concurrency,
+                         install_crds=args.install_crds or args.sandbox)
+    if args.cache_dir:
+        cfg.cache_dir = Path(args.cache_dir)
+    if not args.sandbox:
+        asyncio.run(run_operator(cfg))
+        return 0
+    with Sandbox(kubeconfig=args.kubeconfig) as sandbox:
+        print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
+        cfg.kubeconfig = sandbox.kubeconfig
+        asyncio.run(run_operator(cfg))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="helmop", description="Helm releases from Kubernetes resources.")
     verbs = top.add_subparsers(dest="verb", required=True)
@@ -31,6 +53,17 @@ def parser() -> argparse.ArgumentParser:
     sb.add_argument("--ready-delay", type=float, default=0.2,
                     help="seconds before simulated workloads report ready (default 0.2)")
     sb.set_defaults(run=_sandbox)
+
+    run = verbs.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")
+    run.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); "
+                                          "with --sandbox, where to write the sandbox's")
+    run.add_argument("--sandbox", action="store_true",
+                     help="start an embedded sandbox in this process, install the CRDs, run the operator on it")
+    run.add_argument("--install-crds", action="store_true", help="create or update helmop's CRDs at start")
+    run.add_argument("--namespace", "-n", action="append", help="watch this namespace (repeatable; default all)")
+    run.add_argument("--concurrency", type=int, default=10, help="helm actions at once (default 10)")
+    run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
+    run.set_defaults(run=_run)
     return top
 
 

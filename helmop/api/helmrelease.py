@@ -1,0 +1,209 @@
+"""The HelmRelease spec (helmop.dev/v1alpha1): parsed into typed, validated values.
+
+Field names follow Flux's helm-controller where it has one. The CRD's schema already rejects
+wrong types; this module adds what a schema cannot say (exactly one chart source, durations,
+release-name rules) and fills in defaults, raising :class:`SpecError` with the field at fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .durations import parse_duration
+
+GROUP = "helmop.dev"
+VERSION = "v1alpha1"
+PLURAL = "helmreleases"
+KIND = "HelmRelease"
+
+DEFAULT_INTERVAL = 600.0  # 10m
+DEFAULT_TIMEOUT = 300.0  # 5m, as helm
+DEFAULT_MAX_HISTORY = 5
+_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class SpecError(ValueError):
+    """The spec cannot be acted on; ``reason`` is the condition reason, the message says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    name: str
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class RepositoryChart:
+    """A chart from an HTTP(S) Helm repository (``url`` + ``name``) or an ``oci://`` reference."""
+
+    url: str
+    name: str
+    version: str  # an exact version or a constraint ("^1.2", ">=1.0 <2.0"); "" = latest stable
+    secret_ref: str = ""
+    insecure: bool = False  # OCI over plain HTTP / HTTPS without verification (local registries)
+
+    @property
+    def is_oci(self) -> bool:
+        return self.url.startswith("oci://")
+
+
+@dataclass(frozen=True)
+class SourceChart:
+    """A chart at ``path`` in a source (GitRepository), resolved by the sources layer."""
+
+    kind: str
+    name: str
+    path: str
+    values_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValuesReference:
+    kind: str  # ConfigMap | Secret
+    name: str
+    values_key: str = "values.yaml"
+    target_path: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class ActionOptions:
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    timeout: float | None = None
+    force: bool = False
+    cleanup_on_fail: bool = False
+    create_namespace: bool = False
+    keep_history: bool = False
+    retries: int = 0  # remediation: how many times a failed action is retried with the same config
+
+
+@dataclass(frozen=True)
+class HelmReleaseSpec:
+    chart: RepositoryChart | SourceChart
+    release_name: str
+    target_namespace: str
+    storage_namespace: str
+    values: dict[str, Any] = field(default_factory=dict)
+    values_from: tuple[ValuesReference, ...] = ()
+    interval: float = DEFAULT_INTERVAL
+    suspend: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    max_history: int = DEFAULT_MAX_HISTORY
+    install: ActionOptions = ActionOptions()
+    upgrade: ActionOptions = ActionOptions()
+    uninstall: ActionOptions = ActionOptions()
+    service_account_name: str = ""
+
+
+def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
+    """Flux's rule: ``[<targetNamespace>-]<name>``, and past 53 characters (helm's limit) the first
+    40 characters, a dash and 12 hex characters of the full name's SHA-256."""
+    full = f"{target_namespace}-{name}" if target_namespace and target_namespace != namespace else name
+    if len(full) <= 53:
+        return full
+    return f"{full[:40]}-{hashlib.sha256(full.encode()).hexdigest()[:12]}"
+
+
+def _duration(spec: dict[str, Any], key: str, default: float | None, where: str = "spec") -> float | None:
+    raw = spec.get(key)
+    if raw is None:
+        return default
+    try:
+        return parse_duration(str(raw))
+    except ValueError as exc:
+        raise SpecError("InvalidSpec", f"{where}.{key}: {exc}") from None
+
+
+def _options(raw: Any, where: str) -> ActionOptions:
+    raw = raw or {}
+    remediation = raw.get("remediation") or {}
+    return ActionOptions(
+        disable_hooks=bool(raw.get("disableHooks", False)),
+        disable_wait=bool(raw.get("disableWait", False)),
+        timeout=_duration(raw, "timeout", None, where),
+        force=bool(raw.get("force", False)),
+        cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+        create_namespace=bool(raw.get("createNamespace", False)),
+        keep_history=bool(raw.get("keepHistory", False)),
+        retries=int(remediation.get("retries", 0)),
+    )
+
+
+def _chart(raw: Any) -> RepositoryChart | SourceChart:
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", "spec.chart is required")
+    repo: dict[str, Any] = raw.get("repository") or {}
+    source: dict[str, Any] = raw.get("sourceRef") or {}
+    if bool(repo) == bool(source):
+        raise SpecError("InvalidSpec", "spec.chart needs exactly one source: repository or sourceRef")
+    if source:
+        path = str(raw.get("path") or "")
+        if not path:
+            raise SpecError("InvalidSpec", "spec.chart.path is required with spec.chart.sourceRef")
+        return SourceChart(kind=str(source.get("kind", "GitRepository")), name=str(source.get("name", "")),
+                           path=path, values_files=tuple(raw.get("valuesFiles") or ()))
+    url = str(repo.get("url") or "").rstrip("/")
+    if not re.match(r"^(https?|oci)://[^\s/]+", url):
+        raise SpecError("InvalidSpec", f"spec.chart.repository.url {url!r} must be an http(s):// or oci:// URL")
+    name = str(repo.get("name") or "")
+    if url.startswith("oci://"):
+        name = name or url.rsplit("/", 1)[-1]
+    elif not name:
+        raise SpecError("InvalidSpec", "spec.chart.repository.name is required for an HTTP(S) repository")
+    secret = (repo.get("secretRef") or {}).get("name", "")
+    return RepositoryChart(url=url, name=name, version=str(repo.get("version") or "").strip(),
+                           secret_ref=str(secret), insecure=bool(repo.get("insecure", False)))
+
+
+def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
+    out = []
+    for i, ref in enumerate(raw or []):
+        kind = ref.get("kind")
+        if kind not in ("ConfigMap", "Secret"):
+            raise SpecError("InvalidSpec", f"spec.valuesFrom[{i}].kind must be ConfigMap or Secret, not {kind!r}")
+        if not ref.get("name"):
+            raise SpecError("InvalidSpec", f"spec.valuesFrom[{i}].name is required")
+        out.append(ValuesReference(kind=kind, name=ref["name"], values_key=ref.get("valuesKey") or "values.yaml",
+                                   target_path=ref.get("targetPath") or "", optional=bool(ref.get("optional"))))
+    return tuple(out)
+
+
+def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSpec:
+    target = str(spec.get("targetNamespace") or namespace)
+    release = str(spec.get("releaseName") or default_release_name(name, target, namespace))
+    if len(release) > 53 or not _RELEASE_NAME.match(release):
+        raise SpecError("InvalidSpec", f"spec.releaseName {release!r} is not a valid Helm release name (lowercase "
+                                       "letters, digits, '-' and '.', at most 53 characters)")
+    values = spec.get("values") or {}
+    if not isinstance(values, dict):
+        raise SpecError("InvalidSpec", "spec.values must be a map")
+    storage = str(spec.get("storageNamespace") or target)
+    if storage != target:
+        # The helm CLI keeps release records in the namespace it installs into.
+        raise SpecError("InvalidSpec", "spec.storageNamespace must equal the target namespace: the helm CLI "
+                                       "stores releases where it installs them")
+    max_history = int(spec.get("maxHistory", DEFAULT_MAX_HISTORY))
+    return HelmReleaseSpec(
+        chart=_chart(spec.get("chart")),
+        release_name=release,
+        target_namespace=target,
+        storage_namespace=storage,
+        values=values,
+        values_from=_values_from(spec.get("valuesFrom")),
+        interval=_duration(spec, "interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
+        suspend=bool(spec.get("suspend", False)),
+        timeout=_duration(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
+        max_history=max_history,
+        install=_options(spec.get("install"), "spec.install"),
+        upgrade=_options(spec.get("upgrade"), "spec.upgrade"),
+        uninstall=_options(spec.get("uninstall"), "spec.uninstall"),
+        service_account_name=str(spec.get("serviceAccountName") or ""),
+    )

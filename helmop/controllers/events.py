@@ -1,0 +1,59 @@
+"""Kubernetes Events about helmop's resources: one per action or failure, never repeated.
+
+An Event is skipped when the object's previous Event had the same type, reason and message, so a
+periodic check that finds the same failure (or nothing to do) does not spam. Messages come from
+callers that have already scrubbed secret values.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from .kube import Kube, KubeError
+
+log = logging.getLogger(__name__)
+COMPONENT = "helmop"
+
+
+class Recorder:
+    def __init__(self, kube: Kube, instance: str = "") -> None:
+        self.kube = kube
+        self.instance = instance or f"helmop-{uuid.uuid4().hex[:8]}"
+        self._last: dict[str, tuple[str, str, str]] = {}
+
+    async def normal(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        await self.post(obj, "Normal", reason, message)
+
+    async def warning(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        await self.post(obj, "Warning", reason, message)
+
+    async def post(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        meta = obj["metadata"]
+        uid = meta.get("uid", "")
+        if self._last.get(uid) == (kind, reason, message):
+            return
+        self._last[uid] = (kind, reason, message)
+        log.log(logging.WARNING if kind == "Warning" else logging.INFO, "%s/%s %s: %s",
+                meta.get("namespace", ""), meta.get("name"), reason, message)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = meta.get("namespace") or "default"
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": kind, "reason": reason, "message": message[:1024],
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+        except KubeError as exc:  # Events are auxiliary: never fail a reconcile over one
+            log.warning("could not post an Event for %s/%s: %s", namespace, meta.get("name"), exc)
+
+    def forget(self, uid: str) -> None:
+        self._last.pop(uid, None)

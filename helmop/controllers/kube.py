@@ -1,0 +1,113 @@
+"""A small async Kubernetes API client (aiohttp) for what handlers need beyond kopf's own calls:
+reading ConfigMaps/Secrets and release records, writing status, posting Events, applying CRDs.
+
+Paths are built by the callers (plain REST paths); this module only does I/O, authentication
+from a kubeconfig or the in-cluster service account, and error mapping.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Connection:
+    server: str
+    token: str = ""
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    insecure: bool = False
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None) -> Connection:
+        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else the in-cluster account."""
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(config_file=str(path) if path else None,  # type: ignore[no-untyped-call]
+                                    client_configuration=configuration)
+        except config.ConfigException:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        token = (configuration.api_key or {}).get("authorization", "") or (configuration.api_key or {}).get(
+            "BearerToken", "")
+        return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
+                   ca_file=configuration.ssl_ca_cert or "", cert_file=configuration.cert_file or "",
+                   key_file=configuration.key_file or "", insecure=not configuration.verify_ssl)
+
+
+class Kube:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if self.conn.insecure:
+            return False
+        ctx = ssl.create_default_context(cafile=self.conn.ca_file or None)
+        if self.conn.cert_file:
+            ctx.load_cert_chain(self.conn.cert_file, self.conn.key_file or None)
+        return ctx
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Authorization": f"Bearer {self.conn.token}"} if self.conn.token else {}
+            self._session = aiohttp.ClientSession(
+                self.conn.server.rstrip("/"), headers=headers, trust_env=False,
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),
+                timeout=aiohttp.ClientTimeout(total=60, connect=10))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
+                      content_type: str = "application/json") -> dict[str, Any]:
+        data = None if body is None else (body if isinstance(body, str | bytes) else json.dumps(body))
+        headers = {"Content-Type": content_type} if data is not None else {}
+        async with self.session.request(method, path, data=data, params=params, headers=headers) as r:
+            text = await r.text()
+            try:
+                reply: dict[str, Any] = json.loads(text) if text else {}
+            except ValueError:
+                reply = {"message": text}
+            if r.status >= 400:
+                raise KubeError(r.status, str(reply.get("reason", r.reason)), str(reply.get("message", text)))
+            return reply
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", path)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, path: str, label_selector: str = "") -> list[dict[str, Any]]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        items: list[dict[str, Any]] = (await self.request("GET", path, params=params)).get("items") or []
+        return items
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("PATCH", path, patch, content_type="application/merge-patch+json")
+
+    async def apply(self, path: str, obj: dict[str, Any], manager: str) -> dict[str, Any]:
+        return await self.request("PATCH", path, obj, params={"fieldManager": manager, "force": "true"},
+                                  content_type="application/apply-patch+yaml")

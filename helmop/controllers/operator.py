@@ -1,0 +1,94 @@
+"""Assembling and running the operator: connection, helm engine, caches, kopf settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from helmop.api import crds
+from helmop.helm.engine import Engine
+from helmop.sources.repositories import Repositories
+
+from .events import Recorder
+from .handlers import FINALIZER, register
+from .helmreleases import Context, Reconciler
+from .kube import Connection, Kube, KubeError
+
+log = logging.getLogger(__name__)
+MANAGER = "helmop"
+
+
+@dataclass
+class OperatorConfig:
+    kubeconfig: Path | None = None
+    namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
+    concurrency: int = 10
+    cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "helmop"
+    helm: str = os.environ.get("HELMOP_HELM", "helm")
+    install_crds: bool = False
+
+
+async def install_crds(kube: Kube) -> None:
+    """Create or update helmop's CRDs (server-side apply) and wait until they are served."""
+    for crd in crds.definitions():
+        name = crd["metadata"]["name"]
+        await kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd, MANAGER)
+        for _ in range(100):
+            live = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (live.get("status") or {}).get("conditions") or []):
+                break
+            await asyncio.sleep(0.1)
+        log.info("CRD %s applied", name)
+
+
+def _helm_home(cache_dir: Path) -> None:
+    """Helm's own cache/config/data under helmop's writable cache (read-only root filesystems)."""
+    for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
+        os.environ.setdefault(var, str(cache_dir / "helm" / sub))
+
+
+def _settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="helmop.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="helmop.dev")
+    settings.posting.enabled = False  # helmop posts its own Events, without repeats
+    settings.peering.standalone = True
+    return settings
+
+
+async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event | None = None,
+              ready_flag: threading.Event | asyncio.Event | None = None) -> None:
+    conn = Connection.from_kubeconfig(cfg.kubeconfig)
+    kube = Kube(conn)
+    try:
+        if cfg.install_crds:
+            await install_crds(kube)
+        _helm_home(cfg.cache_dir)
+        engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig)  # pyhelm3 runs `helm version` here
+        ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir), events=Recorder(kube),
+                      slots=asyncio.Semaphore(cfg.concurrency))
+        registry = kopf.OperatorRegistry()
+
+        @kopf.on.login(registry=registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return kopf.ConnectionInfo(server=conn.server, ca_path=conn.ca_file or None, token=conn.token or None,
+                                       certificate_path=conn.cert_file or None,
+                                       private_key_path=conn.key_file or None, insecure=conn.insecure)
+
+        register(registry, ctx, Reconciler(ctx))
+        await kopf.operator(registry=registry, settings=_settings(), standalone=True,
+                            clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
+                            stop_flag=stop_flag, ready_flag=ready_flag)
+    except KubeError as exc:
+        raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
+    finally:
+        await kube.close()

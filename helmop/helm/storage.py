@@ -1,0 +1,101 @@
+"""Helm's release records, read straight from its storage Secrets (``sh.helm.release.v1.<name>.v<N>``).
+
+Reading them through the API answers "is the release there, deployed, and ours, with this config?"
+without spawning helm: the Secret labels carry name/owner/status/version plus the labels helmop
+adds (``--labels``). Decoding the record itself (base64, gzip, JSON) is only needed for details.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+OWNER_LABEL = "helmop.dev/owner"
+DIGEST_LABEL = "helmop.dev/config-digest"
+PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
+
+
+def owner_token(namespace: str, name: str) -> str:
+    """A label-safe identity of the HelmRelease that owns a release."""
+    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:40]
+
+
+def digest_token(config_digest: str) -> str:
+    """The config digest as a label value (63 characters at most)."""
+    return config_digest.removeprefix("sha256:")[:40]
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    name: str
+    namespace: str
+    revision: int
+    status: str
+    owner: str
+    config_digest: str
+    secret: dict[str, Any]
+
+    @property
+    def pending(self) -> bool:
+        return self.status in PENDING
+
+
+def selector(release: str) -> str:
+    return f"owner=helm,name={release}"
+
+
+def latest(secrets: list[dict[str, Any]]) -> ReleaseRecord | None:
+    """The newest revision among a release's storage Secrets."""
+    best: ReleaseRecord | None = None
+    for secret in secrets:
+        labels = secret.get("metadata", {}).get("labels") or {}
+        try:
+            revision = int(labels.get("version", "0"))
+        except ValueError:
+            continue
+        if best is None or revision > best.revision:
+            best = ReleaseRecord(labels.get("name", ""), secret["metadata"].get("namespace", ""), revision,
+                                 labels.get("status", ""), labels.get(OWNER_LABEL, ""),
+                                 labels.get(DIGEST_LABEL, ""), secret)
+    return best
+
+
+def decode(secret: dict[str, Any]) -> dict[str, Any]:
+    """The release record a storage Secret holds."""
+    raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    record: dict[str, Any] = json.loads(raw)
+    return record
+
+
+def encode(record: dict[str, Any]) -> str:
+    packed = gzip.compress(json.dumps(record, separators=(",", ":")).encode())
+    return base64.b64encode(base64.b64encode(packed)).decode()
+
+
+def summary(secret: dict[str, Any]) -> dict[str, Any]:
+    """The fields a HelmRelease status shows of one revision."""
+    record = decode(secret)
+    info, meta = record.get("info") or {}, (record.get("chart") or {}).get("metadata") or {}
+    labels = secret.get("metadata", {}).get("labels") or {}
+    return {"revision": int(record.get("version", 0)), "chartName": meta.get("name", ""),
+            "chartVersion": meta.get("version", ""), "appVersion": meta.get("appVersion", ""),
+            "status": info.get("status", ""), "firstDeployed": info.get("first_deployed", ""),
+            "lastDeployed": info.get("last_deployed", ""), "configDigest": labels.get(DIGEST_LABEL, "")}
+
+
+def unlocked(secret: dict[str, Any], why: str) -> dict[str, Any]:
+    """The Secret with its release marked failed: what to write to free a release stuck pending
+    (helm was killed mid-action) so the next install/upgrade can proceed, as Flux does."""
+    record = decode(secret)
+    record.setdefault("info", {})["status"] = "failed"
+    record["info"]["description"] = why
+    out: dict[str, Any] = json.loads(json.dumps(secret))
+    out["data"]["release"] = encode(record)
+    out["metadata"].setdefault("labels", {})["status"] = "failed"
+    return out

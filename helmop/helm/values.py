@@ -1,0 +1,100 @@
+"""Values merging with Helm's semantics: maps merge deeply, lists and scalars replace.
+
+(pyhelm3's ``mergeconcat`` concatenates lists, which Helm never does, so merging happens here.)
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from typing import Any
+
+import yaml
+
+Values = dict[str, Any]
+
+
+def merge(base: Values, override: Values) -> Values:
+    """``override`` over ``base``, as ``helm -f base -f override`` does; a null deletes a key."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_values(text: str, where: str) -> Values:
+    """A values document; ValueError naming ``where`` when it is not a YAML map."""
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{where} is not valid YAML{at}: {problem}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{where} must be a YAML map of values, not a {type(loaded).__name__}")
+    return loaded
+
+
+_SEGMENT = re.compile(r"((?:\\.|[^.\[\]])+)((?:\[\d+\])*)")
+
+
+def _split_path(path: str) -> list[str | int]:
+    """``a.b\\.c[0].d`` -> ["a", "b.c", 0, "d"] (helm's --set path syntax)."""
+    out: list[str | int] = []
+    pos = 0
+    while pos < len(path):
+        m = _SEGMENT.match(path, pos)
+        if not m:
+            raise ValueError(f"invalid targetPath {path!r} at position {pos}")
+        out.append(m.group(1).replace("\\.", ".").replace("\\\\", "\\"))
+        out.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+        pos = m.end()
+        if pos < len(path):
+            if path[pos] != ".":
+                raise ValueError(f"invalid targetPath {path!r} at position {pos}")
+            pos += 1
+    if not out:
+        raise ValueError("targetPath is empty")
+    return out
+
+
+def set_path(values: Values, path: str, value: Any) -> Values:
+    """A copy of ``values`` with ``value`` at ``path`` (like ``helm --set-string path=value``)."""
+    out = copy.deepcopy(values)
+    parts = _split_path(path)
+    node: Any = out
+    for part, following in itertools.pairwise(parts):
+        fresh: Any = [] if isinstance(following, int) else {}
+        if isinstance(part, int):
+            while len(node) <= part:
+                node.append(None)
+            if not isinstance(node[part], dict | list):
+                node[part] = fresh
+            node = node[part]
+        else:
+            if not isinstance(node.get(part), dict | list):
+                node[part] = fresh
+            node = node[part]
+    last = parts[-1]
+    if isinstance(last, int):
+        while len(node) <= last:
+            node.append(None)
+    node[last] = value
+    return out
+
+
+def digest(*parts: Any) -> str:
+    """A stable digest of JSON-able data: same content, same digest, whatever the key order."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
