@@ -29,6 +29,7 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handler call is noise
     cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
                          namespaces=args.namespace or [], concurrency=args.concurrency,
                          install_crds=args.install_crds or args.sandbox)

@@ -80,6 +80,8 @@ def _cell(values: list[Any], kind: str) -> Any:
         return int(value)
     if isinstance(value, dict | list):
         return json.dumps(value)
+    if kind == "date":  # as the apiserver's CRD table convertor: a relative age
+        return age(str(value))
     return value
 
 
