@@ -324,12 +324,12 @@ class Controllers:
                 scaled["spec"]["replicas"] = 0
                 self.api.update(rs_rt, ns, rs["metadata"]["name"], scaled, MANAGER)
         current = self.api.store.get(rs_rt.storage_key, ns, name)
+        if current is not None:
+            self._schedule(rs_rt.storage_key, current)  # the Deployment's annotations may have changed
         if current is None:
             selector = copy.deepcopy(spec.get("selector") or {})
             selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
             annotations = {"deployment.kubernetes.io/revision": str(meta.get("generation", 1))}
-            if _failing(deploy):
-                annotations[SIMULATE] = "fail"
             rs = {"metadata": {"name": name, "labels": template["metadata"]["labels"],
                                "annotations": annotations, "ownerReferences": [owner]},
                   "spec": {"replicas": replicas, "selector": selector, "template": template}}
@@ -341,7 +341,11 @@ class Controllers:
 
     def _replicaset(self, rt: ResourceType, obj: Obj) -> None:
         replicas = self._replicas(obj)
-        ready = 0 if _failing(obj) else replicas
+        refs = obj["metadata"].get("ownerReferences") or []
+        owners = [self._owner(ref, obj["metadata"]["namespace"]) for ref in refs]
+        # Pods of a failing Deployment are not ready in its ReplicaSet either (helm 3 looks there).
+        failing = _failing(obj) or any(found and _failing(found[1]) for found in owners)
+        ready = 0 if failing else replicas
         self._status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
                                "replicas": replicas, "fullyLabeledReplicas": replicas,
                                "readyReplicas": ready, "availableReplicas": ready})

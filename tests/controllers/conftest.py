@@ -1,0 +1,155 @@
+"""The operator under test: a real chart repository on loopback, the operator in a thread against a
+sandbox of its own, and helm wrapped so every helm process it starts is counted."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helmop.controllers.operator import OperatorConfig, run
+from helmop.sandbox import Sandbox
+from tests.conftest import TOOLS, Run, _runner, tool
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ChartRepo:
+    """A Helm repository served over HTTP on 127.0.0.1; charts can be published while tests run."""
+
+    def __init__(self, root: Path, source: Path) -> None:
+        self.root = root
+        self.source = source
+        self.dir = root / "repo"
+        self.dir.mkdir()
+        handler = functools.partial(_QuietHandler, directory=str(self.dir))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, name: str, version: str, *, templates: dict[str, str] | None = None,
+                values: dict[str, Any] | None = None) -> None:
+        work = self.root / f"build-{name}-{version}"
+        shutil.copytree(self.source, work)
+        chart = yaml.safe_load((work / "Chart.yaml").read_text())
+        chart.update(name=name, version=version)
+        (work / "Chart.yaml").write_text(yaml.safe_dump(chart))
+        for file, text in (templates or {}).items():
+            (work / "templates" / file).write_text(text)
+        if values is not None:
+            (work / "values.yaml").write_text(yaml.safe_dump(values))
+        subprocess.run([tool("helm"), "package", str(work), "-d", str(self.dir)], check=True, capture_output=True)
+        subprocess.run([tool("helm"), "repo", "index", str(self.dir), "--url", self.url], check=True,
+                       capture_output=True)
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
+    root = tmp_path_factory.mktemp("chartrepo")
+    subprocess.run([tool("helm"), "create", str(root / "src")], check=True, capture_output=True)
+    repo = ChartRepo(root, root / "src")
+    for version in ("0.1.0", "0.2.0", "0.2.1", "1.0.0"):
+        repo.publish("demo", version)
+    repo.publish("broken", "0.1.0", templates={"broken.yaml": '{{ fail "this chart is deliberately broken" }}'})
+    repo.publish("secretive", "0.1.0", templates={"secret.yaml": "{{ fail (printf \"bad password %s\" "
+                                                                   ".Values.password) }}"})
+    yield repo
+    repo.close()
+
+
+class Operator:
+    def __init__(self, sandbox: Sandbox, helm: str, workdir: Path) -> None:
+        self.sandbox = sandbox
+        self.log = workdir / "helm-calls.log"
+        wrapper = workdir / "helm-wrapper"
+        wrapper.write_text(f'#!/bin/sh\necho "$@" >> {self.log}\nexec {TOOLS / helm} "$@"\n')
+        wrapper.chmod(0o755)
+        self.config = OperatorConfig(kubeconfig=sandbox.kubeconfig, concurrency=4, cache_dir=workdir / "cache",
+                                     helm=str(wrapper), install_crds=True)
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.failure: BaseException | None = None
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(run(self.config, stop_flag=self.stop, ready_flag=self.ready))
+        except BaseException as exc:  # surfaced by the tests
+            self.failure = exc
+
+    def start(self) -> None:
+        os.environ.setdefault("HELM_CACHE_HOME", str(self.config.cache_dir / "helm"))
+        self.thread.start()
+        assert self.ready.wait(60), f"operator did not start: {self.failure}"
+
+    def helm_actions(self) -> list[str]:
+        """helm processes the operator started for actions (the version probe is not one)."""
+        if not self.log.exists():
+            return []
+        return [line for line in self.log.read_text().splitlines() if not line.startswith("version")]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module", params=["helm", "helm3"])
+def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        op = Operator(sandbox, request.param, workdir)
+        op.start()
+        yield op
+        op.close()
+
+
+@pytest.fixture(scope="module")
+def kube(operator: Operator) -> Run:
+    return _runner(operator.sandbox)
+
+
+@pytest.fixture
+def ns(kube: Run) -> str:
+    import uuid
+
+    name = f"hr-{uuid.uuid4().hex[:6]}"
+    kube("kubectl", "create", "namespace", name)
+    return name
+
+
+def eventually(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+def get(kube: Run, ns: str, *what: str) -> dict[str, Any]:
+    done = kube("kubectl", "-n", ns, "get", *what, "-o", "json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def condition(obj: dict[str, Any], kind: str = "Ready") -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})

@@ -1,0 +1,233 @@
+"""HelmRelease end to end: kubectl apply -> the operator (real kopf) -> real helm -> the sandbox.
+
+Every test runs once with helm 4 and once with helm 3 (the module-scoped ``operator`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import yaml
+
+from tests.conftest import Run
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+
+
+def hr(name: str, repo: ChartRepo, *, chart: str = "demo", version: str = "", values: dict[str, Any] | None = None,
+       **spec: Any) -> str:
+    body: dict[str, Any] = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                            "spec": {"interval": "1h", "timeout": "60s",
+                                     "chart": {"repository": {"url": repo.url, "name": chart, "version": version}},
+                                     **spec}}
+    # Objects are named after the release (helm create's chart would say <release>-<chart>).
+    body["spec"]["values"] = {"fullnameOverride": spec.get("releaseName", name), **(values or {})}
+    return yaml.safe_dump(body)
+
+
+def apply(kube: Run, ns: str, manifest: str) -> None:
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=manifest)
+
+
+def ready(kube: Run, ns: str, name: str, *, generation: int | None = None) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, "hr", name)
+        c = condition(obj)
+        wanted = generation or obj.get("metadata", {}).get("generation")
+        return obj if c.get("status") == "True" and c.get("observedGeneration") == wanted else None
+
+    result: dict[str, Any] = eventually(check)
+    return result
+
+
+def failing(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, "hr", name)
+        c = condition(obj)
+        return obj if c.get("status") == "False" and c.get("reason") == reason else None
+
+    result: dict[str, Any] = eventually(check)
+    return result
+
+
+def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
+    items = get(kube, ns, "events").get("items") or []
+    return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 2}))
+    obj = ready(kube, ns, "web")
+    assert condition(obj)["reason"] == "InstallSucceeded"
+    assert obj["status"]["lastAppliedRevision"] == "0.1.0"
+    assert obj["status"]["history"][0]["revision"] == 1
+    assert get(kube, ns, "deploy", "web")["spec"]["replicas"] == 2
+    releases = json.loads(kube("helm", "list", "-n", ns, "-o", "json").stdout)
+    assert [(r["name"], r["status"]) for r in releases] == [("web", "deployed")]
+    wait = kube("kubectl", "-n", ns, "wait", "--for=condition=Ready", "hr/web", "--timeout=5s")
+    assert "condition met" in wait.stdout
+
+    # The same spec again, and a label change: no helm process at all.
+    before = len(operator.helm_actions())
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 2}))
+    kube("kubectl", "-n", ns, "label", "hr", "web", "team=a")
+    time.sleep(2)
+    assert len(operator.helm_actions()) == before
+
+    # A values change: an upgrade to revision 2 that changes the objects.
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 3}))
+    obj = ready(kube, ns, "web", generation=2)
+    assert condition(obj)["reason"] == "UpgradeSucceeded"
+    assert obj["status"]["history"][0]["revision"] == 2
+    assert get(kube, ns, "deploy", "web")["spec"]["replicas"] == 3
+    assert len(operator.helm_actions()) == before + 1
+    reasons = [e["reason"] for e in events(kube, ns, "web")]
+    assert reasons.count("InstallSucceeded") == 1 and reasons.count("UpgradeSucceeded") == 1
+
+    kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
+    assert not get(kube, ns, "hr", "web")
+    assert json.loads(kube("helm", "list", "-n", ns, "-o", "json").stdout) == []
+    assert not get(kube, ns, "deploy", "web")
+
+
+def test_values_from_configmap_and_secret(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    kube("kubectl", "-n", ns, "create", "configmap", "web-values", "--from-literal=values.yaml=replicaCount: 2\n")
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "web-secret", "--from-literal=tag=1.2.3")
+    apply(kube, ns, hr("vf", chart_repo, version="0.1.0", values={"service": {"port": 8080}},
+                       valuesFrom=[{"kind": "ConfigMap", "name": "web-values"},
+                                   {"kind": "Secret", "name": "web-secret", "valuesKey": "tag",
+                                    "targetPath": "image.tag"}]))
+    ready(kube, ns, "vf")
+    deploy = get(kube, ns, "deploy", "vf")
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":1.2.3")
+    assert get(kube, ns, "svc", "vf")["spec"]["ports"][0]["port"] == 8080
+    # Changing the referenced ConfigMap is noticed without touching the HelmRelease.
+    patch = json.dumps({"data": {"values.yaml": "replicaCount: 4\n"}})
+    kube("kubectl", "-n", ns, "patch", "configmap", "web-values", "--type=merge", "-p", patch)
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "vf"))["status"]["history"][0]["revision"] == 2
+                     and condition(o).get("reason") == "UpgradeSucceeded" and o)
+    assert condition(obj)["status"] == "True"
+    assert get(kube, ns, "deploy", "vf")["spec"]["replicas"] == 4
+
+
+def test_version_constraint_and_newly_published_chart(operator: Operator, kube: Run, ns: str,
+                                                      chart_repo: ChartRepo) -> None:
+    name = f"constraint-{ns}"  # a chart name of this test's own, so publishing does not disturb others
+    chart_repo.publish(name, "0.2.0")
+    chart_repo.publish(name, "0.2.3")
+    chart_repo.publish(name, "1.0.0")
+    apply(kube, ns, hr("pick", chart_repo, chart=name, version="~0.2", interval="2s"))
+    obj = ready(kube, ns, "pick")
+    assert obj["status"]["lastAppliedRevision"] == "0.2.3"
+    chart_repo.publish(name, "0.2.7")
+    eventually(lambda: get(kube, ns, "hr", "pick")["status"].get("lastAppliedRevision") == "0.2.7")
+    assert get(kube, ns, "hr", "pick")["status"]["history"][0]["chartVersion"] == "0.2.7"
+
+
+def test_bad_inputs_give_specific_conditions_and_recover(operator: Operator, kube: Run, ns: str,
+                                                         chart_repo: ChartRepo) -> None:
+    # chart not found
+    apply(kube, ns, hr("bad", chart_repo, chart="nope"))
+    obj = failing(kube, ns, "bad", "ChartNotFound")
+    assert "nope" in condition(obj)["message"] and condition(obj, "Stalled")["status"] == "True"
+    assert any(e["reason"] == "ChartNotFound" and e["type"] == "Warning" for e in events(kube, ns, "bad"))
+    # version not found
+    apply(kube, ns, hr("bad", chart_repo, version=">=9.0"))
+    assert "9.0" in condition(failing(kube, ns, "bad", "VersionNotFound"))["message"]
+    # repository unreachable (nothing listens there)
+    unreachable = hr("bad", chart_repo).replace(chart_repo.url, "http://127.0.0.1:9")
+    apply(kube, ns, unreachable)
+    assert "unreachable" in condition(failing(kube, ns, "bad", "RepositoryUnreachable"))["message"]
+    # values that are not YAML
+    kube("kubectl", "-n", ns, "create", "configmap", "bad-values", "--from-literal=values.yaml=a: [unclosed")
+    apply(kube, ns, hr("bad", chart_repo, valuesFrom=[{"kind": "ConfigMap", "name": "bad-values"}]))
+    message = condition(failing(kube, ns, "bad", "ValuesInvalid"))["message"]
+    assert "bad-values" in message and "not valid YAML" in message
+    # a chart that does not render
+    apply(kube, ns, hr("bad", chart_repo, chart="broken"))
+    assert "deliberately broken" in condition(failing(kube, ns, "bad", "RenderFailed"))["message"]
+    # the target namespace does not exist
+    apply(kube, ns, hr("bad", chart_repo, targetNamespace="nowhere"))
+    assert "nowhere" in condition(failing(kube, ns, "bad", "NamespaceNotFound"))["message"]
+    # fixed: the same object becomes Ready with nothing left over
+    apply(kube, ns, hr("bad", chart_repo, version="0.1.0"))
+    obj = ready(kube, ns, "bad")
+    assert not condition(obj, "Stalled")
+
+
+def test_wait_timeout_is_reported(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("slow", chart_repo, version="0.1.0", timeout="3s"))
+    ready(kube, ns, "slow")
+    kube("kubectl", "-n", ns, "annotate", "deploy", "slow", "sandbox.helmop.dev/simulate=fail")
+    apply(kube, ns, hr("slow", chart_repo, version="0.1.0", timeout="3s", values={"replicaCount": 2}))
+    obj = failing(kube, ns, "slow", "Timeout")
+    assert obj["status"]["failures"] == 1 and condition(obj, "Stalled")["status"] == "True"
+    assert condition(obj, "Released")["status"] == "False"
+
+
+def test_secret_values_never_reach_status_or_events(operator: Operator, kube: Run, ns: str,
+                                                    chart_repo: ChartRepo) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "creds", "--from-literal=password=hunter2-TOPSECRET")
+    apply(kube, ns, hr("sec", chart_repo, chart="secretive",
+                       valuesFrom=[{"kind": "Secret", "name": "creds", "valuesKey": "password",
+                                    "targetPath": "password"}]))
+    obj = failing(kube, ns, "sec", "RenderFailed")
+    assert "bad password ***" in condition(obj)["message"]
+    everything = json.dumps(obj) + json.dumps(events(kube, ns, "sec"))
+    assert "hunter2" not in everything
+
+
+def test_release_of_someone_else_is_not_taken_over(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                   tmp_path: Any) -> None:
+    kube("helm", "install", "taken", "demo", "--repo", chart_repo.url, "--version", "0.1.0", "-n", ns)
+    apply(kube, ns, hr("taken", chart_repo, version="0.1.0"))
+    obj = failing(kube, ns, "taken", "ReleaseOwnedElsewhere")
+    assert condition(obj, "Stalled")["status"] == "True"
+    # A second HelmRelease aiming at the release of a first one is refused the same way.
+    apply(kube, ns, hr("first", chart_repo, version="0.1.0"))
+    ready(kube, ns, "first")
+    apply(kube, ns, hr("second", chart_repo, version="0.2.0", releaseName="first"))
+    failing(kube, ns, "second", "ReleaseOwnedElsewhere")
+    releases = json.loads(kube("helm", "list", "-n", ns, "-o", "json").stdout)
+    assert {(r["name"], r["chart"]) for r in releases} == {("taken", "demo-0.1.0"), ("first", "demo-0.1.0")}
+    # Deleting the refused HelmRelease leaves the other's release alone.
+    kube("kubectl", "-n", ns, "delete", "hr", "second", "--timeout=30s")
+    assert "first" in kube("helm", "list", "-n", ns, "-q").stdout.split()
+
+
+def test_suspend_and_requested_at(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("sus", chart_repo, version="0.1.0"))
+    ready(kube, ns, "sus")
+    # The release vanishes behind helmop's back; requestedAt makes it come back at once.
+    kube("helm", "uninstall", "sus", "-n", ns)
+    kube("kubectl", "-n", ns, "annotate", "hr", "sus", "helmop.dev/requestedAt=one")
+    eventually(lambda: "sus" in kube("helm", "list", "-n", ns, "-q").stdout.split())
+    eventually(lambda: get(kube, ns, "hr", "sus")["status"].get("lastHandledReconcileAt") == "one")
+    # Suspended: changes are not acted on, and deletion leaves the release in place.
+    apply(kube, ns, hr("sus", chart_repo, version="0.1.0", suspend=True, values={"replicaCount": 5}))
+    before = len(operator.helm_actions())
+    time.sleep(2)
+    assert len(operator.helm_actions()) == before
+    assert get(kube, ns, "deploy", "sus")["spec"]["replicas"] == 1
+    kube("kubectl", "-n", ns, "delete", "hr", "sus", "--timeout=30s")
+    assert "sus" in kube("helm", "list", "-n", ns, "-q").stdout.split()
+
+
+def test_release_stuck_pending_is_unlocked(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("stuck", chart_repo, version="0.1.0"))
+    ready(kube, ns, "stuck")
+    # As if the operator had been killed mid-upgrade: the newest record says pending-upgrade.
+    secret = get(kube, ns, "secret", "sh.helm.release.v1.stuck.v1")
+    from helmop.helm import storage
+
+    record = storage.decode(secret)
+    record["info"]["status"] = "pending-upgrade"
+    secret["data"]["release"] = storage.encode(record)
+    secret["metadata"]["labels"]["status"] = "pending-upgrade"
+    kube("kubectl", "-n", ns, "replace", "-f", "-", stdin=json.dumps(secret))
+    kube("kubectl", "-n", ns, "annotate", "hr", "stuck", "helmop.dev/requestedAt=unlock")
+    eventually(lambda: any(e["reason"] == "ReleaseUnlocked" for e in events(kube, ns, "stuck")))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "stuck"))["status"]["history"][0]["revision"] == 2 and o)
+    assert condition(obj)["status"] == "True"
