@@ -43,7 +43,8 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, reconciler: Reconcil
             wakers.pop(key, None)
             seen.pop(key, None)
             return
-        token = (body.metadata.get("generation"), (body.metadata.annotations or {}).get(REQUESTED_AT))
+        token = (body.metadata.get("generation"), (body.metadata.annotations or {}).get(REQUESTED_AT),
+                 FINALIZER in (body.metadata.get("finalizers") or []))
         if seen.get(key) != token:
             seen[key] = token
             waker(key).set()
@@ -55,7 +56,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, reconciler: Reconcil
         while not stopped:
             if FINALIZER not in (body.metadata.get("finalizers") or []):
                 # Never install before the finalizer is there: it is what guarantees the uninstall.
-                await _sleep(wake, stopped, 0.5)
+                await _sleep(wake, stopped, 5)
                 continue
             wake.clear()
             outcome = await reconciler.reconcile(dict(body))

@@ -90,7 +90,9 @@ class Repositories:
     hits: int = 0
     misses: int = 0
 
-    def _session(self, creds: Credentials, insecure: bool = False) -> aiohttp.ClientSession:
+    def _session(self, creds: Credentials, insecure: bool = False, *, basic: bool = True) -> aiohttp.ClientSession:
+        """``basic``: send the credentials as basic auth on every request (HTTP repositories; OCI
+        registries get them only at their token endpoint)."""
         ctx: ssl.SSLContext | bool
         if insecure:
             ctx = False
@@ -98,7 +100,7 @@ class Repositories:
             ctx = ssl.create_default_context(cadata=creds.ca_pem or None)
             if not creds.ca_pem:
                 ctx.load_default_certs()
-        auth = aiohttp.BasicAuth(creds.username, creds.password) if creds.username else None
+        auth = aiohttp.BasicAuth(creds.username, creds.password) if creds.username and basic else None
         return aiohttp.ClientSession(timeout=_TIMEOUT, auth=auth, connector=aiohttp.TCPConnector(ssl=ctx),
                                      trust_env=False)
 
@@ -250,7 +252,7 @@ class Repositories:
             return ResolvedChart(url, name, version.lstrip("v") if version.startswith("v") else version)
         base, path = self._oci_base(url, insecure)
         try:
-            async with self._session(creds, insecure) as http:
+            async with self._session(creds, insecure, basic=False) as http:
                 status, body, _ = await self._oci_get(http, base, f"/v2/{path}/tags/list", creds)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {_describe(exc)}",
@@ -266,7 +268,7 @@ class Repositories:
         base, path = self._oci_base(url, insecure)
         tag = chart.version.replace("+", "_")
         try:
-            async with self._session(creds, insecure) as http:
+            async with self._session(creds, insecure, basic=False) as http:
                 status, body, _ = await self._oci_get(http, base, f"/v2/{path}/manifests/{tag}", creds,
                                                       _MANIFEST_TYPES)
                 if status == 404:

@@ -4,11 +4,8 @@ sandbox of its own, and helm wrapped so every helm process it starts is counted.
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.server
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -17,55 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
+from tests.chartrepo import ChartRepo
 from tests.conftest import TOOLS, Run, _runner, tool
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class ChartRepo:
-    """A Helm repository served over HTTP on 127.0.0.1; charts can be published while tests run."""
-
-    def __init__(self, root: Path, source: Path) -> None:
-        self.root = root
-        self.source = source
-        self.dir = root / "repo"
-        self.dir.mkdir()
-        handler = functools.partial(_QuietHandler, directory=str(self.dir))
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def publish(self, name: str, version: str, *, templates: dict[str, str] | None = None,
-                values: dict[str, Any] | None = None) -> None:
-        work = self.root / f"build-{name}-{version}"
-        shutil.copytree(self.source, work)
-        chart = yaml.safe_load((work / "Chart.yaml").read_text())
-        chart.update(name=name, version=version)
-        (work / "Chart.yaml").write_text(yaml.safe_dump(chart))
-        for file, text in (templates or {}).items():
-            (work / "templates" / file).write_text(text)
-        if values is not None:
-            (work / "values.yaml").write_text(yaml.safe_dump(values))
-        subprocess.run([tool("helm"), "package", str(work), "-d", str(self.dir)], check=True, capture_output=True)
-        subprocess.run([tool("helm"), "repo", "index", str(self.dir), "--url", self.url], check=True,
-                       capture_output=True)
-
-    def close(self) -> None:
-        self.server.shutdown()
 
 
 @pytest.fixture(scope="session")
 def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     root = tmp_path_factory.mktemp("chartrepo")
     subprocess.run([tool("helm"), "create", str(root / "src")], check=True, capture_output=True)
-    repo = ChartRepo(root, root / "src")
+    repo = ChartRepo(root, root / "src", tool("helm"))
     for version in ("0.1.0", "0.2.0", "0.2.1", "1.0.0"):
         repo.publish("demo", version)
     repo.publish("broken", "0.1.0", templates={"broken.yaml": '{{ fail "this chart is deliberately broken" }}'})

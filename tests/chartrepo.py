@@ -1,0 +1,51 @@
+"""A Helm chart repository served over HTTP on 127.0.0.1, for tests and e2e journeys."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ChartRepo:
+    """A Helm repository served over HTTP on 127.0.0.1; charts can be published while tests run."""
+
+    def __init__(self, root: Path, source: Path, helm: str) -> None:
+        self.helm = helm
+        self.root = root
+        self.source = source
+        self.dir = root / "repo"
+        self.dir.mkdir()
+        handler = functools.partial(_QuietHandler, directory=str(self.dir))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, name: str, version: str, *, templates: dict[str, str] | None = None,
+                values: dict[str, Any] | None = None) -> None:
+        work = self.root / f"build-{name}-{version}"
+        shutil.copytree(self.source, work)
+        chart = yaml.safe_load((work / "Chart.yaml").read_text())
+        chart.update(name=name, version=version)
+        (work / "Chart.yaml").write_text(yaml.safe_dump(chart))
+        for file, text in (templates or {}).items():
+            (work / "templates" / file).write_text(text)
+        if values is not None:
+            (work / "values.yaml").write_text(yaml.safe_dump(values))
+        subprocess.run([self.helm, "package", str(work), "-d", str(self.dir)], check=True, capture_output=True)
+        subprocess.run([self.helm, "repo", "index", str(self.dir), "--url", self.url], check=True,
+                       capture_output=True)
+
+    def close(self) -> None:
+        self.server.shutdown()
