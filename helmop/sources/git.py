@@ -1,0 +1,315 @@
+"""Git repositories as a chart and manifest source: one bare mirror per URL, fetched incrementally.
+
+A repository is cloned once (bare, no checkout) into ``<cache>/git/<hash of url>`` and then only
+fetched; refs are resolved in the mirror, and a revision's files are read straight from git objects
+(``ls-tree``/``cat-file``), one sub-path at a time, with no working tree.
+
+Security is part of the design (CVE-2022-24439 and friends):
+
+* only ``https://``, ``http://`` (loopback hosts only), ``ssh://`` / scp-like, and ``file://``
+  when the operator allows it; ``GIT_ALLOW_PROTOCOL`` enforces the same inside git, so ``ext::``
+  and ``fd::`` transports never run;
+* a URL or ref that git could read as an option (leading ``-``) is refused, and ``--`` ends
+  options wherever user input follows;
+* paths may not leave the repository: no ``..``, no absolute paths, no symlink pointing outside;
+* credentials travel in environment variables (``GIT_CONFIG_COUNT`` http.extraHeader, or an
+  ssh key file in a private temp dir), never in the URL, the mirror's config, logs or status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import SourceError
+from .semver import highest
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:(?!//)")
+
+
+@dataclass(frozen=True)
+class GitAuth:
+    """From a GitRepository's secretRef. Never logged or shown."""
+
+    username: str = ""
+    password: str = ""
+    bearer_token: str = ""
+    identity: str = ""
+    known_hosts: str = ""
+
+    @classmethod
+    def from_secret_data(cls, data: dict[str, str]) -> GitAuth:
+        def text(key: str) -> str:
+            raw = data.get(key)
+            return base64.b64decode(raw).decode() if raw else ""
+
+        return cls(text("username"), text("password"), text("bearerToken"), text("identity"), text("known_hosts"))
+
+    def secrets(self) -> list[str]:
+        return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3]
+
+
+@dataclass(frozen=True)
+class GitRef:
+    branch: str = ""
+    tag: str = ""
+    semver: str = ""
+    commit: str = ""
+
+
+def check_url(url: str, *, allow_file: bool) -> None:
+    """Refuse URLs git could misread or that reach transports helmop does not allow."""
+    if not url or url.startswith("-") or any(c in url for c in "\n\r\0 "):
+        raise SourceError("InvalidURL", "the repository URL is empty, has spaces, or starts with '-'",
+                          transient=False)
+    if "::" in url.split("/")[0]:
+        raise SourceError("InvalidURL", "git transport helpers (such as ext:: or fd::) are not allowed",
+                          transient=False)
+    if _SCP_LIKE.match(url):
+        return
+    parts = urlsplit(url)
+    if parts.scheme == "https" or parts.scheme == "ssh":
+        return
+    if parts.scheme == "http":
+        if parts.hostname not in _LOOPBACK:
+            raise SourceError("InvalidURL", "plain http:// is only allowed for loopback hosts; use https://",
+                              transient=False)
+        return
+    if parts.scheme == "file":
+        if not allow_file:
+            raise SourceError("InvalidURL", "file:// repositories are disabled (start the operator with "
+                                            "--allow-file-git to allow them)", transient=False)
+        return
+    raise SourceError("InvalidURL", f"unsupported repository URL scheme {parts.scheme!r}: use https://, "
+                                    "ssh:// or git@host:path", transient=False)
+
+
+def check_ref_name(name: str, what: str) -> None:
+    if not name or name.startswith("-") or ".." in name or any(c in name for c in " ~^:?*[\\\0\n") \
+            or name.endswith((".lock", "/", ".")) or "@{" in name:
+        raise SourceError("InvalidRef", f"{what} {name!r} is not a valid git ref name", transient=False)
+
+
+def clean_path(path: str) -> str:
+    """A repository-relative path, or SourceError if it would leave the repository."""
+    if path.startswith("/") or "\0" in path:
+        raise SourceError("InvalidPath", f"path {path!r} must be relative to the repository root", transient=False)
+    normal = posixpath.normpath(path.strip() or ".")
+    if normal == ".." or normal.startswith("../"):
+        raise SourceError("InvalidPath", f"path {path!r} leaves the repository", transient=False)
+    return "" if normal == "." else normal
+
+
+def safe_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=host).geturl()
+
+
+@dataclass
+class GitCache:
+    root: Path
+    allow_file: bool = False
+    timeout: float = 60.0
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    fetches: int = 0
+
+    def mirror(self, url: str) -> Path:
+        return self.root / "git" / hashlib.sha256(safe_url(url).encode()).hexdigest()[:24]
+
+    def _env(self, auth: GitAuth, url: str, private: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        allowed = "https:http:ssh" + (":file" if self.allow_file else "")
+        env.update(GIT_ALLOW_PROTOCOL=allowed, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1",
+                   GIT_CONFIG_GLOBAL="/dev/null", GIT_ASKPASS="/bin/false", SSH_ASKPASS="/bin/false")
+        header = ""
+        if auth.bearer_token:
+            header = f"Authorization: Bearer {auth.bearer_token}"
+        elif auth.username or auth.password:
+            token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
+            header = f"Authorization: Basic {token}"
+        if header:
+            env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader", GIT_CONFIG_VALUE_0=header)
+        if auth.identity:
+            key = private / "identity"
+            key.write_text(auth.identity if auth.identity.endswith("\n") else auth.identity + "\n")
+            key.chmod(0o600)
+            known = private / "known_hosts"
+            known.write_text(auth.known_hosts)
+            strict = "yes" if auth.known_hosts else "accept-new"
+            env["GIT_SSH_COMMAND"] = (f"ssh -i {key} -o IdentitiesOnly=yes -o UserKnownHostsFile={known} "
+                                      f"-o StrictHostKeyChecking={strict} -o BatchMode=yes")
+        return env
+
+    async def _git(self, args: list[str], env: dict[str, str], cwd: Path | None = None,
+                   secrets: list[str] | None = None) -> bytes:
+        proc = await asyncio.create_subprocess_exec("git", *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE,
+                                                    stdin=asyncio.subprocess.DEVNULL)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise SourceError("Timeout", f"git {args[0]} did not finish within {self.timeout:.0f}s",
+                              transient=True) from None
+        if proc.returncode != 0:
+            message = err.decode(errors="replace").strip().splitlines()
+            text = "; ".join(line for line in message if line and not line.startswith("hint:"))[:800]
+            for secret in secrets or []:
+                text = text.replace(secret, "***")
+            raise SourceError(_reason(text), text or f"git {args[0]} failed", transient=_transient(text))
+        return out
+
+    async def fetch(self, url: str, auth: GitAuth) -> Path:
+        """Bring the mirror of ``url`` up to date (cloning it the first time); returns its path."""
+        check_url(url, allow_file=self.allow_file)
+        mirror = self.mirror(url)
+        lock = self._locks.setdefault(str(mirror), asyncio.Lock())
+        async with lock:
+            with tempfile.TemporaryDirectory(prefix="helmop-git-") as private:
+                env = self._env(auth, url, Path(private))
+                secrets = auth.secrets()
+                if not (mirror / "HEAD").exists():
+                    partial = mirror.with_name(mirror.name + ".partial")
+                    shutil.rmtree(partial, ignore_errors=True)
+                    partial.parent.mkdir(parents=True, exist_ok=True)
+                    await self._git(["init", "--bare", "--quiet", str(partial)], env)
+                    # The URL is stored without credentials; they come from the environment per fetch.
+                    await self._git(["remote", "add", "origin", "--", safe_url(url)], env, cwd=partial)
+                    partial.rename(mirror)
+                await self._git(["fetch", "--prune", "--force", "--quiet", "--no-tags", "origin", "--",
+                                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], env, cwd=mirror,
+                                secrets=secrets)
+                self.fetches += 1
+        return mirror
+
+    async def resolve(self, url: str, ref: GitRef) -> tuple[str, str]:
+        """(revision string as Flux writes it, commit sha) of ``ref`` in the mirror."""
+        mirror = self.mirror(url)
+        env = self._env(GitAuth(), url, mirror)
+        if ref.commit:
+            if not _SHA.match(ref.commit):
+                raise SourceError("InvalidRef", "spec.ref.commit must be a full 40-character sha", transient=False)
+            kind = (await self._git(["cat-file", "-t", ref.commit], env, cwd=mirror)).decode().strip()
+            if kind != "commit":
+                raise SourceError("RefNotFound", f"{ref.commit} is not a commit", transient=False)
+            name = ref.branch or "HEAD"
+            return f"{name}@sha1:{ref.commit}", ref.commit
+        if ref.semver:
+            tags = (await self._git(["for-each-ref", "--format=%(refname:strip=2)", "refs/tags"], env,
+                                    cwd=mirror)).decode().split()
+            try:
+                chosen = highest(tags, ref.semver)
+            except ValueError as exc:
+                raise SourceError("InvalidRef", f"spec.ref.semver: {exc}", transient=False) from None
+            if chosen is None:
+                raise SourceError("RefNotFound", f"no tag matches {ref.semver!r}", transient=False)
+            sha = await self._peel(env, mirror, f"refs/tags/{chosen}")
+            return f"{chosen}@sha1:{sha}", sha
+        if ref.tag:
+            check_ref_name(ref.tag, "tag")
+            sha = await self._peel(env, mirror, f"refs/tags/{ref.tag}")
+            return f"{ref.tag}@sha1:{sha}", sha
+        branch = ref.branch or "master"
+        check_ref_name(branch, "branch")
+        sha = await self._peel(env, mirror, f"refs/heads/{branch}")
+        return f"{branch}@sha1:{sha}", sha
+
+    async def _peel(self, env: dict[str, str], mirror: Path, refname: str) -> str:
+        try:
+            out = await self._git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{refname}^{{commit}}"],
+                                  env, cwd=mirror)
+        except SourceError:
+            raise SourceError("RefNotFound", f"{refname.split('/', 2)[-1]!r} not found in the repository",
+                              transient=False) from None
+        return out.decode().strip()
+
+    async def files(self, url: str, sha: str, path: str) -> dict[str, bytes]:
+        """Every file under ``path`` at commit ``sha``: relative path -> content. Symlinks must stay
+        inside ``path``'s repository; submodules are skipped."""
+        mirror = self.mirror(url)
+        env = self._env(GitAuth(), url, mirror)
+        sub = clean_path(path)
+        spec = f"{sha}:{sub}" if sub else f"{sha}:"
+        try:
+            kind = (await self._git(["cat-file", "-t", "--end-of-options", spec], env, cwd=mirror)).decode().strip()
+        except SourceError:
+            raise SourceError("PathNotFound", f"path {path!r} does not exist at {sha[:12]}", transient=False) from None
+        if kind != "tree":
+            raise SourceError("PathNotFound", f"path {path!r} is not a directory", transient=False)
+        listing = await self._git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec], env, cwd=mirror)
+        out: dict[str, bytes] = {}
+        for entry in listing.split(b"\0"):
+            if not entry:
+                continue
+            info, _, name = entry.partition(b"\t")
+            mode, kind, obj = info.decode().split()
+            rel = name.decode()
+            if kind != "blob":
+                continue
+            data = await self._git(["cat-file", "blob", obj], env, cwd=mirror)
+            if mode == "120000":  # a symlink: its target must stay inside the repository
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.join(sub, rel)),
+                                                           data.decode()))
+                if target.startswith("../") or target == ".." or data.startswith(b"/"):
+                    raise SourceError("InvalidPath", f"{posixpath.join(sub, rel)} is a symlink pointing outside "
+                                                     "the repository", transient=False)
+                try:
+                    data = await self._git(["cat-file", "blob", "--end-of-options", f"{sha}:{target}"], env,
+                                           cwd=mirror)
+                except SourceError:
+                    raise SourceError("InvalidPath", f"symlink {posixpath.join(sub, rel)} is broken",
+                                      transient=False) from None
+            out[rel] = data
+        return out
+
+    def forget(self, url: str) -> None:
+        shutil.rmtree(self.mirror(url), ignore_errors=True)
+
+
+def _reason(text: str) -> str:
+    low = text.lower()
+    if "authentication failed" in low or "401" in low or "403" in low or "could not read username" in low \
+            or "permission denied" in low:
+        return "AuthenticationFailed"
+    if "not found" in low and "repository" in low:
+        return "RepositoryNotFound"
+    if "could not resolve host" in low or "connection refused" in low or "failed to connect" in low \
+            or "timed out" in low or "unable to access" in low:
+        return "RepositoryUnreachable"
+    if "transport" in low and "not allowed" in low:
+        return "InvalidURL"
+    return "GitOperationFailed"
+
+
+def _transient(text: str) -> bool:
+    return _reason(text) in ("RepositoryUnreachable", "GitOperationFailed")
+
+
+def write_tree(files: dict[str, bytes], dest: Path) -> None:
+    """Materialise ``files`` (from :meth:`GitCache.files`) under ``dest``."""
+    for rel, data in files.items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def tree_digest(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
+    return "sha256:" + h.hexdigest()

@@ -1,0 +1,130 @@
+"""The git source against real repositories over loopback HTTP: refs, incremental fetch, security."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helmop.sources.errors import SourceError
+from helmop.sources.git import GitAuth, GitCache, GitRef, check_url, clean_path
+from tests.gitserver import GitServer, Repo
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[GitServer]:
+    (tmp_path / "srv").mkdir()
+    srv = GitServer(tmp_path / "srv")
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def repo(server: GitServer, tmp_path: Path) -> Repo:
+    return Repo(server, "config", tmp_path / "work")
+
+
+async def test_refs_resolve_and_fetch_is_incremental(repo: Repo, tmp_path: Path) -> None:
+    first = repo.commit({"app/a.yaml": "a: 1\n"})
+    repo.tag("v1.0.0")
+    second = repo.commit({"app/a.yaml": "a: 2\n"})
+    repo.tag("v1.2.0")
+    repo.tag("v2.0.0-rc.1")
+    other = repo.commit({"other.txt": "x"}, branch="feature")
+    cache = GitCache(tmp_path / "cache")
+    mirror = await cache.fetch(repo.url, GitAuth())
+    assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == second
+    assert await cache.resolve(repo.url, GitRef(tag="v1.0.0")) == (f"v1.0.0@sha1:{first}", first)
+    assert await cache.resolve(repo.url, GitRef(semver="^1")) == (f"v1.2.0@sha1:{second}", second)
+    assert (await cache.resolve(repo.url, GitRef(commit=first)))[1] == first
+    assert (await cache.resolve(repo.url, GitRef(branch="feature")))[1] == other
+    assert await cache.files(repo.url, first, "app") == {"a.yaml": b"a: 1\n"}
+    # A force-pushed branch: the mirror follows it.
+    repo.git("reset", "-q", "--hard", first)
+    rewritten = repo.commit({"app/b.yaml": "b: 1\n"}, "rewrite")
+    objects_before = sum(1 for _ in (mirror / "objects").rglob("*"))
+    await cache.fetch(repo.url, GitAuth())
+    assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == rewritten
+    assert await cache.files(repo.url, rewritten, "app") == {"a.yaml": b"a: 1\n", "b.yaml": b"b: 1\n"}
+    assert sum(1 for _ in (mirror / "objects").rglob("*")) > objects_before  # fetched into the same mirror
+    with pytest.raises(SourceError) as missing:
+        await cache.resolve(repo.url, GitRef(branch="nope"))
+    assert missing.value.reason == "RefNotFound"
+    with pytest.raises(SourceError) as no_path:
+        await cache.files(repo.url, rewritten, "missing/dir")
+    assert no_path.value.reason == "PathNotFound"
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "fd::17", "--upload-pack=touch /tmp/pwned",
+                                 "-oProxyCommand=x", "http://example.com/repo.git", "ftp://host/repo",
+                                 "file:///etc", "https://host/repo with space"])
+def test_dangerous_urls_are_refused(url: str) -> None:
+    with pytest.raises(SourceError) as err:
+        check_url(url, allow_file=False)
+    assert err.value.reason == "InvalidURL"
+
+
+async def test_option_injection_through_refs_and_paths_is_refused(repo: Repo, tmp_path: Path) -> None:
+    repo.commit({"x/a": "1"})
+    cache = GitCache(tmp_path / "cache")
+    await cache.fetch(repo.url, GitAuth())
+    for ref in (GitRef(branch="--upload-pack=touch /tmp/pwned"), GitRef(tag="-x"), GitRef(branch="a..b"),
+                GitRef(commit="--all")):
+        with pytest.raises(SourceError) as err:
+            await cache.resolve(repo.url, ref)
+        assert err.value.reason == "InvalidRef"
+    for path in ("../outside", "/etc", "a/../../b"):
+        with pytest.raises(SourceError) as err:
+            clean_path(path)
+        assert err.value.reason == "InvalidPath"
+    # A symlink in the repository that points outside it is refused, one inside is followed.
+    (repo.work / "x" / "out").symlink_to("../../../etc/passwd")
+    sha = repo.commit({}, "symlink out")
+    with pytest.raises(SourceError) as err:
+        await _files(cache, repo, sha)
+    assert err.value.reason == "InvalidPath"
+    (repo.work / "x" / "out").unlink()
+    (repo.work / "x" / "in").symlink_to("a")
+    sha = repo.commit({}, "symlink in")
+    await cache.fetch(repo.url, GitAuth())
+    assert await cache.files(repo.url, sha, "x") == {"a": b"1", "in": b"1"}
+
+
+async def _files(cache: GitCache, repo: Repo, sha: str) -> dict[str, bytes]:
+    await cache.fetch(repo.url, GitAuth())
+    return await cache.files(repo.url, sha, "x")
+
+
+async def test_credentials_stay_out_of_urls_config_and_messages(tmp_path: Path) -> None:
+    (tmp_path / "srv").mkdir()
+    server = GitServer(tmp_path / "srv", credentials=("robot", "s3cr3t-pass"))
+    try:
+        repo = Repo(server, "private", tmp_path / "work")
+        sha = repo.commit({"a": "1"})
+        cache = GitCache(tmp_path / "cache")
+        mirror = await cache.fetch(repo.url, GitAuth(username="robot", password="s3cr3t-pass"))
+        assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == sha
+        config = (mirror / "config").read_text()
+        assert "s3cr3t" not in config and "robot" not in config
+        with pytest.raises(SourceError) as err:
+            await GitCache(tmp_path / "other").fetch(repo.url, GitAuth(username="robot", password="wrong-pass"))
+        assert err.value.reason == "AuthenticationFailed" and "wrong-pass" not in str(err.value)
+    finally:
+        server.close()
+
+
+async def test_unreachable_server(tmp_path: Path) -> None:
+    with pytest.raises(SourceError) as err:
+        await GitCache(tmp_path).fetch("http://127.0.0.1:9/none.git", GitAuth())
+    assert err.value.reason == "RepositoryUnreachable" and err.value.transient
+
+
+async def test_file_urls_need_the_allow_flag(repo: Repo, tmp_path: Path) -> None:
+    sha = repo.commit({"a": "1"})
+    url = f"file://{repo.bare}"
+    with pytest.raises(SourceError):
+        await GitCache(tmp_path / "c1").fetch(url, GitAuth())
+    cache = GitCache(tmp_path / "c2", allow_file=True)
+    await cache.fetch(url, GitAuth())
+    assert (await cache.resolve(url, GitRef(branch="main")))[1] == sha
