@@ -35,6 +35,8 @@ def _run(args: argparse.Namespace) -> int:
                          install_crds=args.install_crds or args.sandbox)
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
+    cfg.webhook_port = args.webhook_port
+    cfg.allow_file_git = args.allow_file_git
     if not args.sandbox:
         asyncio.run(run_operator(cfg))
         return 0
@@ -64,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--namespace", "-n", action="append", help="watch this namespace (repeatable; default all)")
     run.add_argument("--concurrency", type=int, default=10, help="helm actions at once (default 10)")
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
+    run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
+    run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
     run.set_defaults(run=_run)
     return top
 

@@ -1,81 +1,102 @@
-"""The kopf handlers: thin, they only route events to the reconciler.
+"""The kopf handlers: thin, they only route events to the reconcilers.
 
-Each HelmRelease gets a daemon that reconciles it, then sleeps until its interval passes or it is
-woken: by a change of its spec (generation) or ``helmop.dev/requestedAt``, or by a change of a
-ConfigMap/Secret its values read. One daemon per object means one reconcile at a time per object;
-the shared semaphore in the context bounds helm actions across objects.
+Each object of a helmop kind gets a daemon that reconciles it, then sleeps until its interval
+passes or it is woken: by a change of its spec (generation) or ``helmop.dev/requestedAt``, or by a
+change of something it reads (a ConfigMap/Secret of its values, its GitRepository, a push webhook).
+One daemon per object means one reconcile at a time per object; the semaphore in the context
+bounds helm actions across objects. Deletion goes through kopf's finalizer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
 
 from helmop.api.durations import parse_duration
-from helmop.api.helmrelease import DEFAULT_INTERVAL, GROUP, PLURAL, VERSION
+from helmop.api.helmrelease import GROUP, PLURAL, VERSION
+from helmop.api.sources import GIT_PLURAL, SYNC_PLURAL
 
-from .helmreleases import REQUESTED_AT, Context, Reconciler
+from . import configsyncs, gitrepositories
+from .context import Context, Key
+from .helmreleases import REQUESTED_AT, Reconciler
 
 FINALIZER = "helmop.dev/finalizer"
+Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
+Finalize = Callable[[dict[str, Any]], Awaitable[bool]]
 
 
-def _interval(body: kopf.Body) -> float:
+def _interval(body: kopf.Body, default: float) -> float:
     try:
-        return parse_duration(str((body.get("spec") or {}).get("interval") or "")) or DEFAULT_INTERVAL
+        return parse_duration(str((body.get("spec") or {}).get("interval") or "")) or default
     except ValueError:
-        return DEFAULT_INTERVAL
+        return default
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context, reconciler: Reconciler) -> None:
-    wakers: dict[tuple[str, str], asyncio.Event] = {}
-    seen: dict[tuple[str, str], tuple[Any, ...]] = {}
+def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plural: str, default_interval: float,
+                   reconcile: Reconcile, finalize: Finalize) -> None:
+    seen: dict[Key, tuple[Any, ...]] = {}
 
-    def waker(key: tuple[str, str]) -> asyncio.Event:
-        return wakers.setdefault(key, asyncio.Event())
+    def key_of(body: kopf.Body) -> Key:
+        return (kind, body.metadata.namespace or "", body.metadata.name or "")
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def helmrelease_changed(body: kopf.Body, type: str, **_: Any) -> None:
-        key = (body.metadata.namespace or "", body.metadata.name or "")
+    @kopf.on.event(GROUP, VERSION, plural, registry=registry, id=f"{kind}-changed")
+    async def changed(body: kopf.Body, type: str, **_: Any) -> None:
+        key = key_of(body)
         if type == "DELETED":
-            wakers.pop(key, None)
             seen.pop(key, None)
             return
         token = (body.metadata.get("generation"), (body.metadata.annotations or {}).get(REQUESTED_AT),
                  FINALIZER in (body.metadata.get("finalizers") or []))
         if seen.get(key) != token:
             seen[key] = token
-            waker(key).set()
+            ctx.waker(key).set()
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=None)
-    async def helmrelease_loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        key = (body.metadata.namespace or "", body.metadata.name or "")
-        wake = waker(key)
+    @kopf.daemon(GROUP, VERSION, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None)
+    async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        wake = ctx.waker(key_of(body))
         while not stopped:
             if FINALIZER not in (body.metadata.get("finalizers") or []):
-                # Never install before the finalizer is there: it is what guarantees the uninstall.
+                # Never act before the finalizer is there: it is what guarantees the clean-up.
                 await _sleep(wake, stopped, 5)
                 continue
             wake.clear()
-            outcome = await reconciler.reconcile(dict(body))
-            await _sleep(wake, stopped, outcome.retry_after or _interval(body))
+            retry = await reconcile(dict(body))
+            await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
-    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
-    async def helmrelease_deleted(body: kopf.Body, **_: Any) -> None:
-        if not await reconciler.finalize(dict(body)):
-            raise kopf.TemporaryError("uninstall failed; retrying", delay=15)
+    @kopf.on.delete(GROUP, VERSION, plural, registry=registry, id=f"{kind}-finalizer")
+    async def deleted(body: kopf.Body, **_: Any) -> None:
+        if not await finalize(dict(body)):
+            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=15)
 
-    def wake_referrers(kind: str) -> Any:
+    del changed, loop, deleted  # registered; kept only by kopf
+
+
+def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler) -> None:
+    async def reconcile_release(body: dict[str, Any]) -> float | None:
+        return (await releases.reconcile(body)).retry_after
+
+    async def finalize_git(body: dict[str, Any]) -> bool:
+        await gitrepositories.finalize(ctx, body)
+        return True
+
+    _kind_handlers(registry, ctx, "HelmRelease", PLURAL, 600.0, reconcile_release, releases.finalize)
+    _kind_handlers(registry, ctx, "GitRepository", GIT_PLURAL, 300.0,
+                   lambda body: gitrepositories.reconcile(ctx, body), finalize_git)
+    _kind_handlers(registry, ctx, "ConfigSync", SYNC_PLURAL, 300.0,
+                   lambda body: configsyncs.reconcile(ctx, body), lambda body: configsyncs.finalize(ctx, body))
+
+    def referrers_of(kind: str) -> Any:
         async def handler(namespace: str | None, name: str | None, **_: Any) -> None:
-            for key in ctx.references.get((namespace or "", kind, name or ""), ()):
-                waker(key).set()
+            ctx.wake_referrers(namespace or "", kind, name or "")
 
         return handler
 
-    kopf.on.event("", "v1", "configmaps", registry=registry)(wake_referrers("ConfigMap"))
-    kopf.on.event("", "v1", "secrets", registry=registry)(wake_referrers("Secret"))
+    kopf.on.event("", "v1", "configmaps", registry=registry, id="configmap-referrers")(referrers_of("ConfigMap"))
+    kopf.on.event("", "v1", "secrets", registry=registry, id="secret-referrers")(referrers_of("Secret"))
 
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

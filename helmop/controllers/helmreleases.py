@@ -7,22 +7,29 @@ row for the same thing. A reconcile that finds nothing to do spawns no helm proc
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.helmrelease import GROUP, PLURAL, VERSION, HelmReleaseSpec, SpecError, parse_spec
+from helmop.api.helmrelease import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    HelmReleaseSpec,
+    RepositoryChart,
+    SourceChart,
+    SpecError,
+    parse_spec,
+)
 from helmop.helm import storage
-from helmop.helm.engine import Engine, HelmError, UpgradeRequest
+from helmop.helm.engine import HelmError, UpgradeRequest
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
-from helmop.sources.repositories import Repositories
 
-from .events import Recorder
+from .context import Context, Key
 from .inputs import InputError, Inputs, gather, scrub
-from .kube import Kube, KubeError
+from .kube import KubeError
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +45,6 @@ class Outcome:
     retry_after: float | None = None
 
 
-@dataclass
-class Context:
-    """Everything shared by all reconciles of one operator process."""
-
-    kube: Kube
-    engine: Engine
-    repos: Repositories
-    events: Recorder
-    slots: asyncio.Semaphore
-    locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
-    backoff: dict[tuple[str, str], float] = field(default_factory=dict)
-    # (namespace, kind, name) of a ConfigMap/Secret -> HelmReleases whose values read it
-    references: dict[tuple[str, str, str], set[tuple[str, str]]] = field(default_factory=dict)
-
-    def lock(self, key: tuple[str, str]) -> asyncio.Lock:
-        return self.locks.setdefault(key, asyncio.Lock())
-
-
 def _path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
@@ -68,20 +57,20 @@ class Reconciler:
 
     async def reconcile(self, body: dict[str, Any]) -> Outcome:
         meta = body["metadata"]
-        key = (meta["namespace"], meta["name"])
+        key = ("HelmRelease", meta["namespace"], meta["name"])
         async with self.ctx.lock(key):
             try:
                 return await self._reconcile(copy.deepcopy(body))
             except KubeError as exc:  # the API itself failed us: try again soon
-                log.warning("%s/%s: API error: %s", *key, exc)
+                log.warning("%s/%s: API error: %s", meta["namespace"], meta["name"], exc)
                 return Outcome(self._next_backoff(key))
 
     async def finalize(self, body: dict[str, Any]) -> bool:
         """Uninstall for a deleted HelmRelease; True when the finalizer may go."""
         meta = body["metadata"]
-        key = (meta["namespace"], meta["name"])
+        key = ("HelmRelease", meta["namespace"], meta["name"])
         async with self.ctx.lock(key):
-            self._forget_references(key)
+            self.ctx.drop(key)
             try:
                 spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
             except SpecError:
@@ -89,7 +78,7 @@ class Reconciler:
             record = await self._record(spec)
             decision = decide(self._desired(body, spec, "", deleting=True), Observed(self._release(record)))
             if decision.action is not Action.UNINSTALL:
-                log.info("%s/%s deleted: %s", *key, decision.message)
+                log.info("%s/%s deleted: %s", meta["namespace"], meta["name"], decision.message)
                 return True
             opts = spec.uninstall
             try:
@@ -110,7 +99,7 @@ class Reconciler:
 
     async def _reconcile(self, body: dict[str, Any]) -> Outcome:
         meta = body["metadata"]
-        key = (meta["namespace"], meta["name"])
+        key = ("HelmRelease", meta["namespace"], meta["name"])
         try:
             spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
         except SpecError as exc:
@@ -120,7 +109,7 @@ class Reconciler:
         if spec.suspend:
             return Outcome()
         try:
-            inputs = await gather(self.ctx.kube, self.ctx.repos, meta["namespace"], spec)
+            inputs = await gather(self.ctx, meta["namespace"], spec)
             await self._check_namespace(spec)
         except (InputError, SpecError) as exc:
             transient = getattr(exc, "transient", False)
@@ -226,7 +215,7 @@ class Reconciler:
 
     async def _action_failed(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, installing: bool,
                              exc: HelmError, message: str) -> Outcome:
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        key = ("HelmRelease", body["metadata"]["namespace"], body["metadata"]["name"])
         previous = body.get("status") or {}
         same = previous.get("lastAttemptedConfigDigest") == inputs.digest
         failures = (int(previous.get("failures", 0)) if same else 0) + (0 if exc.transient else 1)
@@ -342,18 +331,16 @@ class Reconciler:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _next_backoff(self, key: tuple[str, str]) -> float:
+    def _next_backoff(self, key: Key) -> float:
         delay = min(RETRY_MAX, max(RETRY_MIN, self.ctx.backoff.get(key, RETRY_MIN / 2) * 2))
         self.ctx.backoff[key] = delay
         return delay
 
-    def _remember_references(self, key: tuple[str, str], spec: HelmReleaseSpec) -> None:
-        self._forget_references(key)
-        for ref in spec.values_from:
-            self.ctx.references.setdefault((key[0], ref.kind, ref.name), set()).add(key)
-        if getattr(spec.chart, "secret_ref", ""):
-            self.ctx.references.setdefault((key[0], "Secret", spec.chart.secret_ref), set()).add(key)  # type: ignore[union-attr]
-
-    def _forget_references(self, key: tuple[str, str]) -> None:
-        for holders in self.ctx.references.values():
-            holders.discard(key)
+    def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
+        namespace = key[1]
+        targets = [(namespace, ref.kind, ref.name) for ref in spec.values_from]
+        if isinstance(spec.chart, RepositoryChart) and spec.chart.secret_ref:
+            targets.append((namespace, "Secret", spec.chart.secret_ref))
+        if isinstance(spec.chart, SourceChart):
+            targets.append((namespace, spec.chart.kind, spec.chart.name))
+        self.ctx.refer(key, targets)

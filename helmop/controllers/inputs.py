@@ -8,15 +8,23 @@ to run at all, and the secret strings to scrub from any message.
 from __future__ import annotations
 
 import base64
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SpecError, ValuesReference
-from helmop.helm import values as helm_values
-from helmop.sources.errors import SourceError
-from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
+import yaml
 
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, ValuesReference
+from helmop.api.sources import GIT_PLURAL
+from helmop.helm import values as helm_values
+from helmop.helm.engine import HelmError
+from helmop.sources.errors import SourceError
+from helmop.sources.git import GitAuth, safe_url, tree_digest, write_tree
+from helmop.sources.repositories import Credentials, ResolvedChart
+
+from .context import Context
 from .kube import Kube
 
 
@@ -113,21 +121,91 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
     return Credentials.from_secret_data(secret.get("data") or {})
 
 
-async def gather(kube: Kube, repos: Repositories, namespace: str, spec: HelmReleaseSpec) -> Inputs:
-    if not isinstance(spec.chart, RepositoryChart):
-        raise SpecError("SourceNotSupported", "charts from spec.chart.sourceRef need the GitRepository "
-                                              "controller, which this helmop does not run")
-    values, secrets = await merged_values(kube, namespace, spec)
-    creds = await credentials(kube, namespace, spec.chart)
-    chart = spec.chart
+async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
+    values, secrets = await merged_values(ctx.kube, namespace, spec)
+    release = [spec.release_name, spec.target_namespace]
     try:
-        resolved = await repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure)
-        path = await repos.fetch(resolved, chart.url, creds, chart.insecure)
+        if isinstance(spec.chart, SourceChart):
+            resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, spec.chart)
+            values = helm_values.merge(file_values, values)
+            digest = helm_values.digest({"chart": [resolved.repository, spec.chart.path, chart_digest],
+                                         "values": values, "release": release})
+            return Inputs(resolved, path, values, digest, secrets)
+        chart = spec.chart
+        creds = await credentials(ctx.kube, namespace, chart)
+        resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure)
+        path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
     digest = helm_values.digest({"chart": [resolved.repository, resolved.name, resolved.version],
-                                 "values": values, "release": [spec.release_name, spec.target_namespace]})
+                                 "values": values, "release": release})
     return Inputs(resolved, path, values, digest, secrets + creds.secrets())
+
+
+async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
+    name = ((repo.get("spec") or {}).get("secretRef") or {}).get("name")
+    if not name:
+        return GitAuth()
+    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    if secret is None:
+        raise InputError("SecretNotFound", f"Secret {namespace}/{name} named in the GitRepository's secretRef "
+                                           "does not exist", transient=True)
+    return GitAuth.from_secret_data(secret.get("data") or {})
+
+
+async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str, str, str, dict[str, Any]]:
+    """(url, revision, commit sha, GitRepository object) of the source's current artifact."""
+    repo = await ctx.kube.get(f"/apis/helmop.dev/v1alpha1/namespaces/{namespace}/{GIT_PLURAL}/{name}")
+    if repo is None:
+        raise InputError("SourceNotFound", f"GitRepository {namespace}/{name} does not exist", transient=True)
+    revision = ((repo.get("status") or {}).get("artifact") or {}).get("revision", "")
+    if "@sha1:" not in revision:
+        raise InputError("SourceNotReady", f"GitRepository {namespace}/{name} has no revision yet", transient=True)
+    url = str((repo.get("spec") or {}).get("url", ""))
+    sha = revision.rsplit("@sha1:", 1)[1]
+    if not await ctx.git.has_commit(url, sha):  # e.g. after a restart with an empty cache
+        await ctx.git.fetch(url, await git_auth(ctx.kube, namespace, repo))
+    return url, revision, sha, repo
+
+
+async def git_chart(ctx: Context, namespace: str,
+                    chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
+    """The chart directory at the source's revision, materialised once per content digest (with its
+    dependencies built), and the values files merged in order."""
+    url, _revision, sha, _repo = await source_revision(ctx, namespace, chart.name)
+    files = await ctx.git.files(url, sha, chart.path)
+    if "Chart.yaml" not in files:
+        raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)
+    file_values: dict[str, Any] = {}
+    extra: dict[str, bytes] = {}
+    for values_file in chart.values_files:
+        data = await ctx.git.read(url, sha, values_file)
+        extra[values_file] = data
+        try:
+            file_values = helm_values.merge(file_values, helm_values.parse_values(data.decode(), values_file))
+        except ValueError as exc:
+            raise InputError("ValuesInvalid", str(exc)) from None
+    digest = tree_digest({**files, **{f"\0values/{k}": v for k, v in extra.items()}})
+    try:
+        meta = yaml.safe_load(files["Chart.yaml"]) or {}
+    except yaml.YAMLError:
+        raise InputError("ChartInvalid", f"{chart.path}/Chart.yaml is not valid YAML") from None
+    resolved = ResolvedChart(safe_url(url), str(meta.get("name", "")), str(meta.get("version", "")))
+    target = ctx.repos.cache_dir / "gitcharts" / tree_digest(files)[7:31] / (resolved.name or "chart")
+    if not target.exists():
+        staging = Path(tempfile.mkdtemp(prefix="chart-", dir=ctx.repos.cache_dir))
+        try:
+            write_tree(files, staging)
+            if meta.get("dependencies"):
+                try:
+                    await ctx.engine.dependency_build(staging)
+                except HelmError as exc:
+                    raise InputError("DependencyBuildFailed", str(exc)) from None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return resolved, target, digest, file_values
 
 
 def scrub(message: str, secrets: list[str]) -> str:

@@ -55,6 +55,7 @@ class Kube:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._session: aiohttp.ClientSession | None = None
+        self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if self.conn.insecure:
@@ -104,6 +105,19 @@ class Kube:
         params = {"labelSelector": label_selector} if label_selector else None
         items: list[dict[str, Any]] = (await self.request("GET", path, params=params)).get("items") or []
         return items
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        """(plural, namespaced) of a kind, from discovery; asked again on a miss (CRDs come and go)."""
+        found = self._resources.get((api_version, kind))
+        if found is None:
+            prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            for entry in (await self.request("GET", prefix)).get("resources") or []:
+                if "/" not in entry["name"]:
+                    self._resources[(api_version, entry["kind"])] = (entry["name"], bool(entry["namespaced"]))
+            found = self._resources.get((api_version, kind))
+            if found is None:
+                raise KubeError(404, "NotFound", f"the server does not serve {kind} in {api_version}")
+        return found
 
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, patch, content_type="application/merge-patch+json")

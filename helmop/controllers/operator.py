@@ -11,14 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from helmop.api import crds
 from helmop.helm.engine import Engine
+from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
+from . import webhooks
+from .context import Context
 from .events import Recorder
 from .handlers import FINALIZER, register
-from .helmreleases import Context, Reconciler
+from .helmreleases import Reconciler
 from .kube import Connection, Kube, KubeError
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,10 @@ class OperatorConfig:
     cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "helmop"
     helm: str = os.environ.get("HELMOP_HELM", "helm")
     install_crds: bool = False
+    allow_file_git: bool = False  # file:// GitRepositories (tests, single-machine set-ups)
+    webhook_port: int | None = None  # None: no webhook server; 0: any free port
+    webhook_address: str = "0.0.0.0"
+    bound_webhook_port: int = 0  # the port actually bound
 
 
 async def install_crds(kube: Kube) -> None:
@@ -65,6 +73,17 @@ def _settings() -> kopf.OperatorSettings:
     return settings
 
 
+async def _start_webhooks(cfg: OperatorConfig, ctx: Context) -> web.AppRunner | None:
+    if cfg.webhook_port is None:
+        return None
+    runner = web.AppRunner(webhooks.app(ctx), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, cfg.webhook_address, cfg.webhook_port).start()
+    cfg.bound_webhook_port = runner.addresses[0][1]
+    log.info("push webhooks served on %s:%s", cfg.webhook_address, cfg.bound_webhook_port)
+    return runner
+
+
 async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event | None = None,
               ready_flag: threading.Event | asyncio.Event | None = None) -> None:
     conn = Connection.from_kubeconfig(cfg.kubeconfig)
@@ -74,8 +93,10 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             await install_crds(kube)
         _helm_home(cfg.cache_dir)
         engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig)  # pyhelm3 runs `helm version` here
-        ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir), events=Recorder(kube),
+        ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir),
+                      git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
                       slots=asyncio.Semaphore(cfg.concurrency))
+        hooks = await _start_webhooks(cfg, ctx)
         registry = kopf.OperatorRegistry()
 
         @kopf.on.login(registry=registry)
@@ -85,9 +106,13 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
                                        private_key_path=conn.key_file or None, insecure=conn.insecure)
 
         register(registry, ctx, Reconciler(ctx))
-        await kopf.operator(registry=registry, settings=_settings(), standalone=True,
-                            clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
-                            stop_flag=stop_flag, ready_flag=ready_flag)
+        try:
+            await kopf.operator(registry=registry, settings=_settings(), standalone=True,
+                                clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
+                                stop_flag=stop_flag, ready_flag=ready_flag)
+        finally:
+            if hooks is not None:
+                await hooks.cleanup()
     except KubeError as exc:
         raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
     finally:

@@ -132,6 +132,10 @@ class Engine:
         release: dict[str, Any] = json.loads(out[start:]) if start >= 0 else {}
         return release
 
+    async def dependency_build(self, chart: Path) -> None:
+        """Fetch the dependencies a chart declares into its charts/ folder."""
+        await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build")
+
     async def uninstall(self, release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
                         disable_hooks: bool) -> None:
         args = uninstall_args(release, namespace, timeout, wait=wait, keep_history=keep_history,

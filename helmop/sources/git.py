@@ -277,6 +277,29 @@ class GitCache:
             out[rel] = data
         return out
 
+    async def read(self, url: str, sha: str, path: str) -> bytes:
+        """One file at commit ``sha``."""
+        mirror = self.mirror(url)
+        env = self._env(GitAuth(), url, mirror)
+        try:
+            return await self._git(["cat-file", "blob", "--end-of-options", f"{sha}:{clean_path(path)}"], env,
+                                   cwd=mirror)
+        except SourceError as exc:
+            if exc.reason == "InvalidPath":
+                raise
+            raise SourceError("PathNotFound", f"file {path!r} does not exist at {sha[:12]}",
+                              transient=False) from None
+
+    async def has_commit(self, url: str, sha: str) -> bool:
+        mirror = self.mirror(url)
+        if not (mirror / "HEAD").exists():
+            return False
+        try:
+            await self._git(["cat-file", "-e", f"{sha}^{{commit}}"], self._env(GitAuth(), url, mirror), cwd=mirror)
+        except SourceError:
+            return False
+        return True
+
     def forget(self, url: str) -> None:
         shutil.rmtree(self.mirror(url), ignore_errors=True)
 

@@ -1,0 +1,66 @@
+"""Kubernetes manifests read from a config repository: YAML files, many documents each.
+
+Pure: parsing and checking only. Errors name the file and line so a broken push is easy to find.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Manifest:
+    obj: dict[str, Any]
+    origin: str  # "path/in/repo.yaml#<document index>"
+
+    @property
+    def api_version(self) -> str:
+        return str(self.obj.get("apiVersion", ""))
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name", ""))
+
+
+def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
+    """Every object in the ``.yaml``/``.yml`` files, and a list of ``file:line: problem`` errors."""
+    found: list[Manifest] = []
+    errors: list[str] = []
+    for path in sorted(files):
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        try:
+            docs = list(yaml.safe_load_all(files[path].decode()))
+        except UnicodeDecodeError:
+            errors.append(f"{path}: not UTF-8 text")
+            continue
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            errors.append(f"{path}{line}: {problem}")
+            continue
+        for index, doc in enumerate(docs):
+            if doc is None:
+                continue
+            where = f"{path}#{index}"
+            if not isinstance(doc, dict):
+                errors.append(f"{where}: a manifest must be a map, not a {type(doc).__name__}")
+                continue
+            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") else None
+            for item in items if isinstance(items, list) else [doc]:
+                manifest = Manifest(item, where)
+                missing = [f for f, v in (("apiVersion", manifest.api_version), ("kind", manifest.kind),
+                                          ("metadata.name", manifest.name)) if not v]
+                if missing:
+                    errors.append(f"{where}: missing {', '.join(missing)}")
+                else:
+                    found.append(manifest)
+    return found, errors

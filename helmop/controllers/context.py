@@ -1,0 +1,57 @@
+"""What every reconcile of one operator process shares: clients, caches, limits, and the wiring
+that lets a change to one object wake the reconcilers of the objects that depend on it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from helmop.helm.engine import Engine
+from helmop.sources.git import GitCache
+from helmop.sources.repositories import Repositories
+
+from .events import Recorder
+from .kube import Kube
+
+# (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
+Key = tuple[str, str, str]
+
+
+@dataclass
+class Context:
+    kube: Kube
+    engine: Engine
+    repos: Repositories
+    git: GitCache
+    events: Recorder
+    slots: asyncio.Semaphore
+    locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
+    backoff: dict[Key, float] = field(default_factory=dict)
+    wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
+    references: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
+
+    def lock(self, key: Key) -> asyncio.Lock:
+        return self.locks.setdefault(key, asyncio.Lock())
+
+    def waker(self, key: Key) -> asyncio.Event:
+        return self.wakers.setdefault(key, asyncio.Event())
+
+    def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
+        for key in self.references.get((namespace, kind, name), ()):
+            self.waker(key).set()
+
+    def refer(self, referrer: Key, targets: list[tuple[str, str, str]]) -> None:
+        """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""
+        self.forget(referrer)
+        for target in targets:
+            self.references.setdefault(target, set()).add(referrer)
+
+    def forget(self, referrer: Key) -> None:
+        for holders in self.references.values():
+            holders.discard(referrer)
+
+    def drop(self, key: Key) -> None:
+        """An object is gone: forget everything kept for it."""
+        self.forget(key)
+        for table in (self.locks, self.backoff, self.wakers):
+            table.pop(key, None)

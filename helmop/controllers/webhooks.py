@@ -1,0 +1,63 @@
+"""The push webhook: ``POST /hooks/<namespace>/<gitrepository>`` makes that repository fetch now.
+
+Accepted when the call proves it knows the token in the Secret named by ``spec.webhook.secretRef``
+(key ``token``): GitHub's ``X-Hub-Signature-256`` (HMAC-SHA256 of the body), GitLab's
+``X-Gitlab-Token``, or a generic ``X-Signature: sha256=<hex HMAC of the body>``. Anything else gets
+401 and changes nothing; an unknown repository gets 404 (after the same amount of work).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+
+from aiohttp import web
+
+from helmop.api.helmrelease import GROUP, VERSION
+from helmop.api.sources import GIT_PLURAL
+
+from .context import Context
+
+log = logging.getLogger(__name__)
+
+
+def signature_valid(token: bytes, body: bytes, headers: dict[str, str]) -> bool:
+    expected = "sha256=" + hmac.new(token, body, hashlib.sha256).hexdigest()
+    for header in ("X-Hub-Signature-256", "X-Signature"):
+        given = headers.get(header)
+        if given is not None:
+            return hmac.compare_digest(given.strip().lower(), expected)
+    gitlab = headers.get("X-Gitlab-Token")
+    if gitlab is not None:
+        return hmac.compare_digest(gitlab.encode(), token)
+    return False
+
+
+def app(ctx: Context) -> web.Application:
+    async def hook(request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        body = await request.read()
+        repo = await ctx.kube.get(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{GIT_PLURAL}/{name}")
+        if repo is None:
+            return web.json_response({"error": "no such GitRepository"}, status=404)
+        secret_name = (((repo.get("spec") or {}).get("webhook") or {}).get("secretRef") or {}).get("name")
+        secret = await ctx.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}") if secret_name else None
+        raw = ((secret or {}).get("data") or {}).get("token")
+        headers = {k: v for k, v in request.headers.items()}
+        if not raw or not signature_valid(base64.b64decode(raw), body, headers):
+            log.warning("webhook for %s/%s: missing or invalid signature", namespace, name)
+            return web.json_response({"error": "invalid or missing signature"}, status=401)
+        if request.headers.get("X-GitHub-Event") == "ping":
+            return web.json_response({"ok": True, "event": "ping"})
+        ctx.waker(("GitRepository", namespace, name)).set()
+        return web.json_response({"ok": True}, status=202)
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    application = web.Application(client_max_size=5 * 1024 * 1024)
+    application.router.add_post("/hooks/{namespace}/{name}", hook)
+    application.router.add_get("/healthz", health)
+    return application
