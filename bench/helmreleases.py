@@ -81,7 +81,7 @@ def main() -> None:
     with Sandbox(ready_delay=0.05) as sandbox:
         kc = sandbox.kubeconfig
         env = {**os.environ, "HELMOP_HELM": str(wrapper), "HELM_CACHE_HOME": str(work / "helm-cache")}
-        operator = subprocess.Popen([sys.executable, "-m", "helmop.cli.main", "run", "--kubeconfig", str(kc),
+        operator = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kc),
                                      "--install-crds", "--cache-dir", str(work / "cache"),
                                      "--concurrency", str(args.concurrency)], env=env,
                                     stdout=subprocess.DEVNULL, stderr=open(work / "operator.log", "w"))  # noqa: SIM115

@@ -4,9 +4,13 @@ else a sandbox started here. Nothing in e2e/ may use sandbox internals: only the
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,3 +59,34 @@ def namespace(run: Run) -> Iterator[str]:
     run("kubectl", "create", "namespace", name)
     yield name
     run("kubectl", "delete", "namespace", name, "--wait=false", check=False)
+
+
+def until(run: Run, *args: str, timeout: float = 120) -> None:
+    """Repeat a command until it succeeds."""
+    deadline = time.monotonic() + timeout
+    while run(*args, check=False).returncode != 0:
+        assert time.monotonic() < deadline, f"timed out: {' '.join(args)}"
+        time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class Operator:
+    webhook_url: str
+
+
+@pytest.fixture(scope="session")
+def operator(kubeconfig: str, run: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """`helmop run` as a user starts it, next to the journey (helm runs where helmop runs)."""
+    cache = tmp_path_factory.mktemp("operator-cache")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), "HELM_CACHE_HOME": str(cache / "helm")}
+    with open(cache / "operator.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", kubeconfig,
+                                 "--install-crds", "--cache-dir", str(cache), "--webhook-port", str(port)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=log)
+    until(run, "kubectl", "get", "crd", "configsyncs.helmop.dev")
+    yield Operator(f"http://127.0.0.1:{port}")
+    proc.terminate()
+    proc.wait(30)

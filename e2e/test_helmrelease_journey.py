@@ -7,16 +7,13 @@ sandbox), and the chart comes from a chart repository on loopback, as helm runs 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
-from e2e.conftest import TOOLS, Run
+from e2e.conftest import TOOLS, Operator, Run, until
 from tests.chartrepo import ChartRepo
 
 
@@ -30,27 +27,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     chart_repo.close()
 
 
-@pytest.fixture(scope="module")
-def operator(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    cache = tmp_path_factory.mktemp("journey-cache")
-    env = {**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), "HELM_CACHE_HOME": str(cache / "helm")}
-    proc = subprocess.Popen([sys.executable, "-m", "helmop.cli.main", "run", "--kubeconfig", kubeconfig,
-                             "--install-crds", "--cache-dir", str(cache)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(cache / "operator.log", "w"))  # noqa: SIM115
-    yield
-    proc.terminate()
-    proc.wait(30)
-
-
-def _until(run: Run, *args: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while run(*args, check=False).returncode != 0:
-        assert time.monotonic() < deadline, f"timed out: {' '.join(args)}"
-        time.sleep(0.5)
-
-
-def test_apply_change_delete(operator: None, run: Run, namespace: str, repo: ChartRepo) -> None:
-    _until(run, "kubectl", "get", "crd", "helmreleases.helmop.dev")
+def test_apply_change_delete(operator: Operator, run: Run, namespace: str, repo: ChartRepo) -> None:
+    until(run, "kubectl", "get", "crd", "helmreleases.helmop.dev")
     release = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
                "metadata": {"name": "hello", "namespace": namespace},
                "spec": {"interval": "5m", "chart": {"repository": {"url": repo.url, "name": "hello",
@@ -63,7 +41,7 @@ def test_apply_change_delete(operator: None, run: Run, namespace: str, repo: Cha
 
     release["spec"]["values"]["replicaCount"] = 2
     run("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump(release))
-    _until(run, "kubectl", "-n", namespace, "wait", "--for=jsonpath={.spec.replicas}=2", "deploy/hello",
+    until(run, "kubectl", "-n", namespace, "wait", "--for=jsonpath={.spec.replicas}=2", "deploy/hello",
            "--timeout=5s")
     run("kubectl", "-n", namespace, "wait", "--for=condition=Ready", "hr/hello", "--timeout=180s")
     history = json.loads(run("helm", "history", "hello", "-n", namespace, "-o", "json").stdout)

@@ -13,7 +13,7 @@ from tests.conftest import tool
 
 def test_sandbox_command_serves_kubectl(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kc"
-    proc = subprocess.Popen([sys.executable, "-m", "helmop.cli.main", "sandbox", "--kubeconfig", str(kubeconfig)],
+    proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "sandbox", "--kubeconfig", str(kubeconfig)],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

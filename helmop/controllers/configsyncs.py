@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import posixpath
 import re
 from typing import Any
 
@@ -65,7 +66,8 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         await _report(ctx, body, status, False, exc.reason, str(exc), stalled=not transient)
         return 15.0 if transient else None
     status["lastAttemptedRevision"] = revision
-    found, errors = manifests.parse(files)
+    # Repository-relative names, so messages point at the file as the user knows it.
+    found, errors = manifests.parse({posixpath.join(spec.path, rel): data for rel, data in files.items()})
     if errors:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
         await _report(ctx, body, status, False, "ManifestInvalid", message, stalled=True)

@@ -43,7 +43,8 @@ class Operator:
         wrapper.write_text(f'#!/bin/sh\necho "$@" >> {self.log}\nexec {TOOLS / helm} "$@"\n')
         wrapper.chmod(0o755)
         self.config = OperatorConfig(kubeconfig=sandbox.kubeconfig, concurrency=4, cache_dir=workdir / "cache",
-                                     helm=str(wrapper), install_crds=True)
+                                     helm=str(wrapper), install_crds=True, webhook_port=0,
+                                     webhook_address="127.0.0.1")
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._main, daemon=True)
@@ -59,6 +60,10 @@ class Operator:
         os.environ.setdefault("HELM_CACHE_HOME", str(self.config.cache_dir / "helm"))
         self.thread.start()
         assert self.ready.wait(60), f"operator did not start: {self.failure}"
+
+    @property
+    def webhook_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.bound_webhook_port}"
 
     def helm_actions(self) -> list[str]:
         """helm processes the operator started for actions (the version probe is not one)."""

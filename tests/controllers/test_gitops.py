@@ -1,0 +1,235 @@
+"""GitOps end to end: git push to real repositories over loopback HTTP -> webhook or interval ->
+GitRepository -> ConfigSync / HelmRelease -> real helm -> the sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests.conftest import Run, tool
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.gitserver import GitServer, Repo
+
+TOKEN = "webhook-token-123"
+
+
+@pytest.fixture(scope="module")
+def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
+    server = GitServer(tmp_path_factory.mktemp("gitsrv"))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def repo(git_server: GitServer, tmp_path: Path) -> Repo:
+    return Repo(git_server, f"r-{uuid.uuid4().hex[:6]}", tmp_path / "work")
+
+
+def gitrepo(name: str, url: str, **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": name},
+                           "spec": {"url": url, "interval": "1h", "ref": {"branch": "main"},
+                                    "webhook": {"secretRef": {"name": "hook"}}, **spec}})
+
+
+def configsync(name: str, source: str, path: str) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": name},
+                           "spec": {"sourceRef": {"kind": "GitRepository", "name": source}, "path": path,
+                                    "interval": "1h"}})
+
+
+def release(name: str, repo_url: str, replicas: int) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                           "spec": {"interval": "1h", "chart": {"repository": {"url": repo_url, "name": "demo",
+                                                                               "version": "0.1.0"}},
+                                    "values": {"fullnameOverride": name, "replicaCount": replicas}}})
+
+
+def push_hook(operator: Operator, ns: str, name: str, body: bytes = b'{"ref":"refs/heads/main"}',
+              token: str = TOKEN, style: str = "github") -> requests.Response:
+    signature = "sha256=" + hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"github": {"X-Hub-Signature-256": signature, "X-GitHub-Event": "push"},
+               "gitlab": {"X-Gitlab-Token": token}, "generic": {"X-Signature": signature}}[style]
+    return requests.post(f"{operator.webhook_url}/hooks/{ns}/{name}", data=body, headers=headers, timeout=10)
+
+
+def revision(kube: Run, ns: str, name: str) -> str:
+    return str(((get(kube, ns, "gitrepo", name).get("status") or {}).get("artifact") or {}).get("revision", ""))
+
+
+def setup_source(kube: Run, ns: str, repo: Repo, **spec: Any) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={TOKEN}")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, **spec))
+
+
+def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                 chart_repo: ChartRepo) -> None:
+    first = repo.commit({"apps/namespace-note.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\n"
+                                                     "data: {hello: world}\n"})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{first}")
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    assert get(kube, ns, "cm", "note")["data"] == {"hello": "world"}
+    assert get(kube, ns, "cm", "note")["metadata"]["labels"]["helmop.dev/configsync"] == f"{ns}.apps"
+
+    # A push adding a HelmRelease, announced by the webhook: the release gets installed.
+    second = repo.commit({"apps/web.yaml": release("web", chart_repo.url, 1)})
+    started = time.monotonic()
+    assert push_hook(operator, ns, "config").status_code == 202
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{second}", timeout=5)
+    assert time.monotonic() - started < 3
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    assert get(kube, ns, "deploy", "web")["spec"]["replicas"] == 1
+    inventory = get(kube, ns, "csync", "apps")["status"]["inventory"]
+    assert {(i["kind"], i["name"]) for i in inventory} == {("ConfigMap", "note"), ("HelmRelease", "web")}
+
+    # A values change pushed: an upgrade.
+    repo.commit({"apps/web.yaml": release("web", chart_repo.url, 3)})
+    assert push_hook(operator, ns, "config", style="gitlab").status_code == 202
+    eventually(lambda: get(kube, ns, "deploy", "web").get("spec", {}).get("replicas") == 3)
+    eventually(lambda: get(kube, ns, "hr", "web")["status"]["history"][0]["revision"] == 2)
+
+    # The file deleted: pruned, so the release is uninstalled; the ConfigMap stays.
+    repo.commit({"apps/web.yaml": None})
+    assert push_hook(operator, ns, "config", style="generic").status_code == 202
+    eventually(lambda: not get(kube, ns, "hr", "web"))
+    eventually(lambda: "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split())
+    assert not get(kube, ns, "deploy", "web") and get(kube, ns, "cm", "note")
+
+
+def test_chart_from_git_upgrades_only_when_the_chart_changes(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                            chart_repo: ChartRepo, tmp_path: Path) -> None:
+    chart_dir = tmp_path / "chart"
+    subprocess.run([tool("helm"), "create", str(chart_dir)], check=True, capture_output=True)
+    files = {f"charts/app/{p.relative_to(chart_dir)}": p.read_text() for p in chart_dir.rglob("*") if p.is_file()}
+    files["charts/app/values-prod.yaml"] = "replicaCount: 2\n"
+    repo.commit(files)
+    setup_source(kube, ns, repo)
+    body = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "gitapp"},
+            "spec": {"interval": "1h", "chart": {"sourceRef": {"kind": "GitRepository", "name": "config"},
+                                                 "path": "charts/app",
+                                                 "valuesFiles": ["charts/app/values-prod.yaml"]},
+                     "values": {"fullnameOverride": "gitapp"}}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(body))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "gitapp")) and condition(o).get("status") == "True" and o)
+    assert get(kube, ns, "deploy", "gitapp")["spec"]["replicas"] == 2
+
+    # A push that does not touch the chart: the revision moves, no helm process runs.
+    before = len(operator.helm_actions())
+    unrelated = repo.commit({"docs/README.md": "nothing to see"})
+    push_hook(operator, ns, "config")
+    eventually(lambda: revision(kube, ns, "config").endswith(unrelated))
+    time.sleep(2)
+    assert len(operator.helm_actions()) == before
+    assert get(kube, ns, "hr", "gitapp")["status"]["history"][0]["revision"] == 1
+
+    # Editing a template: an upgrade that changes the objects.
+    template = files["charts/app/templates/service.yaml"].replace("name: http", "name: web-http")
+    repo.commit({"charts/app/templates/service.yaml": template})
+    push_hook(operator, ns, "config")
+    eventually(lambda: get(kube, ns, "svc", "gitapp").get("spec", {}).get("ports", [{}])[0].get("name")
+               == "web-http")
+    eventually(lambda: get(kube, ns, "hr", "gitapp")["status"]["history"][0]["revision"] == 2)
+    assert obj["status"]["lastAppliedRevision"] == "0.1.0"
+    shutil.rmtree(chart_dir)
+
+
+def test_refs_tag_semver_commit_and_force_push(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    first = repo.commit({"a.txt": "1"})
+    repo.tag("v1.0.0")
+    second = repo.commit({"a.txt": "2"})
+    repo.tag("v1.1.0")
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bytag", repo.url, ref={"tag": "v1.0.0"}))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bysemver", repo.url, ref={"semver": "~1.0 || ^1.1"}))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bycommit", repo.url, ref={"commit": first}))
+    eventually(lambda: revision(kube, ns, "bytag") == f"v1.0.0@sha1:{first}")
+    eventually(lambda: revision(kube, ns, "bysemver") == f"v1.1.0@sha1:{second}")
+    eventually(lambda: revision(kube, ns, "bycommit") == f"HEAD@sha1:{first}")
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{second}")
+    repo.git("reset", "-q", "--hard", first)
+    rewritten = repo.commit({"b.txt": "x"}, "rewritten history")
+    push_hook(operator, ns, "config")
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{rewritten}")
+
+
+def test_source_failures_are_reported_and_recover(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                  tmp_path: Path) -> None:
+    good = repo.commit({"apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep}\ndata: {a: b}\n"})
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={TOKEN}")
+    # unreachable server
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("down", "http://127.0.0.1:9/none.git"))
+    eventually(lambda: condition(get(kube, ns, "gitrepo", "down")).get("reason") == "RepositoryUnreachable")
+    # a URL helmop refuses outright
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("evil", "ext::sh -c touch% /tmp/pwned"))
+    eventually(lambda: condition(get(kube, ns, "gitrepo", "evil")).get("reason") == "InvalidURL")
+    assert not Path("/tmp/pwned").exists()
+    # a missing ref, then fixed
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, ref={"branch": "nope"}))
+    eventually(lambda: condition(get(kube, ns, "gitrepo", "config")).get("reason") == "RefNotFound")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url))
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{good}")
+    # a missing path
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", "nowhere"))
+    eventually(lambda: condition(get(kube, ns, "csync", "sync")).get("reason") == "PathNotFound")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", "apps"))
+    eventually(lambda: condition(get(kube, ns, "csync", "sync")).get("status") == "True")
+    assert get(kube, ns, "cm", "keep")
+    # malformed YAML: nothing is applied or pruned, and the message names the file and line
+    repo.commit({"apps/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n",
+                 "apps/cm.yaml": None})
+    push_hook(operator, ns, "config")
+    obj = eventually(lambda: (o := get(kube, ns, "csync", "sync")) and condition(o).get("reason")
+                     == "ManifestInvalid" and o)
+    assert "apps/broken.yaml:" in condition(obj)["message"]
+    assert get(kube, ns, "cm", "keep")  # not pruned while the repository is broken
+    fixed = repo.commit({"apps/broken.yaml": None, "apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\n"
+                                                                  "metadata: {name: keep}\ndata: {a: c}\n"})
+    push_hook(operator, ns, "config")
+    eventually(lambda: get(kube, ns, "csync", "sync")["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
+    assert get(kube, ns, "cm", "keep")["data"] == {"a": "c"}
+
+
+def test_bad_credentials(operator: Operator, kube: Run, ns: str, tmp_path: Path) -> None:
+    (tmp_path / "srv").mkdir()
+    server = GitServer(tmp_path / "srv", credentials=("robot", "right-pass"))
+    try:
+        private = Repo(server, "private", tmp_path / "work")
+        sha = private.commit({"a": "1"})
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={TOKEN}")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "creds", "--from-literal=username=robot",
+             "--from-literal=password=wrong-pass")
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("priv", private.url, secretRef={"name": "creds"}))
+        obj = eventually(lambda: (o := get(kube, ns, "gitrepo", "priv")) and condition(o).get("reason")
+                         == "AuthenticationFailed" and o)
+        assert "wrong-pass" not in json.dumps(obj)
+        kube("kubectl", "-n", ns, "delete", "secret", "creds")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "creds", "--from-literal=username=robot",
+             "--from-literal=password=right-pass")
+        eventually(lambda: revision(kube, ns, "priv") == f"main@sha1:{sha}")
+    finally:
+        server.close()
+
+
+def test_webhook_authentication(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    repo.commit({"a": "1"})
+    setup_source(kube, ns, repo)
+    eventually(lambda: revision(kube, ns, "config"))
+    assert push_hook(operator, ns, "config", token="wrong").status_code == 401
+    unsigned = requests.post(f"{operator.webhook_url}/hooks/{ns}/config", data=b"{}", timeout=10)
+    assert unsigned.status_code == 401
+    assert push_hook(operator, ns, "missing").status_code == 404
+    status = get(kube, ns, "gitrepo", "config")["status"]
+    assert status["webhookPath"] == f"/hooks/{ns}/config"
