@@ -47,5 +47,11 @@ class ChartRepo:
         subprocess.run([self.helm, "repo", "index", str(self.dir), "--url", self.url], check=True,
                        capture_output=True)
 
+    def add_archive(self, archive: Path) -> None:
+        """Serve an already packaged chart (such as the official Jenkins chart in shared/)."""
+        shutil.copy(archive, self.dir / archive.name)
+        subprocess.run([self.helm, "repo", "index", str(self.dir), "--url", self.url], check=True,
+                       capture_output=True)
+
     def close(self) -> None:
         self.server.shutdown()

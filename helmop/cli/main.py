@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+from helmop.api.apps import parse_apps
 from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
 from helmop.sandbox import Sandbox
@@ -37,6 +38,11 @@ def _run(args: argparse.Namespace) -> int:
         cfg.cache_dir = Path(args.cache_dir)
     cfg.webhook_port = args.webhook_port
     cfg.allow_file_git = args.allow_file_git
+    if args.apps:
+        cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
+    repository = cfg.jenkins_chart["repository"]
+    cfg.jenkins_chart = {"repository": {**repository, "url": args.jenkins_chart_repository or repository["url"],
+                                        "version": args.jenkins_chart_version or repository["version"]}}
     if not args.sandbox:
         asyncio.run(run_operator(cfg))
         return 0
@@ -68,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
     run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
     run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
+    run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
+    run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
+                                                        "(default https://charts.jenkins.io)")
+    run.add_argument("--jenkins-chart-version", help="Jenkins chart version (default: the pinned one)")
     run.set_defaults(run=_run)
     return top
 

@@ -21,6 +21,7 @@ from helmop.api.helmrelease import GROUP, PLURAL, VERSION
 from helmop.api.sources import GIT_PLURAL, SYNC_PLURAL
 
 from . import configsyncs, gitrepositories
+from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import REQUESTED_AT, Reconciler
 
@@ -37,13 +38,13 @@ def _interval(body: kopf.Body, default: float) -> float:
 
 
 def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plural: str, default_interval: float,
-                   reconcile: Reconcile, finalize: Finalize) -> None:
+                   reconcile: Reconcile, finalize: Finalize, group: str = GROUP, version: str = VERSION) -> None:
     seen: dict[Key, tuple[Any, ...]] = {}
 
     def key_of(body: kopf.Body) -> Key:
         return (kind, body.metadata.namespace or "", body.metadata.name or "")
 
-    @kopf.on.event(GROUP, VERSION, plural, registry=registry, id=f"{kind}-changed")
+    @kopf.on.event(group, version, plural, registry=registry, id=f"{kind}-changed")
     async def changed(body: kopf.Body, type: str, **_: Any) -> None:
         key = key_of(body)
         if type == "DELETED":
@@ -55,7 +56,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plu
             seen[key] = token
             ctx.waker(key).set()
 
-    @kopf.daemon(GROUP, VERSION, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None)
+    @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None)
     async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
         wake = ctx.waker(key_of(body))
         while not stopped:
@@ -67,7 +68,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plu
             retry = await reconcile(dict(body))
             await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
-    @kopf.on.delete(GROUP, VERSION, plural, registry=registry, id=f"{kind}-finalizer")
+    @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer")
     async def deleted(body: kopf.Body, **_: Any) -> None:
         if not await finalize(dict(body)):
             raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=15)
@@ -75,7 +76,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plu
     del changed, loop, deleted  # registered; kept only by kopf
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler) -> None:
+def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App]) -> None:
     async def reconcile_release(body: dict[str, Any]) -> float | None:
         return (await releases.reconcile(body)).retry_after
 
@@ -88,6 +89,11 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
                    lambda body: gitrepositories.reconcile(ctx, body), finalize_git)
     _kind_handlers(registry, ctx, "ConfigSync", SYNC_PLURAL, 300.0,
                    lambda body: configsyncs.reconcile(ctx, body), lambda body: configsyncs.finalize(ctx, body))
+
+    for app in apps:
+        controller = AppController(ctx, app)
+        _kind_handlers(registry, ctx, app.kind.kind, app.kind.plural, 600.0, controller.reconcile, controller.finalize,
+                       group=app.kind.group, version=app.kind.version)
 
     def referrers_of(kind: str) -> Any:
         async def handler(namespace: str | None, name: str | None, **_: Any) -> None:

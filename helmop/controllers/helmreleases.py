@@ -328,6 +328,7 @@ class Reconciler:
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
         body["status"] = status
+        self.ctx.wake_referrers(meta["namespace"], "HelmRelease", meta["name"])  # apps mirror this status
 
     # --- bookkeeping -------------------------------------------------------------------------------
 

@@ -13,12 +13,14 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from helmop.api import crds
+from helmop.api import crds, jenkins
+from helmop.api.apps import AppKind
 from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
 from . import webhooks
+from .apps import generic_app, jenkins_app
 from .context import Context
 from .events import Recorder
 from .handlers import FINALIZER, register
@@ -41,6 +43,8 @@ class OperatorConfig:
     webhook_port: int | None = None  # None: no webhook server; 0: any free port
     webhook_address: str = "0.0.0.0"
     bound_webhook_port: int = 0  # the port actually bound
+    apps: list[AppKind] = field(default_factory=list)  # generic app kinds (--apps)
+    jenkins_chart: dict[str, Any] = field(default_factory=lambda: dict(jenkins.DEFAULT_CHART))
 
 
 async def install_crds(kube: Kube) -> None:
@@ -105,7 +109,8 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
                                        certificate_path=conn.cert_file or None,
                                        private_key_path=conn.key_file or None, insecure=conn.insecure)
 
-        register(registry, ctx, Reconciler(ctx))
+        apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
+        register(registry, ctx, Reconciler(ctx), apps)
         try:
             await kopf.operator(registry=registry, settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,

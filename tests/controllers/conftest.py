@@ -10,15 +10,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helmop.api.apps import parse_apps
 from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import TOOLS, Run, _runner, tool
+from tests.conftest import ROOT, SHARED_CHARTS, TOOLS, Run, _runner, tool
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,7 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     for version in ("0.1.0", "0.2.0", "0.2.1", "1.0.0"):
         repo.publish("demo", version)
     repo.publish("broken", "0.1.0", templates={"broken.yaml": '{{ fail "this chart is deliberately broken" }}'})
+    repo.add_archive(next(SHARED_CHARTS.glob("jenkins-*.tgz")))
     repo.publish("secretive", "0.1.0", templates={"secret.yaml": "{{ fail (printf \"bad password %s\" "
                                                                    ".Values.password) }}"})
     yield repo
@@ -36,7 +39,7 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
 
 
 class Operator:
-    def __init__(self, sandbox: Sandbox, helm: str, workdir: Path) -> None:
+    def __init__(self, sandbox: Sandbox, helm: str, workdir: Path, charts: ChartRepo) -> None:
         self.sandbox = sandbox
         self.log = workdir / "helm-calls.log"
         wrapper = workdir / "helm-wrapper"
@@ -45,6 +48,11 @@ class Operator:
         self.config = OperatorConfig(kubeconfig=sandbox.kubeconfig, concurrency=4, cache_dir=workdir / "cache",
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
                                      webhook_address="127.0.0.1")
+        self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins", "version": "5.9.53"}}
+        # The sample app kind from deploy/examples, its chart served by the test repository.
+        apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
+        self.config.apps = [replace(kind, chart={"repository": {"url": charts.url, "name": "demo",
+                                                                "version": "0.1.0"}}) for kind in apps]
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._main, daemon=True)
@@ -77,10 +85,14 @@ class Operator:
 
 
 @pytest.fixture(scope="module", params=["helm", "helm3"])
-def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             chart_repo: ChartRepo) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
     with Sandbox(ready_delay=0.05) as sandbox:
-        op = Operator(sandbox, request.param, workdir)
+        # The sample kind's CRD is the user's to install, before the operator watches it.
+        subprocess.run([tool("kubectl"), "--kubeconfig", str(sandbox.kubeconfig), "apply", "-f",
+                        str(ROOT / "deploy/examples/webapp/crd.yaml")], check=True, capture_output=True)
+        op = Operator(sandbox, request.param, workdir, chart_repo)
         op.start()
         yield op
         op.close()
