@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.chartrepo import ChartRepo
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 
@@ -82,11 +84,16 @@ def operator(kubeconfig: str, run: Run, tmp_path_factory: pytest.TempPathFactory
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), "HELM_CACHE_HOME": str(cache / "helm")}
+    # The Jenkins chart from shared/, served on loopback (no internet here; a real set-up uses the default).
+    charts = ChartRepo(cache, cache, str(TOOLS / "helm"))
+    charts.add_archive(next((ROOT.parent / "shared" / "charts").glob("jenkins-*.tgz")))
     with open(cache / "operator.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", kubeconfig,
-                                 "--install-crds", "--cache-dir", str(cache), "--webhook-port", str(port)],
+                                 "--install-crds", "--cache-dir", str(cache), "--webhook-port", str(port),
+                                 "--jenkins-chart-repository", charts.url],
                                 env=env, stdout=subprocess.DEVNULL, stderr=log)
-    until(run, "kubectl", "get", "crd", "configsyncs.helmop.dev")
+    until(run, "kubectl", "get", "crd", "jenkins.apps.helmop.dev")
     yield Operator(f"http://127.0.0.1:{port}")
     proc.terminate()
     proc.wait(30)
+    charts.close()
