@@ -37,6 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     cfg.webhook_port = args.webhook_port
+    cfg.metrics_port = args.metrics_port
     cfg.allow_file_git = args.allow_file_git
     if args.apps:
         cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
@@ -73,6 +74,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=10, help="helm actions at once (default 10)")
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
     run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
+    run.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
     run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any
 
 from helmop.api import conditions as cond
@@ -15,6 +16,7 @@ from helmop.api.sources import GIT_PLURAL, parse_git_repository
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef
 
+from . import metrics
 from .context import Context
 from .inputs import InputError, git_auth
 from .kube import KubeError
@@ -74,7 +76,13 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     ctx.git.timeout = spec.timeout
     try:
         auth = await git_auth(ctx.kube, namespace, body)
-        await ctx.git.fetch(spec.url, auth)
+        started = time.monotonic()
+        try:
+            await ctx.git.fetch(spec.url, auth)
+        except SourceError:
+            metrics.GIT_FETCH.labels("failure").observe(time.monotonic() - started)
+            raise
+        metrics.GIT_FETCH.labels("success").observe(time.monotonic() - started)
         revision, _sha = await ctx.git.resolve(spec.url, GitRef(spec.branch, spec.tag, spec.semver, spec.commit))
     except (SourceError, InputError) as exc:
         transient = getattr(exc, "transient", False)

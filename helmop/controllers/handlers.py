@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from helmop.api.durations import parse_duration
 from helmop.api.helmrelease import GROUP, PLURAL, VERSION
 from helmop.api.sources import GIT_PLURAL, SYNC_PLURAL
 
-from . import configsyncs, gitrepositories
+from . import configsyncs, gitrepositories, metrics
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import REQUESTED_AT, Reconciler
@@ -49,7 +50,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plu
         key = key_of(body)
         if type == "DELETED":
             seen.pop(key, None)
+            metrics.forget_resource(*key)
             return
+        metrics.observe_resource(kind, body)
         token = (body.metadata.get("generation"), (body.metadata.annotations or {}).get(REQUESTED_AT),
                  FINALIZER in (body.metadata.get("finalizers") or []))
         if seen.get(key) != token:
@@ -65,7 +68,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plu
                 await _sleep(wake, stopped, 5)
                 continue
             wake.clear()
+            started = time.monotonic()
             retry = await reconcile(dict(body))
+            metrics.RECONCILE.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
             await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer")

@@ -7,8 +7,11 @@ row for the same thing. A reconcile that finds nothing to do spawns no helm proc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,7 @@ from helmop.helm import storage
 from helmop.helm.engine import HelmError, UpgradeRequest
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 
+from . import metrics
 from .context import Context, Key
 from .inputs import InputError, Inputs, gather, scrub
 from .kube import KubeError
@@ -43,6 +47,20 @@ class Outcome:
     """What the caller should do next: come back after ``retry_after`` seconds (None: at interval)."""
 
     retry_after: float | None = None
+
+
+@contextlib.asynccontextmanager
+async def _timed(action: str) -> AsyncIterator[None]:
+    """Count and time one helm action by its result."""
+    started, result = time.monotonic(), "success"
+    try:
+        yield
+    except HelmError:
+        result = "failure"
+        raise
+    finally:
+        metrics.HELM_ACTIONS.labels(action, result).inc()
+        metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
 
 
 def _path(namespace: str, name: str) -> str:
@@ -82,7 +100,7 @@ class Reconciler:
                 return True
             opts = spec.uninstall
             try:
-                async with self.ctx.slots:
+                async with self.ctx.slots, _timed("uninstall"):
                     await self.ctx.engine.uninstall(spec.release_name, spec.target_namespace,
                                                     opts.timeout or spec.timeout, wait=not opts.disable_wait,
                                                     keep_history=opts.keep_history, disable_hooks=opts.disable_hooks)
@@ -186,8 +204,9 @@ class Reconciler:
             create_namespace=spec.install.create_namespace, max_history=spec.max_history,
             labels={storage.OWNER_LABEL: storage.owner_token(meta["namespace"], meta["name"]),
                     storage.DIGEST_LABEL: storage.digest_token(inputs.digest)})
+        action = "install" if installing else "upgrade"
         try:
-            async with self.ctx.slots:
+            async with self.ctx.slots, _timed(action):
                 await self.ctx.engine.upgrade(request, installing=installing)
         except HelmError as exc:
             message = scrub(str(exc), inputs.secrets)

@@ -19,7 +19,7 @@ from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
-from . import webhooks
+from . import metrics, webhooks
 from .apps import generic_app, jenkins_app
 from .context import Context
 from .events import Recorder
@@ -44,6 +44,9 @@ class OperatorConfig:
     webhook_address: str = "0.0.0.0"
     bound_webhook_port: int = 0  # the port actually bound
     apps: list[AppKind] = field(default_factory=list)  # generic app kinds (--apps)
+    metrics_port: int | None = None  # /metrics, /healthz, /readyz; None: off
+    metrics_address: str = "0.0.0.0"
+    bound_metrics_port: int = 0
     jenkins_chart: dict[str, Any] = field(default_factory=lambda: dict(jenkins.DEFAULT_CHART))
 
 
@@ -77,14 +80,21 @@ def _settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def _start_webhooks(cfg: OperatorConfig, ctx: Context) -> web.AppRunner | None:
-    if cfg.webhook_port is None:
+async def _serve(app: web.Application, address: str, port: int | None) -> web.AppRunner | None:
+    if port is None:
         return None
-    runner = web.AppRunner(webhooks.app(ctx), access_log=None)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, cfg.webhook_address, cfg.webhook_port).start()
-    cfg.bound_webhook_port = runner.addresses[0][1]
-    log.info("push webhooks served on %s:%s", cfg.webhook_address, cfg.bound_webhook_port)
+    await web.TCPSite(runner, address, port).start()
+    log.info("serving %s on %s:%s", ", ".join(sorted({r.canonical for r in app.router.resources()})), address,
+             runner.addresses[0][1])
+    return runner
+
+
+async def _start_webhooks(cfg: OperatorConfig, ctx: Context) -> web.AppRunner | None:
+    runner = await _serve(webhooks.app(ctx), cfg.webhook_address, cfg.webhook_port)
+    if runner is not None:
+        cfg.bound_webhook_port = runner.addresses[0][1]
     return runner
 
 
@@ -101,6 +111,12 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
                       git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
                       slots=asyncio.Semaphore(cfg.concurrency))
         hooks = await _start_webhooks(cfg, ctx)
+        ready = ready_flag if ready_flag is not None else asyncio.Event()
+        collector = metrics.CacheCollector(ctx)
+        metrics.REGISTRY.register(collector)
+        probes = await _serve(metrics.app(ready.is_set), cfg.metrics_address, cfg.metrics_port)
+        if probes is not None:
+            cfg.bound_metrics_port = probes.addresses[0][1]
         registry = kopf.OperatorRegistry()
 
         @kopf.on.login(registry=registry)
@@ -114,10 +130,12 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         try:
             await kopf.operator(registry=registry, settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
-                                stop_flag=stop_flag, ready_flag=ready_flag)
+                                stop_flag=stop_flag, ready_flag=ready)
         finally:
-            if hooks is not None:
-                await hooks.cleanup()
+            metrics.REGISTRY.unregister(collector)
+            for runner in (hooks, probes):
+                if runner is not None:
+                    await runner.cleanup()
     except KubeError as exc:
         raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
     finally:

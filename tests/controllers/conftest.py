@@ -47,7 +47,7 @@ class Operator:
         wrapper.chmod(0o755)
         self.config = OperatorConfig(kubeconfig=sandbox.kubeconfig, concurrency=4, cache_dir=workdir / "cache",
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
-                                     webhook_address="127.0.0.1")
+                                     webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1")
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins", "version": "5.9.53"}}
         # The sample app kind from deploy/examples, its chart served by the test repository.
         apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
@@ -68,6 +68,10 @@ class Operator:
         os.environ.setdefault("HELM_CACHE_HOME", str(self.config.cache_dir / "helm"))
         self.thread.start()
         assert self.ready.wait(60), f"operator did not start: {self.failure}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.bound_metrics_port}"
 
     @property
     def webhook_url(self) -> str:

@@ -233,3 +233,12 @@ def test_webhook_authentication(operator: Operator, kube: Run, ns: str, repo: Re
     assert push_hook(operator, ns, "missing").status_code == 404
     status = get(kube, ns, "gitrepo", "config")["status"]
     assert status["webhookPath"] == f"/hooks/{ns}/config"
+
+
+def test_git_fetch_metrics(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    repo.commit({"a": "1"})
+    setup_source(kube, ns, repo)
+    eventually(lambda: revision(kube, ns, "config"))
+    text = requests.get(f"{operator.metrics_url}/metrics", timeout=5).text
+    assert 'helmop_git_fetch_duration_seconds_count{result="success"}' in text
+    assert f'helmop_resource_ready{{kind="GitRepository",name="config",namespace="{ns}"}}' in text

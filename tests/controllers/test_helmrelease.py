@@ -231,3 +231,23 @@ def test_release_stuck_pending_is_unlocked(operator: Operator, kube: Run, ns: st
     eventually(lambda: any(e["reason"] == "ReleaseUnlocked" for e in events(kube, ns, "stuck")))
     obj = eventually(lambda: (o := get(kube, ns, "hr", "stuck"))["status"]["history"][0]["revision"] == 2 and o)
     assert condition(obj)["status"] == "True"
+
+
+def test_metrics_and_health_endpoints(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    import requests
+
+    apply(kube, ns, hr("metered", chart_repo, version="0.1.0"))
+    ready(kube, ns, "metered")
+
+    def scrape() -> str:
+        return requests.get(f"{operator.metrics_url}/metrics", timeout=5).text
+
+    text = eventually(lambda: (t := scrape()) and f'name="metered",namespace="{ns}"' in t and t)
+    assert f'helmop_resource_ready{{kind="HelmRelease",name="metered",namespace="{ns}"}} 1.0' in text
+    assert f'helmop_resource_suspended{{kind="HelmRelease",name="metered",namespace="{ns}"}} 0.0' in text
+    assert 'helmop_helm_actions_total{action="install",result="success"}' in text
+    assert 'helmop_helm_action_duration_seconds_bucket{action="install"' in text
+    assert 'helmop_reconcile_duration_seconds_count{kind="HelmRelease",result="done"}' in text
+    assert 'helmop_cache_requests_total{cache="charts",result="miss"}' in text
+    assert requests.get(f"{operator.metrics_url}/healthz", timeout=5).text == "ok"
+    assert requests.get(f"{operator.metrics_url}/readyz", timeout=5).status_code == 200

@@ -1,0 +1,79 @@
+"""Prometheus metrics and the health endpoint (``/metrics``, ``/healthz``, ``/readyz``).
+
+Series (all prefixed ``helmop_``): reconcile durations by kind and result, helm actions and their
+durations by action and result, per-resource readiness and suspension, git fetch durations, and
+chart/git cache hits and misses. Labels never carry values or secrets: kinds, names, results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from .context import Context
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+RECONCILE = Histogram("helmop_reconcile_duration_seconds", "Time spent in one reconcile.", ["kind", "result"],
+                      registry=REGISTRY, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+HELM_ACTIONS = Counter("helmop_helm_actions_total", "helm actions run.", ["action", "result"], registry=REGISTRY)
+HELM_DURATION = Histogram("helmop_helm_action_duration_seconds", "Duration of helm actions.", ["action", "result"],
+                          registry=REGISTRY, buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+READY = Gauge("helmop_resource_ready", "1 when the resource's Ready condition is True.",
+              ["kind", "namespace", "name"], registry=REGISTRY)
+SUSPENDED = Gauge("helmop_resource_suspended", "1 when the resource is suspended.", ["kind", "namespace", "name"],
+                  registry=REGISTRY)
+GIT_FETCH = Histogram("helmop_git_fetch_duration_seconds", "Duration of git fetches.", ["result"],
+                      registry=REGISTRY, buckets=(0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60))
+
+
+def observe_resource(kind: str, body: Mapping[str, Any]) -> None:
+    meta = body.get("metadata") or {}
+    labels = (kind, meta.get("namespace") or "", meta.get("name") or "")
+    conditions = (body.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    READY.labels(*labels).set(1 if ready else 0)
+    SUSPENDED.labels(*labels).set(1 if (body.get("spec") or {}).get("suspend") else 0)
+
+
+def forget_resource(kind: str, namespace: str, name: str) -> None:
+    for gauge in (READY, SUSPENDED):
+        with contextlib.suppress(KeyError):
+            gauge.remove(kind, namespace, name)
+
+
+class CacheCollector(Collector):
+    """Cache hit/miss counters read from the live caches of one operator."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("helmop_cache_requests", "Chart cache lookups.", labels=["cache", "result"])
+        family.add_metric(["charts", "hit"], self.ctx.repos.hits)
+        family.add_metric(["charts", "miss"], self.ctx.repos.misses)
+        yield family
+
+
+def app(ready: Any) -> web.Application:
+    """``ready()`` tells whether the operator is up (kopf started and the API answered)."""
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready() else web.Response(text="starting", status=503)
+
+    application = web.Application()
+    application.router.add_get("/metrics", metrics)
+    application.router.add_get("/healthz", healthz)
+    application.router.add_get("/readyz", readyz)
+    return application
