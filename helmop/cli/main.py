@@ -1,20 +1,30 @@
-"""Entry point of the ``helmop`` command: argument parsing and dispatch to the verbs."""
+"""Entry point of the ``helmop`` command: argument parsing and dispatch to the verbs.
+
+Exit codes: 0 ok, 1 failed, 2 usage (argparse's own).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import logging
+import os
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from helmop.api.apps import parse_apps
+from helmop.api.helmrelease import SpecError
+from helmop.controllers.kube import KubeError
 from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
+from helmop.helm.engine import Engine
 from helmop.sandbox import Sandbox
+
+from . import logs, verbs
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -29,16 +39,14 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handler call is noise
+    logs.setup(args.log_format)
     cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-                         namespaces=args.namespace or [], concurrency=args.concurrency,
-                         install_crds=args.install_crds or args.sandbox)
+                         namespaces=[] if args.all_namespaces else (args.namespace or []),
+                         concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
+                         webhook_port=args.webhook_port, metrics_port=args.metrics_port,
+                         allow_file_git=args.allow_file_git)
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
-    cfg.webhook_port = args.webhook_port
-    cfg.metrics_port = args.metrics_port
-    cfg.allow_file_git = args.allow_file_git
     if args.apps:
         cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
     repository = cfg.jenkins_chart["repository"]
@@ -54,33 +62,141 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _namespace(args: argparse.Namespace) -> str | None:
+    if getattr(args, "all_namespaces", False):
+        return None
+    return args.namespace or os.environ.get("HELMOP_NAMESPACE") or "default"
+
+
+def _with_kube(work: Callable[[Any], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    """Run an async verb with an API client, turning failures into a message and exit code 1."""
+
+    def verb(args: argparse.Namespace) -> int:
+        async def main() -> int:
+            kube = verbs.connect(args.kubeconfig)
+            try:
+                return await work((args, kube))
+            finally:
+                await kube.close()
+
+        try:
+            return asyncio.run(main())
+        except (verbs.Failed, SpecError) as exc:
+            print(f"✗ {exc}", file=sys.stderr)
+        except KubeError as exc:
+            print(f"✗ the Kubernetes API said: {exc.message}", file=sys.stderr)
+        return 1
+
+    return verb
+
+
+async def _get(pair: Any) -> int:
+    args, kube = pair
+    kinds = [verbs.kind_of(args.kind)] if args.kind else list(verbs.KINDS.values())
+    print(await verbs.get(kube, kinds, _namespace(args)))
+    return 0
+
+
+async def _reconcile(pair: Any) -> int:
+    args, kube = pair
+    ok = await verbs.reconcile(kube, verbs.kind_of(args.kind), _namespace(args) or "default", args.name,
+                               with_source=args.with_source, timeout=args.timeout)
+    return 0 if ok else 1
+
+
+async def _suspend(pair: Any) -> int:
+    args, kube = pair
+    print(await verbs.set_suspended(kube, verbs.kind_of(args.kind), _namespace(args) or "default", args.name,
+                                    args.verb == "suspend"))
+    return 0
+
+
+def _engine() -> Engine:
+    return Engine(os.environ.get("HELMOP_HELM", "helm"))
+
+
+async def _diff(pair: Any) -> int:
+    args, kube = pair
+    if verbs.kind_of(args.kind).kind != "HelmRelease":
+        raise verbs.Failed("diff works on HelmReleases (hr)")
+    engine = Engine(os.environ.get("HELMOP_HELM", "helm"), Path(args.kubeconfig) if args.kubeconfig else None)
+    text = await verbs.diff(kube, engine, _namespace(args) or "default", args.name, verbs.temp_cache())
+    print(text or "no changes", end="" if text else "\n")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    apps = parse_apps(Path(args.apps).read_text(), args.apps) if args.apps else []
+    ok = asyncio.run(verbs.render(Path(args.path), [Path(p) for p in args.values_dir or []], _engine(),
+                                  verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
+    return 0 if ok else 1
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="helmop", description="Helm releases from Kubernetes resources.")
-    verbs = top.add_subparsers(dest="verb", required=True)
-    sb = verbs.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the foreground")
+    verbs_ = top.add_subparsers(dest="verb", required=True)
+
+    sb = verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the foreground")
     sb.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     sb.add_argument("--kubeconfig", help="where to write the kubeconfig (default: a temporary file)")
     sb.add_argument("--ready-delay", type=float, default=0.2,
                     help="seconds before simulated workloads report ready (default 0.2)")
     sb.set_defaults(run=_sandbox)
 
-    run = verbs.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")
+    run = verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")
     run.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); "
                                           "with --sandbox, where to write the sandbox's")
     run.add_argument("--sandbox", action="store_true",
                      help="start an embedded sandbox in this process, install the CRDs, run the operator on it")
     run.add_argument("--install-crds", action="store_true", help="create or update helmop's CRDs at start")
     run.add_argument("--namespace", "-n", action="append", help="watch this namespace (repeatable; default all)")
+    run.add_argument("--all-namespaces", "-A", action="store_true", help="watch all namespaces (the default)")
     run.add_argument("--concurrency", type=int, default=10, help="helm actions at once (default 10)")
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
     run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
     run.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
+    run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
     run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
                                                         "(default https://charts.jenkins.io)")
     run.add_argument("--jenkins-chart-version", help="Jenkins chart version (default: the pinned one)")
     run.set_defaults(run=_run)
+
+    def cluster_verb(name: str, description: str, work: Callable[[Any], Awaitable[int]]) -> argparse.ArgumentParser:
+        sub = verbs_.add_parser(name, help=description, description=description)
+        sub.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)")
+        sub.add_argument("--namespace", "-n", help="namespace (default: default)")
+        sub.set_defaults(run=_with_kube(work))
+        return sub
+
+    get = cluster_verb("get", "list helmop resources: name, revision, suspended, ready, message", _get)
+    get.add_argument("kind", nargs="?", help="hr, gitrepo, csync or jenkins (default: all)")
+    get.add_argument("--all-namespaces", "-A", action="store_true", help="in every namespace")
+
+    rec = cluster_verb("reconcile", "reconcile a resource now and wait for the outcome", _reconcile)
+    rec.add_argument("kind", help="hr, gitrepo, csync or jenkins")
+    rec.add_argument("name")
+    rec.add_argument("--with-source", action="store_true", help="fetch its GitRepository first")
+    rec.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+
+    for name, what in (("suspend", "stop acting on a resource"), ("resume", "act on a suspended resource again")):
+        sub = cluster_verb(name, what, _suspend)
+        sub.add_argument("kind", help="hr, gitrepo, csync or jenkins")
+        sub.add_argument("name")
+
+    diff = cluster_verb("diff", "what an upgrade would change: the live manifest against the spec's", _diff)
+    diff.add_argument("kind", help="hr")
+    diff.add_argument("name")
+
+    render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
+                               description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "
+                                           "values (ConfigMaps/Secrets from the tree), render with helm template.")
+    render.add_argument("path", help="a config-repository directory")
+    render.add_argument("--values-dir", action="append", help="more directories with ConfigMaps/Secrets")
+    render.add_argument("--output-dir", "-o", help="write <namespace>/<name>.yaml files here (default: stdout)")
+    render.add_argument("--apps", help="app kinds file, to render app resources too")
+    render.set_defaults(run=_render)
     return top
 
 

@@ -19,6 +19,7 @@ from helmop.api.helmrelease import GROUP, PLURAL, VERSION, SpecError
 from helmop.helm.values import merge
 
 from .context import Context
+from .helmreleases import REQUESTED_AT
 from .inputs import InputError
 from .kube import KubeError
 
@@ -107,7 +108,11 @@ class AppController:
         release = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "HelmRelease",
             "metadata": {"name": hr_name, "namespace": namespace, "ownerReferences": [_owner(body)],
-                         "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": name}},
+                         "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": name},
+                         # a reconcile asked of the app is asked of its release
+                         "annotations": {REQUESTED_AT: requested} if (requested := (meta.get("annotations")
+                                                                                    or {}).get(REQUESTED_AT))
+                         else {}},
             "spec": {"releaseName": name, "chart": chart, "values": values,
                      "interval": str(spec.get("interval") or kind.interval) if kind.kind == jenkins.KIND
                      else kind.interval, "suspend": bool(spec.get("suspend", False)) if kind.kind == jenkins.KIND
@@ -137,6 +142,8 @@ class AppController:
             conditions = cond.set_condition(conditions, cond.READY, False, "Progressing",
                                             "waiting for the HelmRelease to be reconciled", generation)
         history = hr_status.get("history") or [{}]
+        if hr_status.get("lastHandledReconcileAt"):
+            status["lastHandledReconcileAt"] = hr_status["lastHandledReconcileAt"]
         status.update(extra, conditions=conditions, observedGeneration=generation,
                       helmRelease=hr["metadata"]["name"] if hr else "", releaseName=body["metadata"]["name"],
                       revision=history[0].get("revision", 0), chartVersion=hr_status.get("lastAppliedRevision", ""))

@@ -18,6 +18,7 @@ from helmop.sources.git import GitRef
 
 from . import metrics
 from .context import Context
+from .helmreleases import REQUESTED_AT
 from .inputs import InputError, git_auth
 from .kube import KubeError
 
@@ -46,6 +47,9 @@ async def write_status(ctx: Context, body: dict[str, Any], plural: str, status: 
 def with_ready(body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str, message: str,
                *, stalled: bool = False) -> dict[str, Any]:
     generation = body["metadata"].get("generation", 0)
+    requested = (body["metadata"].get("annotations") or {}).get(REQUESTED_AT)
+    if requested:
+        status = {**status, "lastHandledReconcileAt": requested}
     conditions = cond.set_condition(status.get("conditions") or [], cond.READY, ready, reason, message, generation)
     conditions = cond.remove_condition(conditions, cond.RECONCILING)
     if stalled:

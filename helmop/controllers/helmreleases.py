@@ -337,6 +337,9 @@ class Reconciler:
         await self._write_status(body, status)
 
     async def _write_status(self, body: dict[str, Any], status: dict[str, Any]) -> None:
+        requested = self._requested(body)
+        if requested:  # whatever the outcome, this request was handled (`helmop reconcile` waits for it)
+            status = {**status, "lastHandledReconcileAt": requested}
         if status == body.get("status"):
             return
         meta = body["metadata"]

@@ -132,6 +132,28 @@ class Engine:
         release: dict[str, Any] = json.loads(out[start:]) if start >= 0 else {}
         return release
 
+    async def rendered(self, req: UpgradeRequest) -> str:
+        """The manifest an upgrade would apply now (a server-side dry run: real capabilities, lookups)."""
+        args = upgrade_args(req, self.major)
+        args = [a for a in args if a not in ("--wait", "--wait=watcher", "--wait-for-jobs")] + ["--dry-run=server"]
+        out = await self._run(args, req.values, "render")
+        release: dict[str, Any] = json.loads(out[out.find(b"{"):])
+        return str(release.get("manifest", ""))
+
+    async def template(self, release: str, namespace: str, chart: Path, values: dict[str, Any]) -> str:
+        """Render offline (no cluster), as ``helm template``."""
+        args = ["template", release, str(chart), "--namespace", namespace, "--values", "-"]
+        return (await self._run(args, values, "render")).decode()
+
+    async def manifest(self, release: str, namespace: str) -> str:
+        """The manifest of the deployed release ("" when there is none)."""
+        try:
+            return (await self._run(["get", "manifest", release, "--namespace", namespace], None, "get")).decode()
+        except HelmError as exc:
+            if "not found" in str(exc).lower():
+                return ""
+            raise
+
     async def dependency_build(self, chart: Path) -> None:
         """Fetch the dependencies a chart declares into its charts/ folder."""
         await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build")

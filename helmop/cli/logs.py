@@ -1,0 +1,43 @@
+"""Log set-up for `helmop run`: text for people, JSON lines for log pipelines.
+
+JSON records carry ``kind``/``namespace``/``name`` when the logging call gave them (``extra=``)
+or when kopf's per-object logger did; messages are already free of secret values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+_CONTEXT = ("kind", "namespace", "name")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+                               "logger": record.name, "message": record.getMessage()}
+        for key in _CONTEXT:
+            if hasattr(record, key):
+                out[key] = getattr(record, key)
+        k8s = getattr(record, "k8s_ref", None)  # kopf's object loggers
+        if isinstance(k8s, dict):
+            out.setdefault("kind", k8s.get("kind"))
+            out.setdefault("namespace", k8s.get("namespace"))
+            out.setdefault("name", k8s.get("name"))
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup(fmt: str) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handler call is noise
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
