@@ -1,0 +1,22 @@
+# helmop: the operator with helm 4, on a slim Python base, as a non-root user.
+# Root filesystem can be read-only: everything written goes to /var/cache/helmop (mount an emptyDir).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY helmop ./helmop
+COPY scripts/install-tools ./scripts/install-tools
+RUN pip install --no-cache-dir --prefix=/install . \
+ && PYTHON=python3 scripts/install-tools && cp .tools/bin/helm4 /install/helm
+
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --uid 65532 --no-create-home --home-dir /var/cache/helmop helmop
+COPY --from=build /install /usr/local
+RUN mv /usr/local/helm /usr/local/bin/helm
+ENV HOME=/var/cache/helmop XDG_CACHE_HOME=/var/cache HELMOP_HELM=/usr/local/bin/helm PYTHONUNBUFFERED=1
+VOLUME ["/var/cache/helmop"]
+USER 65532:65532
+EXPOSE 8080 9090
+ENTRYPOINT ["helmop", "run"]
+CMD ["--metrics-port", "8080", "--webhook-port", "9090", "--log-format", "json"]

@@ -1,0 +1,44 @@
+"""What can be checked of the image and the logs without a Docker engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tomllib
+from pathlib import Path
+
+from helmop.cli.logs import JsonFormatter
+from helmop.cli.main import parser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _instructions() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", text, re.M)
+            if not m.group(0).lstrip().startswith("#")]
+
+
+def test_image_runs_as_non_root_and_starts_the_operator() -> None:
+    final = _instructions()
+    final = final[max(i for i, (op, _) in enumerate(final) if op == "FROM"):]  # the last stage
+    users = [arg for op, arg in final if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    entry = json.loads(next(arg for op, arg in final if op == "ENTRYPOINT"))
+    assert entry[0] == "helmop" and entry[1] == "run"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["helmop"] == "helmop.cli:main"
+    cmd = json.loads(next(arg for op, arg in final if op == "CMD"))
+    parser().parse_args(entry[1:] + cmd)  # the default arguments are valid ones
+    env = " ".join(arg for op, arg in final if op == "ENV")
+    assert "XDG_CACHE_HOME=/var/cache" in env and "HELMOP_HELM=" in env  # caches off the root filesystem
+
+
+def test_json_logs_carry_the_object_and_nothing_else() -> None:
+    record = logging.LogRecord("helmop.controllers.events", logging.WARNING, __file__, 1, "%s/%s %s: %s",
+                               ("shop", "web", "RenderFailed", "bad password ***"), None)
+    record.kind, record.namespace, record.name = "HelmRelease", "shop", "web"
+    line = json.loads(JsonFormatter().format(record))
+    assert line["kind"] == "HelmRelease" and line["namespace"] == "shop" and line["name"] == "web"
+    assert line["level"] == "WARNING" and line["message"] == "shop/web RenderFailed: bad password ***"
