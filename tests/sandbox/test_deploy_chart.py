@@ -1,0 +1,53 @@
+"""deploy/helmop, helmop's own chart: it installs into a cluster (the sandbox) with helm 4 and 3, and
+what it deploys would start the operator as tested elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from helmop.api import crds
+from helmop.cli.main import parser
+from tests.conftest import ROOT, Run
+
+CHART = ROOT / "deploy" / "helmop"
+
+
+@pytest.mark.parametrize("helm", ["helm", "helm3"])
+def test_chart_installs_crds_rbac_and_a_hardened_deployment(helm: str, run: Run, namespace: str) -> None:
+    run(helm, "install", "helmop", str(CHART), "-n", namespace, "--wait", "--timeout", "60s",
+        "--set", "rbac.releasesClusterRole=")
+    for crd in crds.definitions():
+        run("kubectl", "get", "crd", crd["metadata"]["name"])
+    deploy = json.loads(run("kubectl", "-n", namespace, "get", "deploy", "helmop", "-o", "json").stdout)
+    assert deploy["status"]["readyReplicas"] == 1
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["serviceAccountName"] == "helmop"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    parser().parse_args(["run", *container["args"]])  # the operator accepts what the chart passes
+    role = json.loads(run("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    for needed in [("helmop.dev", "helmreleases", "watch"), ("helmop.dev", "helmreleases/status", "patch"),
+                   ("apps.helmop.dev", "jenkins", "watch"), ("", "secrets", "list"), ("", "events", "create")]:
+        assert needed in granted
+    bindings = run("kubectl", "get", "clusterrolebinding", "-o", "name").stdout.split()
+    assert "clusterrolebinding.rbac.authorization.k8s.io/helmop" in bindings
+    assert "clusterrolebinding.rbac.authorization.k8s.io/helmop-releases" not in bindings  # disabled above
+    services = {s["metadata"]["name"] for s in
+                json.loads(run("kubectl", "-n", namespace, "get", "svc", "-o", "json").stdout)["items"]}
+    assert services == {"helmop-metrics", "helmop-webhook"}
+    run(helm, "uninstall", "helmop", "-n", namespace, "--wait")
+    run("kubectl", "delete", "clusterrole", "helmop", "--ignore-not-found")
+
+
+def test_chart_crds_are_helmops_own() -> None:
+    shipped = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert shipped == sorted(f"{c['metadata']['name']}.yaml" for c in crds.definitions())
+    for path in (CHART / "crds").glob("*.yaml"):
+        assert yaml.safe_load(path.read_text()) in crds.definitions()
