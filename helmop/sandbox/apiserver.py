@@ -72,9 +72,15 @@ class ApiServer:
         self._bootstrap()
 
     def _bootstrap(self) -> None:
+        boot = WriteOptions(manager="kube-apiserver")
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
-            self.create(self.type_of(NAMESPACE_KEY), "", {"metadata": {"name": name}},
-                        WriteOptions(manager="kube-apiserver"))
+            self.create(self.type_of(NAMESPACE_KEY), "", {"metadata": {"name": name}}, boot)
+        # The bootstrap ClusterRole charts and operators bind to (upstream creates it at start too).
+        everything = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                      {"nonResourceURLs": ["*"], "verbs": ["*"]}]
+        self.create(self.type_of(("rbac.authorization.k8s.io", "clusterroles")), "",
+                    {"metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                     "rules": everything}, boot)
 
     # --- lookups ---------------------------------------------------------------------------------
 

@@ -78,6 +78,8 @@ class ResourceType:
                      "kind": self.kind, "verbs": ["get", "patch", "update"]}
             if sub == "scale":
                 entry.update(group="autoscaling", version="v1", kind="Scale")
+            elif sub == "token":
+                entry.update(group="authentication.k8s.io", version="v1", kind="TokenRequest", verbs=["create"])
             out.append(entry)
         return out
 

@@ -1,7 +1,8 @@
 """Decoding of the Kubernetes protobuf wire format for the few types typed clients send that way.
 
 helm (through client-go's typed clientset) writes its release Secrets, and Namespaces with
-``--create-namespace``, as ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0`` then a
+``--create-namespace``, as ``application/vnd.kubernetes.protobuf`` (kubectl's ``create`` verbs do the
+same for ConfigMaps, Secrets, Namespaces and ServiceAccounts): the magic ``k8s\\0`` then a
 ``runtime.Unknown`` envelope {1: typeMeta{1: apiVersion, 2: kind}, 2: raw object bytes}. A 415
 reply does not make it fall back to JSON, so the sandbox decodes those types. Field numbers come
 from upstream ``generated.proto`` files and are stable. Replies are always JSON, which the clients'
@@ -44,6 +45,12 @@ MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
                4: ("stringData", "map"), 5: ("immutable", "bool")},
     "ConfigMap": {1: ("metadata", "msg:ObjectMeta"), 2: ("data", "map"), 3: ("binaryData", "bmap"),
                   4: ("immutable", "bool")},
+    "ServiceAccount": {1: ("metadata", "msg:ObjectMeta"), 2: ("secrets", "msgs:ObjectReference"),
+                       3: ("imagePullSecrets", "msgs:LocalObjectReference"),
+                       4: ("automountServiceAccountToken", "bool")},
+    "ObjectReference": {1: ("kind", "str"), 2: ("namespace", "str"), 3: ("name", "str"), 4: ("uid", "str"),
+                        5: ("apiVersion", "str"), 6: ("resourceVersion", "str"), 7: ("fieldPath", "str")},
+    "LocalObjectReference": {1: ("name", "str")},
     "Namespace": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:NamespaceSpec"),
                   3: ("status", "msg:NamespaceStatus")},
     "NamespaceSpec": {1: ("finalizers", "strs")},

@@ -24,6 +24,7 @@ from .errors import ApiError, bad_request
 from .kinds import ResourceType
 from .openapi import OpenApi
 from .patching import json_patch, merge_patch
+from .rbac import Attributes, Authenticator, Authorizer, Identity
 from .selectors import field_matcher, label_matcher, single_name
 from .store import Event, Obj, Watcher
 
@@ -70,7 +71,8 @@ def _error(exc: ApiError) -> web.Response:
 class HttpApi:
     def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0) -> None:
         self.api = api
-        self.token = token
+        self.auth = Authenticator(token)
+        self.authz = Authorizer(api.store)
         self.openapi = OpenApi(api.registry)
         self.bookmark_interval = bookmark_interval
         self.address = ""
@@ -84,9 +86,14 @@ class HttpApi:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            if request.path not in _PUBLIC and request.headers.get("Authorization") != f"Bearer {self.token}":
-                raise ApiError("Unauthorized", "Unauthorized")
-            return await self._route(request)
+            who = None
+            if request.path not in _PUBLIC:
+                who = self.auth.identify(request.headers.get("Authorization"))
+                if who is None:
+                    raise ApiError("Unauthorized", "Unauthorized")
+                who = self.authz.impersonate(who, request.headers.get("Impersonate-User"),
+                                             request.headers.getall("Impersonate-Group", []))
+            return await self._route(request, who)
         except ApiError as exc:
             return _error(exc)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -97,7 +104,7 @@ class HttpApi:
 
     # --- routing -----------------------------------------------------------------------------------
 
-    async def _route(self, request: web.Request) -> web.StreamResponse:
+    async def _route(self, request: web.Request, who: Identity | None) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         if request.path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
@@ -124,7 +131,20 @@ class HttpApi:
         if not rest:
             return self._resource_list(group, version)
         target = self._target(group, version, rest)
+        if who is not None:
+            self.authz.check(who, self._attributes(request, target))
         return await self._serve(request, target)
+
+    @staticmethod
+    def _attributes(request: web.Request, t: Target) -> Attributes:
+        method = request.method
+        if method == "GET":
+            verb = "watch" if request.query.get("watch") in ("true", "1") else ("get" if t.name else "list")
+        elif method == "DELETE":
+            verb = "delete" if t.name else "deletecollection"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+        return Attributes(verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name)
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
         def lookup(plural: str) -> ResourceType:
@@ -206,6 +226,8 @@ class HttpApi:
             raise ApiError("NotFound", "the server could not find the requested resource")
         if t.subresource == "scale":
             return await self._scale(request, t)
+        if t.subresource == "token":
+            return self._token_request(t) if method == "POST" else _error(ApiError("MethodNotAllowed", "POST only"))
         if method == "GET" and (q.get("watch") in ("true", "1")):
             return await self._watch(request, t)
         if not t.name:
@@ -244,6 +266,15 @@ class HttpApi:
                                           "uid": meta.get("uid")}})
             return _json(obj, 200)
         raise ApiError("MethodNotAllowed", f"{method} is not supported")
+
+    def _token_request(self, t: Target) -> web.Response:
+        """TokenRequest: a token for the ServiceAccount (`kubectl create token`)."""
+        self.api.get(t.rt, t.namespace, t.name)  # 404 for an unknown ServiceAccount
+        token = self.auth.issue(t.namespace, t.name)
+        return _json({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                      "metadata": {"name": t.name, "namespace": t.namespace},
+                      "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600},
+                      "status": {"token": token, "expirationTimestamp": "2099-01-01T00:00:00Z"}}, 201)
 
     async def _scale(self, request: web.Request, t: Target) -> web.Response:
         if request.method == "GET":

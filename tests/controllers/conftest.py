@@ -39,13 +39,15 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
 
 
 class Operator:
-    def __init__(self, sandbox: Sandbox, helm: str, workdir: Path, charts: ChartRepo) -> None:
+    def __init__(self, sandbox: Sandbox, helm: str, workdir: Path, charts: ChartRepo,
+                 kubeconfig: Path | None = None) -> None:
         self.sandbox = sandbox
         self.log = workdir / "helm-calls.log"
         wrapper = workdir / "helm-wrapper"
         wrapper.write_text(f'#!/bin/sh\necho "$@" >> {self.log}\nexec {TOOLS / helm} "$@"\n')
         wrapper.chmod(0o755)
-        self.config = OperatorConfig(kubeconfig=sandbox.kubeconfig, concurrency=4, cache_dir=workdir / "cache",
+        self.config = OperatorConfig(kubeconfig=kubeconfig or sandbox.kubeconfig, concurrency=4,
+                                     cache_dir=workdir / "cache",
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
                                      webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1")
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins", "version": "5.9.53"}}

@@ -1,0 +1,145 @@
+"""Authentication and RBAC authorization, as the apiserver's RBAC authorizer decides.
+
+Identities: the admin token (group ``system:masters``: everything) and ServiceAccount tokens issued
+through the TokenRequest API (``POST .../serviceaccounts/<name>/token``, what ``kubectl create
+token`` calls). Rules come from Roles/ClusterRoles through RoleBindings/ClusterRoleBindings, with
+apiGroups, resources (``res/sub`` for subresources), verbs, resourceNames, nonResourceURLs and
+``*`` as upstream. ``Impersonate-User``/``Impersonate-Group`` need the ``impersonate`` verb.
+Discovery and OpenAPI are open to every authenticated identity (upstream's system:discovery).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ApiError
+from .store import Obj, Store
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    groups: tuple[str, ...] = ()
+
+    @property
+    def admin(self) -> bool:
+        return "system:masters" in self.groups
+
+
+@dataclass(frozen=True)
+class Attributes:
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""  # non-resource requests only
+
+    def describe(self) -> str:
+        if not self.resource:
+            return f'cannot {self.verb} path "{self.path}"'
+        what = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        where = f' in the namespace "{self.namespace}"' if self.namespace else " at the cluster scope"
+        return f'cannot {self.verb} resource "{what}" in API group "{self.group}"{where}'
+
+
+def _matches(values: list[str], wanted: str) -> bool:
+    return "*" in values or wanted in values
+
+
+def rule_allows(rule: dict[str, Any], attrs: Attributes) -> bool:
+    if not _matches(rule.get("verbs") or [], attrs.verb):
+        return False
+    if not attrs.resource:
+        return any(u == attrs.path or (u.endswith("*") and attrs.path.startswith(u[:-1]))
+                   for u in rule.get("nonResourceURLs") or [])
+    if not _matches(rule.get("apiGroups") or [], attrs.group):
+        return False
+    resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+    resources = rule.get("resources") or []
+    if not (_matches(resources, resource) or (attrs.subresource and f"*/{attrs.subresource}" in resources)):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or attrs.name in names
+
+
+@dataclass
+class Authenticator:
+    admin_token: str
+    tokens: dict[str, Identity] = field(default_factory=dict)
+
+    def identify(self, authorization: str | None) -> Identity | None:
+        token = (authorization or "").removeprefix("Bearer ").strip()
+        if token and secrets.compare_digest(token, self.admin_token):
+            return Identity("sandbox-admin", ("system:masters", "system:authenticated"))
+        return self.tokens.get(token)
+
+    def issue(self, namespace: str, service_account: str) -> str:
+        token = secrets.token_urlsafe(32)
+        self.tokens[token] = Identity(f"system:serviceaccount:{namespace}:{service_account}",
+                                      ("system:serviceaccounts", f"system:serviceaccounts:{namespace}",
+                                       "system:authenticated"))
+        return token
+
+
+class Authorizer:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _subject(self, subject: dict[str, Any], who: Identity) -> bool:
+        kind, name = subject.get("kind"), subject.get("name")
+        if kind == "User":
+            return name == who.user
+        if kind == "Group":
+            return name in who.groups
+        if kind == "ServiceAccount":
+            return who.user == f"system:serviceaccount:{subject.get('namespace', '')}:{name}"
+        return False
+
+    def _rules(self, ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+        if ref.get("kind") == "ClusterRole":
+            role = self.store.get((RBAC, "clusterroles"), "", ref.get("name", ""))
+        else:
+            role = self.store.get((RBAC, "roles"), namespace, ref.get("name", ""))
+        return list((role or {}).get("rules") or [])
+
+    def rules_for(self, who: Identity, namespace: str) -> list[dict[str, Any]]:
+        rules: list[dict[str, Any]] = []
+        bindings: list[tuple[Obj, str]] = [(b, "") for b in self.store.items((RBAC, "clusterrolebindings"))]
+        if namespace:
+            bindings += [(b, namespace) for b in self.store.items((RBAC, "rolebindings"), namespace)]
+        for binding, scope in bindings:
+            if any(self._subject(s, who) for s in binding.get("subjects") or []):
+                rules += self._rules(binding.get("roleRef") or {}, scope)
+        return rules
+
+    def allowed(self, who: Identity, attrs: Attributes) -> bool:
+        if who.admin:
+            return True
+        return any(rule_allows(rule, attrs) for rule in self.rules_for(who, attrs.namespace))
+
+    def check(self, who: Identity, attrs: Attributes) -> None:
+        if not self.allowed(who, attrs):
+            what = f'{attrs.resource} "{attrs.name}"' if attrs.resource else f'path "{attrs.path}"'
+            raise ApiError("Forbidden", f'{what} is forbidden: User "{who.user}" {attrs.describe()}',
+                           {"name": attrs.name, "group": attrs.group, "kind": attrs.resource})
+
+    def impersonate(self, who: Identity, user: str | None, groups: list[str]) -> Identity:
+        """The identity a request acts as after ``Impersonate-*`` headers (checked first)."""
+        if not user:
+            return who
+        namespace, _, sa = user.removeprefix("system:serviceaccount:").partition(":")
+        if user.startswith("system:serviceaccount:"):
+            self.check(who, Attributes("impersonate", "", "serviceaccounts", namespace=namespace, name=sa))
+        else:
+            self.check(who, Attributes("impersonate", "", "users", name=user))
+        for group in groups:
+            self.check(who, Attributes("impersonate", "", "groups", name=group))
+        if user.startswith("system:serviceaccount:"):
+            groups = [*groups, "system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+        return Identity(user, (*groups, "system:authenticated"))

@@ -1,0 +1,102 @@
+"""The operator under the ServiceAccount and ClusterRole of deploy/helmop, with RBAC enforced:
+HelmRelease, GitRepository + ConfigSync and Jenkins all work with exactly those rights (plus a
+ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helmop.sandbox import Sandbox
+from tests.conftest import ROOT, Run, _runner
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.gitserver import GitServer, Repo
+
+RELEASES_ROLE = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: helmop-test-releases}
+rules:
+# what the demo and Jenkins charts render, and what helm --wait and helm test read
+- apiGroups: ["", apps, batch, networking.k8s.io, rbac.authorization.k8s.io, policy]
+  resources: [deployments, statefulsets, replicasets, services, serviceaccounts, configmaps,
+              persistentvolumeclaims, pods, endpoints, jobs, ingresses, roles, rolebindings, poddisruptionbudgets]
+  verbs: ["*"]
+"""
+
+
+@pytest.fixture(scope="module")
+def restricted(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[tuple[Operator, Run]]:
+    workdir = tmp_path_factory.mktemp("least-privilege")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        admin = _runner(sandbox)
+        admin("kubectl", "apply", "-f", "-", stdin=RELEASES_ROLE)
+        admin("helm", "install", "helmop", str(ROOT / "deploy" / "helmop"), "-n", "helmop-system",
+              "--create-namespace", "--set", "rbac.releasesClusterRole=helmop-test-releases")
+        token = admin("kubectl", "-n", "helmop-system", "create", "token", "helmop").stdout.strip()
+        config = yaml.safe_load(sandbox.kubeconfig.read_text())
+        config["users"][0]["user"]["token"] = token
+        restricted_config = workdir / "kubeconfig"
+        restricted_config.write_text(yaml.safe_dump(config))
+        op = Operator(sandbox, "helm", workdir, chart_repo, kubeconfig=restricted_config)
+        op.start()
+        yield op, admin
+        op.close()
+
+
+def test_everything_works_under_the_chart_service_account(restricted: tuple[Operator, Run], chart_repo: ChartRepo,
+                                                          tmp_path: Path) -> None:
+    operator, kube = restricted
+    ns = "team"
+    kube("kubectl", "create", "namespace", ns)
+    release = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "web"},
+               "spec": {"interval": "1h", "chart": {"repository": {"url": chart_repo.url, "name": "demo",
+                                                                   "version": "0.1.0"}},
+                        "values": {"fullnameOverride": "web"}}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(release))
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+
+    (tmp_path / "srv").mkdir()
+    server = GitServer(tmp_path / "srv")
+    try:
+        repo = Repo(server, "config", tmp_path / "work")
+        synced = {**release, "metadata": {"name": "synced"},
+                  "spec": {**release["spec"], "values": {"fullnameOverride": "synced"}}}
+        repo.commit({"apps/synced.yaml": yaml.safe_dump(synced),
+                     "apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\ndata: {a: b}\n"})
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+            {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
+             "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
+            {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
+             "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h"}}]))
+        eventually(lambda: condition(get(kube, ns, "gitrepo", "config")).get("status") == "True")
+        eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+        eventually(lambda: condition(get(kube, ns, "hr", "synced")).get("status") == "True")
+    finally:
+        server.close()
+
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins", "metadata": {"name": "ci"},
+         "spec": {"project": "team", "interval": "1h"}}))
+    eventually(lambda: condition(get(kube, ns, "jenkins", "ci")).get("status") == "True", timeout=120)
+
+    kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
+    assert "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
+
+
+def test_the_service_account_has_no_more_than_it_needs(restricted: tuple[Operator, Run]) -> None:
+    operator, kube = restricted
+    as_operator = ["kubectl", "--kubeconfig", str(operator.config.kubeconfig)]
+    kube("kubectl", "create", "namespace", "victim")
+    for attempt in (["delete", "namespace", "victim"], ["create", "clusterrole", "x", "--verb=get", "--resource=pods"],
+                    ["delete", "crd", "helmreleases.helmop.dev"], ["label", "node", "sandbox-node", "x=y"],
+                    ["create", "clusterrolebinding", "x", "--clusterrole=cluster-admin", "--user=me"]):
+        denied = kube(*as_operator, *attempt, check=False)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr, (attempt, denied.stdout, denied.stderr)
+    assert kube(*as_operator, "get", "hr", "-A").returncode == 0  # while its own work is allowed
+    role = json.loads(kube("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)
+    assert all("*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []) for rule in role["rules"])
