@@ -1,7 +1,8 @@
 """Log set-up for `helmop run`: text for people, JSON lines for log pipelines.
 
-JSON records carry ``kind``/``namespace``/``name`` when the logging call gave them (``extra=``)
-or when kopf's per-object logger did; messages are already free of secret values.
+JSON records carry ``kind``/``namespace``/``name`` when the logging call gave them (as
+``extra={"k8s_kind": ..., "k8s_namespace": ..., "k8s_name": ...}``: ``name`` itself is a LogRecord
+field) or when kopf's per-object logger did; messages are already free of secret values.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-_CONTEXT = ("kind", "namespace", "name")
+_CONTEXT = ("kind", "namespace", "name")  # written as these keys, read from k8s_<key> attributes
 
 
 class JsonFormatter(logging.Formatter):
@@ -18,8 +19,8 @@ class JsonFormatter(logging.Formatter):
         out: dict[str, Any] = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
                                "logger": record.name, "message": record.getMessage()}
         for key in _CONTEXT:
-            if hasattr(record, key):
-                out[key] = getattr(record, key)
+            if hasattr(record, f"k8s_{key}"):
+                out[key] = getattr(record, f"k8s_{key}")
         k8s = getattr(record, "k8s_ref", None)  # kopf's object loggers
         if isinstance(k8s, dict):
             out.setdefault("kind", k8s.get("kind"))

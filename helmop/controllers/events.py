@@ -38,7 +38,8 @@ class Recorder:
         self._last[uid] = (kind, reason, message)
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, "%s/%s %s: %s",
                 meta.get("namespace", ""), meta.get("name"), reason, message,
-                extra={"kind": obj.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name")})
+                extra={"k8s_kind": obj.get("kind"), "k8s_namespace": meta.get("namespace"),
+                       "k8s_name": meta.get("name")})
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = meta.get("namespace") or "default"
         event = {
