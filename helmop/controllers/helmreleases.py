@@ -63,6 +63,12 @@ async def _timed(action: str) -> AsyncIterator[None]:
         metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
 
 
+def _acting_as(namespace: str, spec: HelmReleaseSpec) -> str:
+    """With spec.serviceAccountName, helm acts as that ServiceAccount of the HelmRelease's namespace
+    (impersonation), so a namespace's releases get only that namespace's rights."""
+    return f"system:serviceaccount:{namespace}:{spec.service_account_name}" if spec.service_account_name else ""
+
+
 def _path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
@@ -103,7 +109,8 @@ class Reconciler:
                 async with self.ctx.slots, _timed("uninstall"):
                     await self.ctx.engine.uninstall(spec.release_name, spec.target_namespace,
                                                     opts.timeout or spec.timeout, wait=not opts.disable_wait,
-                                                    keep_history=opts.keep_history, disable_hooks=opts.disable_hooks)
+                                                    keep_history=opts.keep_history, disable_hooks=opts.disable_hooks,
+                                                    impersonate=_acting_as(meta["namespace"], spec))
             except HelmError as exc:
                 await self.ctx.events.warning(body, "UninstallFailed", str(exc))
                 await self._write_status(body, self._failed(body, "UninstallFailed", str(exc), stalled=False))
@@ -203,7 +210,8 @@ class Reconciler:
             disable_hooks=opts.disable_hooks, force=opts.force, cleanup_on_fail=opts.cleanup_on_fail,
             create_namespace=spec.install.create_namespace, max_history=spec.max_history,
             labels={storage.OWNER_LABEL: storage.owner_token(meta["namespace"], meta["name"]),
-                    storage.DIGEST_LABEL: storage.digest_token(inputs.digest)})
+                    storage.DIGEST_LABEL: storage.digest_token(inputs.digest)},
+            impersonate=_acting_as(meta["namespace"], spec))
         action = "install" if installing else "upgrade"
         try:
             async with self.ctx.slots, _timed(action):

@@ -33,6 +33,7 @@ class UpgradeRequest:
     max_history: int = 5
     labels: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
 
 
 def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
@@ -54,12 +55,16 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
         args += ["--labels", ",".join(f"{k}={v}" for k, v in sorted(req.labels.items()))]
     if req.description:
         args += ["--description", req.description]
+    if req.impersonate:
+        args += ["--kube-as-user", req.impersonate]
     return args
 
 
 def uninstall_args(release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
-                   disable_hooks: bool) -> list[str]:
+                   disable_hooks: bool, impersonate: str = "") -> list[str]:
     args = ["uninstall", release, "--namespace", namespace, "--timeout", f"{int(timeout)}s"]
+    if impersonate:
+        args += ["--kube-as-user", impersonate]
     if wait:
         args.append("--wait")
     if keep_history:
@@ -159,9 +164,9 @@ class Engine:
         await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build")
 
     async def uninstall(self, release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
-                        disable_hooks: bool) -> None:
+                        disable_hooks: bool, impersonate: str = "") -> None:
         args = uninstall_args(release, namespace, timeout, wait=wait, keep_history=keep_history,
-                              disable_hooks=disable_hooks)
+                              disable_hooks=disable_hooks, impersonate=impersonate)
         try:
             await self._run(args, None, "uninstall")
         except HelmError as exc:

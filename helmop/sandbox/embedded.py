@@ -14,6 +14,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import yaml
 from aiohttp import web
@@ -53,6 +54,11 @@ class Sandbox:
         self._http: HttpApi | None = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
+
+    @property
+    def audit(self) -> list[tuple[str, Any]]:
+        """(user, request attributes) of the resource requests served so far."""
+        return list(self._http.audit) if self._http is not None else []
 
     @property
     def url(self) -> str:

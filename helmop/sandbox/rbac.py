@@ -11,6 +11,7 @@ Discovery and OpenAPI are open to every authenticated identity (upstream's syste
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +89,9 @@ class Authenticator:
 
 
 class Authorizer:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, record: Callable[[tuple[str, Attributes]], None] | None = None) -> None:
         self.store = store
+        self.record = record  # sees every check: an audit trail
 
     def _subject(self, subject: dict[str, Any], who: Identity) -> bool:
         kind, name = subject.get("kind"), subject.get("name")
@@ -124,6 +126,8 @@ class Authorizer:
         return any(rule_allows(rule, attrs) for rule in self.rules_for(who, attrs.namespace))
 
     def check(self, who: Identity, attrs: Attributes) -> None:
+        if self.record is not None:
+            self.record((who.user, attrs))
         if not self.allowed(who, attrs):
             what = f'{attrs.resource} "{attrs.name}"' if attrs.resource else f'path "{attrs.path}"'
             raise ApiError("Forbidden", f'{what} is forbidden: User "{who.user}" {attrs.describe()}',

@@ -13,6 +13,7 @@ import binascii
 import contextlib
 import json
 import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,10 @@ class HttpApi:
     def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0) -> None:
         self.api = api
         self.auth = Authenticator(token)
-        self.authz = Authorizer(api.store)
+        # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
+        # needed by something a client really did
+        self.audit: deque[tuple[str, Attributes]] = deque(maxlen=200_000)
+        self.authz = Authorizer(api.store, self.audit.append)
         self.openapi = OpenApi(api.registry)
         self.bookmark_interval = bookmark_interval
         self.address = ""

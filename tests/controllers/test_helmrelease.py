@@ -251,3 +251,17 @@ def test_metrics_and_health_endpoints(operator: Operator, kube: Run, ns: str, ch
     assert 'helmop_cache_requests_total{cache="charts",result="miss"}' in text
     assert requests.get(f"{operator.metrics_url}/healthz", timeout=5).text == "ok"
     assert requests.get(f"{operator.metrics_url}/readyz", timeout=5).status_code == 200
+
+
+def test_service_account_impersonation(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+    apply(kube, ns, hr("imp", chart_repo, version="0.1.0", serviceAccountName="deployer"))
+    obj = failing(kube, ns, "imp", "InstallFailed")
+    message = condition(obj)["message"]
+    assert "forbidden" in message and f"system:serviceaccount:{ns}:deployer" in message
+    assert not get(kube, ns, "deploy", "imp")  # helm acted with the account's (absent) rights
+    kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--clusterrole=cluster-admin",
+         f"--serviceaccount={ns}:deployer")
+    kube("kubectl", "-n", ns, "annotate", "hr", "imp", "helmop.dev/requestedAt=granted")
+    ready(kube, ns, "imp")
+    assert get(kube, ns, "deploy", "imp")

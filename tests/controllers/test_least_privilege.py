@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from helmop.sandbox import Sandbox
+from helmop.sandbox.rbac import rule_allows
 from tests.conftest import ROOT, Run, _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
@@ -25,7 +26,7 @@ rules:
 - apiGroups: ["", apps, batch, networking.k8s.io, rbac.authorization.k8s.io, policy]
   resources: [deployments, statefulsets, replicasets, services, serviceaccounts, configmaps,
               persistentvolumeclaims, pods, endpoints, jobs, ingresses, roles, rolebindings, poddisruptionbudgets]
-  verbs: ["*"]
+  verbs: [get, list, watch, create, update, patch, delete, deletecollection]
 """
 
 
@@ -84,8 +85,34 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
          "spec": {"project": "team", "interval": "1h"}}))
     eventually(lambda: condition(get(kube, ns, "jenkins", "ci")).get("status") == "True", timeout=120)
 
+    # helm acting as a namespace's own ServiceAccount (spec.serviceAccountName)
+    kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+    kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--clusterrole=cluster-admin",
+         f"--serviceaccount={ns}:deployer")
+    scoped = {**release, "metadata": {"name": "scoped"},
+              "spec": {**release["spec"], "serviceAccountName": "deployer", "values": {"fullnameOverride": "scoped"}}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(scoped))
+    eventually(lambda: condition(get(kube, ns, "hr", "scoped")).get("status") == "True")
+
+    kube("kubectl", "-n", ns, "delete", "jenkins", "ci", "--timeout=90s")
     kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
     assert "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
+    _every_rule_was_needed(operator.sandbox, kube)
+
+
+def _every_rule_was_needed(sandbox: Sandbox, kube: Run) -> None:
+    """Each rule of the operator's ClusterRole: without it, a request the operator (or helm as the
+    operator) really made in this test would have been refused."""
+    user = "system:serviceaccount:helmop-system:helmop"
+    made = [attrs for who, attrs in sandbox.audit if who == user]
+    own = json.loads(kube("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)["rules"]
+    releases = json.loads(kube("kubectl", "get", "clusterrole", "helmop-test-releases", "-o", "json").stdout)["rules"]
+    unneeded = []
+    for i, rule in enumerate(own):
+        rest = own[:i] + own[i + 1:] + releases
+        if not any(rule_allows(rule, a) and not any(rule_allows(r, a) for r in rest) for a in made):
+            unneeded.append(rule)
+    assert not unneeded, f"rules no request needed: {unneeded}"
 
 
 def test_the_service_account_has_no_more_than_it_needs(restricted: tuple[Operator, Run]) -> None:
