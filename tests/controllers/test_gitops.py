@@ -231,6 +231,13 @@ def test_webhook_authentication(operator: Operator, kube: Run, ns: str, repo: Re
     unsigned = requests.post(f"{operator.webhook_url}/hooks/{ns}/config", data=b"{}", timeout=10)
     assert unsigned.status_code == 401
     assert push_hook(operator, ns, "missing").status_code == 404
+    # `helmop reconcile` on the source kinds waits for their status to say the request was handled
+    from tests.controllers.test_cli import helmop
+
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", ""))
+    for kind, name in (("gitrepo", "config"), ("csync", "sync")):
+        done = helmop(operator, "reconcile", kind, name, "-n", ns, "--timeout", "60")
+        assert done.returncode == 0 and "✔" in done.stdout, (kind, done.stdout, done.stderr)
     status = get(kube, ns, "gitrepo", "config")["status"]
     assert status["webhookPath"] == f"/hooks/{ns}/config"
 
