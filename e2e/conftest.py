@@ -63,6 +63,15 @@ def namespace(run: Run) -> Iterator[str]:
     run("kubectl", "delete", "namespace", name, "--wait=false", check=False)
 
 
+def serve_chart(tmp_path_factory: pytest.TempPathFactory, name: str, version: str) -> ChartRepo:
+    """A chart repository on loopback with one `helm create` chart published as name@version."""
+    root = tmp_path_factory.mktemp(f"charts-{name}")
+    subprocess.run([str(TOOLS / "helm"), "create", str(root / "src")], check=True, capture_output=True)
+    repo = ChartRepo(root, root / "src", str(TOOLS / "helm"))
+    repo.publish(name, version)
+    return repo
+
+
 def until(run: Run, *args: str, timeout: float = 120) -> None:
     """Repeat a command until it succeeds."""
     deadline = time.monotonic() + timeout

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,17 +13,14 @@ import pytest
 import requests
 import yaml
 
-from e2e.conftest import TOOLS, Operator, Run, until
+from e2e.conftest import Operator, Run, serve_chart, until
 from tests.chartrepo import ChartRepo
 from tests.gitserver import GitServer, Repo
 
 
 @pytest.fixture(scope="module")
 def charts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
-    root = tmp_path_factory.mktemp("gitops-charts")
-    subprocess.run([str(TOOLS / "helm"), "create", str(root / "src")], check=True, capture_output=True)
-    repo = ChartRepo(root, root / "src", str(TOOLS / "helm"))
-    repo.publish("shop", "2.0.0")
+    repo = serve_chart(tmp_path_factory, "shop", "2.0.0")
     yield repo
     repo.close()
 

@@ -7,22 +7,18 @@ sandbox), and the chart comes from a chart repository on loopback, as helm runs 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
-from e2e.conftest import TOOLS, Operator, Run, until
+from e2e.conftest import Operator, Run, serve_chart, until
 from tests.chartrepo import ChartRepo
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
-    root = tmp_path_factory.mktemp("journey-repo")
-    subprocess.run([str(TOOLS / "helm"), "create", str(root / "src")], check=True, capture_output=True)
-    chart_repo = ChartRepo(root, root / "src", str(TOOLS / "helm"))
-    chart_repo.publish("hello", "1.0.0")
+    chart_repo = serve_chart(tmp_path_factory, "hello", "1.0.0")
     yield chart_repo
     chart_repo.close()
 

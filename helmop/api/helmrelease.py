@@ -112,7 +112,8 @@ def default_release_name(name: str, target_namespace: str, namespace: str) -> st
     return f"{full[:40]}-{hashlib.sha256(full.encode()).hexdigest()[:12]}"
 
 
-def _duration(spec: dict[str, Any], key: str, default: float | None, where: str = "spec") -> float | None:
+def duration_field(spec: dict[str, Any], key: str, default: float | None, where: str = "spec") -> float | None:
+    """Seconds in the duration field ``key`` of ``spec``; SpecError naming ``where.key`` if malformed."""
     raw = spec.get(key)
     if raw is None:
         return default
@@ -128,7 +129,7 @@ def _options(raw: Any, where: str) -> ActionOptions:
     return ActionOptions(
         disable_hooks=bool(raw.get("disableHooks", False)),
         disable_wait=bool(raw.get("disableWait", False)),
-        timeout=_duration(raw, "timeout", None, where),
+        timeout=duration_field(raw, "timeout", None, where),
         force=bool(raw.get("force", False)),
         cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
         create_namespace=bool(raw.get("createNamespace", False)),
@@ -198,9 +199,9 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         storage_namespace=storage,
         values=values,
         values_from=_values_from(spec.get("valuesFrom")),
-        interval=_duration(spec, "interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
+        interval=duration_field(spec, "interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
         suspend=bool(spec.get("suspend", False)),
-        timeout=_duration(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
+        timeout=duration_field(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
         max_history=max_history,
         install=_options(spec.get("install"), "spec.install"),
         upgrade=_options(spec.get("upgrade"), "spec.upgrade"),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .durations import parse_duration
-from .helmrelease import SpecError
+from .helmrelease import SpecError, duration_field
 
 GIT_PLURAL = "gitrepositories"
 SYNC_PLURAL = "configsyncs"
@@ -36,17 +36,11 @@ class ConfigSyncSpec:
     suspend: bool = False
 
 
-def _seconds(spec: dict[str, object], key: str, default: float) -> float:
-    raw = spec.get(key)
-    if raw is None:
-        return default
-    try:
-        return parse_duration(str(raw))
-    except ValueError as exc:
-        raise SpecError("InvalidSpec", f"spec.{key}: {exc}") from None
+def _seconds(spec: dict[str, Any], key: str, default: float) -> float:
+    return duration_field(spec, key, default) or default
 
 
-def parse_git_repository(spec: dict[str, object]) -> GitRepositorySpec:
+def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
     url = str(spec.get("url") or "")
     if not url:
         raise SpecError("InvalidSpec", "spec.url is required")
@@ -68,7 +62,7 @@ def parse_git_repository(spec: dict[str, object]) -> GitRepositorySpec:
         suspend=bool(spec.get("suspend", False)))
 
 
-def parse_config_sync(spec: dict[str, object]) -> ConfigSyncSpec:
+def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
     source = spec.get("sourceRef") or {}
     if not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", "spec.sourceRef.name is required")

@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .errors import SourceError
+from .secrets import decoded
 from .semver import highest
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -50,11 +51,8 @@ class GitAuth:
 
     @classmethod
     def from_secret_data(cls, data: dict[str, str]) -> GitAuth:
-        def text(key: str) -> str:
-            raw = data.get(key)
-            return base64.b64decode(raw).decode() if raw else ""
-
-        return cls(text("username"), text("password"), text("bearerToken"), text("identity"), text("known_hosts"))
+        return cls(*(decoded(data, key) for key in ("username", "password", "bearerToken", "identity",
+                                                    "known_hosts")))
 
     def secrets(self) -> list[str]:
         return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3]

@@ -10,7 +10,6 @@ helm process runs and no credentials reach a command line.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ import aiohttp
 import yaml
 
 from .errors import SourceError
+from .secrets import decoded
 from .semver import Version, highest
 
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
@@ -42,11 +42,7 @@ class Credentials:
 
     @classmethod
     def from_secret_data(cls, data: dict[str, str]) -> Credentials:
-        def text(key: str) -> str:
-            raw = data.get(key)
-            return base64.b64decode(raw).decode() if raw else ""
-
-        return cls(text("username"), text("password"), text("ca.crt"))
+        return cls(*(decoded(data, key) for key in ("username", "password", "ca.crt")))
 
     def secrets(self) -> list[str]:
         """Values to scrub from any message that might echo them."""
