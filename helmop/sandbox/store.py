@@ -101,12 +101,6 @@ class Store:
             snapshot = [obj for space in chosen for _, obj in sorted(space.items())]
         return iter(snapshot)
 
-    def count(self, key: Key) -> int:
-        return sum(len(s) for s in self.bucket(key).objects.values())
-
-    def namespaces_in_use(self, key: Key) -> list[str]:
-        return [ns for ns, objs in self.bucket(key).objects.items() if objs]
-
     def resource_keys(self) -> list[Key]:
         return list(self._buckets)
 
