@@ -105,5 +105,12 @@ def test_jenkins_chart_installs_and_uninstalls(helm: str, run: Run, namespace: s
         "--set", "controller.numExecutors=3")
     cm = json.loads(run("kubectl", *ns, "get", "cm", "jk-jenkins-jenkins-jcasc-config", "-o", "json").stdout)
     assert "numExecutors: 3" in json.dumps(cm["data"])
+    run(helm, "rollback", "jk", "1", *ns, "--wait", "--timeout", "90s")
+    cm = json.loads(run("kubectl", *ns, "get", "cm", "jk-jenkins-jenkins-jcasc-config", "-o", "json").stdout)
+    assert "numExecutors: 3" not in json.dumps(cm["data"])
+    history = json.loads(run(helm, "history", "jk", *ns, "-o", "json").stdout)
+    assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "superseded"), (3, "deployed")]
+    listed = json.loads(run(helm, "list", *ns, "-o", "json").stdout)
+    assert [(r["name"], r["chart"], r["revision"]) for r in listed] == [("jk", "jenkins-5.9.53", "3")]
     run(helm, "uninstall", "jk", *ns, "--wait", "--timeout", "60s")
     assert not _names(run, namespace, "sts,svc,pvc,cm,sa", "app.kubernetes.io/instance=jk")
