@@ -147,7 +147,7 @@ class Reconciler:
             if decision.action is not Action.UNLOCK or record is None:
                 break
             await self._unlock(body, record, decision)
-        outcome = await self._perform(body, spec, inputs, decision, record)
+        outcome = await self._perform(body, spec, inputs, decision)
         if outcome.retry_after is None:
             self.ctx.backoff.pop(key, None)
         return outcome
@@ -159,10 +159,13 @@ class Reconciler:
             raise InputError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
                                                   "(set spec.install.createNamespace to create it)", transient=True)
 
+    async def _release_secrets(self, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
+        """helm's storage Secrets of the release (one API list, no helm process)."""
+        return await self.ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
+                                        storage.selector(spec.release_name))
+
     async def _record(self, spec: HelmReleaseSpec) -> storage.ReleaseRecord | None:
-        secrets = await self.ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
-                                           storage.selector(spec.release_name))
-        return storage.latest(secrets)
+        return storage.latest(await self._release_secrets(spec))
 
     @staticmethod
     def _release(record: storage.ReleaseRecord | None) -> Release | None:
@@ -191,14 +194,14 @@ class Reconciler:
         await self.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
         await self.ctx.events.warning(body, "ReleaseUnlocked", decision.message)
 
-    async def _perform(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, decision: Decision,
-                       record: storage.ReleaseRecord | None) -> Outcome:
+    async def _perform(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
+                       decision: Decision) -> Outcome:
         if decision.action is Action.REFUSE:
             await self._fail(body, decision.reason, decision.message, stalled=True)
             return Outcome()
         if decision.action is Action.NONE:
             if decision.reason == "UpToDate":
-                await self._up_to_date(body, spec, inputs, record)
+                await self._up_to_date(body, spec, inputs)
             return Outcome()
         installing = decision.action is Action.INSTALL
         await self._mark_reconciling(body, decision.message)
@@ -226,19 +229,27 @@ class Reconciler:
     async def _action_succeeded(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
                                 installing: bool) -> Outcome:
         verb = "install" if installing else "upgrade"
-        record = await self._record(spec)
-        revision = record.revision if record else 0
-        message = (f"Helm {verb} succeeded for release {spec.target_namespace}/{spec.release_name}.v{revision} "
-                   f"with chart {inputs.chart.name}@{inputs.chart.version}")
+        reason = "InstallSucceeded" if installing else "UpgradeSucceeded"
+        message = await self._deployed(body, spec, inputs, reason,
+                                       f"Helm {verb} succeeded for release {{release}} with chart {{chart}}")
+        await self.ctx.events.normal(body, reason, message)
+        return Outcome()
+
+    async def _deployed(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, reason: str,
+                        template: str) -> str:
+        """Write the status of a deployed, current release; returns the Ready message."""
+        secrets = await self._release_secrets(spec)
+        record = storage.latest(secrets)
+        message = template.format(release=f"{spec.target_namespace}/{spec.release_name}.v"
+                                          f"{record.revision if record else 0}",
+                                  chart=f"{inputs.chart.name}@{inputs.chart.version}")
         status = self._attempted(body, inputs, failures=0)
         status["lastAppliedRevision"] = inputs.chart.version
-        status["history"] = await self._history(spec)
-        reason = "InstallSucceeded" if installing else "UpgradeSucceeded"
+        status["history"] = self._history(secrets)
         status["conditions"] = self._conditions(body, ready=True, reason=reason, message=message, released=True,
                                                 stalled=False)
         await self._write_status(body, status)
-        await self.ctx.events.normal(body, reason, message)
-        return Outcome()
+        return message
 
     async def _action_failed(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, installing: bool,
                              exc: HelmError, message: str) -> Outcome:
@@ -253,7 +264,7 @@ class Reconciler:
         text = f"Helm {verb} failed for release {spec.target_namespace}/{spec.release_name} with chart " \
                f"{inputs.chart.name}@{inputs.chart.version}: {message}"
         status = self._attempted(body, inputs, failures=failures)
-        status["history"] = await self._history(spec)
+        status["history"] = self._history(await self._release_secrets(spec))
         status["conditions"] = self._conditions(body, ready=False, reason=reason, message=text, released=False,
                                                 stalled=exhausted)
         await self._write_status(body, status)
@@ -262,27 +273,14 @@ class Reconciler:
             return Outcome()
         return Outcome(self._next_backoff(key))
 
-    async def _up_to_date(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
-                          record: storage.ReleaseRecord | None) -> None:
-        status = copy.deepcopy(body.get("status") or {})
+    async def _up_to_date(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs) -> None:
+        status = body.get("status") or {}
         ready = cond.get_condition(status.get("conditions") or [], cond.READY)
-        generation = body["metadata"].get("generation", 0)
-        if ready and ready.get("status") == "True" and status.get("observedGeneration") == generation \
-                and status.get("lastAttemptedConfigDigest") == inputs.digest:
-            status["lastHandledReconcileAt"] = self._requested(body) or status.get("lastHandledReconcileAt")
-            if not status["lastHandledReconcileAt"]:
-                status.pop("lastHandledReconcileAt")
-            await self._write_status(body, status)
+        if ready and ready.get("status") == "True" and status.get("lastAttemptedConfigDigest") == inputs.digest \
+                and status.get("observedGeneration") == body["metadata"].get("generation", 0):
+            await self._write_status(body, copy.deepcopy(status))  # only a handled requestedAt may change
             return
-        revision = record.revision if record else 0
-        message = (f"Release {spec.target_namespace}/{spec.release_name}.v{revision} is deployed with chart "
-                   f"{inputs.chart.name}@{inputs.chart.version}")
-        status = self._attempted(body, inputs, failures=0)
-        status["lastAppliedRevision"] = inputs.chart.version
-        status["history"] = await self._history(spec)
-        status["conditions"] = self._conditions(body, ready=True, reason="UpToDate", message=message, released=True,
-                                                stalled=False)
-        await self._write_status(body, status)
+        await self._deployed(body, spec, inputs, "UpToDate", "Release {release} is deployed with chart {chart}")
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> None:
         await self._write_status(body, self._failed(body, reason, message, stalled=stalled))
@@ -327,9 +325,8 @@ class Reconciler:
             conditions = cond.remove_condition(conditions, cond.STALLED)
         return conditions
 
-    async def _history(self, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
-        secrets = await self.ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
-                                           storage.selector(spec.release_name))
+    @staticmethod
+    def _history(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")),
                          reverse=True)
         return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
