@@ -22,7 +22,7 @@ from helmop.reconcile.sync import ObjectId, apply_order, to_prune
 from helmop.sources.errors import SourceError
 
 from .context import Context
-from .gitrepositories import with_ready, write_status
+from .gitrepositories import report
 from .inputs import InputError, source_revision
 from .kube import KubeError
 
@@ -53,7 +53,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     try:
         spec = parse_config_sync(body.get("spec") or {})
     except SpecError as exc:
-        await _report(ctx, body, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, body, SYNC_PLURAL, status, False, exc.reason, str(exc), stalled=True)
         return None
     if spec.suspend:
         return None
@@ -63,14 +63,14 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         files = await ctx.git.files(url, sha, spec.path)
     except (InputError, SourceError) as exc:
         transient = getattr(exc, "transient", False)
-        await _report(ctx, body, status, False, exc.reason, str(exc), stalled=not transient)
+        await report(ctx, body, SYNC_PLURAL, status, False, exc.reason, str(exc), stalled=not transient)
         return 15.0 if transient else None
     status["lastAttemptedRevision"] = revision
     # Repository-relative names, so messages point at the file as the user knows it.
     found, errors = manifests.parse({posixpath.join(spec.path, rel): data for rel, data in files.items()})
     if errors:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
-        await _report(ctx, body, status, False, "ManifestInvalid", message, stalled=True)
+        await report(ctx, body, SYNC_PLURAL, status, False, "ManifestInvalid", message, stalled=True)
         return None
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
@@ -110,12 +110,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
         status["inventory"] += [oid.to_json() for oid in pending]
         message = f"revision {revision}: " + "; ".join(failures[:10])
-        await _report(ctx, body, status, False, "ApplyFailed", message)
+        await report(ctx, body, SYNC_PLURAL, status, False, "ApplyFailed", message)
         return 30.0
     changed = status.get("lastAppliedRevision") != revision
     status["lastAppliedRevision"] = revision
     message = f"applied revision {revision}: {len(objects)} object(s)"
-    await _report(ctx, body, status, True, "ReconciliationSucceeded", message, event=changed)
+    await report(ctx, body, SYNC_PLURAL, status, True, "ReconciliationSucceeded", message, event=changed)
     return None
 
 
@@ -135,13 +135,6 @@ async def _delete(ctx: Context, oid: ObjectId, label: str) -> str:
             return ""
         return f"{oid}: prune failed: {exc.message}"
     return ""
-
-
-async def _report(ctx: Context, body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str,
-                  message: str, *, stalled: bool = False, event: bool = True) -> None:
-    await write_status(ctx, body, SYNC_PLURAL, with_ready(body, status, ready, reason, message, stalled=stalled))
-    if event:
-        await (ctx.events.normal if ready else ctx.events.warning)(body, reason, message)
 
 
 async def finalize(ctx: Context, body: dict[str, Any]) -> bool:

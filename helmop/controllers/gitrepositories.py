@@ -67,7 +67,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     try:
         spec = parse_git_repository(body.get("spec") or {})
     except SpecError as exc:
-        await _failed(ctx, body, status, exc.reason, str(exc), transient=False)
+        await report(ctx, body, GIT_PLURAL, status, False, exc.reason, str(exc), stalled=True)
         return None
     if spec.webhook_secret_ref:
         status["webhookPath"] = webhook_path(namespace, name)
@@ -90,7 +90,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         revision, _sha = await ctx.git.resolve(spec.url, GitRef(spec.branch, spec.tag, spec.semver, spec.commit))
     except (SourceError, InputError) as exc:
         transient = getattr(exc, "transient", False)
-        await _failed(ctx, body, status, exc.reason, str(exc), transient=transient)
+        await report(ctx, body, GIT_PLURAL, status, False, exc.reason, str(exc), stalled=not transient)
         return 15.0 if transient else None
     previous = (status.get("artifact") or {}).get("revision")
     status["lastFetchedAt"] = cond.now()
@@ -104,11 +104,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     return None
 
 
-async def _failed(ctx: Context, body: dict[str, Any], status: dict[str, Any], reason: str, message: str,
-                  *, transient: bool) -> None:
-    await write_status(ctx, body, GIT_PLURAL, with_ready(body, status, False, reason, message,
-                                                         stalled=not transient))
-    await ctx.events.warning(body, reason, message)
+async def report(ctx: Context, body: dict[str, Any], plural: str, status: dict[str, Any], ready: bool, reason: str,
+                 message: str, *, stalled: bool = False, event: bool = True) -> None:
+    """Write the Ready condition (and Stalled) and post the matching Event (shared by the source kinds)."""
+    await write_status(ctx, body, plural, with_ready(body, status, ready, reason, message, stalled=stalled))
+    if event:
+        await (ctx.events.normal if ready else ctx.events.warning)(body, reason, message)
 
 
 async def finalize(ctx: Context, body: dict[str, Any]) -> None:

@@ -111,14 +111,21 @@ async def merged_values(kube: Kube, namespace: str, spec: HelmReleaseSpec) -> tu
     return helm_values.merge(values, spec.values), secrets
 
 
+async def secret_data(kube: Kube, namespace: str, name: str, named_in: str) -> dict[str, str]:
+    """The data of a Secret a spec names; SecretNotFound (transient: it may be created) if absent."""
+    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    if secret is None:
+        raise InputError("SecretNotFound", f"Secret {namespace}/{name} named in {named_in} does not exist",
+                         transient=True)
+    data: dict[str, str] = secret.get("data") or {}
+    return data
+
+
 async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Credentials:
     if not chart.secret_ref:
         return Credentials()
-    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{chart.secret_ref}")
-    if secret is None:
-        raise InputError("SecretNotFound", f"Secret {namespace}/{chart.secret_ref} named in "
-                                           "spec.chart.repository.secretRef does not exist", transient=True)
-    return Credentials.from_secret_data(secret.get("data") or {})
+    return Credentials.from_secret_data(
+        await secret_data(kube, namespace, chart.secret_ref, "spec.chart.repository.secretRef"))
 
 
 async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
@@ -146,11 +153,7 @@ async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
     name = ((repo.get("spec") or {}).get("secretRef") or {}).get("name")
     if not name:
         return GitAuth()
-    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-    if secret is None:
-        raise InputError("SecretNotFound", f"Secret {namespace}/{name} named in the GitRepository's secretRef "
-                                           "does not exist", transient=True)
-    return GitAuth.from_secret_data(secret.get("data") or {})
+    return GitAuth.from_secret_data(await secret_data(kube, namespace, name, "the GitRepository's secretRef"))
 
 
 async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str, str, str, dict[str, Any]]:
