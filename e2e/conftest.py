@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chartrepo import ChartRepo
+from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
@@ -83,6 +83,14 @@ def until(run: Run, *args: str, timeout: float = 120) -> None:
 @dataclass(frozen=True)
 class Operator:
     webhook_url: str
+    charts_url: str  # where the Jenkins charts are served
+
+
+@pytest.fixture(params=["stand-in", "official"])
+def jenkins_chart(request: pytest.FixtureRequest, operator: Operator) -> dict[str, object]:
+    """A Jenkins spec's `chart`: the stand-in, and the official chart when HELMOP_JENKINS_CHART names it."""
+    version = "0.1.0" if request.param == "stand-in" else chart_version(official_jenkins_chart())
+    return {"repository": {"url": operator.charts_url, "name": "jenkins", "version": version}}
 
 
 @pytest.fixture(scope="session")
@@ -93,16 +101,18 @@ def operator(kubeconfig: str, run: Run, tmp_path_factory: pytest.TempPathFactory
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), "HELM_CACHE_HOME": str(cache / "helm")}
-    # The Jenkins chart from shared/, served on loopback (no internet here; a real set-up uses the default).
+    # Jenkins charts served on loopback (no internet here; a real set-up uses the default repository).
     charts = ChartRepo(cache, cache, str(TOOLS / "helm"))
-    charts.add_archive(next((ROOT.parent / "shared" / "charts").glob("jenkins-*.tgz")))
+    charts.add_chart(JENKINS_STAND_IN)
+    if os.environ.get("HELMOP_JENKINS_CHART"):
+        charts.add_archive(official_jenkins_chart())
     with open(cache / "operator.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", kubeconfig,
                                  "--install-crds", "--cache-dir", str(cache), "--webhook-port", str(port),
-                                 "--jenkins-chart-repository", charts.url],
+                                 "--jenkins-chart-repository", charts.url, "--jenkins-chart-version", "0.1.0"],
                                 env=env, stdout=subprocess.DEVNULL, stderr=log)
     until(run, "kubectl", "get", "crd", "jenkins.apps.helmop.dev")
-    yield Operator(f"http://127.0.0.1:{port}")
+    yield Operator(f"http://127.0.0.1:{port}", charts.url)
     proc.terminate()
     proc.wait(30)
     charts.close()

@@ -10,10 +10,11 @@ import yaml
 from e2e.conftest import Operator, Run, until
 
 
-def test_project_jenkins_lifecycle(operator: Operator, run: Run, namespace: str) -> None:
+def test_project_jenkins_lifecycle(operator: Operator, run: Run, namespace: str,
+                                   jenkins_chart: dict[str, object]) -> None:
     project = {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins",
                "metadata": {"name": "ci", "namespace": namespace},
-               "spec": {"project": "payments", "plugins": ["ansicolor:1.0.6"],
+               "spec": {"project": "payments", "chart": jenkins_chart, "plugins": ["ansicolor:1.0.6"],
                         "seedJobs": [{"name": "payments-api", "repo": "https://git.example.com/payments/api.git"}],
                         "persistence": {"size": "10Gi", "retainOnDelete": True}}}
     run("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump(project))

@@ -4,13 +4,40 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import shutil
 import subprocess
+import tarfile
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+# A small chart written here with the official Jenkins chart's values interface (see its Chart.yaml).
+JENKINS_STAND_IN = Path(__file__).resolve().parent / "charts" / "jenkins"
+
+
+def official_jenkins_chart() -> Path:
+    """The official Jenkins chart's archive, named by $HELMOP_JENKINS_CHART (.ci/run sets it when the
+    CI machine has one); the calling test is skipped, with this reason, when it is not set."""
+    given = os.environ.get("HELMOP_JENKINS_CHART")
+    if not given:
+        pytest.skip("HELMOP_JENKINS_CHART is not set: no official Jenkins chart archive to run against")
+    path = Path(given)
+    if not path.is_file():
+        pytest.fail(f"HELMOP_JENKINS_CHART={given} is not a file")
+    return path
+
+
+def chart_version(archive: Path) -> str:
+    """The version in a packaged chart's Chart.yaml."""
+    with tarfile.open(archive) as tgz:
+        member = next(m for m in tgz.getmembers() if m.name.count("/") == 1 and m.name.endswith("/Chart.yaml"))
+        data = tgz.extractfile(member)
+        assert data is not None
+        return str(yaml.safe_load(data.read())["version"])
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -44,12 +71,19 @@ class ChartRepo:
         if values is not None:
             (work / "values.yaml").write_text(yaml.safe_dump(values))
         subprocess.run([self.helm, "package", str(work), "-d", str(self.dir)], check=True, capture_output=True)
-        subprocess.run([self.helm, "repo", "index", str(self.dir), "--url", self.url], check=True,
-                       capture_output=True)
+        self._index()
 
     def add_archive(self, archive: Path) -> None:
-        """Serve an already packaged chart (such as the official Jenkins chart in shared/)."""
+        """Serve an already packaged chart (such as the official Jenkins chart)."""
         shutil.copy(archive, self.dir / archive.name)
+        self._index()
+
+    def add_chart(self, directory: Path) -> None:
+        """Package a chart directory as it is and serve it."""
+        subprocess.run([self.helm, "package", str(directory), "-d", str(self.dir)], check=True, capture_output=True)
+        self._index()
+
+    def _index(self) -> None:
         subprocess.run([self.helm, "repo", "index", str(self.dir), "--url", self.url], check=True,
                        capture_output=True)
 

@@ -15,9 +15,6 @@ pytest_plugins = ["helmop.sandbox.testing"]
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
-SHARED_CHARTS = ROOT.parent / "shared" / "charts"
-
-
 def tool(name: str) -> str:
     path = TOOLS / name
     if not path.exists():

@@ -19,8 +19,17 @@ import pytest
 from helmop.api.apps import parse_apps
 from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
-from tests.chartrepo import ChartRepo
-from tests.conftest import ROOT, SHARED_CHARTS, TOOLS, Run, _runner, tool
+from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
+from tests.conftest import ROOT, TOOLS, Run, _runner, tool
+
+JENKINS_STAND_IN_VERSION = "0.1.0"
+
+
+@pytest.fixture(params=["stand-in", "official"])
+def jenkins_chart(request: pytest.FixtureRequest, chart_repo: ChartRepo) -> dict[str, Any]:
+    """A Jenkins spec's `chart`: the stand-in chart, and the official one when HELMOP_JENKINS_CHART names it."""
+    version = JENKINS_STAND_IN_VERSION if request.param == "stand-in" else chart_version(official_jenkins_chart())
+    return {"repository": {"url": chart_repo.url, "name": "jenkins", "version": version}}
 
 
 @pytest.fixture(scope="session")
@@ -31,11 +40,37 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     for version in ("0.1.0", "0.2.0", "0.2.1", "1.0.0"):
         repo.publish("demo", version)
     repo.publish("broken", "0.1.0", templates={"broken.yaml": '{{ fail "this chart is deliberately broken" }}'})
-    repo.add_archive(next(SHARED_CHARTS.glob("jenkins-*.tgz")))
+    repo.add_chart(JENKINS_STAND_IN)
+    if os.environ.get("HELMOP_JENKINS_CHART"):
+        repo.add_archive(official_jenkins_chart())
     repo.publish("secretive", "0.1.0", templates={"secret.yaml": "{{ fail (printf \"bad password %s\" "
                                                                    ".Values.password) }}"})
     yield repo
     repo.close()
+
+
+def helm_wrapper(path: Path, helm: Path, log: Path, values_log: Path) -> Path:
+    """A helm that logs its arguments (one line per process) and, for upgrade/template, the values it
+    was given on stdin (a line "<args><TAB><values JSON>"), then runs the real helm."""
+    path.write_text(f"""#!/bin/sh
+echo "$@" >> {log}
+case "$1" in
+  upgrade|template) v=$(cat); printf '%s\\t%s\\n' "$*" "$v" >> {values_log}; printf '%s' "$v" | {helm} "$@" ;;
+  *) exec {helm} "$@" ;;
+esac
+""")
+    path.chmod(0o755)
+    return path
+
+
+def helm_calls(values_log: Path, release: str) -> list[tuple[list[str], dict[str, Any]]]:
+    """(arguments, values) of each logged upgrade/template of ``release``."""
+    calls = []
+    for line in values_log.read_text().splitlines() if values_log.exists() else []:
+        args, _, values = line.partition("\t")
+        if args.split()[1:2] == [release]:
+            calls.append((args.split(), json.loads(values)))
+    return calls
 
 
 class Operator:
@@ -43,14 +78,14 @@ class Operator:
                  kubeconfig: Path | None = None) -> None:
         self.sandbox = sandbox
         self.log = workdir / "helm-calls.log"
-        wrapper = workdir / "helm-wrapper"
-        wrapper.write_text(f'#!/bin/sh\necho "$@" >> {self.log}\nexec {TOOLS / helm} "$@"\n')
-        wrapper.chmod(0o755)
+        self.values_log = workdir / "helm-values.log"
+        wrapper = helm_wrapper(workdir / "helm-wrapper", TOOLS / helm, self.log, self.values_log)
         self.config = OperatorConfig(kubeconfig=kubeconfig or sandbox.kubeconfig, concurrency=4,
                                      cache_dir=workdir / "cache",
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
                                      webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1")
-        self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins", "version": "5.9.53"}}
+        self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
+                                                    "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.
         apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
         self.config.apps = [replace(kind, chart={"repository": {"url": charts.url, "name": "demo",

@@ -1,4 +1,5 @@
-"""Per-project Jenkins and generic app kinds, end to end with the real Jenkins chart and real helm."""
+"""Per-project Jenkins and generic app kinds, end to end with real helm: the Jenkins journeys run with the
+stand-in chart (tests/charts/jenkins), and again with the official chart when HELMOP_JENKINS_CHART names it."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def reason(kube: Run, ns: str, kind: str, name: str, wanted: str) -> dict[str, A
 SEED = [{"name": "build-shop", "repo": "https://git.example.com/shop.git", "branch": "release"}]
 
 
-def test_jenkins_per_project(operator: Operator, kube: Run, ns: str) -> None:
-    spec = {"plugins": ["ansicolor:1.0.6", "git:5.10.1"], "seedJobs": SEED,
+def test_jenkins_per_project(operator: Operator, kube: Run, ns: str, jenkins_chart: dict[str, Any]) -> None:
+    spec = {"chart": jenkins_chart, "plugins": ["ansicolor:1.0.6", "git:5.10.1"], "seedJobs": SEED,
             "configAsCode": {"welcome": "jenkins:\n  systemMessage: hello alpha\n"},
             "ingress": {"host": "ci.alpha.example.com", "tlsSecretName": "alpha-tls"},
             "persistence": {"size": "20Gi"}, "image": "2.492.3-jdk17"}
@@ -43,8 +44,10 @@ def test_jenkins_per_project(operator: Operator, kube: Run, ns: str) -> None:
     obj = ready(kube, ns, "jenkins", "ci")
     status = obj["status"]
     assert status["url"] == "https://ci.alpha.example.com" and status["adminSecret"] == "ci-admin"
-    assert status["revision"] == 1 and status["chartVersion"] == "5.9.53"
-    assert kube("kubectl", "-n", ns, "get", "jk").stdout.split()[:4] == ["NAME", "PROJECT", "READY", "URL"]
+    assert status["revision"] == 1 and status["chartVersion"] == jenkins_chart["repository"]["version"]
+    table = kube("kubectl", "-n", ns, "get", "jk").stdout.splitlines()
+    assert table[0].split() == ["NAME", "PROJECT", "READY", "STATUS", "URL", "AGE"]
+    assert table[1].split()[:3] == ["ci", "alpha", "True"] and "Helm install succeeded" in table[1]
 
     sts = get(kube, ns, "sts", "ci")
     assert sts["metadata"]["labels"]["helmop.dev/project"] == "alpha"
@@ -81,16 +84,15 @@ def test_jenkins_per_project(operator: Operator, kube: Run, ns: str) -> None:
     assert not get(kube, ns, "sts", "ci") and not get(kube, ns, "pvc", "ci")
 
 
-def test_retained_volume_is_reattached(operator: Operator, kube: Run, ns: str) -> None:
-    kube("kubectl", "-n", ns, "apply", "-f", "-",
-         stdin=jenkins("keep", "beta", persistence={"size": "5Gi", "retainOnDelete": True}))
+def test_retained_volume_is_reattached(operator: Operator, kube: Run, ns: str, jenkins_chart: dict[str, Any]) -> None:
+    keep = {"chart": jenkins_chart, "persistence": {"size": "5Gi", "retainOnDelete": True}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("keep", "beta", **keep))
     ready(kube, ns, "jenkins", "keep")
     uid = get(kube, ns, "pvc", "keep")["metadata"]["uid"]
     kube("kubectl", "-n", ns, "delete", "jenkins", "keep", "--timeout=90s")
     assert not get(kube, ns, "sts", "keep")
     assert get(kube, ns, "pvc", "keep")["metadata"]["uid"] == uid  # kept
-    kube("kubectl", "-n", ns, "apply", "-f", "-",
-         stdin=jenkins("keep", "beta", persistence={"size": "5Gi", "retainOnDelete": True}))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("keep", "beta", **keep))
     ready(kube, ns, "jenkins", "keep")
     assert get(kube, ns, "pvc", "keep")["metadata"]["uid"] == uid  # the same claim, re-attached
     sts = get(kube, ns, "sts", "keep")
@@ -107,13 +109,21 @@ def test_invalid_jenkins_specs(operator: Operator, kube: Run, ns: str) -> None:
     reason(kube, ns, "jenkins", "bad", "InvalidPlugin")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", ingress={"host": "not a host!"}))
     assert "not a valid DNS name" in condition(reason(kube, ns, "jenkins", "bad", "InvalidIngressHost"))["message"]
+    for snippet, problem in (("- jenkins: {}\n", "must be a YAML mapping"), ("jenkins: [unclosed\n", "not valid YAML"),
+                             ("", "not empty")):
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", configAsCode={"main": snippet}))
+        obj = reason(kube, ns, "jenkins", "bad", "InvalidConfigAsCode")
+        assert problem in condition(obj)["message"] and "spec.configAsCode.main" in condition(obj)["message"]
+        assert condition(obj, "Stalled").get("status") == "True"
+    assert any(e["reason"] == "InvalidConfigAsCode" for e in get(kube, ns, "events")["items"]
+               if e["involvedObject"]["name"] == "bad")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", adminSecretRef={"name": "nope"}))
     reason(kube, ns, "jenkins", "bad", "AdminSecretNotFound")
     assert not get(kube, ns, "hr", "bad-jenkins")  # nothing was attempted
     # Creating the Secret fixes it: it is picked up without touching the Jenkins.
     kube("kubectl", "-n", ns, "create", "secret", "generic", "nope", "--from-literal=jenkins-admin-user=root",
          "--from-literal=jenkins-admin-password=pw-123456")
-    ready(kube, ns, "jenkins", "bad", generation=4)
+    ready(kube, ns, "jenkins", "bad", generation=7)
     assert get(kube, ns, "jenkins", "bad")["status"]["adminSecret"] == "nope"
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_CHARTS, Run
+from tests.chartrepo import chart_version, official_jenkins_chart
+from tests.conftest import Run
 
 HELMS = ["helm", "helm3"]
 
@@ -91,8 +92,8 @@ def test_install_fails_when_a_workload_never_gets_ready(helm: str, run: Run, nam
 
 
 @pytest.mark.parametrize("helm", HELMS)
-def test_jenkins_chart_installs_and_uninstalls(helm: str, run: Run, namespace: str) -> None:
-    chart = next(SHARED_CHARTS.glob("jenkins-*.tgz"))
+def test_official_jenkins_chart_installs_and_uninstalls(helm: str, run: Run, namespace: str) -> None:
+    chart = official_jenkins_chart()
     ns = ["-n", namespace]
     run(helm, "install", "jk", str(chart), *ns, "--wait", "--timeout", "90s",
         "--set", "controller.admin.password=not-a-real-one")
@@ -111,6 +112,6 @@ def test_jenkins_chart_installs_and_uninstalls(helm: str, run: Run, namespace: s
     history = json.loads(run(helm, "history", "jk", *ns, "-o", "json").stdout)
     assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "superseded"), (3, "deployed")]
     listed = json.loads(run(helm, "list", *ns, "-o", "json").stdout)
-    assert [(r["name"], r["chart"], r["revision"]) for r in listed] == [("jk", "jenkins-5.9.53", "3")]
+    assert [(r["name"], r["chart"], r["revision"]) for r in listed] == [("jk", f"jenkins-{chart_version(chart)}", "3")]
     run(helm, "uninstall", "jk", *ns, "--wait", "--timeout", "60s")
     assert not _names(run, namespace, "sts,svc,pvc,cm,sa", "app.kubernetes.io/instance=jk")
