@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .helmrelease import SpecError, parse_spec
+from .kinds import Kind
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -41,6 +42,10 @@ class AppKind:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def resource(self) -> Kind:
+        return Kind(self.kind, self.group, self.version, self.plural)
 
     def release_object_name(self, name: str) -> str:
         return f"{name}-{self.kind.lower()}"

@@ -14,11 +14,6 @@ from typing import Any
 
 from .durations import parse_duration
 
-GROUP = "helmop.dev"
-VERSION = "v1alpha1"
-PLURAL = "helmreleases"
-KIND = "HelmRelease"
-
 DEFAULT_INTERVAL = 600.0  # 10m
 DEFAULT_TIMEOUT = 300.0  # 5m, as helm
 DEFAULT_MAX_HISTORY = 5
@@ -34,12 +29,6 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class ObjectRef:
-    name: str
-    kind: str = ""
-
-
-@dataclass(frozen=True)
 class RepositoryChart:
     """A chart from an HTTP(S) Helm repository (``url`` + ``name``) or an ``oci://`` reference."""
 
@@ -48,10 +37,6 @@ class RepositoryChart:
     version: str  # an exact version or a constraint ("^1.2", ">=1.0 <2.0"); "" = latest stable
     secret_ref: str = ""
     insecure: bool = False  # OCI over plain HTTP / HTTPS without verification (local registries)
-
-    @property
-    def is_oci(self) -> bool:
-        return self.url.startswith("oci://")
 
 
 @dataclass(frozen=True)

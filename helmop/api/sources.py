@@ -7,8 +7,6 @@ from typing import Any
 
 from .helmrelease import SpecError, duration_field
 
-GIT_PLURAL = "gitrepositories"
-SYNC_PLURAL = "configsyncs"
 DEFAULT_INTERVAL = 300.0
 
 
@@ -28,7 +26,6 @@ class GitRepositorySpec:
 
 @dataclass(frozen=True)
 class ConfigSyncSpec:
-    source_kind: str
     source_name: str
     path: str
     interval: float = DEFAULT_INTERVAL
@@ -69,6 +66,6 @@ def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
     kind = str(source.get("kind") or "GitRepository")
     if kind != "GitRepository":
         raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be GitRepository, not {kind!r}")
-    return ConfigSyncSpec(source_kind=kind, source_name=str(source["name"]), path=str(spec.get("path") or ""),
+    return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),
                           interval=_seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),
                           suspend=bool(spec.get("suspend", False)))

@@ -1,6 +1,7 @@
 """Entry point of the ``helmop`` command: argument parsing and dispatch to the verbs.
 
-Exit codes: 0 ok, 1 failed, 2 usage (argparse's own).
+Exit codes: 0 ok, 1 failed, 2 usage (argparse's own); ``diff`` follows ``kubectl diff``: 0 no
+differences, 1 differences, 2 error.
 """
 
 from __future__ import annotations
@@ -13,18 +14,22 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from helmop.api.apps import parse_apps
+from helmop.api import validation
+from helmop.api.apps import AppKind, parse_apps
 from helmop.api.helmrelease import SpecError
-from helmop.controllers.kube import KubeError
+from helmop.api.kinds import BUILTIN
+from helmop.controllers.kube import KubeconfigError, KubeError
 from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
 from helmop.helm.engine import Engine
 from helmop.sandbox import Sandbox
 
-from . import logs, verbs
+from . import logs, releases, verbs
+from .errors import Failed
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -40,11 +45,13 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     logs.setup(args.log_format)
+    # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
+    address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
     cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
                          namespaces=[] if args.all_namespaces else (args.namespace or []),
                          concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
-                         webhook_port=args.webhook_port, metrics_port=args.metrics_port,
-                         allow_file_git=args.allow_file_git)
+                         webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
+                         metrics_address=address, allow_file_git=args.allow_file_git)
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if args.apps:
@@ -53,7 +60,11 @@ def _run(args: argparse.Namespace) -> int:
     cfg.jenkins_chart = {"repository": {**repository, "url": args.jenkins_chart_repository or repository["url"],
                                         "version": args.jenkins_chart_version or repository["version"]}}
     if not args.sandbox:
-        asyncio.run(run_operator(cfg))
+        try:
+            asyncio.run(run_operator(cfg))
+        except KubeconfigError as exc:
+            print(f"helmop: {exc}", file=sys.stderr)
+            return 1
         return 0
     with Sandbox(kubeconfig=args.kubeconfig) as sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
@@ -68,8 +79,8 @@ def _namespace(args: argparse.Namespace) -> str | None:
     return args.namespace or os.environ.get("HELMOP_NAMESPACE") or "default"
 
 
-def _with_kube(work: Callable[[Any], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
-    """Run an async verb with an API client, turning failures into a message and exit code 1."""
+def _with_kube(work: Callable[[Any], Awaitable[int]], failed: int = 1) -> Callable[[argparse.Namespace], int]:
+    """Run an async verb with an API client, turning failures into a message and exit code ``failed``."""
 
     def verb(args: argparse.Namespace) -> int:
         async def main() -> int:
@@ -81,18 +92,18 @@ def _with_kube(work: Callable[[Any], Awaitable[int]]) -> Callable[[argparse.Name
 
         try:
             return asyncio.run(main())
-        except (verbs.Failed, SpecError) as exc:
+        except (Failed, SpecError) as exc:
             print(f"✗ {exc}", file=sys.stderr)
         except KubeError as exc:
             print(f"✗ the Kubernetes API said: {exc.message}", file=sys.stderr)
-        return 1
+        return failed
 
     return verb
 
 
 async def _get(pair: Any) -> int:
     args, kube = pair
-    kinds = [verbs.kind_of(args.kind)] if args.kind else list(verbs.KINDS.values())
+    kinds = [verbs.kind_of(args.kind)] if args.kind else list(BUILTIN)
     print(await verbs.get(kube, kinds, _namespace(args)))
     return 0
 
@@ -115,25 +126,46 @@ def _engine() -> Engine:
     return Engine(os.environ.get("HELMOP_HELM", "helm"))
 
 
+def _apps(args: argparse.Namespace) -> list[AppKind]:
+    return parse_apps(Path(args.apps).read_text(), args.apps) if args.apps else []
+
+
 async def _diff(pair: Any) -> int:
     args, kube = pair
-    if verbs.kind_of(args.kind).kind != "HelmRelease":
-        raise verbs.Failed("diff works on HelmReleases (hr)")
     engine = Engine(os.environ.get("HELMOP_HELM", "helm"), Path(args.kubeconfig) if args.kubeconfig else None)
-    text = await verbs.diff(kube, engine, _namespace(args) or "default", args.name, verbs.temp_cache())
+    if args.filename:
+        if args.kind or args.name:
+            raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
+        text = await releases.diff_files(kube, engine, verbs.temp_cache(), [Path(f) for f in args.filename],
+                                         _apps(args), _namespace(args) or "default")
+    else:
+        if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
+            raise Failed("diff needs -f FILE|DIR, or hr NAME")
+        text = await releases.diff_live(kube, engine, verbs.temp_cache(), _namespace(args) or "default", args.name)
     print(text or "no changes", end="" if text else "\n")
-    return 0
+    return 1 if text else 0
 
 
 def _render(args: argparse.Namespace) -> int:
-    apps = parse_apps(Path(args.apps).read_text(), args.apps) if args.apps else []
-    ok = asyncio.run(verbs.render(Path(args.path), [Path(p) for p in args.values_dir or []], _engine(),
-                                  verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
+    try:
+        apps = _apps(args)
+        if args.validate:
+            problems = validation.tree(releases.read_tree([Path(args.path)]))
+            for problem in problems:
+                print(f"error: {problem}", file=sys.stderr)
+            if problems:
+                return 1
+        ok = asyncio.run(releases.render(Path(args.path), [Path(p) for p in args.values_dir or []], _engine(),
+                                         verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
+    except (Failed, SpecError) as exc:
+        print(f"✗ {exc}", file=sys.stderr)
+        return 1
     return 0 if ok else 1
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="helmop", description="Helm releases from Kubernetes resources.")
+    top.add_argument("--version", action="version", version=f"helmop {version('helmop')}")
     verbs_ = top.add_subparsers(dest="verb", required=True)
 
     sb = verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the foreground")
@@ -155,6 +187,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
     run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
     run.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
+    run.add_argument("--bind-address", help="address the webhook and metrics servers listen on (default: all "
+                                            "interfaces; 127.0.0.1 with --sandbox)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
     run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
@@ -163,11 +197,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--jenkins-chart-version", help="Jenkins chart version (default: the pinned one)")
     run.set_defaults(run=_run)
 
-    def cluster_verb(name: str, description: str, work: Callable[[Any], Awaitable[int]]) -> argparse.ArgumentParser:
+    def cluster_verb(name: str, description: str, work: Callable[[Any], Awaitable[int]],
+                     failed: int = 1) -> argparse.ArgumentParser:
         sub = verbs_.add_parser(name, help=description, description=description)
         sub.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)")
         sub.add_argument("--namespace", "-n", help="namespace (default: default)")
-        sub.set_defaults(run=_with_kube(work))
+        sub.set_defaults(run=_with_kube(work, failed))
         return sub
 
     get = cluster_verb("get", "list helmop resources: name, revision, suspended, ready, message", _get)
@@ -185,9 +220,14 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("kind", help="hr, gitrepo, csync or jenkins")
         sub.add_argument("name")
 
-    diff = cluster_verb("diff", "what an upgrade would change: the live manifest against the spec's", _diff)
-    diff.add_argument("kind", help="hr")
-    diff.add_argument("name")
+    diff = cluster_verb("diff", "what an upgrade would change: the live release against a HelmRelease's spec, or "
+                               "against local manifests (-f); exit 0 same, 1 different, 2 error", _diff, failed=2)
+    diff.add_argument("kind", nargs="?", help="hr (with a NAME: the HelmRelease's spec in the cluster)")
+    diff.add_argument("name", nargs="?")
+    diff.add_argument("--filename", "-f", action="append",
+                      help="manifests (file or directory, repeatable) holding HelmReleases or app resources; "
+                           "valuesFrom is read from the cluster")
+    diff.add_argument("--apps", help="app kinds file, to diff app resources too")
 
     render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
                                description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "
@@ -196,6 +236,9 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--values-dir", action="append", help="more directories with ConfigMaps/Secrets")
     render.add_argument("--output-dir", "-o", help="write <namespace>/<name>.yaml files here (default: stdout)")
     render.add_argument("--apps", help="app kinds file, to render app resources too")
+    render.add_argument("--validate", action="store_true",
+                        help="first check every helmop resource in the tree against the CRD schemas (offline); "
+                             "errors name file:line")
     render.set_defaults(run=_render)
     return top
 

@@ -17,14 +17,15 @@ from typing import Any
 
 from helmop.api import manifests
 from helmop.api.helmrelease import SpecError
-from helmop.api.sources import SYNC_PLURAL, parse_config_sync
+from helmop.api.kinds import CONFIGSYNC
+from helmop.api.sources import parse_config_sync
 from helmop.reconcile.sync import ObjectId, apply_order, to_prune
 from helmop.sources.errors import SourceError
 
 from .context import Context
-from .gitrepositories import report
 from .inputs import InputError, source_revision
 from .kube import KubeError
+from .status import report
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-configsync"
@@ -53,7 +54,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     try:
         spec = parse_config_sync(body.get("spec") or {})
     except SpecError as exc:
-        await report(ctx, body, SYNC_PLURAL, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
         return None
     if spec.suspend:
         return None
@@ -63,14 +64,14 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         files = await ctx.git.files(url, sha, spec.path)
     except (InputError, SourceError) as exc:
         transient = getattr(exc, "transient", False)
-        await report(ctx, body, SYNC_PLURAL, status, False, exc.reason, str(exc), stalled=not transient)
+        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not transient)
         return 15.0 if transient else None
     status["lastAttemptedRevision"] = revision
     # Repository-relative names, so messages point at the file as the user knows it.
     found, errors = manifests.parse({posixpath.join(spec.path, rel): data for rel, data in files.items()})
     if errors:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
-        await report(ctx, body, SYNC_PLURAL, status, False, "ManifestInvalid", message, stalled=True)
+        await report(ctx, CONFIGSYNC, body, status, False, "ManifestInvalid", message, stalled=True)
         return None
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
@@ -110,12 +111,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
         status["inventory"] += [oid.to_json() for oid in pending]
         message = f"revision {revision}: " + "; ".join(failures[:10])
-        await report(ctx, body, SYNC_PLURAL, status, False, "ApplyFailed", message)
+        await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return 30.0
     changed = status.get("lastAppliedRevision") != revision
     status["lastAppliedRevision"] = revision
     message = f"applied revision {revision}: {len(objects)} object(s)"
-    await report(ctx, body, SYNC_PLURAL, status, True, "ReconciliationSucceeded", message, event=changed)
+    await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
     return None
 
 

@@ -56,6 +56,3 @@ class Recorder:
             await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
         except KubeError as exc:  # Events are auxiliary: never fail a reconcile over one
             log.warning("could not post an Event for %s/%s: %s", namespace, meta.get("name"), exc)
-
-    def forget(self, uid: str) -> None:
-        self._last.pop(uid, None)

@@ -18,15 +18,13 @@ from typing import Any
 import kopf
 
 from helmop.api.durations import parse_duration
-from helmop.api.helmrelease import GROUP, PLURAL, VERSION
-from helmop.api.sources import GIT_PLURAL, SYNC_PLURAL
+from helmop.api.kinds import CONFIGSYNC, FINALIZER, GITREPOSITORY, HELMRELEASE, REQUESTED_AT, Kind
 
 from . import configsyncs, gitrepositories, metrics
 from .apps import App, AppController
 from .context import Context, Key
-from .helmreleases import REQUESTED_AT, Reconciler
+from .helmreleases import Reconciler
 
-FINALIZER = "helmop.dev/finalizer"
 Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
 Finalize = Callable[[dict[str, Any]], Awaitable[bool]]
 
@@ -38,9 +36,10 @@ def _interval(body: kopf.Body, default: float) -> float:
         return default
 
 
-def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: str, plural: str, default_interval: float,
-                   reconcile: Reconcile, finalize: Finalize, group: str = GROUP, version: str = VERSION) -> None:
+def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind, default_interval: float,
+                   reconcile: Reconcile, finalize: Finalize) -> None:
     seen: dict[Key, tuple[Any, ...]] = {}
+    kind, group, version, plural = resource.kind, resource.group, resource.version, resource.plural
 
     def key_of(body: kopf.Body) -> Key:
         return (kind, body.metadata.namespace or "", body.metadata.name or "")
@@ -89,16 +88,15 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
         await gitrepositories.finalize(ctx, body)
         return True
 
-    _kind_handlers(registry, ctx, "HelmRelease", PLURAL, 600.0, reconcile_release, releases.finalize)
-    _kind_handlers(registry, ctx, "GitRepository", GIT_PLURAL, 300.0,
-                   lambda body: gitrepositories.reconcile(ctx, body), finalize_git)
-    _kind_handlers(registry, ctx, "ConfigSync", SYNC_PLURAL, 300.0,
-                   lambda body: configsyncs.reconcile(ctx, body), lambda body: configsyncs.finalize(ctx, body))
+    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, releases.finalize)
+    _kind_handlers(registry, ctx, GITREPOSITORY, 300.0, lambda body: gitrepositories.reconcile(ctx, body),
+                   finalize_git)
+    _kind_handlers(registry, ctx, CONFIGSYNC, 300.0, lambda body: configsyncs.reconcile(ctx, body),
+                   lambda body: configsyncs.finalize(ctx, body))
 
     for app in apps:
         controller = AppController(ctx, app)
-        _kind_handlers(registry, ctx, app.kind.kind, app.kind.plural, 600.0, controller.reconcile, controller.finalize,
-                       group=app.kind.group, version=app.kind.version)
+        _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize)
 
     def referrers_of(kind: str) -> Any:
         async def handler(namespace: str | None, name: str | None, **_: Any) -> None:

@@ -17,27 +17,26 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.helmrelease import (
-    GROUP,
-    PLURAL,
-    VERSION,
     HelmReleaseSpec,
     RepositoryChart,
     SourceChart,
     SpecError,
     parse_spec,
 )
+from helmop.api.kinds import HELMRELEASE
 from helmop.helm import storage
-from helmop.helm.engine import HelmError, UpgradeRequest
+from helmop.helm.engine import HelmError
+from helmop.helm.request import acting_as, upgrade_request
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 
 from . import metrics
 from .context import Context, Key
 from .inputs import InputError, Inputs, gather, scrub
 from .kube import KubeError
+from .status import requested, write_status
 
 log = logging.getLogger(__name__)
 
-REQUESTED_AT = "helmop.dev/requestedAt"
 HISTORY_KEPT = 5
 RETRY_MIN, RETRY_MAX = 5.0, 300.0
 
@@ -61,16 +60,6 @@ async def _timed(action: str) -> AsyncIterator[None]:
     finally:
         metrics.HELM_ACTIONS.labels(action, result).inc()
         metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
-
-
-def _acting_as(namespace: str, spec: HelmReleaseSpec) -> str:
-    """With spec.serviceAccountName, helm acts as that ServiceAccount of the HelmRelease's namespace
-    (impersonation), so a namespace's releases get only that namespace's rights."""
-    return f"system:serviceaccount:{namespace}:{spec.service_account_name}" if spec.service_account_name else ""
-
-
-def _path(namespace: str, name: str) -> str:
-    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
 class Reconciler:
@@ -110,7 +99,7 @@ class Reconciler:
                     await self.ctx.engine.uninstall(spec.release_name, spec.target_namespace,
                                                     opts.timeout or spec.timeout, wait=not opts.disable_wait,
                                                     keep_history=opts.keep_history, disable_hooks=opts.disable_hooks,
-                                                    impersonate=_acting_as(meta["namespace"], spec))
+                                                    impersonate=acting_as(meta["namespace"], spec))
             except HelmError as exc:
                 await self.ctx.events.warning(body, "UninstallFailed", str(exc))
                 await self._write_status(body, self._failed(body, "UninstallFailed", str(exc), stalled=False))
@@ -182,11 +171,11 @@ class Reconciler:
 
     def _observed(self, body: dict[str, Any], record: storage.ReleaseRecord | None) -> Observed:
         status = body.get("status") or {}
-        requested = (body["metadata"].get("annotations") or {}).get(REQUESTED_AT, "")
+        asked = requested(body)
         return Observed(release=self._release(record),
                         last_attempted_digest=storage.digest_token(status.get("lastAttemptedConfigDigest", "")),
                         failures=int(status.get("failures", 0)),
-                        retry_requested=bool(requested) and requested != status.get("lastHandledReconcileAt"))
+                        retry_requested=bool(asked) and asked != status.get("lastHandledReconcileAt"))
 
     async def _unlock(self, body: dict[str, Any], record: storage.ReleaseRecord, decision: Decision) -> None:
         secret = storage.unlocked(record.secret, "marked failed by helmop: the previous action never finished")
@@ -205,16 +194,9 @@ class Reconciler:
             return Outcome()
         installing = decision.action is Action.INSTALL
         await self._mark_reconciling(body, decision.message)
-        opts = spec.install if installing else spec.upgrade
         meta = body["metadata"]
-        request = UpgradeRequest(
-            release=spec.release_name, namespace=spec.target_namespace, chart=inputs.chart_path,
-            values=inputs.values, timeout=opts.timeout or spec.timeout, wait=not opts.disable_wait,
-            disable_hooks=opts.disable_hooks, force=opts.force, cleanup_on_fail=opts.cleanup_on_fail,
-            create_namespace=spec.install.create_namespace, max_history=spec.max_history,
-            labels={storage.OWNER_LABEL: storage.owner_token(meta["namespace"], meta["name"]),
-                    storage.DIGEST_LABEL: storage.digest_token(inputs.digest)},
-            impersonate=_acting_as(meta["namespace"], spec))
+        request = upgrade_request(spec, meta["namespace"], meta["name"], chart=inputs.chart_path,
+                                  values=inputs.values, digest=inputs.digest, installing=installing)
         action = "install" if installing else "upgrade"
         try:
             async with self.ctx.slots, _timed(action):
@@ -295,19 +277,14 @@ class Reconciler:
 
     # --- status pieces -----------------------------------------------------------------------------
 
-    @staticmethod
-    def _requested(body: dict[str, Any]) -> str:
-        return str((body["metadata"].get("annotations") or {}).get(REQUESTED_AT, ""))
-
     def _attempted(self, body: dict[str, Any], inputs: Inputs, *, failures: int) -> dict[str, Any]:
         status = copy.deepcopy(body.get("status") or {})
         generation = body["metadata"].get("generation", 0)
         status.update(observedGeneration=generation, lastAttemptedGeneration=generation,
                       lastAttemptedRevision=inputs.chart.version, lastAttemptedConfigDigest=inputs.digest,
                       failures=failures)
-        requested = self._requested(body)
-        if requested:
-            status["lastHandledReconcileAt"] = requested
+        if requested(body):
+            status["lastHandledReconcileAt"] = requested(body)
         return status
 
     @staticmethod
@@ -339,22 +316,16 @@ class Reconciler:
         if not cond.get_condition(conditions, cond.READY):
             conditions = cond.set_condition(conditions, cond.READY, False, "Progressing", message, generation)
         status["conditions"] = conditions
-        await self._write_status(body, status)
+        # Not yet an outcome: `helmop reconcile` waits for lastHandledReconcileAt, so it is not set here.
+        await self._write_status(body, status, outcome=False)
 
-    async def _write_status(self, body: dict[str, Any], status: dict[str, Any]) -> None:
-        requested = self._requested(body)
-        if requested:  # whatever the outcome, this request was handled (`helmop reconcile` waits for it)
-            status = {**status, "lastHandledReconcileAt": requested}
+    async def _write_status(self, body: dict[str, Any], status: dict[str, Any], *, outcome: bool = True) -> None:
+        if requested(body) and outcome:  # whatever the outcome, this request was handled (`helmop reconcile` waits)
+            status = {**status, "lastHandledReconcileAt": requested(body)}
         if status == body.get("status"):
             return
+        await write_status(self.ctx, HELMRELEASE, body, status)
         meta = body["metadata"]
-        try:
-            await self.ctx.kube.request("PATCH", _path(meta["namespace"], meta["name"]) + "/status",
-                                        {"status": status}, content_type="application/merge-patch+json")
-        except KubeError as exc:
-            if exc.status != 404:  # deleted meanwhile: nothing to report on
-                raise
-        body["status"] = status
         self.ctx.wake_referrers(meta["namespace"], "HelmRelease", meta["name"])  # apps mirror this status
 
     # --- bookkeeping -------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, ValuesReference
-from helmop.api.sources import GIT_PLURAL
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
+from helmop.api.kinds import GITREPOSITORY
+from helmop.api.sources import parse_git_repository
 from helmop.helm import values as helm_values
 from helmop.helm.engine import HelmError
 from helmop.sources.errors import SourceError
@@ -44,18 +45,6 @@ class Inputs:
     values: dict[str, Any]
     digest: str
     secrets: list[str] = field(default_factory=list)
-
-
-def _typed(text: str) -> Any:
-    """A --set style scalar: true/false/null and integers are typed, the rest stays a string."""
-    low = text.strip()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "null":
-        return None
-    if low.lstrip("-").isdigit() and not (len(low.lstrip("-")) > 1 and low.lstrip("-").startswith("0")):
-        return int(low)
-    return text
 
 
 def _secret_strings(value: Any) -> list[str]:
@@ -89,26 +78,36 @@ async def _reference(kube: Kube, namespace: str, ref: ValuesReference) -> tuple[
     return text, ref.kind == "Secret"
 
 
-async def merged_values(kube: Kube, namespace: str, spec: HelmReleaseSpec) -> tuple[dict[str, Any], list[str]]:
-    values: dict[str, Any] = {}
+def compose_values(pieces: list[tuple[ValuesReference, str]], spec: HelmReleaseSpec,
+                   base: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        return helm_values.compose(pieces, spec.values, base)
+    except ValueError as exc:
+        raise InputError("ValuesInvalid", str(exc)) from None
+
+
+async def values_pieces(kube: Kube, namespace: str,
+                        spec: HelmReleaseSpec) -> tuple[list[tuple[ValuesReference, str]], list[str]]:
+    """The texts of spec.valuesFrom from the cluster, in order, and the secret strings among them."""
+    pieces: list[tuple[ValuesReference, str]] = []
     secrets: list[str] = []
     for ref in spec.values_from:
         text, from_secret = await _reference(kube, namespace, ref)
         if text is None:
             continue
-        where = f"{ref.kind} {ref.name} key {ref.values_key}"
-        try:
-            if ref.target_path:
-                piece = _typed(text)
-                values = helm_values.set_path(values, ref.target_path, piece)
-            else:
-                piece = helm_values.parse_values(text, where)
-                values = helm_values.merge(values, piece)
-        except ValueError as exc:
-            raise InputError("ValuesInvalid", str(exc)) from None
+        pieces.append((ref, text))
         if from_secret:
-            secrets += _secret_strings(piece)
-    return helm_values.merge(values, spec.values), secrets
+            secrets += _secret_strings(text if ref.target_path else _parsed_or_text(text))
+    return pieces, secrets
+
+
+def _parsed_or_text(text: str) -> Any:
+    """A values document's data, to find the secret strings in it (the text itself if it does not parse:
+    composing the values reports that)."""
+    try:
+        return helm_values.parse_values(text, "")
+    except ValueError:
+        return text
 
 
 async def secret_data(kube: Kube, namespace: str, name: str, named_in: str) -> dict[str, str]:
@@ -129,12 +128,13 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
 
 
 async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
-    values, secrets = await merged_values(ctx.kube, namespace, spec)
+    pieces, secrets = await values_pieces(ctx.kube, namespace, spec)
+    values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
     try:
         if isinstance(spec.chart, SourceChart):
             resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, spec.chart)
-            values = helm_values.merge(file_values, values)
+            values = compose_values(pieces, spec, file_values)
             digest = helm_values.digest({"chart": [resolved.repository, spec.chart.path, chart_digest],
                                          "values": values, "release": release})
             return Inputs(resolved, path, values, digest, secrets)
@@ -158,7 +158,7 @@ async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
 
 async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str, str, str, dict[str, Any]]:
     """(url, revision, commit sha, GitRepository object) of the source's current artifact."""
-    repo = await ctx.kube.get(f"/apis/helmop.dev/v1alpha1/namespaces/{namespace}/{GIT_PLURAL}/{name}")
+    repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
     if repo is None:
         raise InputError("SourceNotFound", f"GitRepository {namespace}/{name} does not exist", transient=True)
     revision = ((repo.get("status") or {}).get("artifact") or {}).get("revision", "")
@@ -167,7 +167,11 @@ async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str,
     url = str((repo.get("spec") or {}).get("url", ""))
     sha = revision.rsplit("@sha1:", 1)[1]
     if not await ctx.git.has_commit(url, sha):  # e.g. after a restart with an empty cache
-        await ctx.git.fetch(url, await git_auth(ctx.kube, namespace, repo))
+        try:
+            timeout: float | None = parse_git_repository(repo.get("spec") or {}).timeout
+        except SpecError:
+            timeout = None
+        await ctx.git.fetch(url, await git_auth(ctx.kube, namespace, repo), timeout=timeout)
     return url, revision, sha, repo
 
 

@@ -8,12 +8,17 @@ from a kubeconfig or the in-cluster service account, and error mapping.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+
+class KubeconfigError(Exception):
+    """No usable kubeconfig (or in-cluster account); the message names the file or says what is missing."""
 
 
 class KubeError(Exception):
@@ -35,20 +40,41 @@ class Connection:
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None) -> Connection:
-        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else the in-cluster account."""
+        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else the in-cluster account;
+        KubeconfigError says which file is missing or why none could be used."""
         from kubernetes import client, config
 
+        _check_exists(path)
         configuration = client.Configuration()
         try:
             config.load_kube_config(config_file=str(path) if path else None,  # type: ignore[no-untyped-call]
                                     client_configuration=configuration)
-        except config.ConfigException:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            if path or os.environ.get("KUBECONFIG") or Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().exists():
+                raise KubeconfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'} "
+                                      f"cannot be used: {exc}") from None
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                raise KubeconfigError("no kubeconfig: ~/.kube/config does not exist, $KUBECONFIG is not set, and "
+                                      "this is not a pod in a cluster (pass --kubeconfig)") from None
         token = (configuration.api_key or {}).get("authorization", "") or (configuration.api_key or {}).get(
             "BearerToken", "")
         return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
                    ca_file=configuration.ssl_ca_cert or "", cert_file=configuration.cert_file or "",
                    key_file=configuration.key_file or "", insecure=not configuration.verify_ssl)
+
+
+def _check_exists(path: str | Path | None) -> None:
+    """A kubeconfig named explicitly (or every file in $KUBECONFIG) that does not exist is an error that
+    names it, not a fall-back to some other cluster."""
+    if path:
+        if not Path(path).is_file():
+            raise KubeconfigError(f"kubeconfig {path} does not exist")
+        return
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed and not any(Path(p).is_file() for p in listed):
+        raise KubeconfigError(f"KUBECONFIG names {', '.join(listed)}, which does not exist")
 
 
 class Kube:

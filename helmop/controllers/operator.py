@@ -15,6 +15,7 @@ from aiohttp import web
 
 from helmop.api import crds, jenkins
 from helmop.api.apps import AppKind
+from helmop.api.kinds import FINALIZER
 from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
@@ -23,7 +24,7 @@ from . import metrics, webhooks
 from .apps import generic_app, jenkins_app
 from .context import Context
 from .events import Recorder
-from .handlers import FINALIZER, register
+from .handlers import register
 from .helmreleases import Reconciler
 from .kube import Connection, Kube, KubeError
 

@@ -3,7 +3,8 @@
 Accepted when the call proves it knows the token in the Secret named by ``spec.webhook.secretRef``
 (key ``token``): GitHub's ``X-Hub-Signature-256`` (HMAC-SHA256 of the body), GitLab's
 ``X-Gitlab-Token``, or a generic ``X-Signature: sha256=<hex HMAC of the body>``. Anything else gets
-401 and changes nothing; an unknown repository gets 404 (after the same amount of work).
+401 and changes nothing. An unknown repository, one without a webhook and a bad signature all get the
+same 401 answer, so which repositories exist cannot be learned without a token.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import logging
 
 from aiohttp import web
 
-from helmop.api.helmrelease import GROUP, VERSION
-from helmop.api.sources import GIT_PLURAL
+from helmop.api.kinds import GITREPOSITORY
 
 from .context import Context
 
@@ -39,15 +39,14 @@ def app(ctx: Context) -> web.Application:
     async def hook(request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         body = await request.read()
-        repo = await ctx.kube.get(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{GIT_PLURAL}/{name}")
-        if repo is None:
-            return web.json_response({"error": "no such GitRepository"}, status=404)
-        secret_name = (((repo.get("spec") or {}).get("webhook") or {}).get("secretRef") or {}).get("name")
+        repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
+        secret_name = ((((repo or {}).get("spec") or {}).get("webhook") or {}).get("secretRef") or {}).get("name")
         secret = await ctx.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}") if secret_name else None
         raw = ((secret or {}).get("data") or {}).get("token")
         headers = {k: v for k, v in request.headers.items()}
         if not raw or not signature_valid(base64.b64decode(raw), body, headers):
-            log.warning("webhook for %s/%s: missing or invalid signature", namespace, name)
+            why = "no such GitRepository" if repo is None else "no webhook secret" if not raw else "bad signature"
+            log.warning("webhook for %s/%s refused: %s", namespace, name, why)
             return web.json_response({"error": "invalid or missing signature"}, status=401)
         if request.headers.get("X-GitHub-Event") == "ping":
             return web.json_response({"ok": True, "event": "ping"})

@@ -60,6 +60,14 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
     return args
 
 
+def template_args(req: UpgradeRequest) -> list[str]:
+    """``helm template`` for the same request: what an install would render, without a cluster."""
+    args = ["template", req.release, str(req.chart), "--namespace", req.namespace, "--values", "-"]
+    if req.disable_hooks:
+        args.append("--no-hooks")
+    return args
+
+
 def uninstall_args(release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
                    disable_hooks: bool, impersonate: str = "") -> list[str]:
     args = ["uninstall", release, "--namespace", namespace, "--timeout", f"{int(timeout)}s"]
@@ -121,10 +129,8 @@ class Engine:
         self.executable = executable
         self.command = Command(executable=executable, kubeconfig=kubeconfig)
         self.major = int(self.command.client_version().major)
-        self.spawned = 0  # helm processes started for actions (not counting the version probe)
 
     async def _run(self, args: list[str], values: dict[str, Any] | None, action: str) -> bytes:
-        self.spawned += 1
         try:
             out: bytes = await self.command.run(args, json.dumps(values).encode() if values is not None else None)
             return out
@@ -145,10 +151,9 @@ class Engine:
         release: dict[str, Any] = json.loads(out[out.find(b"{"):])
         return str(release.get("manifest", ""))
 
-    async def template(self, release: str, namespace: str, chart: Path, values: dict[str, Any]) -> str:
-        """Render offline (no cluster), as ``helm template``."""
-        args = ["template", release, str(chart), "--namespace", namespace, "--values", "-"]
-        return (await self._run(args, values, "render")).decode()
+    async def template(self, req: UpgradeRequest) -> str:
+        """Render a request offline (no cluster), as ``helm template``."""
+        return (await self._run(template_args(req), req.values, "render")).decode()
 
     async def manifest(self, release: str, namespace: str) -> str:
         """The manifest of the deployed release ("" when there is none)."""

@@ -16,7 +16,6 @@ from typing import Any
 
 OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"
-PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 
 
 def owner_token(namespace: str, name: str) -> str:
@@ -38,10 +37,6 @@ class ReleaseRecord:
     owner: str
     config_digest: str
     secret: dict[str, Any]
-
-    @property
-    def pending(self) -> bool:
-        return self.status in PENDING
 
 
 def selector(release: str) -> str:

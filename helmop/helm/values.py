@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from helmop.api.helmrelease import ValuesReference
+
 Values = dict[str, Any]
 
 
@@ -92,6 +94,33 @@ def set_path(values: Values, path: str, value: Any) -> Values:
             node.append(None)
     node[last] = value
     return out
+
+
+def typed(text: str) -> Any:
+    """A ``--set`` style scalar: true/false/null and integers are typed, the rest stays a string
+    (how Flux types a valuesFrom targetPath value)."""
+    low = text.strip()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    digits = low.lstrip("-")
+    if digits.isdigit() and not (len(digits) > 1 and digits.startswith("0")):
+        return int(low)
+    return text
+
+
+def compose(pieces: list[tuple[ValuesReference, str]], inline: Values, base: Values | None = None) -> Values:
+    """A release's values, as Flux composes them: ``base`` (a git chart's valuesFiles), then each
+    valuesFrom piece in order (a whole document merged, or one value at its targetPath), then the
+    spec's inline ``values`` over all. ValueError names the piece at fault."""
+    values = copy.deepcopy(base or {})
+    for ref, text in pieces:
+        if ref.target_path:
+            values = set_path(values, ref.target_path, typed(text))
+        else:
+            values = merge(values, parse_values(text, f"{ref.kind} {ref.name} key {ref.values_key}"))
+    return merge(values, inline)
 
 
 def digest(*parts: Any) -> str:

@@ -138,6 +138,6 @@ class Sandbox:
     async def __aenter__(self) -> Sandbox:
         return await asyncio.to_thread(self.start)
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(self, _exc_type: type[BaseException] | None, _exc: BaseException | None,
+                        _tb: TracebackType | None) -> None:
         await asyncio.to_thread(self.stop)

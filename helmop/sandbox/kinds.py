@@ -33,7 +33,6 @@ class ResourceType:
     subresources: frozenset[str] = frozenset()
     custom: bool = False
     printer_columns: tuple[dict[str, Any], ...] = ()
-    served: bool = True
     storage: bool = True
 
     @property

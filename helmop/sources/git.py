@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import os
 import posixpath
 import re
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +125,6 @@ class GitCache:
     allow_file: bool = False
     timeout: float = 60.0
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    fetches: int = 0
 
     def mirror(self, url: str) -> Path:
         return self.root / "git" / hashlib.sha256(safe_url(url).encode()).hexdigest()[:24]
@@ -153,27 +154,34 @@ class GitCache:
         return env
 
     async def _git(self, args: list[str], env: dict[str, str], cwd: Path | None = None,
-                   secrets: list[str] | None = None) -> bytes:
+                   secrets: list[str] | None = None, timeout: float | None = None, url: str = "") -> bytes:
+        # A session of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
+        # killing git alone would leave wait() hanging until the helper gave up by itself).
         proc = await asyncio.create_subprocess_exec("git", *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.PIPE,
-                                                    stdin=asyncio.subprocess.DEVNULL)
+                                                    stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+        limit = timeout or self.timeout
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
-        except TimeoutError:
-            proc.kill()
+            out, err = await asyncio.wait_for(proc.communicate(), limit)
+        except BaseException as exc:  # a timeout, or the reconcile cancelled: git and its helpers go
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            raise SourceError("Timeout", f"git {args[0]} did not finish within {self.timeout:.0f}s",
-                              transient=True) from None
+            if isinstance(exc, TimeoutError):
+                raise SourceError("Timeout", f"git {args[0]} did not finish within {limit:.0f}s",
+                                  transient=True) from None
+            raise
         if proc.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
             text = "; ".join(line for line in message if line and not line.startswith("hint:"))[:800]
             for secret in secrets or []:
                 text = text.replace(secret, "***")
-            raise SourceError(_reason(text), text or f"git {args[0]} failed", transient=_transient(text))
+            raise _error(text or f"git {args[0]} failed", safe_url(url))
         return out
 
-    async def fetch(self, url: str, auth: GitAuth) -> Path:
-        """Bring the mirror of ``url`` up to date (cloning it the first time); returns its path."""
+    async def fetch(self, url: str, auth: GitAuth, timeout: float | None = None) -> Path:
+        """Bring the mirror of ``url`` up to date (cloning it the first time); returns its path.
+        ``timeout`` bounds the network operation (that repository's spec.timeout)."""
         check_url(url, allow_file=self.allow_file)
         mirror = self.mirror(url)
         lock = self._locks.setdefault(str(mirror), asyncio.Lock())
@@ -191,8 +199,7 @@ class GitCache:
                     partial.rename(mirror)
                 await self._git(["fetch", "--prune", "--force", "--quiet", "--no-tags", "origin", "--",
                                  "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], env, cwd=mirror,
-                                secrets=secrets)
-                self.fetches += 1
+                                secrets=secrets, timeout=timeout, url=url)
         return mirror
 
     async def resolve(self, url: str, ref: GitRef) -> tuple[str, str]:
@@ -302,23 +309,27 @@ class GitCache:
         shutil.rmtree(self.mirror(url), ignore_errors=True)
 
 
-def _reason(text: str) -> str:
+def _error(text: str, url: str) -> SourceError:
+    """A failed git command as a condition reason and a message that says what went wrong in words,
+    with the URL (credentials removed) where the network was involved."""
     low = text.lower()
-    if "authentication failed" in low or "401" in low or "403" in low or "could not read username" in low \
-            or "permission denied" in low:
-        return "AuthenticationFailed"
+    if "authentication failed" in low or "could not read username" in low or "could not read password" in low \
+            or "permission denied" in low or re.search(r"\b(401|403)\b", low):
+        return SourceError("AuthenticationFailed", f"authentication failed for {url}: check the credentials in "
+                                                   "the GitRepository's secretRef", transient=False)
+    if "could not resolve host" in low or "could not resolve hostname" in low or "name or service not known" in low:
+        host = urlsplit(url).hostname or url
+        return SourceError("RepositoryUnreachable", f"the name {host} could not be resolved (DNS) for {url}",
+                           transient=True)
+    if "connection refused" in low:
+        return SourceError("RepositoryUnreachable", f"connection refused by the server of {url}", transient=True)
     if "not found" in low and "repository" in low:
-        return "RepositoryNotFound"
-    if "could not resolve host" in low or "connection refused" in low or "failed to connect" in low \
-            or "timed out" in low or "unable to access" in low:
-        return "RepositoryUnreachable"
+        return SourceError("RepositoryNotFound", f"repository {url} not found: {text}", transient=False)
+    if "failed to connect" in low or "timed out" in low or "unable to access" in low:
+        return SourceError("RepositoryUnreachable", text, transient=True)
     if "transport" in low and "not allowed" in low:
-        return "InvalidURL"
-    return "GitOperationFailed"
-
-
-def _transient(text: str) -> bool:
-    return _reason(text) in ("RepositoryUnreachable", "GitOperationFailed")
+        return SourceError("InvalidURL", text, transient=False)
+    return SourceError("GitOperationFailed", text, transient=True)
 
 
 def write_tree(files: dict[str, bytes], dest: Path) -> None:

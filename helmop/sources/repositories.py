@@ -54,7 +54,6 @@ class ResolvedChart:
     repository: str  # the repository URL without credentials
     name: str
     version: str
-    app_version: str = ""
     urls: tuple[str, ...] = ()
     digest: str = ""  # sha256 hex from the index, when given
 
@@ -118,7 +117,7 @@ class Repositories:
             raise SourceError("VersionNotFound", f"no version of chart {name!r} matches {version or 'any'!r} in "
                                                  f"{safe_url(url)} (available: {available})", transient=False)
         entry = next(e for e in entries if str(e.get("version")) == chosen)
-        return ResolvedChart(safe_url(url), name, chosen, str(entry.get("appVersion", "")),
+        return ResolvedChart(safe_url(url), name, chosen,
                              tuple(urljoin(url + "/", u) for u in entry.get("urls") or []),
                              str(entry.get("digest", "")))
 

@@ -128,3 +128,51 @@ async def test_file_urls_need_the_allow_flag(repo: Repo, tmp_path: Path) -> None
     cache = GitCache(tmp_path / "c2", allow_file=True)
     await cache.fetch(url, GitAuth())
     assert (await cache.resolve(url, GitRef(branch="main")))[1] == sha
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """An HTTP URL on loopback whose server accepts connections and never answers."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/stuck.git"
+    listener.close()
+
+
+async def test_timeout_is_per_fetch_not_process_wide(silent_server: str, repo: Repo, tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    repo.commit({"a": "1"})
+    cache = GitCache(tmp_path / "cache")
+    started = time.monotonic()
+    stuck, fine = await asyncio.gather(cache.fetch(silent_server, GitAuth(), timeout=1),
+                                       cache.fetch(repo.url, GitAuth(), timeout=30), return_exceptions=True)
+    assert isinstance(stuck, SourceError) and stuck.reason == "Timeout" and "within 1s" in str(stuck)
+    assert time.monotonic() - started < 20
+    assert isinstance(fine, Path)  # the other repository's fetch was not cut short by the first's timeout
+    assert cache.timeout == 60.0  # the default for other repositories is untouched
+
+
+async def test_clear_messages_for_dns_and_authentication(tmp_path: Path) -> None:
+    cache = GitCache(tmp_path / "cache")
+    with pytest.raises(SourceError) as dns:
+        await cache.fetch("https://helmop-test.invalid/team/config.git", GitAuth())
+    assert dns.value.reason == "RepositoryUnreachable" and dns.value.transient
+    assert str(dns.value) == ("the name helmop-test.invalid could not be resolved (DNS) for "
+                              "https://helmop-test.invalid/team/config.git")
+    (tmp_path / "srv").mkdir()
+    server = GitServer(tmp_path / "srv", credentials=("robot", "right-pass"))
+    try:
+        private = Repo(server, "private", tmp_path / "work")
+        private.commit({"a": "1"})
+        with pytest.raises(SourceError) as auth:
+            await cache.fetch(private.url, GitAuth(username="robot", password="wrong-pass"))
+        assert auth.value.reason == "AuthenticationFailed" and not auth.value.transient
+        assert str(auth.value).startswith(f"authentication failed for {private.url}")
+        assert "wrong-pass" not in str(auth.value)
+    finally:
+        server.close()

@@ -1,0 +1,44 @@
+"""helmop's kinds and its annotations: the names every layer refers to, defined once.
+
+Pure data. REST paths are built here (not requests: the callers do the I/O), so a kind's group,
+version and plural are never spelled out anywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "helmop.dev"
+APPS_GROUP = "apps.helmop.dev"
+VERSION = "v1alpha1"
+
+# Asks for a reconcile now (`helmop reconcile` sets it to a timestamp; status.lastHandledReconcileAt
+# echoes the value once the reconcile has an outcome).
+REQUESTED_AT = "helmop.dev/requestedAt"
+FINALIZER = "helmop.dev/finalizer"
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def path(self, namespace: str | None = None, name: str = "") -> str:
+        """The REST path of the collection (in ``namespace``, or across all) or of one object."""
+        base = f"/apis/{self.group}/{self.version}"
+        where = f"{base}/namespaces/{namespace}/{self.plural}" if namespace else f"{base}/{self.plural}"
+        return f"{where}/{name}" if name else where
+
+
+HELMRELEASE = Kind("HelmRelease", GROUP, VERSION, "helmreleases", ("hr",))
+GITREPOSITORY = Kind("GitRepository", GROUP, VERSION, "gitrepositories", ("gitrepo",))
+CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
+JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
+BUILTIN = (HELMRELEASE, GITREPOSITORY, CONFIGSYNC, JENKINS)

@@ -1,0 +1,214 @@
+"""``helmop render`` (offline) and ``helmop diff`` (against the cluster): both turn HelmReleases and
+app resources into helm requests exactly as the operator does (helm.apps.release_spec for the
+app -> HelmRelease mapping, helm.values.compose for values, helm.request.upgrade_request for flags,
+labels and identity), so what they show is what the operator would deploy."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import difflib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helmop.api import jenkins, manifests
+from helmop.api.apps import AppKind
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SpecError, parse_spec
+from helmop.api.kinds import HELMRELEASE
+from helmop.controllers.context import Context
+from helmop.controllers.events import Recorder
+from helmop.controllers.inputs import InputError, gather
+from helmop.controllers.kube import Kube
+from helmop.helm import values as helm_values
+from helmop.helm.apps import release_spec
+from helmop.helm.engine import Engine, HelmError
+from helmop.helm.request import upgrade_request
+from helmop.sources.errors import SourceError
+from helmop.sources.git import GitCache
+from helmop.sources.repositories import Credentials, Repositories
+
+from .errors import Failed
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A HelmRelease as the operator would see it: from a HelmRelease manifest or an app resource."""
+
+    origin: str  # where it was found (file#document) or "the cluster"
+    namespace: str
+    name: str  # the HelmRelease's name (an app's generated one: <name>-<kind>)
+    spec: HelmReleaseSpec
+
+
+def read_tree(roots: list[Path]) -> dict[str, bytes]:
+    """YAML files under the roots (a root may be a single file), chart directories left out (templates
+    are not manifests); names relative to the first root, absolute for the others."""
+    files: dict[str, bytes] = {}
+    for index, root in enumerate(roots):
+        if root.is_file():
+            files[root.name if index == 0 else str(root)] = root.read_bytes()
+            continue
+        if not root.is_dir():
+            raise Failed(f"{root}: no such file or directory")
+        charts = {p.parent for p in root.rglob("Chart.yaml")}
+        for file in sorted(root.rglob("*")):
+            if file.is_file() and file.suffix in (".yaml", ".yml") and not charts & set(file.parents):
+                files[str(file.relative_to(root)) if index == 0 else str(file)] = file.read_bytes()
+    return files
+
+
+def _app_kinds(apps: list[AppKind]) -> list[AppKind]:
+    # Jenkins with its pinned default chart (the operator's --jenkins-chart-* flags are not known here).
+    return [jenkins.app_kind(jenkins.DEFAULT_CHART), *apps]
+
+
+def planned(found: list[manifests.Manifest], apps: list[AppKind],
+            default_namespace: str) -> tuple[list[Planned], list[str]]:
+    """The HelmReleases that the manifests amount to, and ``origin: problem`` errors."""
+    out: list[Planned] = []
+    errors: list[str] = []
+    for item in found:
+        namespace = str((item.obj.get("metadata") or {}).get("namespace") or default_namespace)
+        spec = dict(item.obj.get("spec") or {})
+        try:
+            if item.api_version == HELMRELEASE.api_version and item.kind == HELMRELEASE.kind:
+                out.append(Planned(item.origin, namespace, item.name, parse_spec(spec, item.name, namespace)))
+                continue
+            kind = next((k for k in _app_kinds(apps) if (k.api_version, k.kind) == (item.api_version, item.kind)),
+                        None)
+            if kind is not None:
+                hr_name = kind.release_object_name(item.name)
+                out.append(Planned(item.origin, namespace, hr_name,
+                                   parse_spec(release_spec(kind, item.name, spec), hr_name, namespace)))
+        except SpecError as exc:
+            errors.append(f"{item.origin}: {item.kind} {namespace}/{item.name}: {exc.reason}: {exc}")
+    return out, errors
+
+
+def _tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], dict[str, str]]:
+    """ConfigMaps and Secrets of the tree: (kind, namespace, name) -> data (strings)."""
+    out: dict[tuple[str, str, str], dict[str, str]] = {}
+    for item in found:
+        if item.kind not in ("ConfigMap", "Secret") or item.api_version != "v1":
+            continue
+        meta = item.obj.get("metadata") or {}
+        data = {k: str(v) for k, v in (item.obj.get("data") or {}).items()}
+        if item.kind == "Secret":
+            data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+            data.update({k: str(v) for k, v in (item.obj.get("stringData") or {}).items()})
+        out[(item.kind, str(meta.get("namespace") or "default"), item.name)] = data
+    return out
+
+
+async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories) -> tuple[Path, dict[str, Any]]:
+    """The chart and its valuesFiles' values: from its repository, or from the tree for a git chart
+    (the tree stands for the repository: paths are relative to it)."""
+    if isinstance(spec.chart, RepositoryChart):
+        resolved = await repos.resolve(spec.chart.url, spec.chart.name, spec.chart.version, Credentials(),
+                                       spec.chart.insecure)
+        return await repos.fetch(resolved, spec.chart.url, Credentials(), spec.chart.insecure), {}
+    local = (root / spec.chart.path).resolve()
+    if not (local / "Chart.yaml").exists() or root.resolve() not in local.parents:
+        raise InputError("ChartNotFound", f"chart path {spec.chart.path!r} is not a chart inside {root}")
+    base: dict[str, Any] = {}
+    for name in spec.chart.values_files:
+        file = (root / name).resolve()
+        if root.resolve() not in file.parents or not file.is_file():
+            raise InputError("ValuesFileNotFound", f"values file {name!r} is not a file inside {root}")
+        base = helm_values.merge(base, helm_values.parse_values(file.read_text(), name))
+    return local, base
+
+
+async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Path, apps: list[AppKind],
+                 output: Path | None, out: Any = sys.stdout, err: Any = sys.stderr) -> bool:
+    """Render every HelmRelease (and Jenkins / app kind) under ``root`` offline; False on any error."""
+    found, errors = manifests.parse(read_tree([root, *values_dirs]))
+    releases, problems = planned(found, apps, "default")
+    for problem in errors + problems:
+        print(f"error: {problem}", file=err)
+    values_of = _tree_values(found)
+    repos = Repositories(cache)
+    ok = not errors and not problems
+    for release in releases:
+        spec = release.spec
+        try:
+            pieces = []
+            for ref in spec.values_from:
+                data = values_of.get((ref.kind, release.namespace, ref.name))
+                if data is None or ref.values_key not in data:
+                    if ref.optional:
+                        continue
+                    raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
+                                                           f"{ref.values_key}) is not in the tree")
+                pieces.append((ref, data[ref.values_key]))
+            chart, base = await _offline_chart(spec, root, repos)
+            values = helm_values.compose(pieces, spec.values, base)
+            request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
+                                      installing=True)
+            rendered = await engine.template(request)
+        except (InputError, SourceError, HelmError, ValueError) as exc:
+            print(f"error: {release.origin}: HelmRelease {release.namespace}/{release.name}: {exc}", file=err)
+            ok = False
+            continue
+        header = f"# helmop render: HelmRelease {release.namespace}/{release.name} from {release.origin}\n"
+        if output is None:
+            print(header + rendered, file=out)
+        else:
+            target = output / release.namespace / f"{release.name}.yaml"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(header + rendered)
+    return ok
+
+
+def _context(kube: Kube, engine: Engine, cache: Path) -> Context:
+    return Context(kube=kube, engine=engine, repos=Repositories(cache), git=GitCache(cache), events=Recorder(kube),
+                   slots=asyncio.Semaphore(1))
+
+
+async def diff_release(ctx: Context, release: Planned) -> str:
+    """Unified diff from the live release's manifest to what ``release`` renders now (a server-side
+    dry run with the operator's flags and identity); "" when they are the same."""
+    spec = release.spec
+    try:
+        inputs = await gather(ctx, release.namespace, spec)
+        live = await ctx.engine.manifest(spec.release_name, spec.target_namespace)
+        request = upgrade_request(spec, release.namespace, release.name, chart=inputs.chart_path,
+                                  values=inputs.values, digest=inputs.digest, installing=not live)
+        wanted = await ctx.engine.rendered(request)
+    except (SpecError, InputError, HelmError) as exc:
+        raise Failed(f"HelmRelease {release.namespace}/{release.name}: {exc}") from None
+    # helm ends the two manifests differently; only their content matters
+    live = live.strip() + "\n" if live.strip() else ""
+    wanted = wanted.strip() + "\n"
+    where = f"{spec.target_namespace}/{spec.release_name}"
+    lines = difflib.unified_diff(live.splitlines(keepends=True), wanted.splitlines(keepends=True),
+                                 fromfile=f"{where} (live)", tofile=f"{where} ({release.origin})")
+    return "".join(lines)
+
+
+async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, name: str) -> str:
+    """The diff of a HelmRelease in the cluster (its spec against its release)."""
+    obj = await kube.get(HELMRELEASE.path(namespace, name))
+    if obj is None:
+        raise Failed(f"HelmRelease {namespace}/{name} not found")
+    try:
+        spec = parse_spec(obj.get("spec") or {}, name, namespace)
+    except SpecError as exc:
+        raise Failed(f"HelmRelease {namespace}/{name}: {exc}") from None
+    return await diff_release(_context(kube, engine, cache), Planned("spec", namespace, name, spec))
+
+
+async def diff_files(kube: Kube, engine: Engine, cache: Path, paths: list[Path], apps: list[AppKind],
+                     default_namespace: str) -> str:
+    """The diffs of the HelmReleases (and app resources) in local manifests against the live releases,
+    valuesFrom read from the cluster: a change previewed before it is applied."""
+    found, errors = manifests.parse(read_tree(paths))
+    releases, problems = planned(found, apps, default_namespace)
+    if errors or problems:
+        raise Failed("; ".join(errors + problems))
+    if not releases:
+        raise Failed(f"no HelmRelease or app resource in {', '.join(map(str, paths))}")
+    ctx = _context(kube, engine, cache)
+    return "".join([await diff_release(ctx, release) for release in releases])

@@ -1,0 +1,54 @@
+"""Writing a resource's status and reporting its Ready condition: shared by every kind's controller,
+so the rules (write only on change, Reconciling cleared by an outcome, Stalled set or cleared with
+it, lastHandledReconcileAt echoed on outcomes) are the same everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helmop.api import conditions as cond
+from helmop.api.kinds import REQUESTED_AT, Kind
+
+from .context import Context
+from .kube import KubeError
+
+
+def requested(body: dict[str, Any]) -> str:
+    """The value of helmop.dev/requestedAt ("" when none)."""
+    return str((body["metadata"].get("annotations") or {}).get(REQUESTED_AT, ""))
+
+
+async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any]) -> None:
+    """Merge-patch ``status`` if it changed; a resource deleted meanwhile is not an error."""
+    if status == body.get("status"):
+        return
+    meta = body["metadata"]
+    try:
+        await ctx.kube.merge_patch(kind.path(meta["namespace"], meta["name"]) + "/status", {"status": status})
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+    body["status"] = status
+
+
+def with_ready(body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str, message: str,
+               *, stalled: bool = False) -> dict[str, Any]:
+    """``status`` with an outcome: Ready (and Stalled) set, Reconciling cleared, the request handled."""
+    generation = body["metadata"].get("generation", 0)
+    if requested(body):  # whatever the outcome, this request was handled (`helmop reconcile` waits for it)
+        status = {**status, "lastHandledReconcileAt": requested(body)}
+    conditions = cond.set_condition(status.get("conditions") or [], cond.READY, ready, reason, message, generation)
+    conditions = cond.remove_condition(conditions, cond.RECONCILING)
+    if stalled:
+        conditions = cond.set_condition(conditions, cond.STALLED, True, reason, message, generation)
+    else:
+        conditions = cond.remove_condition(conditions, cond.STALLED)
+    return {**status, "conditions": conditions, "observedGeneration": generation}
+
+
+async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str,
+                 message: str, *, stalled: bool = False, event: bool = True) -> None:
+    """Write the outcome (see :func:`with_ready`) and post the matching Event."""
+    await write_status(ctx, kind, body, with_ready(body, status, ready, reason, message, stalled=stalled))
+    if event:
+        await (ctx.events.normal if ready else ctx.events.warning)(body, reason, message)

@@ -1,0 +1,33 @@
+"""The helm request of a HelmRelease: one function builds it for the operator, ``helmop diff`` and
+``helmop render``, so what is previewed is what gets deployed (values, flags, labels, identity)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helmop.api.helmrelease import HelmReleaseSpec
+
+from . import storage
+from .engine import UpgradeRequest
+
+
+def acting_as(namespace: str, spec: HelmReleaseSpec) -> str:
+    """With spec.serviceAccountName, helm acts as that ServiceAccount of the HelmRelease's namespace
+    (impersonation), so a namespace's releases get only that namespace's rights."""
+    return f"system:serviceaccount:{namespace}:{spec.service_account_name}" if spec.service_account_name else ""
+
+
+def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
+                    digest: str, installing: bool) -> UpgradeRequest:
+    """``helm upgrade --install`` for HelmRelease ``namespace/name``: the install or the upgrade options,
+    the ownership and config-digest labels stored on the release record, and the identity helm acts as."""
+    opts = spec.install if installing else spec.upgrade
+    return UpgradeRequest(
+        release=spec.release_name, namespace=spec.target_namespace, chart=chart, values=values,
+        timeout=opts.timeout or spec.timeout, wait=not opts.disable_wait, disable_hooks=opts.disable_hooks,
+        force=opts.force, cleanup_on_fail=opts.cleanup_on_fail, create_namespace=spec.install.create_namespace,
+        max_history=spec.max_history,
+        labels={storage.OWNER_LABEL: storage.owner_token(namespace, name),
+                storage.DIGEST_LABEL: storage.digest_token(digest)},
+        impersonate=acting_as(namespace, spec))

@@ -1,0 +1,97 @@
+"""The helmop command where no cluster is involved (or the kubeconfig is wrong): --version, clear
+kubeconfig errors, `render --validate` against the CRD schemas, and where `run --sandbox` listens."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import TOOLS, tool
+
+
+def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), **(env or {})})
+
+
+def test_version() -> None:
+    done = helmop("--version")
+    assert done.returncode == 0 and done.stdout.strip() == "helmop 0.1.0"
+
+
+def test_a_missing_kubeconfig_is_named() -> None:
+    for args, env in ((["get", "--kubeconfig", "/nonexistent/kc"], {}), (["get"], {"KUBECONFIG": "/nonexistent/kc"}),
+                      (["run", "--kubeconfig", "/nonexistent/kc"], {})):
+        done = helmop(*args, env=env)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "/nonexistent/kc" in done.stderr and "does not exist" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def _release(spec: dict[str, object]) -> dict[str, object]:
+    return {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": spec}
+
+
+def test_render_validate_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "charts").mkdir()
+    subprocess.run([tool("helm"), "create", str(tmp_path / "charts" / "web")], check=True, capture_output=True)
+    good = {"chart": {"sourceRef": {"name": "config"}, "path": "charts/web"}, "interval": "5m",
+            "values": {"replicaCount": 2}}
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "web.yaml").write_text(yaml.safe_dump(_release(good), sort_keys=False))
+    done = helmop("render", "--validate", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "replicas: 2" in done.stdout
+
+    typo = "\n".join(["apiVersion: helmop.dev/v1alpha1", "kind: HelmRelease", "metadata: {name: web, namespace: shop}",
+                      "spec:", "  chart:", "    sourceRef: {name: config}", "    path: charts/web",
+                      "  intervall: 5m", "  install:", "    createNamespace: 'yes'", ""])
+    (tmp_path / "apps" / "web.yaml").write_text(typo)
+    failed = helmop("render", "--validate", str(tmp_path))
+    assert failed.returncode == 1
+    assert "error: apps/web.yaml:8: HelmRelease shop/web: spec.intervall: unknown field" in failed.stderr
+    assert "error: apps/web.yaml:10: HelmRelease shop/web: spec.install.createNamespace: 'yes' is not of type " \
+           "'boolean'" in failed.stderr
+    # Without --validate the typo would be pruned by the API server, silently: render goes ahead.
+    assert helmop("render", str(tmp_path)).returncode == 0
+
+
+def _listening(port: int) -> set[str]:
+    """Addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_sandbox_listens_on_loopback_only(tmp_path: Path) -> None:
+    hooks, probes = _free_port(), _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--sandbox", "--kubeconfig",
+                             str(tmp_path / "kc"), "--cache-dir", str(tmp_path / "cache"), "--webhook-port", str(hooks),
+                             "--metrics-port", str(probes)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm")})
+    try:
+        deadline = time.monotonic() + 60
+        while not (_listening(hooks) and _listening(probes)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _listening(hooks) == {"127.0.0.1"} and _listening(probes) == {"127.0.0.1"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
