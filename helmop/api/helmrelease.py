@@ -47,6 +47,7 @@ class SourceChart:
     name: str
     path: str
     values_files: tuple[str, ...] = ()
+    namespace: str = ""  # of the source; "" = the HelmRelease's
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def _chart(raw: Any) -> RepositoryChart | SourceChart:
         if not path:
             raise SpecError("InvalidSpec", "spec.chart.path is required with spec.chart.sourceRef")
         return SourceChart(kind=str(source.get("kind", "GitRepository")), name=str(source.get("name", "")),
+                           namespace=str(source.get("namespace") or ""),
                            path=path, values_files=tuple(raw.get("valuesFiles") or ()))
     url = str(repo.get("url") or "").rstrip("/")
     if not re.match(r"^(https?|oci)://[^\s/]+", url):

@@ -14,7 +14,7 @@ import yaml
 @dataclass(frozen=True)
 class Manifest:
     obj: dict[str, Any]
-    origin: str  # "path/in/repo.yaml#<document index>"
+    origin: str  # "path/in/repo.yaml:<line where its document starts>"
 
     @property
     def api_version(self) -> str:
@@ -29,6 +29,21 @@ class Manifest:
         return str((self.obj.get("metadata") or {}).get("name", ""))
 
 
+def _documents(text: str) -> list[tuple[int, Any]]:
+    """(first line, data) of each YAML document in ``text``."""
+    loader = yaml.SafeLoader(text)
+    out = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            out.append((node.start_mark.line + 1, loader.construct_document(node)))
+    finally:
+        loader.dispose()
+    return out
+
+
 def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
     """Every object in the ``.yaml``/``.yml`` files, and a list of ``file:line: problem`` errors."""
     found: list[Manifest] = []
@@ -37,7 +52,7 @@ def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
         if not path.endswith((".yaml", ".yml")):
             continue
         try:
-            docs = list(yaml.safe_load_all(files[path].decode()))
+            docs = _documents(files[path].decode())
         except UnicodeDecodeError:
             errors.append(f"{path}: not UTF-8 text")
             continue
@@ -47,10 +62,10 @@ def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             errors.append(f"{path}{line}: {problem}")
             continue
-        for index, doc in enumerate(docs):
+        for start, doc in docs:
             if doc is None:
                 continue
-            where = f"{path}#{index}"
+            where = f"{path}:{start}"
             if not isinstance(doc, dict):
                 errors.append(f"{where}: a manifest must be a map, not a {type(doc).__name__}")
                 continue

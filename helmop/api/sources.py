@@ -28,6 +28,9 @@ class GitRepositorySpec:
 class ConfigSyncSpec:
     source_name: str
     path: str
+    source_namespace: str = ""  # "" = the ConfigSync's
+    service_account_name: str = ""
+    target_namespace: str = ""
     interval: float = DEFAULT_INTERVAL
     prune: bool = True
     suspend: bool = False
@@ -67,5 +70,8 @@ def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
     if kind != "GitRepository":
         raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be GitRepository, not {kind!r}")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),
+                          source_namespace=str(source.get("namespace") or ""),
+                          service_account_name=str(spec.get("serviceAccountName") or ""),
+                          target_namespace=str(spec.get("targetNamespace") or ""),
                           interval=_seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),
                           suspend=bool(spec.get("suspend", False)))

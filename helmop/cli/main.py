@@ -22,6 +22,7 @@ from helmop.api import validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import BUILTIN
+from helmop.api.tenancy import Tenancy
 from helmop.controllers.kube import KubeconfigError, KubeError
 from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
@@ -51,7 +52,8 @@ def _run(args: argparse.Namespace) -> int:
                          namespaces=[] if args.all_namespaces else (args.namespace or []),
                          concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
                          webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
-                         metrics_address=address, allow_file_git=args.allow_file_git)
+                         metrics_address=address, allow_file_git=args.allow_file_git,
+                         tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs))
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if args.apps:
@@ -191,6 +193,11 @@ def parser() -> argparse.ArgumentParser:
                                             "interfaces; 127.0.0.1 with --sandbox)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
     run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
+    run.add_argument("--default-service-account", metavar="NAME",
+                     help="resources that name no ServiceAccount act as this ServiceAccount of their own namespace "
+                          "(multi-tenancy lockdown; default: the operator's own rights)")
+    run.add_argument("--no-cross-namespace-refs", action="store_true",
+                     help="refuse every reference from a resource into another namespace (sourceRef, ...)")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
                                                         "(default https://charts.jenkins.io)")

@@ -1,9 +1,14 @@
 """One reconcile of a ConfigSync: apply the manifests under a path of a GitRepository, then prune.
 
 Manifests are applied with server-side apply under a field manager of their own, in dependency
-order (CRDs and Namespaces first), each labelled with the ConfigSync that applied it. A broken
-file stops the whole sync before anything is applied or pruned; objects that git no longer has are
-deleted only when they carry this ConfigSync's label (never someone else's object).
+order (CRDs and Namespaces first), each marked as this ConfigSync's (a label, and an annotation with
+its uid). A broken file stops the whole sync before anything is applied or pruned.
+
+Tenants: without a ServiceAccount to act as (spec.serviceAccountName, or the operator's
+--default-service-account), a ConfigSync writes only namespaced objects into its own namespace; with
+one, every request is made as that ServiceAccount and its RBAC decides. Either way it never takes
+over an object it did not create (unless the object says ``helmop.dev/adopt: "true"``), and it
+prunes or deletes only objects that carry its own uid.
 """
 
 from __future__ import annotations
@@ -18,18 +23,26 @@ from typing import Any
 from helmop.api import manifests
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import CONFIGSYNC
-from helmop.api.sources import parse_config_sync
-from helmop.reconcile.sync import ObjectId, apply_order, to_prune
+from helmop.api.sources import ConfigSyncSpec, parse_config_sync
+from helmop.reconcile.sync import (
+    OWNER_LABEL,
+    OWNER_UID,
+    ObjectId,
+    apply_order,
+    claim_problem,
+    confinement,
+    owned,
+    to_prune,
+)
 from helmop.sources.errors import SourceError
 
 from .context import Context
 from .inputs import InputError, source_revision
-from .kube import KubeError
+from .kube import Kube, KubeError
 from .status import report
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-configsync"
-LABEL = "helmop.dev/configsync"
 
 
 def owner_label(namespace: str, name: str) -> str:
@@ -39,33 +52,40 @@ def owner_label(namespace: str, name: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:40]
 
 
-async def object_path(ctx: Context, oid: ObjectId) -> str:
-    plural, namespaced = await ctx.kube.resource(oid.api_version, oid.kind)
+async def object_path(kube: Kube, oid: ObjectId) -> str:
+    plural, namespaced = await kube.resource(oid.api_version, oid.kind)
     prefix = f"/apis/{oid.api_version}" if "/" in oid.api_version else f"/api/{oid.api_version}"
     if namespaced:
         return f"{prefix}/namespaces/{oid.namespace}/{plural}/{oid.name}"
     return f"{prefix}/{plural}/{oid.name}"
 
 
+def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
+    """The client that writes this ConfigSync's objects, and whether it acts as a ServiceAccount."""
+    actor = ctx.tenancy.acting_as(namespace, spec.service_account_name)
+    return ctx.kube.acting_as(actor), bool(actor)
+
+
 async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    namespace, name, uid = meta["namespace"], meta["name"], str(meta.get("uid", ""))
     status = copy.deepcopy(body.get("status") or {})
     try:
         spec = parse_config_sync(body.get("spec") or {})
+        ctx.tenancy.check_reference(namespace, spec.source_namespace, "spec.sourceRef")
     except SpecError as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
         return None
     if spec.suspend:
         return None
-    ctx.refer(("ConfigSync", namespace, name), [(namespace, "GitRepository", spec.source_name)])
+    source_namespace = spec.source_namespace or namespace
+    ctx.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
     try:
-        url, revision, sha, _repo = await source_revision(ctx, namespace, spec.source_name)
+        url, revision, sha, _repo = await source_revision(ctx, source_namespace, spec.source_name)
         files = await ctx.git.files(url, sha, spec.path)
     except (InputError, SourceError) as exc:
-        transient = getattr(exc, "transient", False)
-        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not transient)
-        return 15.0 if transient else None
+        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        return 15.0 if exc.transient else None
     status["lastAttemptedRevision"] = revision
     # Repository-relative names, so messages point at the file as the user knows it.
     found, errors = manifests.parse({posixpath.join(spec.path, rel): data for rel, data in files.items()})
@@ -73,43 +93,62 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
         await report(ctx, CONFIGSYNC, body, status, False, "ManifestInvalid", message, stalled=True)
         return None
+    kube, impersonating = _client(ctx, namespace, spec)
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
+    origins: dict[ObjectId, str] = {}
+    cluster_scoped: set[ObjectId] = set()
     failures: list[str] = []
     for item in found:
         obj = copy.deepcopy(item.obj)
         try:
-            _plural, namespaced = await ctx.kube.resource(item.api_version, item.kind)
+            _plural, namespaced = await kube.resource(item.api_version, item.kind)
         except KubeError as exc:
             if item.kind == "CustomResourceDefinition" or exc.status != 404:
                 raise
             namespaced = True  # its CRD comes in this same sync; checked again when applied
         obj_meta = obj.setdefault("metadata", {})
         if namespaced:
-            obj_meta.setdefault("namespace", namespace)
+            obj_meta.setdefault("namespace", spec.target_namespace or namespace)
         else:
             obj_meta.pop("namespace", None)
-        obj_meta.setdefault("labels", {})[LABEL] = label
+        obj_meta.setdefault("labels", {})[OWNER_LABEL] = label
+        obj_meta.setdefault("annotations", {})[OWNER_UID] = uid
         oid = ObjectId(item.api_version, item.kind, obj_meta.get("namespace", ""), item.name)
         if oid in objects:
             failures.append(f"{oid}: defined twice ({item.origin})")
-        objects[oid] = obj
+        objects[oid], origins[oid] = obj, item.origin
+        if not namespaced:
+            cluster_scoped.add(oid)
+    previous = [ObjectId.from_json(x) for x in status.get("inventory") or []]
+    refusal = (("", "") if impersonating else confinement(origins, namespace, cluster_scoped))
+    if not refusal[0]:
+        claims = [p for oid in apply_order(list(objects))
+                  if (p := claim_problem(oid, origins[oid], await _live(kube, oid), uid, label, oid in previous))]
+        refusal = ("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(claims[:10])}") if claims else refusal
+    if refusal[0]:
+        await report(ctx, CONFIGSYNC, body, status, False, refusal[0], f"revision {revision}: {refusal[1]}",
+                     stalled=True)
+        return None
+    # The inventory records each object's own uid too: an object deleted and re-created by someone else
+    # under the same name (even with copied marks) is not the one this ConfigSync applied.
+    applied_uids = _uids(status.get("inventory") or [])
     for oid in apply_order(list(objects)):
         try:
-            await ctx.kube.apply(await object_path(ctx, oid), objects[oid], MANAGER)
+            live = await kube.apply(await object_path(kube, oid), objects[oid], MANAGER)
+            applied_uids[oid] = str((live.get("metadata") or {}).get("uid", ""))
         except KubeError as exc:
             failures.append(f"{oid}: {exc.message}")
-    previous = [ObjectId.from_json(x) for x in status.get("inventory") or []]
     if spec.prune and not failures:
         for oid in to_prune(previous, list(objects)):
-            problem = await _delete(ctx, oid, label)
+            problem = await _delete(kube, oid, uid, label, applied_uids.get(oid, ""))
             if problem:
                 failures.append(problem)
-    status["inventory"] = [oid.to_json() for oid in sorted(objects)]
+    status["inventory"] = [_entry(oid, applied_uids) for oid in sorted(objects)]
     if failures:
         # keep what could not be pruned in the inventory, so the next sync tries again
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
-        status["inventory"] += [oid.to_json() for oid in pending]
+        status["inventory"] += [_entry(oid, applied_uids) for oid in pending]
         message = f"revision {revision}: " + "; ".join(failures[:10])
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return 30.0
@@ -120,17 +159,39 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     return None
 
 
-async def _delete(ctx: Context, oid: ObjectId, label: str) -> str:
-    """Delete ``oid`` if it is still ours; a message when that failed."""
+def _uids(inventory: list[dict[str, Any]]) -> dict[ObjectId, str]:
+    return {ObjectId.from_json(entry): str(entry["uid"]) for entry in inventory if entry.get("uid")}
+
+
+def _entry(oid: ObjectId, uids: dict[ObjectId, str]) -> dict[str, str]:
+    return {**oid.to_json(), **({"uid": uids[oid]} if uids.get(oid) else {})}
+
+
+async def _live(kube: Kube, oid: ObjectId) -> dict[str, Any] | None:
+    """The object as it is now (None when absent, or not readable: then applying it fails anyway)."""
     try:
-        path = await object_path(ctx, oid)
-        live = await ctx.kube.get(path)
+        return await kube.get(await object_path(kube, oid))
+    except KubeError as exc:
+        if exc.status in (403, 404):
+            return None
+        raise
+
+
+async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: str) -> str:
+    """Delete ``oid`` if it is the object this ConfigSync applied: it carries this ConfigSync's marks and,
+    when recorded, its own uid is the one applied. A message when that failed."""
+    try:
+        path = await object_path(kube, oid)
+        live = await kube.get(path)
         if live is None:
             return ""
-        if (live.get("metadata", {}).get("labels") or {}).get(LABEL) != label:
-            log.info("not pruning %s: it is no longer labelled as this ConfigSync's", oid)
+        meta = live.get("metadata") or {}
+        if not owned(meta, uid, label, in_inventory=True) or (object_uid and meta.get("uid") != object_uid):
+            log.info("not pruning %s: it is not the object this ConfigSync applied", oid)
             return ""
-        await ctx.kube.request("DELETE", path, {"propagationPolicy": "Background"})
+        # the precondition makes sure the object deleted is the one just checked
+        await kube.request("DELETE", path, {"propagationPolicy": "Background",
+                                            "preconditions": {"uid": meta.get("uid")}})
     except KubeError as exc:
         if exc.status == 404:
             return ""
@@ -142,10 +203,17 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> bool:
     """With prune, a deleted ConfigSync takes its objects with it (as Flux's Kustomization does)."""
     meta = body["metadata"]
     ctx.drop(("ConfigSync", meta["namespace"], meta["name"]))
-    spec = body.get("spec") or {}
-    if not spec.get("prune", True) or spec.get("suspend"):
+    raw = body.get("spec") or {}
+    if not raw.get("prune", True) or raw.get("suspend"):
         return True
+    try:
+        kube, _ = _client(ctx, meta["namespace"], parse_config_sync(raw))
+    except SpecError:
+        return True  # an invalid spec never applied anything
     label = owner_label(meta["namespace"], meta["name"])
-    inventory = [ObjectId.from_json(x) for x in (body.get("status") or {}).get("inventory") or []]
-    problems = [p for oid in reversed(apply_order(inventory)) if (p := await _delete(ctx, oid, label))]
+    entries = (body.get("status") or {}).get("inventory") or []
+    uids = _uids(entries)
+    inventory = [ObjectId.from_json(x) for x in entries]
+    problems = [p for oid in reversed(apply_order(inventory))
+                if (p := await _delete(kube, oid, str(meta.get("uid", "")), label, uids.get(oid, "")))]
     return not problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
@@ -25,6 +26,7 @@ class Context:
     git: GitCache
     events: Recorder
     slots: asyncio.Semaphore
+    tenancy: Tenancy = field(default_factory=Tenancy)
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)

@@ -24,14 +24,15 @@ from helmop.api.helmrelease import (
     parse_spec,
 )
 from helmop.api.kinds import HELMRELEASE
+from helmop.api.redaction import redact
 from helmop.helm import storage
 from helmop.helm.engine import HelmError
-from helmop.helm.request import acting_as, upgrade_request
+from helmop.helm.request import upgrade_request
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 
 from . import metrics
 from .context import Context, Key
-from .inputs import InputError, Inputs, gather, scrub
+from .inputs import InputError, Inputs, gather
 from .kube import KubeError
 from .status import requested, write_status
 
@@ -99,7 +100,8 @@ class Reconciler:
                     await self.ctx.engine.uninstall(spec.release_name, spec.target_namespace,
                                                     opts.timeout or spec.timeout, wait=not opts.disable_wait,
                                                     keep_history=opts.keep_history, disable_hooks=opts.disable_hooks,
-                                                    impersonate=acting_as(meta["namespace"], spec))
+                                                    impersonate=self.ctx.tenancy.acting_as(
+                                                        meta["namespace"], spec.service_account_name))
             except HelmError as exc:
                 await self.ctx.events.warning(body, "UninstallFailed", str(exc))
                 await self._write_status(body, self._failed(body, "UninstallFailed", str(exc), stalled=False))
@@ -116,6 +118,8 @@ class Reconciler:
         key = ("HelmRelease", meta["namespace"], meta["name"])
         try:
             spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
+            if isinstance(spec.chart, SourceChart):
+                self.ctx.tenancy.check_reference(meta["namespace"], spec.chart.namespace, "spec.chart.sourceRef")
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()
@@ -196,13 +200,14 @@ class Reconciler:
         await self._mark_reconciling(body, decision.message)
         meta = body["metadata"]
         request = upgrade_request(spec, meta["namespace"], meta["name"], chart=inputs.chart_path,
-                                  values=inputs.values, digest=inputs.digest, installing=installing)
+                                  values=inputs.values, digest=inputs.digest, installing=installing,
+                                  tenancy=self.ctx.tenancy)
         action = "install" if installing else "upgrade"
         try:
             async with self.ctx.slots, _timed(action):
                 await self.ctx.engine.upgrade(request, installing=installing)
         except HelmError as exc:
-            message = scrub(str(exc), inputs.secrets)
+            message = redact(str(exc), inputs.secrets)
             return await self._action_failed(body, spec, inputs, installing, exc, message)
         return await self._action_succeeded(body, spec, inputs, installing)
 
@@ -341,5 +346,5 @@ class Reconciler:
         if isinstance(spec.chart, RepositoryChart) and spec.chart.secret_ref:
             targets.append((namespace, "Secret", spec.chart.secret_ref))
         if isinstance(spec.chart, SourceChart):
-            targets.append((namespace, spec.chart.kind, spec.chart.name))
+            targets.append((spec.chart.namespace or namespace, spec.chart.kind, spec.chart.name))
         self.ctx.refer(key, targets)

@@ -179,7 +179,7 @@ async def git_chart(ctx: Context, namespace: str,
                     chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
     """The chart directory at the source's revision, materialised once per content digest (with its
     dependencies built), and the values files merged in order."""
-    url, _revision, sha, _repo = await source_revision(ctx, namespace, chart.name)
+    url, _revision, sha, _repo = await source_revision(ctx, chart.namespace or namespace, chart.name)
     files = await ctx.git.files(url, sha, chart.path)
     if "Chart.yaml" not in files:
         raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)
@@ -213,10 +213,3 @@ async def git_chart(ctx: Context, namespace: str,
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return resolved, target, digest, file_values
-
-
-def scrub(message: str, secrets: list[str]) -> str:
-    """``message`` with every known secret value replaced, longest first."""
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        message = message.replace(secret, "***")
-    return message

@@ -78,10 +78,22 @@ def _check_exists(path: str | Path | None) -> None:
 
 
 class Kube:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, impersonate: str = "") -> None:
         self.conn = conn
+        self.impersonate = impersonate
         self._session: aiohttp.ClientSession | None = None
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._acting: dict[str, Kube] = {}
+
+    def acting_as(self, user: str) -> Kube:
+        """A client whose requests impersonate ``user`` (``""``: this one): RBAC then judges them as that
+        user's, which is how a tenant's objects are written with the tenant's rights only."""
+        if not user or user == self.impersonate:
+            return self
+        if user not in self._acting:
+            self._acting[user] = Kube(self.conn, user)
+            self._acting[user]._resources = self._resources  # discovery is the same for everyone
+        return self._acting[user]
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if self.conn.insecure:
@@ -95,6 +107,8 @@ class Kube:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             headers = {"Authorization": f"Bearer {self.conn.token}"} if self.conn.token else {}
+            if self.impersonate:
+                headers["Impersonate-User"] = self.impersonate
             self._session = aiohttp.ClientSession(
                 self.conn.server.rstrip("/"), headers=headers, trust_env=False,
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),
@@ -102,6 +116,8 @@ class Kube:
         return self._session
 
     async def close(self) -> None:
+        for child in self._acting.values():
+            await child.close()
         if self._session is not None:
             await self._session.close()
 

@@ -16,6 +16,7 @@ from aiohttp import web
 from helmop.api import crds, jenkins
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
+from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
@@ -49,6 +50,7 @@ class OperatorConfig:
     metrics_address: str = "0.0.0.0"
     bound_metrics_port: int = 0
     jenkins_chart: dict[str, Any] = field(default_factory=lambda: dict(jenkins.DEFAULT_CHART))
+    tenancy: Tenancy = field(default_factory=Tenancy)  # --default-service-account, --no-cross-namespace-refs
 
 
 async def install_crds(kube: Kube) -> None:
@@ -110,7 +112,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig)  # pyhelm3 runs `helm version` here
         ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir),
                       git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
-                      slots=asyncio.Semaphore(cfg.concurrency))
+                      slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
         hooks = await _start_webhooks(cfg, ctx)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
         collector = metrics.CacheCollector(ctx)

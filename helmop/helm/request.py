@@ -7,19 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.helmrelease import HelmReleaseSpec
+from helmop.api.tenancy import Tenancy
 
 from . import storage
 from .engine import UpgradeRequest
 
 
-def acting_as(namespace: str, spec: HelmReleaseSpec) -> str:
-    """With spec.serviceAccountName, helm acts as that ServiceAccount of the HelmRelease's namespace
-    (impersonation), so a namespace's releases get only that namespace's rights."""
-    return f"system:serviceaccount:{namespace}:{spec.service_account_name}" if spec.service_account_name else ""
-
-
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
-                    digest: str, installing: bool) -> UpgradeRequest:
+                    digest: str, installing: bool, tenancy: Tenancy | None = None) -> UpgradeRequest:
     """``helm upgrade --install`` for HelmRelease ``namespace/name``: the install or the upgrade options,
     the ownership and config-digest labels stored on the release record, and the identity helm acts as."""
     opts = spec.install if installing else spec.upgrade
@@ -30,4 +25,6 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
         max_history=spec.max_history,
         labels={storage.OWNER_LABEL: storage.owner_token(namespace, name),
                 storage.DIGEST_LABEL: storage.digest_token(digest)},
-        impersonate=acting_as(namespace, spec))
+        # spec.serviceAccountName (or the operator's default one): helm acts as that ServiceAccount of the
+        # HelmRelease's namespace, so a namespace's releases get only that namespace's rights.
+        impersonate=(tenancy or Tenancy()).acting_as(namespace, spec.service_account_name))

@@ -46,3 +46,52 @@ def to_prune(previous: list[ObjectId], desired: list[ObjectId]) -> list[ObjectId
     wanted = {(o.group, o.kind, o.namespace, o.name) for o in desired}
     gone = [o for o in previous if (o.group, o.kind, o.namespace, o.name) not in wanted]
     return list(reversed(apply_order(gone)))
+
+
+# Ownership marks on every object a ConfigSync applies: the label says which ConfigSync (for people and
+# selectors); the annotation carries its uid, which a copied label cannot fake for a different object.
+OWNER_LABEL = "helmop.dev/configsync"
+OWNER_UID = "helmop.dev/configsync-uid"
+ADOPT = "helmop.dev/adopt"  # "true" on an existing object: a ConfigSync may take it over
+
+
+def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> tuple[str, str]:
+    """Without a ServiceAccount to act as, a ConfigSync writes only namespaced objects into its own
+    namespace. ("", "") when ``objects`` (id -> file:line) keep to that; else the reason and a message
+    listing every offender."""
+    outside = [f"{objects[o]}: {o} is cluster-scoped" for o in sorted(objects) if o in cluster_scoped]
+    reason = "ClusterScopedObject" if outside else ""
+    outside += [f"{objects[o]}: {o} is in namespace {o.namespace!r}" for o in sorted(objects)
+                if o not in cluster_scoped and o.namespace != namespace]
+    if not outside:
+        return "", ""
+    return reason or "ObjectOutsideNamespace", (
+        f"without spec.serviceAccountName a ConfigSync only writes namespaced objects in its own namespace "
+        f"{namespace!r}; refused, nothing applied: " + "; ".join(outside))
+
+
+def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool) -> bool:
+    """Whether a live object (its metadata) belongs to the ConfigSync with ``uid``/``label``. Objects
+    applied before uid marks existed count when they carry the label and are in its inventory."""
+    annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+    if OWNER_UID in annotations:
+        return bool(annotations[OWNER_UID] == uid)
+    return in_inventory and labels.get(OWNER_LABEL) == label
+
+
+def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: str, label: str,
+                  in_inventory: bool) -> str:
+    """Why applying ``oid`` would take over someone else's object ("" when it may be applied): an
+    existing object is applied only when it is this ConfigSync's, or says it may be adopted."""
+    if live is None:
+        return ""
+    meta = live.get("metadata") or {}
+    if owned(meta, uid, label, in_inventory):
+        return ""
+    other = (meta.get("annotations") or {}).get(OWNER_UID)
+    if other:
+        return f"{origin}: {oid} is managed by another ConfigSync (uid {other})"
+    if (meta.get("annotations") or {}).get(ADOPT) == "true":
+        return ""
+    return (f"{origin}: {oid} exists and was not created by this ConfigSync (annotate it "
+            f"{ADOPT}=\"true\" to let it be adopted)")

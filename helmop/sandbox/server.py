@@ -11,6 +11,8 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import copy
+import dataclasses
 import json
 import logging
 from collections import deque
@@ -19,13 +21,13 @@ from typing import Any
 
 from aiohttp import web
 
-from . import protobuf, tables
+from . import protobuf, reviews, tables
 from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
 from .errors import ApiError, bad_request
 from .kinds import ResourceType
 from .openapi import OpenApi
 from .patching import json_patch, merge_patch
-from .rbac import Attributes, Authenticator, Authorizer, Identity
+from .rbac import RBAC, Attributes, Authenticator, Authorizer, Identity
 from .selectors import field_matcher, label_matcher, single_name
 from .store import Event, Obj, Watcher
 
@@ -134,10 +136,14 @@ class HttpApi:
             raise ApiError("NotFound", "the server could not find the requested resource")
         if not rest:
             return self._resource_list(group, version)
+        if reviews.is_review(group, version, rest):
+            if request.method != "POST" or who is None:
+                raise ApiError("MethodNotAllowed", "reviews can only be created")
+            return _json(reviews.answer(self.authz, who, group, version, rest, await self._body(request)), 201)
         target = self._target(group, version, rest)
         if who is not None:
             self.authz.check(who, self._attributes(request, target))
-        return await self._serve(request, target)
+        return await self._serve(request, target, who)
 
     @staticmethod
     def _attributes(request: web.Request, t: Target) -> Attributes:
@@ -173,7 +179,10 @@ class HttpApi:
 
     def _group_list(self) -> dict[str, Any]:
         groups = []
-        for group, versions in self.api.registry.group_versions().items():
+        served = self.api.registry.group_versions()
+        for (group, version) in reviews.DISCOVERY:
+            served.setdefault(group, [version])
+        for group, versions in served.items():
             if not group:
                 continue
             entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
@@ -182,11 +191,13 @@ class HttpApi:
 
     def _resource_list(self, group: str, version: str) -> web.Response:
         types = [rt for rt in self.api.registry.all() if rt.group == group and rt.version == version]
-        if not types:
+        virtual = reviews.DISCOVERY.get((group, version), [])
+        if not types and not virtual:
             raise ApiError("NotFound", "the server could not find the requested resource")
         resources = [entry for rt in sorted(types, key=lambda r: r.plural) for entry in rt.discovery()]
-        return _json({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": types[0].group_version,
-                      "resources": resources})
+        resources = sorted(resources + virtual, key=lambda e: str(e["name"]))
+        return _json({"kind": "APIResourceList", "apiVersion": "v1",
+                      "groupVersion": f"{group}/{version}" if group else version, "resources": resources})
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         accept = request.headers.get("Accept", "*/*")
@@ -224,7 +235,7 @@ class HttpApi:
         return WriteOptions(manager=manager, dry_run=q.get("dryRun") == "All", field_validation=validation,
                             force=q.get("force") in ("true", "1"))
 
-    async def _serve(self, request: web.Request, t: Target) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, t: Target, who: Identity | None) -> web.StreamResponse:
         method, q = request.method, request.query
         if t.subresource and t.subresource not in t.rt.subresources:
             raise ApiError("NotFound", "the server could not find the requested resource")
@@ -239,7 +250,9 @@ class HttpApi:
                 return self._list(request, t)
             if method == "POST":
                 opts = self._write_options(request)
-                obj = self.api.create(t.rt, t.namespace, await self._body(request), opts)
+                body = await self._body(request)
+                self._no_escalation(who, t, body)
+                obj = self.api.create(t.rt, t.namespace, body, opts)
                 return _json(obj, 201, opts.warnings)
             if method == "DELETE" and t.rt.storage_key != ("", "namespaces"):
                 return await self._delete_collection(request, t)
@@ -248,7 +261,9 @@ class HttpApi:
             return self._render(request, t, self.api.get(t.rt, t.namespace, t.name))
         if method == "PUT":
             opts = self._write_options(request)
-            obj = self.api.update(t.rt, t.namespace, t.name, await self._body(request), opts, t.subresource)
+            body = await self._body(request)
+            self._no_escalation(who, t, body)
+            obj = self.api.update(t.rt, t.namespace, t.name, body, opts, t.subresource)
             return _json(obj, 200, opts.warnings)
         if method == "PATCH":
             patch_type = PATCH_TYPES.get(request.content_type)
@@ -257,8 +272,12 @@ class HttpApi:
                                f"accepted media types include: {', '.join(PATCH_TYPES)}")
             opts = self._write_options(request)
             existed = self.api.store.get(t.rt.storage_key, t.namespace, t.name) is not None
-            obj = self.api.patch(t.rt, t.namespace, t.name, patch_type, await self._body(request), opts,
-                                 t.subresource)
+            body = await self._body(request)
+            if who is not None and t.rt.group == RBAC:  # judge what the patch would make, before making it
+                trial = self.api.patch(t.rt, t.namespace, t.name, patch_type, copy.deepcopy(body),
+                                       dataclasses.replace(opts, dry_run=True, warnings=[]), t.subresource)
+                self._no_escalation(who, t, trial)
+            obj = self.api.patch(t.rt, t.namespace, t.name, patch_type, body, opts, t.subresource)
             return _json(obj, 200 if existed or patch_type != "apply" else 201, opts.warnings)
         if method == "DELETE":
             options = await self._delete_options(request)
@@ -270,6 +289,10 @@ class HttpApi:
                                           "uid": meta.get("uid")}})
             return _json(obj, 200)
         raise ApiError("MethodNotAllowed", f"{method} is not supported")
+
+    def _no_escalation(self, who: Identity | None, t: Target, obj: Any) -> None:
+        if who is not None and t.rt.group == RBAC and isinstance(obj, dict):
+            reviews.check_escalation(self.authz, who, t.rt.plural, t.namespace, obj)
 
     def _token_request(self, t: Target) -> web.Response:
         """TokenRequest: a token for the ServiceAccount (`kubectl create token`)."""

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from helmop.api.redaction import redact
+
 from .errors import SourceError
 from .secrets import decoded
 from .semver import highest
@@ -174,8 +176,7 @@ class GitCache:
         if proc.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
             text = "; ".join(line for line in message if line and not line.startswith("hint:"))[:800]
-            for secret in secrets or []:
-                text = text.replace(secret, "***")
+            text = redact(text, secrets or [])
             raise _error(text or f"git {args[0]} failed", safe_url(url))
         return out
 

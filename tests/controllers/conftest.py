@@ -21,6 +21,7 @@ from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 from tests.conftest import ROOT, TOOLS, Run, _runner, tool
+from tests.gitserver import GitServer, Repo
 
 JENKINS_STAND_IN_VERSION = "0.1.0"
 
@@ -137,6 +138,22 @@ def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         op.start()
         yield op
         op.close()
+
+
+@pytest.fixture(scope="module")
+def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
+    """A git server over loopback HTTP (for GitRepositories)."""
+    server = GitServer(tmp_path_factory.mktemp("gitsrv"))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def repo(git_server: GitServer, tmp_path: Path) -> Repo:
+    """A fresh repository on the git server, with a working clone to commit from."""
+    import uuid
+
+    return Repo(git_server, f"r-{uuid.uuid4().hex[:6]}", tmp_path / "work")
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,9 @@ import json
 import shutil
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 import yaml
 
@@ -23,18 +20,6 @@ from tests.controllers.conftest import ChartRepo, Operator, condition, eventuall
 from tests.gitserver import GitServer, Repo
 
 TOKEN = "webhook-token-123"
-
-
-@pytest.fixture(scope="module")
-def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
-    server = GitServer(tmp_path_factory.mktemp("gitsrv"))
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def repo(git_server: GitServer, tmp_path: Path) -> Repo:
-    return Repo(git_server, f"r-{uuid.uuid4().hex[:6]}", tmp_path / "work")
 
 
 def gitrepo(name: str, url: str, **spec: Any) -> str:

@@ -22,11 +22,17 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: helmop-test-releases}
 rules:
-# what the demo and Jenkins charts render, and what helm --wait and helm test read
+# what the demo and Jenkins charts render, and what helm --wait and helm test read; the Jenkins
+# chart's Role grants pods/exec, pods/log and events, which helm may only grant holding them
+# (RBAC escalation prevention)
 - apiGroups: ["", apps, batch, networking.k8s.io, rbac.authorization.k8s.io, policy]
   resources: [deployments, statefulsets, replicasets, services, serviceaccounts, configmaps,
-              persistentvolumeclaims, pods, endpoints, jobs, ingresses, roles, rolebindings, poddisruptionbudgets]
+              persistentvolumeclaims, pods, pods/exec, pods/log, endpoints, jobs, ingresses, roles,
+              rolebindings, poddisruptionbudgets]
   verbs: [get, list, watch, create, update, patch, delete, deletecollection]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [get, list, watch]
 """
 
 

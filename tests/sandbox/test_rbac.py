@@ -50,3 +50,67 @@ def test_service_account_rights(run: Run, namespace: str) -> None:
     denied = run("kubectl", "-n", namespace, "--as", robot, "delete", "cm", "c", check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr
     assert yaml.safe_load(run("kubectl", "-n", namespace, "get", "cm", "c", "-o", "yaml").stdout)["data"] == {"a": "b"}
+
+
+TEAM_ADMIN = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: team-admin}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list, create]}
+- {apiGroups: [rbac.authorization.k8s.io], resources: [roles, rolebindings], verbs: [get, list, create, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-admin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: team-admin}
+subjects: [{kind: ServiceAccount, name: lead, namespace: NS}]
+"""
+
+
+def test_auth_can_i_whoami_and_no_escalation(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "create", "serviceaccount", "lead")
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=TEAM_ADMIN.replace("NS", namespace))
+    lead = f"system:serviceaccount:{namespace}:lead"
+    token = run("kubectl", "-n", namespace, "create", "token", "lead").stdout.strip()
+
+    def as_lead(*args: str) -> tuple[int, str, str]:
+        done = run("kubectl", "--token", token, "-n", namespace, *args, check=False)
+        return done.returncode, done.stdout.strip(), done.stderr
+
+    # kubectl auth can-i (SelfSubjectAccessReview): answers yes/no, exit 0/1
+    assert as_lead("auth", "can-i", "create", "configmaps")[:2] == (0, "yes")
+    assert as_lead("auth", "can-i", "delete", "configmaps")[:2] == (1, "no")
+    assert as_lead("auth", "can-i", "get", "secrets", "-n", "default")[:2] == (1, "no")
+    assert run("kubectl", "auth", "can-i", "delete", "nodes").stdout.strip() == "yes"  # the admin
+    # --as (impersonation, then the review as that user) and --list (SelfSubjectRulesReview)
+    assert run("kubectl", "-n", namespace, "auth", "can-i", "list", "configmaps", "--as", lead).stdout.strip() == "yes"
+    listed = run("kubectl", "-n", namespace, "auth", "can-i", "--list", "--as", lead).stdout
+    assert "configmaps" in listed and "rolebindings.rbac.authorization.k8s.io" in listed and "secrets" not in listed
+    # kubectl auth whoami (SelfSubjectReview)
+    code, out, _ = as_lead("auth", "whoami", "-o", "json")
+    assert code == 0 and yaml.safe_load(out)["status"]["userInfo"]["username"] == lead
+
+    # Escalation: the lead may create RoleBindings, but not to rights the lead does not hold.
+    code, _, err = as_lead("create", "rolebinding", "grab", "--clusterrole=cluster-admin",
+                           f"--serviceaccount={namespace}:lead")
+    assert code != 0 and "attempting to grant RBAC permissions not currently held" in err, err
+    code, _, err = as_lead("create", "role", "wider", "--verb=get", "--resource=secrets")
+    assert code != 0 and "attempting to grant RBAC permissions not currently held" in err, err
+    # Within the lead's own rights both are fine.
+    assert as_lead("create", "role", "reader", "--verb=get,list", "--resource=configmaps")[0] == 0
+    run("kubectl", "-n", namespace, "create", "serviceaccount", "helper")
+    assert as_lead("create", "rolebinding", "helper", "--role=reader", f"--serviceaccount={namespace}:helper")[0] == 0
+    # Patching a role up to more than one holds is refused too (judged on the patched result).
+    code, _, err = as_lead("patch", "role", "reader", "--type=json",
+                           "-p", '[{"op":"add","path":"/rules/0/verbs/-","value":"delete"}]')
+    assert code != 0 and "not currently held" in err
+    # A subject may be granted what the granter holds through `bind` on that role.
+    run("kubectl", "-n", namespace, "create", "role", "binder", "--verb=bind",
+        "--resource=clusterroles.rbac.authorization.k8s.io", "--resource-name=view")
+    run("kubectl", "-n", namespace, "create", "rolebinding", "binder", "--role=binder",
+        f"--serviceaccount={namespace}:lead")
+    run("kubectl", "apply", "-f", "-", stdin="apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n"
+        "metadata: {name: view}\nrules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n")
+    bound = as_lead("create", "rolebinding", "viewers", "--clusterrole=view", f"--serviceaccount={namespace}:helper")
+    assert bound[0] == 0, bound

@@ -1,0 +1,115 @@
+"""Tenant isolation with the operator locked down as deploy/helmop's `multitenancy` block runs it
+(--default-service-account, --no-cross-namespace-refs, RBAC enforced, no cluster-wide role for
+releases): a tenant's releases and repositories get what its namespace's RBAC grants, nothing more."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from helmop.api.tenancy import Tenancy
+from helmop.sandbox import Sandbox
+from tests.conftest import ROOT, Run, _runner
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.test_tenancy import CLUSTER_ADMIN_GRAB, stalled, sync
+from tests.gitserver import Repo
+
+
+@pytest.fixture(scope="module", params=["helm", "helm3"])
+def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           chart_repo: ChartRepo) -> Iterator[tuple[Operator, Run]]:
+    workdir = tmp_path_factory.mktemp("locked")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        admin = _runner(sandbox)
+        admin("helm", "install", "helmop", str(ROOT / "deploy" / "helmop"), "-n", "helmop-system",
+              "--create-namespace", "--set", "multitenancy.enabled=true")
+        args = admin("kubectl", "-n", "helmop-system", "get", "deploy", "helmop", "-o",
+                     "jsonpath={.spec.template.spec.containers[0].args}").stdout
+        assert "--default-service-account=helmop-tenant" in args and "--no-cross-namespace-refs" in args
+        assert admin("kubectl", "get", "clusterrolebinding", "helmop-releases", check=False).returncode != 0
+        token = admin("kubectl", "-n", "helmop-system", "create", "token", "helmop").stdout.strip()
+        config = yaml.safe_load(sandbox.kubeconfig.read_text())
+        config["users"][0]["user"]["token"] = token
+        (workdir / "kubeconfig").write_text(yaml.safe_dump(config))
+        op = Operator(sandbox, request.param, workdir, chart_repo, kubeconfig=workdir / "kubeconfig")
+        op.config.tenancy = Tenancy("helmop-tenant", no_cross_namespace_refs=True)  # what the chart's args say
+        op.start()
+        yield op, admin
+        op.close()
+
+
+def tenant(kube: Run) -> str:
+    """A team namespace set up exactly as the README's "Multi-tenancy" section says."""
+    readme = (ROOT / "README.md").read_text()
+    loop = readme[readme.index("for team in alpha beta; do"):]
+    loop = loop[:loop.index("done")].replace("\\\n", " ")
+    ns = f"team-{uuid.uuid4().hex[:5]}"
+    for line in loop.splitlines()[1:]:
+        args = shlex.split(line.replace("$team", ns))
+        assert args[0] == "kubectl", line
+        kube(*args)
+    return ns
+
+
+def release(name: str, repo: ChartRepo, chart: str = "demo", **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                           "spec": {"interval": "1h", "timeout": "30s", "values": {"fullnameOverride": name},
+                                    "chart": {"repository": {"url": repo.url, "name": chart, "version": "0.1.0"}},
+                                    **spec}})
+
+
+def test_a_tenant_release_gets_only_its_namespace(locked: tuple[Operator, Run], chart_repo: ChartRepo) -> None:
+    _operator, kube = locked
+    ns = tenant(kube)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("web", chart_repo))
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    assert get(kube, ns, "deploy", "web")  # its own namespace: fine
+
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("sys", chart_repo, targetNamespace="kube-system"))
+    failed = eventually(lambda: (o := get(kube, ns, "hr", "sys")) and condition(o).get("status") == "False"
+                        and "forbidden" in condition(o).get("message", "") and o)
+    assert f"system:serviceaccount:{ns}:helmop-tenant" in condition(failed)["message"]
+    assert not get(kube, "kube-system", "deploy", "sys")
+
+    victim = f"victim-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "create", "namespace", victim)
+    kube("kubectl", "-n", victim, "create", "secret", "generic", "prod-db", "--from-literal=password=Hunter2Hunter2")
+    chart = f"snoop-{ns}"
+    chart_repo.publish(chart, "0.1.0", templates={"loot.yaml": (
+        f'apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: loot}}\ndata:\n'
+        f'  stolen: {{{{ (lookup "v1" "Secret" "{victim}" "prod-db") | toJson | quote }}}}\n')})
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("snoop", chart_repo, chart=chart))
+    eventually(lambda: condition(get(kube, ns, "hr", "snoop")).get("status") in ("True", "False")
+               and get(kube, ns, "hr", "snoop")["status"].get("lastAttemptedConfigDigest"))
+    loot = json.dumps(get(kube, ns, "cm", "loot"))
+    assert "SHVudGVyMkh1bnRlcjI=" not in loot and "Hunter2Hunter2" not in loot  # the lookup saw nothing
+
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "crossing"},
+         "spec": {"chart": {"sourceRef": {"name": "config", "namespace": victim}, "path": "charts/x"}}}))
+    assert "other namespaces are disabled" in stalled(kube, ns, "hr", "crossing", "CrossNamespaceRef")
+
+
+def test_a_tenant_repository_cannot_climb(locked: tuple[Operator, Run], repo: Repo) -> None:
+    _operator, kube = locked
+    ns = tenant(kube)
+    bind_admin = ("apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: grab}\n"
+                  "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n"
+                  f"subjects: [{{kind: ServiceAccount, name: default, namespace: {ns}}}]\n")
+    repo.commit({"apps/grab.yaml": CLUSTER_ADMIN_GRAB.replace("NS", ns), "apps/bind.yaml": bind_admin,
+                 "apps/note.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\ndata: {a: b}\n"})
+    sync(kube, ns, repo)
+    obj = eventually(lambda: (o := get(kube, ns, "csync", "apps")) and condition(o).get("reason") == "ApplyFailed"
+                     and o)
+    message = condition(obj)["message"]
+    assert f"ClusterRoleBinding/grab-{ns}" in message and "forbidden" in message
+    assert "RoleBinding/" in message and "not currently held" in message  # RBAC escalation prevention
+    assert kube("kubectl", "get", "clusterrolebinding", f"grab-{ns}", check=False).returncode != 0
+    assert not get(kube, ns, "rolebinding", "grab")
+    assert get(kube, ns, "cm", "note")["data"] == {"a": "b"}  # what the tenant may write was written

@@ -1,0 +1,146 @@
+"""Tenant isolation with the operator as it runs by default (its own, broad rights): a ConfigSync with
+no ServiceAccount writes only namespaced objects into its own namespace, never takes over or prunes
+what is not its own, and secret values are masked in every form a chart can echo them. (Locked
+down: test_lockdown.py.) Every attack here worked before this was built."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests.conftest import Run
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.gitserver import Repo
+
+CLUSTER_ADMIN_GRAB = """apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: grab-NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: default, namespace: NS}]
+"""
+
+
+def sync(kube: Run, ns: str, repo: Repo, name: str = "apps", **spec: Any) -> None:
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
+         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": name},
+         "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h", **spec}}]))
+
+
+def stalled(kube: Run, ns: str, kind: str, name: str, reason: str) -> str:
+    obj = eventually(lambda: (o := get(kube, ns, kind, name)) and condition(o).get("reason") == reason and o)
+    assert condition(obj, "Stalled").get("status") == "True"
+    events = [e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name]
+    assert any(e["reason"] == reason and e["type"] == "Warning" for e in events), events
+    return str(condition(obj)["message"])
+
+
+def resync(kube: Run, ns: str, name: str) -> None:
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", "gitrepo", "config", f"helmop.dev/requestedAt={uuid.uuid4()}")
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", name, f"helmop.dev/requestedAt={uuid.uuid4()}")
+
+
+# --- the default operator: a ConfigSync with no ServiceAccount stays in its namespace ----------------
+
+
+def test_no_escalation_through_cluster_scoped_objects(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    repo.commit({"apps/grab.yaml": CLUSTER_ADMIN_GRAB.replace("NS", ns),
+                 "apps/note.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\ndata: {a: b}\n"})
+    sync(kube, ns, repo)
+    message = stalled(kube, ns, "csync", "apps", "ClusterScopedObject")
+    assert "apps/grab.yaml:1: ClusterRoleBinding/grab-" in message and "nothing applied" in message
+    assert kube("kubectl", "get", "clusterrolebinding", f"grab-{ns}", check=False).returncode != 0
+    assert not get(kube, ns, "cm", "note")  # nothing at all was applied
+
+
+def test_no_reaching_into_other_namespaces(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                          chart_repo: ChartRepo) -> None:
+    base = f"base-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "create", "namespace", base)
+    web = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "web", "namespace": base},
+           "spec": {"suspend": True, "chart": {"repository": {"url": chart_repo.url, "name": "demo"}},
+                    "values": {"replicaCount": 2}}}
+    kube("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump(web))
+    web["spec"]["values"] = {"replicaCount": 7}
+    planted = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": f"planted-{ns}", "namespace": "kube-system"}}
+    repo.commit({"apps/web.yaml": yaml.safe_dump(web), "apps/planted.yaml": yaml.safe_dump(planted)})
+    sync(kube, ns, repo)
+    message = stalled(kube, ns, "csync", "apps", "ObjectOutsideNamespace")
+    assert f"HelmRelease/{base}/web is in namespace '{base}'" in message and "kube-system" in message
+    assert get(kube, base, "hr", "web")["spec"]["values"] == {"replicaCount": 2}
+    assert "helmop.dev/configsync" not in (get(kube, base, "hr", "web")["metadata"].get("labels") or {})
+    assert not get(kube, "kube-system", "cm", f"planted-{ns}")
+    # Deleting the ConfigSync deletes nothing that is not its own.
+    kube("kubectl", "-n", ns, "delete", "csync", "apps", "--timeout=60s")
+    assert get(kube, base, "hr", "web")
+
+
+def test_no_takeover_and_no_pruning_of_foreign_objects(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    kube("kubectl", "-n", ns, "create", "configmap", "taken", "--from-literal=owner=someone")
+    repo.commit({"apps/taken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: taken}\ndata: {owner: git}\n",
+                 "apps/mine.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\ndata: {a: b}\n"})
+    sync(kube, ns, repo)
+    message = stalled(kube, ns, "csync", "apps", "ObjectOwnedElsewhere")
+    assert "apps/taken.yaml:1: ConfigMap/" in message and "helmop.dev/adopt" in message
+    assert get(kube, ns, "cm", "taken")["data"] == {"owner": "someone"} and not get(kube, ns, "cm", "mine")
+
+    # The owner agrees to hand it over: adopted, applied.
+    kube("kubectl", "-n", ns, "annotate", "cm", "taken", "helmop.dev/adopt=true")
+    resync(kube, ns, "apps")
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    assert get(kube, ns, "cm", "taken")["data"] == {"owner": "git"} and get(kube, ns, "cm", "mine")
+
+    # A second ConfigSync claiming the same object is refused.
+    sync(kube, ns, repo, name="rival")
+    assert "managed by another ConfigSync" in stalled(kube, ns, "csync", "rival", "ObjectOwnedElsewhere")
+    kube("kubectl", "-n", ns, "delete", "csync", "rival", "--timeout=60s")
+    assert get(kube, ns, "cm", "taken")  # the rival deleted nothing
+
+    # `mine` is replaced by someone else's object carrying copied marks; when git drops it, it stays.
+    marks = get(kube, ns, "cm", "mine")["metadata"]
+    kube("kubectl", "-n", ns, "delete", "cm", "mine")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "ConfigMap", "data": {"owner": "impostor"},
+         "metadata": {"name": "mine", "labels": marks["labels"], "annotations": marks["annotations"]}}))
+    repo.commit({"apps/mine.yaml": None})
+    resync(kube, ns, "apps")
+    eventually(lambda: all(i["name"] != "mine" for i in get(kube, ns, "csync", "apps")["status"]["inventory"]))
+    assert get(kube, ns, "cm", "mine")["data"] == {"owner": "impostor"}
+
+
+def test_secret_values_are_masked_in_every_form(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    secret = "S3cr3tValueXYZ42"
+    chart = f"leaky-{ns}"
+    chart_repo.publish(chart, "0.1.0", templates={"leak.yaml": (
+        '{{ fail (printf "upper=%s b64=%s b64url=%s trunc=%s quoted=%s" (upper .Values.password) '
+        '(b64enc .Values.password) (.Values.password | b64enc | replace "=" "") (trunc 10 .Values.password) '
+        '(toJson .Values.password)) }}')})
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "db", f"--from-literal=password={secret}")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "leaky"},
+         "spec": {"interval": "1h", "chart": {"repository": {"url": chart_repo.url, "name": chart}},
+                  "valuesFrom": [{"kind": "Secret", "name": "db", "valuesKey": "password",
+                                  "targetPath": "password"}]}}))
+    with caplog.at_level(logging.DEBUG):
+        obj = eventually(lambda: (o := get(kube, ns, "hr", "leaky")) and condition(o).get("reason") == "RenderFailed"
+                         and o)
+    events = json.dumps([e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == "leaky"])
+    metrics = requests.get(f"{operator.metrics_url}/metrics", timeout=10).text
+    logs = caplog.text
+    assert "upper=***" in condition(obj)["message"]
+    forms = [secret, secret.upper(), secret.lower(), base64.b64encode(secret.encode()).decode(),
+             base64.b64encode(secret.encode()).decode().rstrip("="), secret[:10], json.dumps(secret)]
+    for where, text in (("status", json.dumps(obj["status"])), ("events", events), ("logs", logs),
+                        ("metrics", metrics)):
+        for form in forms:
+            assert form not in text, (where, form)

@@ -1,0 +1,72 @@
+"""Pure pieces of tenant isolation: masking secrets in their transformed forms, the ConfigSync's
+namespace confinement and ownership rules, and the tenancy policy."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from helmop.api.helmrelease import SpecError
+from helmop.api.redaction import redact
+from helmop.api.tenancy import Tenancy
+from helmop.reconcile.sync import ADOPT, OWNER_LABEL, OWNER_UID, ObjectId, claim_problem, confinement, owned
+
+SECRET = "S3cr3tValueXYZ42"
+SYMBOLS = 'p>>?w0rd~~~~"s3cr3t>?'  # base64 with + and /, and a quote to escape
+
+
+@pytest.mark.parametrize("form", [
+    SECRET, SECRET.upper(), SECRET.lower(), base64.b64encode(SECRET.encode()).decode(),
+    base64.urlsafe_b64encode(SYMBOLS.encode()).decode().rstrip("="), base64.b64encode(SYMBOLS.encode()).decode(),
+    json.dumps(SYMBOLS), SECRET[:10], SECRET[3:12], base64.b64encode(SECRET.encode()).decode()[:9]])
+def test_secret_forms_are_masked(form: str) -> None:
+    masked = redact(f"error: value {form} is not allowed", [SECRET, SYMBOLS])
+    assert masked.startswith("error: value ") and masked.endswith(" is not allowed")
+    assert "***" in masked
+    for piece in (form, form.strip('"')):
+        assert piece not in masked
+
+
+def test_short_fragments_and_unrelated_text_are_left_alone() -> None:
+    assert redact("S3cr3tV is seven characters", [SECRET]) == "S3cr3tV is seven characters"
+    assert redact("nothing to see", [SECRET, "abc"]) == "nothing to see"
+    assert redact("user=robot", ["robot"]) == "user=***"
+
+
+def test_confinement_without_a_service_account() -> None:
+    crb = ObjectId("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "grab")
+    mine = ObjectId("v1", "ConfigMap", "team", "ok")
+    theirs = ObjectId("v1", "ConfigMap", "kube-system", "planted")
+    assert confinement({mine: "a.yaml:1"}, "team", set()) == ("", "")
+    reason, message = confinement({crb: "a.yaml:3", mine: "a.yaml:1", theirs: "b.yaml:7"}, "team", {crb})
+    assert reason == "ClusterScopedObject"
+    assert "a.yaml:3: ClusterRoleBinding/grab is cluster-scoped" in message
+    assert "b.yaml:7: ConfigMap/kube-system/planted is in namespace 'kube-system'" in message
+    assert confinement({theirs: "b.yaml:7"}, "team", set())[0] == "ObjectOutsideNamespace"
+
+
+def test_ownership_needs_the_uid_not_just_the_label() -> None:
+    oid = ObjectId("v1", "ConfigMap", "team", "x")
+    ours = {"metadata": {"labels": {OWNER_LABEL: "team.apps"}, "annotations": {OWNER_UID: "u1"}}}
+    copied_label = {"metadata": {"labels": {OWNER_LABEL: "team.apps"}}}
+    rival = {"metadata": {"annotations": {OWNER_UID: "u2"}}}
+    assert claim_problem(oid, "f:1", None, "u1", "team.apps", False) == ""
+    assert claim_problem(oid, "f:1", ours, "u1", "team.apps", False) == ""
+    assert "not created by this ConfigSync" in claim_problem(oid, "f:1", copied_label, "u1", "team.apps", False)
+    assert claim_problem(oid, "f:1", copied_label, "u1", "team.apps", True) == ""  # applied before uid marks
+    assert "another ConfigSync" in claim_problem(oid, "f:1", rival, "u1", "team.apps", True)
+    assert claim_problem(oid, "f:1", {"metadata": {"annotations": {ADOPT: "true"}}}, "u1", "team.apps", False) == ""
+    assert not owned(rival["metadata"], "u1", "team.apps", True)
+
+
+def test_tenancy_policy() -> None:
+    assert Tenancy().acting_as("team", "") == ""
+    assert Tenancy().acting_as("team", "deployer") == "system:serviceaccount:team:deployer"
+    assert Tenancy("tenant").acting_as("team", "") == "system:serviceaccount:team:tenant"
+    Tenancy().check_reference("team", "other", "spec.sourceRef")  # allowed unless locked
+    Tenancy(no_cross_namespace_refs=True).check_reference("team", "team", "spec.sourceRef")
+    with pytest.raises(SpecError) as refused:
+        Tenancy(no_cross_namespace_refs=True).check_reference("team", "other", "spec.sourceRef")
+    assert refused.value.reason == "CrossNamespaceRef"
