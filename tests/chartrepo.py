@@ -60,14 +60,17 @@ class ChartRepo:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def publish(self, name: str, version: str, *, templates: dict[str, str] | None = None,
-                values: dict[str, Any] | None = None) -> None:
+                values: dict[str, Any] | None = None, files: dict[str, str] | None = None) -> None:
+        """Package the source chart as name@version, with some templates (or any other files, by path
+        in the chart) replaced or added, and serve it."""
         work = self.root / f"build-{name}-{version}"
         shutil.copytree(self.source, work)
         chart = yaml.safe_load((work / "Chart.yaml").read_text())
         chart.update(name=name, version=version)
         (work / "Chart.yaml").write_text(yaml.safe_dump(chart))
-        for file, text in (templates or {}).items():
-            (work / "templates" / file).write_text(text)
+        for file, text in {**{f"templates/{k}": v for k, v in (templates or {}).items()}, **(files or {})}.items():
+            (work / file).parent.mkdir(parents=True, exist_ok=True)
+            (work / file).write_text(text)
         if values is not None:
             (work / "values.yaml").write_text(yaml.safe_dump(values))
         subprocess.run([self.helm, "package", str(work), "-d", str(self.dir)], check=True, capture_output=True)

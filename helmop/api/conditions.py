@@ -10,6 +10,8 @@ READY = "Ready"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
 RELEASED = "Released"
+REMEDIATED = "Remediated"
+TEST_SUCCESS = "TestSuccess"
 
 
 def now() -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .durations import parse_duration
+from .errors import HelmopError
 
 DEFAULT_INTERVAL = 600.0  # 10m
 DEFAULT_TIMEOUT = 300.0  # 5m, as helm
@@ -20,12 +21,12 @@ DEFAULT_MAX_HISTORY = 5
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class SpecError(ValueError):
-    """The spec cannot be acted on; ``reason`` is the condition reason, the message says why."""
+class SpecError(HelmopError, ValueError):
+    """The spec cannot be acted on; ``reason`` is the condition reason, the message says why. Never
+    transient: only a change of the spec helps."""
 
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(reason, message)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,22 @@ class ValuesReference:
     optional: bool = False
 
 
+CRD_POLICIES = ("Skip", "Create", "CreateReplace")
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """What happens when an install or upgrade fails (Flux's field names and defaults)."""
+
+    retries: int = 0  # retries of a failed action with the same configuration; negative: forever
+    ignore_test_failures: bool = False
+    remediate_last_failure: bool = False  # also remediate once the retries are used up
+    strategy: str = "rollback"  # upgrades only: rollback | uninstall
+
+    def exhausted(self, failures: int) -> bool:
+        return self.retries >= 0 and failures > self.retries
+
+
 @dataclass(frozen=True)
 class ActionOptions:
     disable_hooks: bool = False
@@ -68,7 +85,16 @@ class ActionOptions:
     cleanup_on_fail: bool = False
     create_namespace: bool = False
     keep_history: bool = False
-    retries: int = 0  # remediation: how many times a failed action is retried with the same config
+    remediation: Remediation = Remediation()
+    crds: str = "Create"  # install/upgrade: Skip | Create | CreateReplace
+
+
+@dataclass(frozen=True)
+class TestOptions:
+    enable: bool = False
+    timeout: float | None = None
+    ignore_failures: bool = False
+    filters: tuple[tuple[str, bool], ...] = ()  # (test name, exclude)
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,8 @@ class HelmReleaseSpec:
     install: ActionOptions = ActionOptions()
     upgrade: ActionOptions = ActionOptions()
     uninstall: ActionOptions = ActionOptions()
+    rollback: ActionOptions = ActionOptions()
+    test: TestOptions = TestOptions()
     service_account_name: str = ""
 
 
@@ -109,9 +137,25 @@ def duration_field(spec: dict[str, Any], key: str, default: float | None, where:
         raise SpecError("InvalidSpec", f"{where}.{key}: {exc}") from None
 
 
-def _options(raw: Any, where: str) -> ActionOptions:
+def _remediation(raw: dict[str, Any], where: str, tests_ignored: bool, upgrade: bool) -> Remediation:
+    retries = int(raw.get("retries", 0))
+    strategy = str(raw.get("strategy") or "rollback")
+    if upgrade and strategy not in ("rollback", "uninstall"):
+        raise SpecError("InvalidSpec", f"{where}.strategy must be rollback or uninstall, not {strategy!r}")
+    last = raw.get("remediateLastFailure")
+    ignore = raw.get("ignoreTestFailures")
+    return Remediation(retries=retries, strategy=strategy,
+                       # Flux: remediate the last failure too, unless no retries were asked for
+                       remediate_last_failure=bool(last) if last is not None else retries > 0,
+                       ignore_test_failures=bool(ignore) if ignore is not None else tests_ignored)
+
+
+def _options(raw: Any, where: str, *, crds: str = "Create", tests_ignored: bool = False,
+             upgrade: bool = False) -> ActionOptions:
     raw = raw or {}
-    remediation = raw.get("remediation") or {}
+    policy = str(raw.get("crds") or crds)
+    if policy not in CRD_POLICIES:
+        raise SpecError("InvalidSpec", f"{where}.crds must be one of {', '.join(CRD_POLICIES)}, not {policy!r}")
     return ActionOptions(
         disable_hooks=bool(raw.get("disableHooks", False)),
         disable_wait=bool(raw.get("disableWait", False)),
@@ -120,8 +164,18 @@ def _options(raw: Any, where: str) -> ActionOptions:
         cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
         create_namespace=bool(raw.get("createNamespace", False)),
         keep_history=bool(raw.get("keepHistory", False)),
-        retries=int(remediation.get("retries", 0)),
+        remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored, upgrade),
+        crds=policy,
     )
+
+
+def _tests(raw: Any) -> TestOptions:
+    raw = raw or {}
+    filters = tuple((str(f.get("name") or ""), bool(f.get("exclude", False))) for f in raw.get("filters") or [])
+    if any(not name for name, _ in filters):
+        raise SpecError("InvalidSpec", "spec.test.filters[].name is required")
+    return TestOptions(enable=bool(raw.get("enable", False)), timeout=duration_field(raw, "timeout", None, "spec.test"),
+                       ignore_failures=bool(raw.get("ignoreFailures", False)), filters=filters)
 
 
 def _chart(raw: Any) -> RepositoryChart | SourceChart:
@@ -179,6 +233,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         raise SpecError("InvalidSpec", "spec.storageNamespace must equal the target namespace: the helm CLI "
                                        "stores releases where it installs them")
     max_history = int(spec.get("maxHistory", DEFAULT_MAX_HISTORY))
+    tests = _tests(spec.get("test"))
     return HelmReleaseSpec(
         chart=_chart(spec.get("chart")),
         release_name=release,
@@ -190,8 +245,11 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         suspend=bool(spec.get("suspend", False)),
         timeout=duration_field(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
         max_history=max_history,
-        install=_options(spec.get("install"), "spec.install"),
-        upgrade=_options(spec.get("upgrade"), "spec.upgrade"),
+        install=_options(spec.get("install"), "spec.install", tests_ignored=tests.ignore_failures),
+        upgrade=_options(spec.get("upgrade"), "spec.upgrade", crds="Skip", tests_ignored=tests.ignore_failures,
+                         upgrade=True),
         uninstall=_options(spec.get("uninstall"), "spec.uninstall"),
+        rollback=_options(spec.get("rollback"), "spec.rollback"),
+        test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
     )

@@ -13,6 +13,7 @@ import yaml
 from .apps import AppKind
 from .helmrelease import SpecError
 from .kinds import JENKINS
+from .manifests import YamlProblem
 
 PROJECT_LABEL = "helmop.dev/project"
 DEFAULT_CHART = {"repository": {"url": "https://charts.jenkins.io", "name": "jenkins", "version": "5.9.53"}}
@@ -109,10 +110,8 @@ def _config_as_code(raw: Any) -> dict[str, str]:
         try:
             parsed = yaml.safe_load(str(text))
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise SpecError("InvalidConfigAsCode", f"{where} is not valid YAML{at}: {problem}") from None
+            found = YamlProblem.of(exc)
+            raise SpecError("InvalidConfigAsCode", f"{where} is not valid YAML{found.at}: {found.problem}") from None
         if not isinstance(parsed, dict):
             what = "empty" if parsed is None else f"a {type(parsed).__name__}"
             raise SpecError("InvalidConfigAsCode", f"{where} must be a YAML mapping (such as 'jenkins: "

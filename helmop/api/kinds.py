@@ -15,6 +15,9 @@ VERSION = "v1alpha1"
 # Asks for a reconcile now (`helmop reconcile` sets it to a timestamp; status.lastHandledReconcileAt
 # echoes the value once the reconcile has an outcome).
 REQUESTED_AT = "helmop.dev/requestedAt"
+# A new value resets a HelmRelease's failure counts (one more try); forces one upgrade (even when up to date).
+RESET_AT = "helmop.dev/resetAt"
+FORCE_AT = "helmop.dev/forceAt"
 FINALIZER = "helmop.dev/finalizer"
 
 

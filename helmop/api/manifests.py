@@ -29,6 +29,26 @@ class Manifest:
         return str((self.obj.get("metadata") or {}).get("name", ""))
 
 
+@dataclass(frozen=True)
+class YamlProblem:
+    """Where (1-based line and column, when known) and what a YAML parse error is, for messages."""
+
+    line: int | None
+    column: int | None
+    problem: str
+
+    @classmethod
+    def of(cls, exc: Exception) -> YamlProblem:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["invalid YAML"])[0]
+        return cls(mark.line + 1 if mark else None, mark.column + 1 if mark else None, str(problem))
+
+    @property
+    def at(self) -> str:
+        """" (line L, column C)" or ""."""
+        return f" (line {self.line}, column {self.column})" if self.line else ""
+
+
 def _documents(text: str) -> list[tuple[int, Any]]:
     """(first line, data) of each YAML document in ``text``."""
     loader = yaml.SafeLoader(text)
@@ -57,10 +77,8 @@ def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
             errors.append(f"{path}: not UTF-8 text")
             continue
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            errors.append(f"{path}{line}: {problem}")
+            found_problem = YamlProblem.of(exc)
+            errors.append(f"{path}{f':{found_problem.line}' if found_problem.line else ''}: {found_problem.problem}")
             continue
         for start, doc in docs:
             if doc is None:

@@ -14,6 +14,7 @@ import jsonschema
 import yaml
 
 from . import crds
+from .manifests import YamlProblem
 
 
 def _strict(node: dict[str, Any]) -> dict[str, Any]:
@@ -98,9 +99,8 @@ def tree(files: dict[str, bytes]) -> list[str]:
             nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
             docs = list(yaml.safe_load_all(text))
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
-            mark = getattr(exc, "problem_mark", None)
-            out.append(f"{name}{f':{mark.line + 1}' if mark else ''}: not a valid YAML file: "
-                       f"{getattr(exc, 'problem', None) or exc}")
+            broken = YamlProblem.of(exc)
+            out.append(f"{name}{f':{broken.line}' if broken.line else ''}: not a valid YAML file: {broken.problem}")
             continue
         for node, doc in zip(nodes, docs, strict=True):
             if not isinstance(doc, dict):

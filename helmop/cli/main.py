@@ -112,8 +112,11 @@ async def _get(pair: Any) -> int:
 
 async def _reconcile(pair: Any) -> int:
     args, kube = pair
-    ok = await verbs.reconcile(kube, verbs.kind_of(args.kind), _namespace(args) or "default", args.name,
-                               with_source=args.with_source, timeout=args.timeout)
+    kind = verbs.kind_of(args.kind)
+    if (args.reset or args.force) and kind.kind != "HelmRelease":
+        raise Failed("--reset and --force apply to HelmReleases (hr)")
+    ok = await verbs.reconcile(kube, kind, _namespace(args) or "default", args.name, with_source=args.with_source,
+                               timeout=args.timeout, reset=args.reset, force=args.force)
     return 0 if ok else 1
 
 
@@ -221,6 +224,10 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("name")
     rec.add_argument("--with-source", action="store_true", help="fetch its GitRepository first")
     rec.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+    rec.add_argument("--reset", action="store_true",
+                     help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)")
+    rec.add_argument("--force", action="store_true",
+                     help="HelmRelease: one forced upgrade, even when up to date (helmop.dev/forceAt)")
 
     for name, what in (("suspend", "stop acting on a resource"), ("resume", "act on a suspended resource again")):
         sub = cluster_verb(name, what, _suspend)

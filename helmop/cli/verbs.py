@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from helmop.api.kinds import BUILTIN, GITREPOSITORY, REQUESTED_AT, Kind
+from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
 from helmop.controllers.kube import Connection, Kube, KubeconfigError, KubeError
 
 from .errors import Failed
@@ -68,8 +68,9 @@ def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
 
 
 async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_source: bool, timeout: float,
-                    out: Any = sys.stdout) -> bool:
-    """Ask for a reconcile now and wait for its outcome (not an earlier one); True when it ended Ready."""
+                    reset: bool = False, force: bool = False, out: Any = sys.stdout) -> bool:
+    """Ask for a reconcile now and wait for its outcome (not an earlier one); True when it ended Ready.
+    ``reset``: the failure counts start afresh (one more try); ``force``: one forced upgrade."""
     obj = await kube.get(kind.path(namespace, name))
     if obj is None:
         raise Failed(f"{kind.kind} {namespace}/{name} not found")
@@ -81,7 +82,8 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
                                                       with_source=False, timeout=timeout, out=out):
         return False
     stamp = datetime.now(UTC).isoformat()
-    await kube.merge_patch(kind.path(namespace, name), {"metadata": {"annotations": {REQUESTED_AT: stamp}}})
+    asked = {REQUESTED_AT: stamp, **({RESET_AT: stamp} if reset else {}), **({FORCE_AT: stamp} if force else {})}
+    await kube.merge_patch(kind.path(namespace, name), {"metadata": {"annotations": asked}})
     print(f"► annotating {kind.kind} {namespace}/{name}; waiting for the reconcile", file=out, flush=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

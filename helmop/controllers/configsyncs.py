@@ -122,9 +122,11 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
             cluster_scoped.add(oid)
     previous = [ObjectId.from_json(x) for x in status.get("inventory") or []]
     refusal = (("", "") if impersonating else confinement(origins, namespace, cluster_scoped))
+    applied_uids = _uids(status.get("inventory") or [])
     if not refusal[0]:
         claims = [p for oid in apply_order(list(objects))
-                  if (p := claim_problem(oid, origins[oid], await _live(kube, oid), uid, label, oid in previous))]
+                  if (p := claim_problem(oid, origins[oid], await _live(kube, oid), uid, label, oid in previous,
+                                         applied_uids.get(oid, "")))]
         refusal = ("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(claims[:10])}") if claims else refusal
     if refusal[0]:
         await report(ctx, CONFIGSYNC, body, status, False, refusal[0], f"revision {revision}: {refusal[1]}",
@@ -132,7 +134,6 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         return None
     # The inventory records each object's own uid too: an object deleted and re-created by someone else
     # under the same name (even with copied marks) is not the one this ConfigSync applied.
-    applied_uids = _uids(status.get("inventory") or [])
     for oid in apply_order(list(objects)):
         try:
             live = await kube.apply(await object_path(kube, oid), objects[oid], MANAGER)

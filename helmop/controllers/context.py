@@ -30,6 +30,9 @@ class Context:
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
+    # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
+    # old one is stopped rather than left to wait out its timeout.
+    supersessions: dict[Key, asyncio.Event] = field(default_factory=dict)
     references: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
 
     def lock(self, key: Key) -> asyncio.Lock:
@@ -38,9 +41,17 @@ class Context:
     def waker(self, key: Key) -> asyncio.Event:
         return self.wakers.setdefault(key, asyncio.Event())
 
+    def superseded(self, key: Key) -> asyncio.Event:
+        return self.supersessions.setdefault(key, asyncio.Event())
+
+    def supersede(self, key: Key) -> None:
+        """A newer revision of ``key``'s spec or inputs: wake it, and stop what it runs for the old one."""
+        self.superseded(key).set()
+        self.waker(key).set()
+
     def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
         for key in self.references.get((namespace, kind, name), ()):
-            self.waker(key).set()
+            self.supersede(key)
 
     def refer(self, referrer: Key, targets: list[tuple[str, str, str]]) -> None:
         """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""
@@ -55,5 +66,5 @@ class Context:
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
         self.forget(key)
-        for table in (self.locks, self.backoff, self.wakers):
+        for table in (self.locks, self.backoff, self.wakers, self.supersessions):
             table.pop(key, None)

@@ -58,9 +58,8 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         metrics.GIT_FETCH.labels("success").observe(time.monotonic() - started)
         revision, _sha = await ctx.git.resolve(spec.url, GitRef(spec.branch, spec.tag, spec.semver, spec.commit))
     except (SourceError, InputError) as exc:
-        transient = getattr(exc, "transient", False)
-        await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not transient)
-        return 15.0 if transient else None
+        await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        return 15.0 if exc.transient else None
     previous = (status.get("artifact") or {}).get("revision")
     status["lastFetchedAt"] = cond.now()
     if previous != revision:

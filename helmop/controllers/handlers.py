@@ -18,13 +18,14 @@ from typing import Any
 import kopf
 
 from helmop.api.durations import parse_duration
-from helmop.api.kinds import CONFIGSYNC, FINALIZER, GITREPOSITORY, HELMRELEASE, REQUESTED_AT, Kind
+from helmop.api.kinds import CONFIGSYNC, FINALIZER, FORCE_AT, GITREPOSITORY, HELMRELEASE, REQUESTED_AT, RESET_AT, Kind
 
 from . import configsyncs, gitrepositories, metrics
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
 
+ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
 Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
 Finalize = Callable[[dict[str, Any]], Awaitable[bool]]
 
@@ -52,11 +53,16 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
             metrics.forget_resource(*key)
             return
         metrics.observe_resource(kind, body)
-        token = (body.metadata.get("generation"), (body.metadata.annotations or {}).get(REQUESTED_AT),
+        annotations = body.metadata.annotations or {}
+        token = (body.metadata.get("generation"), tuple(annotations.get(a) for a in ASKED),
                  FINALIZER in (body.metadata.get("finalizers") or []))
-        if seen.get(key) != token:
+        previous = seen.get(key)
+        if previous != token:
             seen[key] = token
-            ctx.waker(key).set()
+            if previous is not None and previous[0] != token[0]:
+                ctx.supersede(key)  # a new generation of the spec: stop acting on the old one
+            else:
+                ctx.waker(key).set()
 
     @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None)
     async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:

@@ -1,45 +1,54 @@
-"""One reconcile of a HelmRelease: gather inputs, decide, perform, report.
+"""One reconcile of a HelmRelease: gather inputs, then decide, act, observe, until nothing is left to do.
 
-Status is written once per outcome (plus a Reconciling mark before a helm action, which can take
-minutes), and only when it changed; Events are posted for actions and failures, never twice in a
-row for the same thing. A reconcile that finds nothing to do spawns no helm process.
+Each round asks the pure ``reconcile.decide`` for one action and carries it out through its module in
+``actions`` (install, upgrade, test, rollback, uninstall, unlock); the action's pure ``settle`` says
+what status its result leads to. A failed action ends the reconcile (the next one, after a backoff,
+decides on remediation, then the next try), so tries are spaced by the backoff. A reconcile that finds
+nothing to do spawns no helm process. Events are posted for actions and failures, never twice in a
+row for the same thing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
-import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.helmrelease import (
-    HelmReleaseSpec,
-    RepositoryChart,
-    SourceChart,
-    SpecError,
-    parse_spec,
-)
-from helmop.api.kinds import HELMRELEASE
-from helmop.api.redaction import redact
+from helmop.api.errors import HelmopError
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, parse_spec
+from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
 from helmop.helm import storage
-from helmop.helm.engine import HelmError
-from helmop.helm.request import upgrade_request
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 
-from . import metrics
+from .actions import (
+    Job,
+    Result,
+    Step,
+    begin,
+    condition,
+    history,
+    install,
+    rollback,
+    stalled,
+    test,
+    uninstall,
+    unlock,
+    upgrade,
+)
 from .context import Context, Key
-from .inputs import InputError, Inputs, gather
+from .inputs import Inputs, gather
 from .kube import KubeError
 from .status import requested, write_status
 
 log = logging.getLogger(__name__)
 
-HISTORY_KEPT = 5
-RETRY_MIN, RETRY_MAX = 5.0, 300.0
+RETRY_MIN, RETRY_MAX = 2.0, 300.0  # backoff after a failure: doubling from 2 s to 5 min
+MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
+STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
+                             Action.ROLLBACK: rollback.STEP, Action.UNINSTALL: uninstall.STEP,
+                             Action.UNLOCK: unlock.STEP}
 
 
 @dataclass
@@ -49,18 +58,8 @@ class Outcome:
     retry_after: float | None = None
 
 
-@contextlib.asynccontextmanager
-async def _timed(action: str) -> AsyncIterator[None]:
-    """Count and time one helm action by its result."""
-    started, result = time.monotonic(), "success"
-    try:
-        yield
-    except HelmError:
-        result = "failure"
-        raise
-    finally:
-        metrics.HELM_ACTIONS.labels(action, result).inc()
-        metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
+def _annotation(body: dict[str, Any], name: str) -> str:
+    return str((body["metadata"].get("annotations") or {}).get(name, ""))
 
 
 class Reconciler:
@@ -73,6 +72,7 @@ class Reconciler:
         meta = body["metadata"]
         key = ("HelmRelease", meta["namespace"], meta["name"])
         async with self.ctx.lock(key):
+            self.ctx.superseded(key).clear()  # this reconcile reads the newest spec and inputs
             try:
                 return await self._reconcile(copy.deepcopy(body))
             except KubeError as exc:  # the API itself failed us: try again soon
@@ -89,27 +89,19 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
             except SpecError:
                 return True  # nothing helmop could have installed
-            record = await self._record(spec)
-            decision = decide(self._desired(body, spec, "", deleting=True), Observed(self._release(record)))
+            secrets = await self._release_secrets(spec)
+            desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
+                              suspended=spec.suspend, deleting=True)
+            decision = decide(desired, Observed(self._release(secrets)))
             if decision.action is not Action.UNINSTALL:
                 log.info("%s/%s deleted: %s", meta["namespace"], meta["name"], decision.message)
                 return True
-            opts = spec.uninstall
-            try:
-                async with self.ctx.slots, _timed("uninstall"):
-                    await self.ctx.engine.uninstall(spec.release_name, spec.target_namespace,
-                                                    opts.timeout or spec.timeout, wait=not opts.disable_wait,
-                                                    keep_history=opts.keep_history, disable_hooks=opts.disable_hooks,
-                                                    impersonate=self.ctx.tenancy.acting_as(
-                                                        meta["namespace"], spec.service_account_name))
-            except HelmError as exc:
-                await self.ctx.events.warning(body, "UninstallFailed", str(exc))
-                await self._write_status(body, self._failed(body, "UninstallFailed", str(exc), stalled=False))
-                return False
-            await self.ctx.events.normal(body, "UninstallSucceeded",
-                                         f"Helm uninstall succeeded for release {spec.target_namespace}/"
-                                         f"{spec.release_name}")
-            return True
+            job = Job(self.ctx, body, spec, decision)
+            result = await uninstall.STEP.run(job)
+            await self._report(job, result)
+            if not result.ok:
+                await self._write_status(body, uninstall.STEP.settle(body.get("status") or {}, job, result))
+            return result.ok
 
     # --- the reconcile -----------------------------------------------------------------------------
 
@@ -129,189 +121,118 @@ class Reconciler:
         try:
             inputs = await gather(self.ctx, meta["namespace"], spec)
             await self._check_namespace(spec)
-        except (InputError, SpecError) as exc:
-            transient = getattr(exc, "transient", False)
-            await self._fail(body, exc.reason, str(exc), stalled=not transient)
-            return Outcome(self._next_backoff(key) if transient else None)
-        for _ in range(2):  # a second round after unlocking a stuck release
-            record = await self._record(spec)
-            observed = self._observed(body, record)
-            decision = decide(self._desired(body, spec, storage.digest_token(inputs.digest)), observed)
-            if decision.action is not Action.UNLOCK or record is None:
+        except HelmopError as exc:
+            await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)
+            return Outcome(self._next_backoff(key) if exc.transient else None)
+        marked = False
+        for _ in range(MAX_ROUNDS):
+            observed = self._observed(body, spec, await self._release_secrets(spec))
+            decision = decide(self._desired(body, spec, inputs), observed)
+            step = STEPS.get(decision.action)
+            if step is None:
+                await self._settle_terminal(body, spec, inputs, decision)
                 break
-            await self._unlock(body, record, decision)
-        outcome = await self._perform(body, spec, inputs, decision)
-        if outcome.retry_after is None:
-            self.ctx.backoff.pop(key, None)
-        return outcome
+            if not marked and decision.action is not Action.UNLOCK:
+                await self._mark_reconciling(body, decision.message)
+                marked = True
+            job = Job(self.ctx, body, spec, decision, inputs)
+            result = await step.run(job)
+            await self._write_status(body, step.settle(body.get("status") or {}, job, result))
+            await self._report(job, result)
+            if result.cancelled:
+                return Outcome(0.01)  # the newer revision is reconciled at once
+            if not result.ok:
+                return Outcome(self._next_backoff(key))
+        self.ctx.backoff.pop(key, None)
+        return Outcome()
 
     async def _check_namespace(self, spec: HelmReleaseSpec) -> None:
         if spec.install.create_namespace:
             return
         if await self.ctx.kube.get(f"/api/v1/namespaces/{spec.target_namespace}") is None:
-            raise InputError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
-                                                  "(set spec.install.createNamespace to create it)", transient=True)
+            raise HelmopError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
+                                                   "(set spec.install.createNamespace to create it)", transient=True)
 
     async def _release_secrets(self, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
         """helm's storage Secrets of the release (one API list, no helm process)."""
         return await self.ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
                                         storage.selector(spec.release_name))
 
-    async def _record(self, spec: HelmReleaseSpec) -> storage.ReleaseRecord | None:
-        return storage.latest(await self._release_secrets(spec))
-
     @staticmethod
-    def _release(record: storage.ReleaseRecord | None) -> Release | None:
+    def _release(secrets: list[dict[str, Any]], tests: bool = False) -> Release | None:
+        record = storage.latest(secrets)
         if record is None:
             return None
-        return Release(record.status, record.owner, record.config_digest, record.revision)
+        result = storage.test_result(storage.decode(record.secret)) if tests and record.status == "deployed" else ""
+        return Release(record.status, record.owner, record.config_digest, record.revision,
+                       last_good=storage.last_good(secrets, below=record.revision), tests=result)
 
     @staticmethod
-    def _desired(body: dict[str, Any], spec: HelmReleaseSpec, digest: str, deleting: bool = False) -> Desired:
+    def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs) -> Desired:
         meta = body["metadata"]
-        return Desired(config_digest=digest, owner=storage.owner_token(meta["namespace"], meta["name"]),
-                       suspended=spec.suspend, deleting=deleting, install_retries=spec.install.retries,
-                       upgrade_retries=spec.upgrade.retries)
+        return Desired(config_digest=storage.digest_token(inputs.digest),
+                       owner=storage.owner_token(meta["namespace"], meta["name"]), suspended=spec.suspend,
+                       install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable)
 
-    def _observed(self, body: dict[str, Any], record: storage.ReleaseRecord | None) -> Observed:
+    def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, secrets: list[dict[str, Any]]) -> Observed:
         status = body.get("status") or {}
-        asked = requested(body)
-        return Observed(release=self._release(record),
+        reset, force = _annotation(body, RESET_AT), _annotation(body, FORCE_AT)
+        return Observed(release=self._release(secrets, tests=spec.test.enable),
                         last_attempted_digest=storage.digest_token(status.get("lastAttemptedConfigDigest", "")),
-                        failures=int(status.get("failures", 0)),
-                        retry_requested=bool(asked) and asked != status.get("lastHandledReconcileAt"))
-
-    async def _unlock(self, body: dict[str, Any], record: storage.ReleaseRecord, decision: Decision) -> None:
-        secret = storage.unlocked(record.secret, "marked failed by helmop: the previous action never finished")
-        meta = secret["metadata"]
-        await self.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
-        await self.ctx.events.warning(body, "ReleaseUnlocked", decision.message)
-
-    async def _perform(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
-                       decision: Decision) -> Outcome:
-        if decision.action is Action.REFUSE:
-            await self._fail(body, decision.reason, decision.message, stalled=True)
-            return Outcome()
-        if decision.action is Action.NONE:
-            if decision.reason == "UpToDate":
-                await self._up_to_date(body, spec, inputs)
-            return Outcome()
-        installing = decision.action is Action.INSTALL
-        await self._mark_reconciling(body, decision.message)
-        meta = body["metadata"]
-        request = upgrade_request(spec, meta["namespace"], meta["name"], chart=inputs.chart_path,
-                                  values=inputs.values, digest=inputs.digest, installing=installing,
-                                  tenancy=self.ctx.tenancy)
-        action = "install" if installing else "upgrade"
-        try:
-            async with self.ctx.slots, _timed(action):
-                await self.ctx.engine.upgrade(request, installing=installing)
-        except HelmError as exc:
-            message = redact(str(exc), inputs.secrets)
-            return await self._action_failed(body, spec, inputs, installing, exc, message)
-        return await self._action_succeeded(body, spec, inputs, installing)
+                        last_action=str(status.get("lastAttemptedReleaseAction", "")),
+                        install_failures=int(status.get("installFailures", 0)),
+                        upgrade_failures=int(status.get("upgradeFailures", 0)),
+                        reset_requested=bool(reset) and reset != status.get("lastHandledResetAt"),
+                        force_requested=bool(force) and force != status.get("lastHandledForceAt"))
 
     # --- outcomes ----------------------------------------------------------------------------------
 
-    async def _action_succeeded(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
-                                installing: bool) -> Outcome:
-        verb = "install" if installing else "upgrade"
-        reason = "InstallSucceeded" if installing else "UpgradeSucceeded"
-        message = await self._deployed(body, spec, inputs, reason,
-                                       f"Helm {verb} succeeded for release {{release}} with chart {{chart}}")
-        await self.ctx.events.normal(body, reason, message)
-        return Outcome()
-
-    async def _deployed(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, reason: str,
-                        template: str) -> str:
-        """Write the status of a deployed, current release; returns the Ready message."""
-        secrets = await self._release_secrets(spec)
-        record = storage.latest(secrets)
-        message = template.format(release=f"{spec.target_namespace}/{spec.release_name}.v"
-                                          f"{record.revision if record else 0}",
-                                  chart=f"{inputs.chart.name}@{inputs.chart.version}")
-        status = self._attempted(body, inputs, failures=0)
-        status["lastAppliedRevision"] = inputs.chart.version
-        status["history"] = self._history(secrets)
-        status["conditions"] = self._conditions(body, ready=True, reason=reason, message=message, released=True,
-                                                stalled=False)
-        await self._write_status(body, status)
-        return message
-
-    async def _action_failed(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, installing: bool,
-                             exc: HelmError, message: str) -> Outcome:
-        key = ("HelmRelease", body["metadata"]["namespace"], body["metadata"]["name"])
-        previous = body.get("status") or {}
-        same = previous.get("lastAttemptedConfigDigest") == inputs.digest
-        failures = (int(previous.get("failures", 0)) if same else 0) + (0 if exc.transient else 1)
-        retries = spec.install.retries if installing else spec.upgrade.retries
-        exhausted = not exc.transient and failures > retries
-        verb = "install" if installing else "upgrade"
-        reason = exc.reason if exc.reason not in ("InstallFailed", "UpgradeFailed") else f"{verb.capitalize()}Failed"
-        text = f"Helm {verb} failed for release {spec.target_namespace}/{spec.release_name} with chart " \
-               f"{inputs.chart.name}@{inputs.chart.version}: {message}"
-        status = self._attempted(body, inputs, failures=failures)
-        status["history"] = self._history(await self._release_secrets(spec))
-        status["conditions"] = self._conditions(body, ready=False, reason=reason, message=text, released=False,
-                                                stalled=exhausted)
-        await self._write_status(body, status)
-        await self.ctx.events.warning(body, reason, text)
-        if exhausted:
-            return Outcome()
-        return Outcome(self._next_backoff(key))
-
-    async def _up_to_date(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs) -> None:
-        status = body.get("status") or {}
-        ready = cond.get_condition(status.get("conditions") or [], cond.READY)
-        if ready and ready.get("status") == "True" and status.get("lastAttemptedConfigDigest") == inputs.digest \
-                and status.get("observedGeneration") == body["metadata"].get("generation", 0):
-            await self._write_status(body, copy.deepcopy(status))  # only a handled requestedAt may change
+    async def _settle_terminal(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
+                               decision: Decision) -> None:
+        """Status for an answer that runs nothing: up to date, suspended, refused, or stalled."""
+        if decision.action is Action.REFUSE:
+            await self._fail(body, decision.reason, decision.message, stalled=True)
             return
-        await self._deployed(body, spec, inputs, "UpToDate", "Release {release} is deployed with chart {chart}")
+        job = Job(self.ctx, body, spec, decision, inputs)
+        status = begin(body.get("status") or {}, job)
+        if decision.action is Action.STALL:
+            ready = cond.get_condition(status.get("conditions") or [], cond.READY) or {}
+            if ready.get("status") != "False":  # else Ready keeps the reason of the last failure
+                condition(status, job, cond.READY, False, decision.reason, decision.message)
+            stalled(status, job, decision.reason, decision.message)
+            if status != body.get("status"):
+                await self.ctx.events.warning(body, decision.reason, decision.message)
+            await self._write_status(body, status)
+            return
+        if decision.reason != "UpToDate":
+            return
+        current = cond.get_condition(status.get("conditions") or [], cond.READY) or {}
+        if not (current.get("status") == "True" and status.get("lastAttemptedConfigDigest") == inputs.digest):
+            # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)
+            message = f"Release {job.release} is deployed with chart {job.chart} ({decision.message})"
+            status.update(lastAppliedRevision=inputs.chart.version, lastAttemptedConfigDigest=inputs.digest,
+                          history=await history(job))
+            for kind in (cond.READY, cond.RELEASED):
+                condition(status, job, kind, True, "UpToDate", message)
+            stalled(status, job)
+        await self._write_status(body, status)
+
+    async def _report(self, job: Job, result: Result) -> None:
+        event = self.ctx.events.normal if result.ok else self.ctx.events.warning
+        await event(job.body, result.reason, result.message)
+        if job.decision.remediation and result.ok:
+            log.info("%s/%s remediated: %s", job.namespace, job.name, result.message)
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> None:
-        await self._write_status(body, self._failed(body, reason, message, stalled=stalled))
-        await self.ctx.events.warning(body, reason, message)
-
-    def _failed(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> dict[str, Any]:
-        status = copy.deepcopy(body.get("status") or {})
-        status["observedGeneration"] = body["metadata"].get("generation", 0)
-        status["conditions"] = self._conditions(body, ready=False, reason=reason, message=message, released=None,
-                                                stalled=stalled)
-        return status
-
-    # --- status pieces -----------------------------------------------------------------------------
-
-    def _attempted(self, body: dict[str, Any], inputs: Inputs, *, failures: int) -> dict[str, Any]:
         status = copy.deepcopy(body.get("status") or {})
         generation = body["metadata"].get("generation", 0)
-        status.update(observedGeneration=generation, lastAttemptedGeneration=generation,
-                      lastAttemptedRevision=inputs.chart.version, lastAttemptedConfigDigest=inputs.digest,
-                      failures=failures)
-        if requested(body):
-            status["lastHandledReconcileAt"] = requested(body)
-        return status
-
-    @staticmethod
-    def _conditions(body: dict[str, Any], *, ready: bool, reason: str, message: str, released: bool | None,
-                    stalled: bool) -> list[dict[str, Any]]:
-        generation = body["metadata"].get("generation", 0)
-        conditions = list((body.get("status") or {}).get("conditions") or [])
-        conditions = cond.set_condition(conditions, cond.READY, ready, reason, message, generation)
-        if released is not None:
-            conditions = cond.set_condition(conditions, cond.RELEASED, released, reason, message, generation)
+        status["observedGeneration"] = generation
+        conditions = cond.set_condition(status.get("conditions") or [], cond.READY, False, reason, message, generation)
         conditions = cond.remove_condition(conditions, cond.RECONCILING)
-        if stalled:
-            conditions = cond.set_condition(conditions, cond.STALLED, True, reason, message, generation)
-        else:
-            conditions = cond.remove_condition(conditions, cond.STALLED)
-        return conditions
-
-    @staticmethod
-    def _history(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")),
-                         reverse=True)
-        return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
+        conditions = (cond.set_condition(conditions, cond.STALLED, True, reason, message, generation) if stalled
+                      else cond.remove_condition(conditions, cond.STALLED))
+        await self._write_status(body, {**status, "conditions": conditions})
+        await self.ctx.events.warning(body, reason, message)
 
     async def _mark_reconciling(self, body: dict[str, Any], message: str) -> None:
         status = copy.deepcopy(body.get("status") or {})

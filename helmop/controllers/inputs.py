@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.sources import parse_git_repository
@@ -29,13 +30,8 @@ from .context import Context
 from .kube import Kube
 
 
-class InputError(Exception):
-    """Inputs cannot be gathered: ``reason`` for the condition; ``transient`` if a retry may help."""
-
-    def __init__(self, reason: str, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.transient = transient
+class InputError(HelmopError):
+    """Inputs cannot be gathered (a missing ConfigMap, Secret or source, values that do not parse)."""
 
 
 @dataclass

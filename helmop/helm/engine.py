@@ -8,14 +8,23 @@ its errors, which :func:`classify` turns into condition reasons.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
+import os
 import re
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
+
+from helmop.api.errors import HelmopError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,30 @@ class UpgradeRequest:
     labels: dict[str, str] = field(default_factory=dict)
     description: str = ""
     impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
+    skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    release: str
+    namespace: str
+    revision: int
+    timeout: float
+    wait: bool = True
+    disable_hooks: bool = False
+    force: bool = False
+    cleanup_on_fail: bool = False
+    max_history: int = 5
+    impersonate: str = ""
+
+
+@dataclass(frozen=True)
+class TestRequest:
+    release: str
+    namespace: str
+    timeout: float
+    filters: tuple[tuple[str, bool], ...] = ()  # (test name, exclude)
+    impersonate: str = ""
 
 
 def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
@@ -41,20 +74,50 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
     args = ["upgrade", req.release, str(req.chart), "--install", "--namespace", req.namespace,
             "--values", "-", "--output", "json", "--timeout", f"{int(req.timeout)}s",
             "--history-max", str(req.max_history)]
-    if req.wait:
-        args += ["--wait=watcher", "--wait-for-jobs"] if major >= 4 else ["--wait", "--wait-for-jobs"]
-    if req.disable_hooks:
-        args.append("--no-hooks")
-    if req.force:
-        args.append("--force-replace" if major >= 4 else "--force")
-    if req.cleanup_on_fail:
-        args.append("--cleanup-on-fail")
+    args += _change_flags(major, wait=req.wait, disable_hooks=req.disable_hooks, force=req.force,
+                          cleanup_on_fail=req.cleanup_on_fail)
     if req.create_namespace:
         args.append("--create-namespace")
     if req.labels:
         args += ["--labels", ",".join(f"{k}={v}" for k, v in sorted(req.labels.items()))]
     if req.description:
         args += ["--description", req.description]
+    if req.skip_crds:
+        args.append("--skip-crds")
+    if req.impersonate:
+        args += ["--kube-as-user", req.impersonate]
+    return args
+
+
+def _change_flags(major: int, *, wait: bool, disable_hooks: bool, force: bool, cleanup_on_fail: bool) -> list[str]:
+    """The flags upgrade and rollback share, in each helm major's spelling."""
+    args = []
+    if wait:
+        args += ["--wait=watcher", "--wait-for-jobs"] if major >= 4 else ["--wait", "--wait-for-jobs"]
+    if disable_hooks:
+        args.append("--no-hooks")
+    if force:
+        args.append("--force-replace" if major >= 4 else "--force")
+    if cleanup_on_fail:
+        args.append("--cleanup-on-fail")
+    return args
+
+
+def rollback_args(req: RollbackRequest, major: int) -> list[str]:
+    """``helm rollback`` to a revision (the last successful one: remediation of a failed upgrade)."""
+    args = ["rollback", req.release, str(req.revision), "--namespace", req.namespace, "--timeout",
+            f"{int(req.timeout)}s", "--history-max", str(req.max_history)]
+    args += _change_flags(major, wait=req.wait, disable_hooks=req.disable_hooks, force=req.force,
+                          cleanup_on_fail=req.cleanup_on_fail)
+    if req.impersonate:
+        args += ["--kube-as-user", req.impersonate]
+    return args
+
+
+def test_args(req: TestRequest) -> list[str]:
+    args = ["test", req.release, "--namespace", req.namespace, "--timeout", f"{int(req.timeout)}s"]
+    for name, exclude in req.filters:
+        args += ["--filter", f"{'!' if exclude else ''}name={name}"]
     if req.impersonate:
         args += ["--kube-as-user", req.impersonate]
     return args
@@ -82,13 +145,8 @@ def uninstall_args(release: str, namespace: str, timeout: float, *, wait: bool, 
     return args
 
 
-class HelmError(Exception):
+class HelmError(HelmopError):
     """A failed helm action: ``reason`` for the condition, ``transient`` if retrying may help."""
-
-    def __init__(self, reason: str, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.transient = transient
 
 
 _NOISE = re.compile(r"^(WARNING|W\d{4}|I\d{4}).*$", re.MULTILINE)
@@ -103,6 +161,7 @@ def _message(stderr: bytes | str) -> str:
 
 
 def classify(exc: helm_errors.Error, action: str) -> HelmError:
+    """A condition reason for a failed helm, from what helm wrote to stderr."""
     message = _message(exc.stderr)
     low = message.lower()
     if "another operation (install/upgrade/rollback) is in progress" in low:
@@ -111,15 +170,50 @@ def classify(exc: helm_errors.Error, action: str) -> HelmError:
         return HelmError("Timeout", f"{action} timed out: {message}")
     if re.search(r'namespaces? "[^"]+" not found', low):
         return HelmError("NamespaceNotFound", message)
-    if isinstance(exc, helm_errors.FailedToRenderChartError) or "parse error" in low or "template:" in low:
+    if any(s in low for s in ("parse error", "template:", "execution error", "failed to render chart")):
         return HelmError("RenderFailed", message)
-    if isinstance(exc, helm_errors.ConnectionError) or "connection refused" in low:
+    if any(s in low for s in ("connection refused", "etcdserver", "no such host", "i/o timeout")):
         return HelmError("ClusterUnreachable", message, transient=True)
-    if isinstance(exc, helm_errors.ResourceAlreadyExistsError):
+    if "rendered manifests contain a resource that already exists" in low:
         return HelmError("ResourceConflict", message)
-    if isinstance(exc, helm_errors.InvalidResourceError):
+    if "is invalid" in low:
         return HelmError("InvalidResources", message)
     return HelmError(f"{action.capitalize()}Failed", message)
+
+
+class _Command(Command):  # type: ignore[misc]
+    """pyhelm3's Command, but helm runs without a shell, in a session of its own: pyhelm3 starts helm
+    under ``sh -c`` and, when the action is stopped, terminates only the shell (dash does not exec the
+    last command), which leaves helm waiting out its --timeout with the release locked. Here a stopped
+    action sends helm SIGTERM (so it can record the release as failed), and SIGKILL after a grace."""
+
+    GRACE = 5.0
+
+    async def run(self, command: list[str], input: bytes | None = None) -> bytes:
+        argv = [self._executable, *map(str, command)]
+        if self._kubeconfig:
+            argv += ["--kubeconfig", str(self._kubeconfig)]
+        log.debug("running helm %s", " ".join(map(str, command[:2])))
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        try:
+            stdout, stderr = await proc.communicate(input)
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), self.GRACE)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # helpers it may have left
+            await proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise helm_errors.Error(proc.returncode, stdout, stderr)
+        return stdout
 
 
 class Engine:
@@ -127,7 +221,7 @@ class Engine:
 
     def __init__(self, executable: str, kubeconfig: Path | None = None) -> None:
         self.executable = executable
-        self.command = Command(executable=executable, kubeconfig=kubeconfig)
+        self.command = _Command(executable=executable, kubeconfig=kubeconfig)
         self.major = int(self.command.client_version().major)
 
     async def _run(self, args: list[str], values: dict[str, Any] | None, action: str) -> bytes:
@@ -163,6 +257,12 @@ class Engine:
             if "not found" in str(exc).lower():
                 return ""
             raise
+
+    async def rollback(self, req: RollbackRequest) -> None:
+        await self._run(rollback_args(req, self.major), None, "rollback")
+
+    async def test(self, req: TestRequest) -> None:
+        await self._run(test_args(req), None, "test")
 
     async def dependency_build(self, chart: Path) -> None:
         """Fetch the dependencies a chart declares into its charts/ folder."""

@@ -59,6 +59,25 @@ def latest(secrets: list[dict[str, Any]]) -> ReleaseRecord | None:
     return best
 
 
+def last_good(secrets: list[dict[str, Any]], below: int) -> int:
+    """The newest revision before ``below`` that was deployed successfully (superseded since, or deployed);
+    0 if none: what a rollback goes back to."""
+    good = [int(labels.get("version", "0")) for s in secrets
+            if (labels := s.get("metadata", {}).get("labels") or {}).get("status") in ("deployed", "superseded")
+            and str(labels.get("version", "")).isdigit()]
+    return max((g for g in good if g < below), default=0)
+
+
+def test_result(record: dict[str, Any]) -> str:
+    """How the last ``helm test`` of a release record went: "" (never run), "passed" or "failed"."""
+    phases = [(hook.get("last_run") or {}).get("phase", "") for hook in record.get("hooks") or []
+              if "test" in (hook.get("events") or [])]
+    phases = [p for p in phases if p]
+    if not phases:
+        return ""
+    return "passed" if all(p == "Succeeded" for p in phases) else "failed"
+
+
 def decode(secret: dict[str, Any]) -> dict[str, Any]:
     """The release record a storage Secret holds."""
     raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
@@ -78,10 +97,12 @@ def summary(secret: dict[str, Any]) -> dict[str, Any]:
     record = decode(secret)
     info, meta = record.get("info") or {}, (record.get("chart") or {}).get("metadata") or {}
     labels = secret.get("metadata", {}).get("labels") or {}
-    return {"revision": int(record.get("version", 0)), "chartName": meta.get("name", ""),
-            "chartVersion": meta.get("version", ""), "appVersion": meta.get("appVersion", ""),
-            "status": info.get("status", ""), "firstDeployed": info.get("first_deployed", ""),
-            "lastDeployed": info.get("last_deployed", ""), "configDigest": labels.get(DIGEST_LABEL, "")}
+    out = {"revision": int(record.get("version", 0)), "chartName": meta.get("name", ""),
+           "chartVersion": meta.get("version", ""), "appVersion": meta.get("appVersion", ""),
+           "status": info.get("status", ""), "firstDeployed": info.get("first_deployed", ""),
+           "lastDeployed": info.get("last_deployed", ""), "configDigest": labels.get(DIGEST_LABEL, "")}
+    tests = test_result(record)
+    return {**out, "tests": tests} if tests else out
 
 
 def unlocked(secret: dict[str, Any], why: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from helmop.api.helmrelease import ValuesReference
+from helmop.api.manifests import YamlProblem
 
 Values = dict[str, Any]
 
@@ -37,10 +38,8 @@ def parse_values(text: str, where: str) -> Values:
     try:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ValueError(f"{where} is not valid YAML{at}: {problem}") from None
+        found = YamlProblem.of(exc)
+        raise ValueError(f"{where} is not valid YAML{found.at}: {found.problem}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):

@@ -1,24 +1,45 @@
 """The decision at the heart of a reconcile, as a pure function of plain data.
 
 Given what the spec asks for (:class:`Desired`) and what is there (:class:`Observed`: the release
-record from helm's storage and the last attempt from status), :func:`decide` returns exactly one
+records from helm's storage and the last attempt from status), :func:`decide` returns exactly one
 :class:`Action`, in the spirit of Flux's small atomic actions. No I/O happens here, so every rule is
-unit-testable; the controllers gather the inputs and carry the action out.
+unit-testable; the controllers gather the inputs, carry the action out, observe again and ask again
+until the answer is "nothing to do" (or an action failed).
+
+The rules, in order (README, "When things fail", says the same in words):
+
+1. Deleting: uninstall the release if it is there and ours (a suspended HelmRelease leaves it).
+2. Suspended: nothing. Someone else's release: refuse. A release stuck ``pending-*``: unlock it.
+3. The last attempt with this very configuration failed and left a failed release (or failed
+   tests that are not ignored): remediate it — a failed install is uninstalled, a failed upgrade
+   rolled back to the last successful revision (or uninstalled) — unless the retries are used up
+   and the last failure is not to be remediated.
+4. Retries used up for this configuration: stalled (``RetriesExceeded``) until the spec or values
+   change, or ``helmop.dev/resetAt`` asks for a fresh count.
+5. No release: install. A release never deployed successfully is installed again, not upgraded.
+6. Deployed with this configuration: run the tests if they are enabled and have not run; else
+   nothing (``helmop.dev/forceAt`` asks for one forced upgrade all the same).
+7. Otherwise: upgrade.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+
+from helmop.api.helmrelease import Remediation
 
 
 class Action(Enum):
     NONE = "none"
     INSTALL = "install"
     UPGRADE = "upgrade"
+    TEST = "test"
+    ROLLBACK = "rollback"
     UNINSTALL = "uninstall"
     UNLOCK = "unlock"  # mark a release stuck in pending-* as failed, then decide again
     REFUSE = "refuse"  # the release belongs to someone else
+    STALL = "stall"  # retries used up: wait for a change
 
 
 @dataclass(frozen=True)
@@ -29,6 +50,8 @@ class Release:
     owner: str
     digest: str  # the config digest label helmop put on it ("" if none)
     revision: int
+    last_good: int = 0  # the newest earlier revision that was deployed successfully (0: none)
+    tests: str = ""  # of this revision: "" (not run), "passed" or "failed"
 
     @property
     def pending(self) -> bool:
@@ -41,16 +64,20 @@ class Desired:
     owner: str
     suspended: bool = False
     deleting: bool = False
-    install_retries: int = 0
-    upgrade_retries: int = 0
+    install: Remediation = field(default_factory=Remediation)
+    upgrade: Remediation = field(default_factory=Remediation)
+    tests: bool = False
 
 
 @dataclass(frozen=True)
 class Observed:
     release: Release | None
     last_attempted_digest: str = ""  # label form, from status
-    failures: int = 0  # consecutive failures with last_attempted_digest
-    retry_requested: bool = False  # a new helmop.dev/requestedAt value since the last attempt
+    last_action: str = ""  # lastAttemptedReleaseAction: "install" | "upgrade" | ""
+    install_failures: int = 0  # with last_attempted_digest
+    upgrade_failures: int = 0
+    reset_requested: bool = False  # a new helmop.dev/resetAt: count failures afresh
+    force_requested: bool = False  # a new helmop.dev/forceAt: one forced upgrade
 
 
 @dataclass(frozen=True)
@@ -58,6 +85,21 @@ class Decision:
     action: Action
     reason: str
     message: str
+    remediation: bool = False  # the action repairs a failed release (condition Remediated)
+    target_revision: int = 0  # ROLLBACK: the revision to go back to
+    force: bool = False  # UPGRADE: asked for by forceAt
+
+
+def _remediate(last_action: str, policy: Remediation, release: Release, why: str) -> Decision:
+    if last_action == "install":
+        return Decision(Action.UNINSTALL, "InstallRemediation", f"{why}; uninstalling the failed install",
+                        remediation=True)
+    if policy.strategy == "rollback" and release.last_good:
+        return Decision(Action.ROLLBACK, "UpgradeRemediation",
+                        f"{why}; rolling back to revision {release.last_good}", remediation=True,
+                        target_revision=release.last_good)
+    return Decision(Action.UNINSTALL, "UpgradeRemediation", f"{why}; uninstalling the failed release",
+                    remediation=True)
 
 
 def decide(desired: Desired, observed: Observed) -> Decision:
@@ -82,17 +124,30 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     if present and release is not None and release.pending:
         return Decision(Action.UNLOCK, "ReleaseLocked", f"release is stuck in {release.status}; "
                                                         "marking it failed so it can proceed")
-    same_attempt = observed.last_attempted_digest == desired.config_digest
-    if not present:
-        if same_attempt and observed.failures > desired.install_retries and not observed.retry_requested:
-            return Decision(Action.NONE, "InstallFailed", "install failed; waiting for a change of spec or "
-                                                          "values, or a helmop.dev/requestedAt annotation")
+    same = observed.last_attempted_digest == desired.config_digest and not observed.reset_requested
+    installing = observed.last_action == "install"
+    policy = desired.install if installing else desired.upgrade
+    failures = (observed.install_failures if installing else observed.upgrade_failures) if same else 0
+    verb = "install" if installing else "upgrade"
+    if failures and present and release is not None:
+        failed = release.status == "failed" or (release.tests == "failed" and not policy.ignore_test_failures)
+        if failed and (not policy.exhausted(failures) or policy.remediate_last_failure):
+            return _remediate(observed.last_action, policy, release, f"{verb} failed ({failures}x)")
+    if failures and policy.exhausted(failures):
+        return Decision(Action.STALL, "RetriesExceeded",
+                        f"{verb} failed {failures} time(s) with this configuration and no retries are left; "
+                        "waiting for a change of spec or values, or a helmop.dev/resetAt annotation")
+    if not present or release is None:
         return Decision(Action.INSTALL, "Installing", "release not found; installing")
-    assert release is not None
-    if release.status == "deployed" and release.digest == desired.config_digest:
+    if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:
+        if desired.tests and not release.tests:
+            return Decision(Action.TEST, "Testing", f"running the tests of revision {release.revision}")
         return Decision(Action.NONE, "UpToDate", f"release is deployed at revision {release.revision}")
-    if same_attempt and observed.failures > desired.upgrade_retries and not observed.retry_requested:
-        return Decision(Action.NONE, "UpgradeFailed", "upgrade failed; waiting for a change of spec or values, "
-                                                      "or a helmop.dev/requestedAt annotation")
+    if not release.last_good and release.status != "deployed":
+        return Decision(Action.INSTALL, "Installing", f"release is {release.status} and was never deployed; "
+                                                      "installing")
+    if observed.force_requested and release.digest == desired.config_digest:
+        return Decision(Action.UPGRADE, "Upgrading", "a forced upgrade was asked for (helmop.dev/forceAt)",
+                        force=True)
     why = "configuration changed" if release.status == "deployed" else f"release is {release.status}"
-    return Decision(Action.UPGRADE, "Upgrading", f"{why}; upgrading")
+    return Decision(Action.UPGRADE, "Upgrading", f"{why}; upgrading", force=observed.force_requested)

@@ -80,14 +80,18 @@ def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool) -> boo
 
 
 def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: str, label: str,
-                  in_inventory: bool) -> str:
+                  in_inventory: bool, applied_uid: str = "") -> str:
     """Why applying ``oid`` would take over someone else's object ("" when it may be applied): an
-    existing object is applied only when it is this ConfigSync's, or says it may be adopted."""
+    existing object is applied only when it is this ConfigSync's (and, when the inventory recorded its
+    uid, still that very object), or says it may be adopted."""
     if live is None:
         return ""
     meta = live.get("metadata") or {}
-    if owned(meta, uid, label, in_inventory):
+    replaced = bool(applied_uid) and meta.get("uid") != applied_uid
+    if owned(meta, uid, label, in_inventory) and not replaced:
         return ""
+    if replaced and (meta.get("annotations") or {}).get(ADOPT) != "true":
+        return f"{origin}: {oid} was deleted and re-created by someone else since this ConfigSync applied it"
     other = (meta.get("annotations") or {}).get(OWNER_UID)
     if other:
         return f"{origin}: {oid} is managed by another ConfigSync (uid {other})"

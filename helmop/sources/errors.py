@@ -1,10 +1,10 @@
-"""Errors a source reports, with the condition reason and whether retrying may help."""
+"""Errors a source reports (a HelmopError: the condition reason and whether retrying may help)."""
 
 from __future__ import annotations
 
+from helmop.api.errors import HelmopError
 
-class SourceError(Exception):
+
+class SourceError(HelmopError):
     def __init__(self, reason: str, message: str, *, transient: bool) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.transient = transient
+        super().__init__(reason, message, transient=transient)

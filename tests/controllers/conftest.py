@@ -56,7 +56,10 @@ def helm_wrapper(path: Path, helm: Path, log: Path, values_log: Path) -> Path:
     path.write_text(f"""#!/bin/sh
 echo "$@" >> {log}
 case "$1" in
-  upgrade|template) v=$(cat); printf '%s\\t%s\\n' "$*" "$v" >> {values_log}; printf '%s' "$v" | {helm} "$@" ;;
+  upgrade|template)
+    v=$(cat); printf '%s\\t%s\\n' "$*" "$v" >> {values_log}
+    # exec, so that stopping this process (a cancelled action) stops helm itself
+    f=$(mktemp); printf '%s' "$v" > "$f"; exec {helm} "$@" < "$f" ;;
   *) exec {helm} "$@" ;;
 esac
 """)

@@ -163,7 +163,9 @@ def test_wait_timeout_is_reported(operator: Operator, kube: Run, ns: str, chart_
     kube("kubectl", "-n", ns, "annotate", "deploy", "slow", "sandbox.helmop.dev/simulate=fail")
     apply(kube, ns, hr("slow", chart_repo, version="0.1.0", timeout="3s", values={"replicaCount": 2}))
     obj = failing(kube, ns, "slow", "Timeout")
-    assert obj["status"]["failures"] == 1 and condition(obj, "Stalled")["status"] == "True"
+    assert obj["status"]["upgradeFailures"] == 1 and obj["status"]["lastAttemptedReleaseAction"] == "upgrade"
+    stall = eventually(lambda: condition(get(kube, ns, "hr", "slow"), "Stalled"))
+    assert stall["status"] == "True" and stall["reason"] == "RetriesExceeded"
     assert condition(obj, "Released")["status"] == "False"
 
 
@@ -262,6 +264,6 @@ def test_service_account_impersonation(operator: Operator, kube: Run, ns: str, c
     assert not get(kube, ns, "deploy", "imp")  # helm acted with the account's (absent) rights
     kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--clusterrole=cluster-admin",
          f"--serviceaccount={ns}:deployer")
-    kube("kubectl", "-n", ns, "annotate", "hr", "imp", "helmop.dev/requestedAt=granted")
+    kube("kubectl", "-n", ns, "annotate", "hr", "imp", "helmop.dev/resetAt=granted")  # one more try
     ready(kube, ns, "imp")
     assert get(kube, ns, "deploy", "imp")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helmop.api.helmrelease import RepositoryChart, SpecError, default_release_name, parse_spec
+from helmop.api.helmrelease import Remediation, RepositoryChart, SpecError, default_release_name, parse_spec
 from helmop.helm import storage
 from helmop.helm.engine import UpgradeRequest, upgrade_args
 from helmop.helm.values import digest, merge, parse_values, set_path
@@ -88,22 +88,64 @@ def test_upgrade_arguments_never_carry_values() -> None:
 
 
 D = Desired(config_digest="d1", owner="me")
+R2 = Remediation(retries=2, remediate_last_failure=True)
+UNINSTALLING = Remediation(retries=1, strategy="uninstall")
+TESTED = Desired("d1", "me", tests=True)
+
+
+def failed(digest: str = "d1", revision: int = 3, last_good: int = 2, tests: str = "") -> Release:
+    return Release("failed", "me", digest, revision, last_good=last_good, tests=tests)
 
 
 @pytest.mark.parametrize("desired,observed,action,reason", [
     (D, Observed(None), Action.INSTALL, "Installing"),
-    (D, Observed(Release("deployed", "me", "d1", 3)), Action.NONE, "UpToDate"),
-    (D, Observed(Release("deployed", "me", "d0", 3)), Action.UPGRADE, "Upgrading"),
+    (D, Observed(Release("deployed", "me", "d1", 3, 2)), Action.NONE, "UpToDate"),
+    (D, Observed(Release("deployed", "me", "d0", 3, 2)), Action.UPGRADE, "Upgrading"),
     (D, Observed(Release("deployed", "other", "d1", 3)), Action.REFUSE, "ReleaseOwnedElsewhere"),
     (D, Observed(Release("deployed", "", "", 1)), Action.REFUSE, "ReleaseOwnedElsewhere"),
     (D, Observed(Release("pending-upgrade", "me", "d1", 2)), Action.UNLOCK, "ReleaseLocked"),
-    (D, Observed(Release("failed", "me", "d1", 2), "d1", failures=1), Action.NONE, "UpgradeFailed"),
-    (D, Observed(Release("failed", "me", "d1", 2), "d1", failures=1, retry_requested=True), Action.UPGRADE,
-     "Upgrading"),
-    (D, Observed(Release("failed", "me", "d0", 2), "d0", failures=3), Action.UPGRADE, "Upgrading"),
-    (D, Observed(None, "d1", failures=1), Action.NONE, "InstallFailed"),
-    (Desired("d1", "me", install_retries=2), Observed(None, "d1", failures=2), Action.INSTALL, "Installing"),
     (D, Observed(Release("uninstalled", "me", "d1", 2)), Action.INSTALL, "Installing"),
+    # a failed upgrade, retries 0 (Flux's default): stalled until something changes
+    (D, Observed(failed(), "d1", "upgrade", upgrade_failures=1), Action.STALL, "RetriesExceeded"),
+    # requestedAt only asks for a reconcile; resetAt counts afresh: one more try
+    (D, Observed(failed(), "d1", "upgrade", upgrade_failures=1, reset_requested=True), Action.UPGRADE, "Upgrading"),
+    (D, Observed(failed("d0"), "d0", "upgrade", upgrade_failures=3), Action.UPGRADE, "Upgrading"),  # new config
+    # THE BUG: a failed first install leaves a failed record; it is an install failure, never an upgrade's
+    (D, Observed(failed(revision=1, last_good=0), "d1", "install", install_failures=1), Action.STALL,
+     "RetriesExceeded"),
+    (Desired("d1", "me", install=R2), Observed(failed(revision=1, last_good=0), "d1", "install", install_failures=1),
+     Action.UNINSTALL, "InstallRemediation"),
+    (Desired("d1", "me", install=R2), Observed(None, "d1", "install", install_failures=2), Action.INSTALL,
+     "Installing"),
+    (Desired("d1", "me", install=R2), Observed(failed(revision=3, last_good=0), "d1", "install", install_failures=3),
+     Action.UNINSTALL, "InstallRemediation"),  # the last failure is remediated too
+    (Desired("d1", "me", install=R2), Observed(None, "d1", "install", install_failures=3), Action.STALL,
+     "RetriesExceeded"),
+    (D, Observed(failed(revision=1, last_good=0), "d0", "install", install_failures=1), Action.INSTALL,
+     "Installing"),  # a fix of the values: installed at once (never deployed: not an upgrade)
+    (Desired("d1", "me", install=Remediation(retries=-1)), Observed(None, "d1", "install", install_failures=99),
+     Action.INSTALL, "Installing"),  # negative retries: forever
+    # a failed upgrade with retries: rolled back to the last good revision, then tried again
+    (Desired("d1", "me", upgrade=R2), Observed(failed(), "d1", "upgrade", upgrade_failures=1), Action.ROLLBACK,
+     "UpgradeRemediation"),
+    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", "upgrade",
+                                               upgrade_failures=1), Action.UPGRADE, "Upgrading"),
+    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", "upgrade",
+                                               upgrade_failures=3), Action.STALL, "RetriesExceeded"),
+    (Desired("d1", "me", upgrade=UNINSTALLING), Observed(failed(), "d1", "upgrade", upgrade_failures=1),
+     Action.UNINSTALL, "UpgradeRemediation"),
+    (Desired("d1", "me", upgrade=R2), Observed(failed(last_good=0), "d1", "upgrade", upgrade_failures=1),
+     Action.UNINSTALL, "UpgradeRemediation"),  # nothing to roll back to
+    # tests
+    (TESTED, Observed(Release("deployed", "me", "d1", 3, 2)), Action.TEST, "Testing"),
+    (TESTED, Observed(Release("deployed", "me", "d1", 3, 2, tests="passed")), Action.NONE, "UpToDate"),
+    (Desired("d1", "me", tests=True, upgrade=R2),
+     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", "upgrade", upgrade_failures=1),
+     Action.ROLLBACK, "UpgradeRemediation"),
+    (Desired("d1", "me", tests=True, upgrade=Remediation(ignore_test_failures=True)),
+     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", "upgrade"), Action.NONE, "UpToDate"),
+    # forceAt: one forced upgrade even when up to date
+    (D, Observed(Release("deployed", "me", "d1", 3, 2), force_requested=True), Action.UPGRADE, "Upgrading"),
     (Desired("d1", "me", suspended=True), Observed(None), Action.NONE, "Suspended"),
     (Desired("d1", "me", deleting=True), Observed(Release("deployed", "me", "d1", 1)), Action.UNINSTALL,
      "Uninstalling"),
@@ -116,6 +158,14 @@ D = Desired(config_digest="d1", owner="me")
 def test_decisions(desired: Desired, observed: Observed, action: Action, reason: str) -> None:
     decision = decide(desired, observed)
     assert (decision.action, decision.reason) == (action, reason)
+
+
+def test_rollback_goes_to_the_last_good_revision_and_force_is_passed_on() -> None:
+    decision = decide(Desired("d1", "me", upgrade=R2), Observed(failed(revision=7, last_good=5), "d1", "upgrade",
+                                                                upgrade_failures=1))
+    assert decision.target_revision == 5 and decision.remediation
+    forced = decide(D, Observed(Release("deployed", "me", "d1", 3, 2), force_requested=True))
+    assert forced.force and not forced.remediation
 
 
 def test_release_records_round_trip_and_unlock() -> None:

@@ -70,3 +70,10 @@ def test_tenancy_policy() -> None:
     with pytest.raises(SpecError) as refused:
         Tenancy(no_cross_namespace_refs=True).check_reference("team", "other", "spec.sourceRef")
     assert refused.value.reason == "CrossNamespaceRef"
+
+
+def test_an_object_re_created_by_someone_else_is_not_taken_over() -> None:
+    oid = ObjectId("v1", "ConfigMap", "team", "x")
+    impostor = {"metadata": {"uid": "new", "labels": {OWNER_LABEL: "team.apps"}, "annotations": {OWNER_UID: "u1"}}}
+    assert "re-created by someone else" in claim_problem(oid, "f:1", impostor, "u1", "team.apps", True, "old")
+    assert claim_problem(oid, "f:1", impostor, "u1", "team.apps", True, "new") == ""

@@ -1,0 +1,14 @@
+"""The one error type of helmop's work: every failure a resource's status can report carries the
+condition reason, whether retrying may help, and (optionally) when to retry. The layers raise
+subclasses named for where they happened; handlers catch this one."""
+
+from __future__ import annotations
+
+
+class HelmopError(Exception):
+    def __init__(self, reason: str, message: str, *, transient: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason  # a CamelCase condition reason, such as VersionNotFound
+        self.transient = transient  # a retry (with backoff) may succeed without any change
+        self.retry_after = retry_after  # seconds until a retry makes sense; None: the usual backoff

@@ -1,0 +1,195 @@
+"""The actions a HelmRelease reconcile carries out, one module each (Flux's small atomic actions):
+install, upgrade, test, rollback, uninstall, unlock. Each module provides a :class:`Step`: ``run``
+does the I/O (helm, or the API) and returns a :class:`Result`; ``settle`` is pure and says what status
+that result leads to. ``reconcile.decide`` picks the action; adding one means a module here and rows
+in its decision table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from helmop.api import conditions as cond
+from helmop.api.errors import HelmopError
+from helmop.api.helmrelease import HelmReleaseSpec
+from helmop.api.kinds import FORCE_AT, RESET_AT
+from helmop.api.redaction import redact
+from helmop.helm import storage
+from helmop.reconcile import Decision
+
+from .. import metrics
+from ..context import Context
+from ..inputs import Inputs
+
+HISTORY_KEPT = 5
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything one action needs: the HelmRelease, its parsed spec, its inputs, and the decision."""
+
+    ctx: Context
+    body: dict[str, Any]
+    spec: HelmReleaseSpec
+    decision: Decision
+    inputs: Inputs | None = None  # None when deleting
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def generation(self) -> int:
+        return int(self.body["metadata"].get("generation", 0))
+
+    @property
+    def acting_as(self) -> str:
+        return self.ctx.tenancy.acting_as(self.namespace, self.spec.service_account_name)
+
+    @property
+    def release(self) -> str:
+        return f"{self.spec.target_namespace}/{self.spec.release_name}"
+
+    @property
+    def chart(self) -> str:
+        return f"{self.inputs.chart.name}@{self.inputs.chart.version}" if self.inputs else "(unknown chart)"
+
+
+@dataclass(frozen=True)
+class Result:
+    ok: bool
+    reason: str  # the Event and condition reason, such as UpgradeSucceeded or TestFailed
+    message: str  # for people; secret values already masked
+    transient: bool = False  # failed, but not because of the configuration (retry with backoff)
+    cancelled: bool = False  # stopped for a newer revision of the spec or values
+    history: list[dict[str, Any]] = field(default_factory=list)  # release revisions after the action
+
+
+@dataclass(frozen=True)
+class Step:
+    run: Callable[[Job], Awaitable[Result]]
+    settle: Callable[[dict[str, Any], Job, Result], dict[str, Any]]
+
+
+class Cancelled(Exception):
+    """The action was stopped because a newer revision of the spec or values arrived."""
+
+
+async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
+    """Run a helm call, counted and timed by its result, within the concurrency limit, and stopped when
+    a newer revision of the spec or values arrives (no waiting for an old rollout's timeout)."""
+    superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
+    started, result = time.monotonic(), "success"
+    async with job.ctx.slots:
+        task = asyncio.ensure_future(call)
+        waiter = asyncio.ensure_future(superseded.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        try:
+            if not task.done():  # superseded: stopping the task stops helm (pyhelm3 terminates it)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, HelmopError):
+                    await task
+                result = "cancelled"
+                raise Cancelled()
+            return task.result()
+        except HelmopError:
+            result = "failure"
+            raise
+        finally:
+            metrics.HELM_ACTIONS.labels(action, result).inc()
+            metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
+
+
+async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, ok_message: str) -> Result:
+    """The Result of one helm call: success, failure (masked message), or cancelled. ``ok_message`` may
+    name ``{revision}``, the release's revision afterwards."""
+    secrets = job.inputs.secrets if job.inputs else []
+    try:
+        await helm_call(job, action, call)
+    except Cancelled:
+        return Result(False, "ActionCancelled", f"helm {action} of {job.release} stopped: a newer revision of the "
+                                                "spec or values arrived", cancelled=True)
+    except HelmopError as exc:
+        failed = exc.reason if exc.reason not in ("UpgradeFailed", "InstallFailed") else f"{action.capitalize()}Failed"
+        return Result(False, failed, redact(f"Helm {action} failed for release {job.release} with chart {job.chart}: "
+                                            f"{exc}", secrets), transient=exc.transient)
+    revisions = await history(job)
+    revision = revisions[0]["revision"] if revisions else 0
+    return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions)
+
+
+async def history(job: Job) -> list[dict[str, Any]]:
+    """Snapshots of the release's newest revisions (chart, digest, status, deployed times, tests)."""
+    secrets = await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
+                                      storage.selector(job.spec.release_name))
+    ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")),
+                     reverse=True)
+    return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
+
+
+# --- pure status pieces every action's settle uses -----------------------------------------------
+
+
+def begin(status: dict[str, Any], job: Job) -> dict[str, Any]:
+    """A copy of ``status`` for the job's generation, with the Reconciling mark gone."""
+    out = copy.deepcopy(status)
+    out["observedGeneration"] = job.generation
+    out["conditions"] = cond.remove_condition(out.get("conditions") or [], cond.RECONCILING)
+    return out
+
+
+def condition(status: dict[str, Any], job: Job, kind: str, ok: bool, reason: str, message: str) -> None:
+    status["conditions"] = cond.set_condition(status.get("conditions") or [], kind, ok, reason, message,
+                                              job.generation)
+
+
+def drop(status: dict[str, Any], kind: str) -> None:
+    status["conditions"] = cond.remove_condition(status.get("conditions") or [], kind)
+
+
+def stalled(status: dict[str, Any], job: Job, reason: str = "", message: str = "") -> None:
+    """Stalled set (with a reason) or cleared (without)."""
+    if reason:
+        condition(status, job, cond.STALLED, True, reason, message)
+    else:
+        drop(status, cond.STALLED)
+
+
+def annotation(job: Job, name: str) -> str:
+    return str((job.body["metadata"].get("annotations") or {}).get(name, ""))
+
+
+def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
+    """Record an install/upgrade attempt of the job's configuration. Failures count afresh for a new
+    configuration, or when a new helmop.dev/resetAt asks for it; a forceAt acted on is handled."""
+    assert job.inputs is not None
+    reset = annotation(job, RESET_AT)
+    fresh = status.get("lastAttemptedConfigDigest") != job.inputs.digest or (
+        bool(reset) and reset != status.get("lastHandledResetAt"))
+    status.update(lastAttemptedGeneration=job.generation, lastAttemptedRevision=job.inputs.chart.version,
+                  lastAttemptedConfigDigest=job.inputs.digest, lastAttemptedReleaseAction=action)
+    if fresh:
+        status["installFailures"] = status["upgradeFailures"] = 0
+    if reset:
+        status["lastHandledResetAt"] = reset
+    if job.decision.force and annotation(job, FORCE_AT):
+        status["lastHandledForceAt"] = annotation(job, FORCE_AT)
+    return status
+
+
+def failures_key(action: str) -> str:
+    return "installFailures" if action == "install" else "upgradeFailures"

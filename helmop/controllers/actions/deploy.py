@@ -1,0 +1,74 @@
+"""What install and upgrade share: one ``helm upgrade --install`` with the options of the one or the
+other, the chart's CRDs handled by the CRD policy, and how the result settles into status."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from helmop.api import conditions as cond
+from helmop.helm.crds import chart_crds
+from helmop.helm.request import upgrade_request
+
+from . import Job, Result, attempted, begin, condition, drop, failures_key, outcome, stalled
+
+MANAGER = "helmop-crds"
+
+
+async def _crds(job: Job, policy: str, installing: bool) -> bool:
+    """Apply the chart's CRDs when the policy asks helmop to (Create on upgrade: only missing ones;
+    CreateReplace: create or update); True when helm must skip its crds/ folder. Never deletes."""
+    assert job.inputs is not None
+    if policy == "Skip":
+        return True
+    if installing and policy == "Create":
+        return False  # helm's own behaviour on install
+    if not installing and policy not in ("Create", "CreateReplace"):
+        return True
+    kube = job.ctx.kube.acting_as(job.acting_as)
+    for crd in chart_crds(job.inputs.chart_path):
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        if policy == "CreateReplace" or await kube.get(path) is None:
+            await kube.apply(path, crd, MANAGER)
+    return True
+
+
+async def run(job: Job, installing: bool) -> Result:
+    assert job.inputs is not None
+    opts = job.spec.install if installing else job.spec.upgrade
+    verb = "install" if installing else "upgrade"
+    skip_crds = await _crds(job, opts.crds, installing)
+    request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
+                              values=job.inputs.values, digest=job.inputs.digest, installing=installing,
+                              tenancy=job.ctx.tenancy)
+    request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
+    return await outcome(job, verb, job.ctx.engine.upgrade(request, installing=installing),
+                         f"{verb.capitalize()}Succeeded",
+                         f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
+
+
+def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -> dict[str, Any]:
+    out = begin(status, job)
+    if result.cancelled:
+        condition(out, job, cond.READY, False, result.reason, result.message)
+        return out
+    action = "install" if installing else "upgrade"
+    attempted(out, job, action)
+    if result.history:
+        out["history"] = result.history
+    if result.ok:
+        assert job.inputs is not None
+        out[failures_key(action)] = 0
+        out["lastAppliedRevision"] = job.inputs.chart.version
+        for kind in (cond.RELEASED, cond.READY):
+            condition(out, job, kind, True, result.reason, result.message)
+        drop(out, cond.REMEDIATED)
+        drop(out, cond.TEST_SUCCESS)  # a new revision: its tests have not run
+        stalled(out, job)
+        return out
+    if not result.transient:
+        out[failures_key(action)] = int(out.get(failures_key(action), 0)) + 1
+    for kind in (cond.RELEASED, cond.READY):
+        condition(out, job, kind, False, result.reason, result.message)
+    # Whether retries are left is reconcile.decide's to say (Stalled RetriesExceeded), on the next round.
+    return out

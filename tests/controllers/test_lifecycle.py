@@ -1,0 +1,230 @@
+"""The release lifecycle with real helm 4 and helm 3: remediation of failed installs and upgrades
+(uninstall, rollback), retries and RetriesExceeded, helm tests, CRD policies, resetAt/forceAt, and a
+new revision cancelling a helm action stuck waiting on a rollout that will never be ready."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Run
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.test_helmrelease import apply, events, ready
+
+DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+  # always set, so that helm 3's three-way merge also takes "fail" away again
+  annotations: {sandbox.helmop.dev/simulate: {{ if .Values.fail }}fail{{ else }}"no"{{ end }}}
+spec:
+  replicas: {{ .Values.replicaCount }}
+  selector: {matchLabels: {app: {{ .Release.Name }}}}
+  template:
+    metadata: {labels: {app: {{ .Release.Name }}}}
+    spec: {containers: [{name: app, image: "nginx:1"}]}
+"""
+TEST_POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}-check
+  annotations:
+    helm.sh/hook: test
+    helm.sh/hook-delete-policy: before-hook-creation
+    {{- if .Values.testFail }}
+    sandbox.helmop.dev/simulate: fail
+    {{- end }}
+spec: {restartPolicy: Never, containers: [{name: check, image: busybox, command: ["true"]}]}
+"""
+
+
+def crd(group: str, description: str) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "description": description,
+                     "x-kubernetes-preserve-unknown-fields": True}}}]}})
+
+
+@pytest.fixture(scope="module")
+def flaky(chart_repo: ChartRepo) -> str:
+    """A chart whose Deployment never becomes ready with `fail: true`, and whose test fails with
+    `testFail: true` (published once per module, as 0.1.0 and 0.2.0)."""
+    name = f"flaky-{uuid.uuid4().hex[:5]}"
+    for version in ("0.1.0", "0.2.0"):
+        chart_repo.publish(name, version, templates={"deployment.yaml": DEPLOYMENT,
+                                                     "tests/test-connection.yaml": TEST_POD})
+    return name
+
+
+def release(name: str, repo: ChartRepo, chart: str, version: str = "0.1.0", values: dict[str, Any] | None = None,
+            **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                           "spec": {"interval": "1h", "timeout": "3s",
+                                    "chart": {"repository": {"url": repo.url, "name": chart, "version": version}},
+                                    "values": {"fail": False, "replicaCount": 1, **(values or {})}, **spec}})
+
+
+def status_of(kube: Run, ns: str, name: str) -> dict[str, Any]:
+    return (get(kube, ns, "hr", name).get("status") or {})
+
+
+def reasons(kube: Run, ns: str, name: str) -> list[str]:
+    return [e["reason"] for e in sorted(events(kube, ns, name), key=lambda e: e.get("lastTimestamp") or "")]
+
+
+def helm_history(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
+    done = kube("helm", "history", name, "-n", ns, "-o", "json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else []
+
+
+def test_failed_install_is_uninstalled_between_retries(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                      flaky: str) -> None:
+    spec = {"install": {"remediation": {"retries": 2}}}
+    apply(kube, ns, release("inst", chart_repo, flaky, values={"fail": True}, **spec))
+    seen: set[int] = set()
+
+    def stalled() -> bool:
+        seen.add(int(status_of(kube, ns, "inst").get("installFailures", 0)))
+        return condition(get(kube, ns, "hr", "inst"), "Stalled").get("reason") == "RetriesExceeded"
+
+    eventually(stalled, timeout=90, interval=0.1)
+    status = status_of(kube, ns, "inst")
+    assert status["installFailures"] == 3 and status["lastAttemptedReleaseAction"] == "install"
+    assert {1, 2, 3} <= seen | {3}
+    assert reasons(kube, ns, "inst").count("UninstallSucceeded") == 3  # between tries, and the last failure
+    assert condition(get(kube, ns, "hr", "inst"), "Remediated")["status"] == "True"
+    assert not helm_history(kube, ns, "inst")  # the failed release was remediated away
+    # A values fix installs at once.
+    apply(kube, ns, release("inst", chart_repo, flaky, **spec))
+    obj = ready(kube, ns, "inst")
+    assert obj["status"]["installFailures"] == 0 and not condition(obj, "Remediated")
+
+
+def test_a_failed_first_install_is_never_counted_as_an_upgrade(operator: Operator, kube: Run, ns: str,
+                                                              chart_repo: ChartRepo, flaky: str) -> None:
+    apply(kube, ns, release("once", chart_repo, flaky, values={"fail": True}))
+    eventually(lambda: condition(get(kube, ns, "hr", "once"), "Stalled").get("reason") == "RetriesExceeded")
+    time.sleep(6)  # a reconcile after the backoff must not try again as an "upgrade"
+    status = status_of(kube, ns, "once")
+    assert (status["installFailures"], status.get("upgradeFailures", 0)) == (1, 0)
+    assert status["lastAttemptedReleaseAction"] == "install"
+    assert [h["status"] for h in helm_history(kube, ns, "once")] == ["failed"]
+    assert reasons(kube, ns, "once").count("InstallFailed") + reasons(kube, ns, "once").count("Timeout") == 1
+
+
+def test_failed_upgrade_is_rolled_back_to_the_last_good_revision(operator: Operator, kube: Run, ns: str,
+                                                                chart_repo: ChartRepo, flaky: str) -> None:
+    spec = {"upgrade": {"remediation": {"retries": 0, "remediateLastFailure": True}}}
+    apply(kube, ns, release("up", chart_repo, flaky, values={"replicaCount": 2}, **spec))
+    ready(kube, ns, "up")
+    apply(kube, ns, release("up", chart_repo, flaky, version="0.2.0", values={"fail": True, "replicaCount": 5}, **spec))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "up")) and condition(o, "Remediated").get("status") == "True"
+                     and o, timeout=60)
+    assert condition(obj, "Remediated")["reason"] == "RollbackSucceeded"
+    history = helm_history(kube, ns, "up")
+    assert [h["status"] for h in history][-2:] == ["failed", "deployed"]
+    assert history[-1]["chart"] == f"{flaky}-0.1.0"  # the last good chart version
+    assert get(kube, ns, "deploy", "up")["spec"]["replicas"] == 2  # and its values
+    eventually(lambda: condition(get(kube, ns, "hr", "up"), "Stalled").get("reason") == "RetriesExceeded")
+    assert condition(get(kube, ns, "hr", "up"))["status"] == "False"
+
+
+def test_failed_upgrade_with_strategy_uninstall(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               flaky: str) -> None:
+    spec = {"upgrade": {"remediation": {"retries": 1, "strategy": "uninstall"}}}
+    apply(kube, ns, release("gone", chart_repo, flaky, **spec))
+    ready(kube, ns, "gone")
+    # (a spec change too: the sandbox judges a rollout, not an annotation)
+    apply(kube, ns, release("gone", chart_repo, flaky, values={"fail": True, "replicaCount": 2}, **spec))
+    eventually(lambda: "UninstallSucceeded" in reasons(kube, ns, "gone"), timeout=60)
+    # the next try installs afresh (and fails again with these values)
+    eventually(lambda: status_of(kube, ns, "gone").get("lastAttemptedReleaseAction") == "install", timeout=60)
+    apply(kube, ns, release("gone", chart_repo, flaky, values={"replicaCount": 3}, **spec))
+    ready(kube, ns, "gone")
+    assert get(kube, ns, "deploy", "gone")["spec"]["replicas"] == 3
+
+
+def test_failed_tests_roll_back_unless_ignored(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                              flaky: str) -> None:
+    spec = {"test": {"enable": True}, "upgrade": {"remediation": {"remediateLastFailure": True}}}
+    apply(kube, ns, release("tested", chart_repo, flaky, **spec))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "tested")) and condition(o, "TestSuccess").get("status")
+                     == "True" and o)
+    assert condition(obj)["status"] == "True" and obj["status"]["history"][0]["tests"] == "passed"
+    apply(kube, ns, release("tested", chart_repo, flaky, values={"testFail": True, "replicaCount": 2}, **spec))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "tested")) and condition(o, "Remediated").get("status")
+                     == "True" and o, timeout=60)
+    assert "TestFailed" in reasons(kube, ns, "tested")
+    assert [h["status"] for h in helm_history(kube, ns, "tested")][-1] == "deployed"
+    assert get(kube, ns, "deploy", "tested")["spec"]["replicas"] == 1  # rolled back
+
+    ignoring = {"test": {"enable": True, "ignoreFailures": True}}
+    apply(kube, ns, release("lenient", chart_repo, flaky, values={"testFail": True}, **ignoring))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "lenient")) and condition(o, "TestSuccess").get("status")
+                     == "False" and o)
+    assert condition(obj)["status"] == "True" and "ignored" in condition(obj)["message"]
+
+
+def test_crd_policies(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    group = f"{ns}.example.com"
+    chart = f"crds-{ns}"
+    chart_repo.publish(chart, "0.1.0", files={"crds/widget.yaml": crd(group, "first")})
+    chart_repo.publish(chart, "0.2.0", files={"crds/widget.yaml": crd(group, "second")})
+    apply(kube, ns, release("skipped", chart_repo, chart, install={"crds": "Skip"}))
+    ready(kube, ns, "skipped")
+    assert kube("kubectl", "get", "crd", f"widgets.{group}", check=False).returncode != 0
+    kube("kubectl", "-n", ns, "delete", "hr", "skipped", "--timeout=60s")
+
+    apply(kube, ns, release("kept", chart_repo, chart, upgrade={"crds": "CreateReplace"}))
+    ready(kube, ns, "kept")
+
+    def description() -> str:
+        live = json.loads(kube("kubectl", "get", "crd", f"widgets.{group}", "-o", "json").stdout)
+        return str(live["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"])
+
+    assert description() == "first"
+    apply(kube, ns, release("kept", chart_repo, chart, version="0.2.0", upgrade={"crds": "CreateReplace"}))
+    ready(kube, ns, "kept", generation=2)
+    assert description() == "second"
+    kube("kubectl", "-n", ns, "delete", "hr", "kept", "--timeout=60s")
+    assert description() == "second"  # CRDs are never deleted by helmop
+    kube("kubectl", "delete", "crd", f"widgets.{group}")
+
+
+def test_a_new_revision_cancels_a_stuck_rollout(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               flaky: str) -> None:
+    apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m"))
+    ready(kube, ns, "stuck")
+    apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"fail": True, "replicaCount": 3}))
+    eventually(lambda: condition(get(kube, ns, "hr", "stuck"), "Reconciling").get("status") == "True")
+    time.sleep(2)  # helm is now waiting for a rollout that never becomes ready (for up to 5 minutes)
+    started = time.monotonic()
+    apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"replicaCount": 2}))
+    ready(kube, ns, "stuck", generation=3)
+    assert time.monotonic() - started < 15
+    assert "ActionCancelled" in reasons(kube, ns, "stuck")
+    assert get(kube, ns, "deploy", "stuck")["spec"]["replicas"] == 2
+
+
+def test_reset_force_and_requested(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo, flaky: str) -> None:
+    apply(kube, ns, release("ann", chart_repo, flaky))
+    ready(kube, ns, "ann")
+    before = len(operator.helm_actions())
+    kube("kubectl", "-n", ns, "annotate", "hr", "ann", "helmop.dev/requestedAt=now")
+    eventually(lambda: status_of(kube, ns, "ann").get("lastHandledReconcileAt") == "now")
+    assert len(operator.helm_actions()) == before  # up to date: a reconcile, no helm process
+    kube("kubectl", "-n", ns, "annotate", "hr", "ann", "helmop.dev/forceAt=once")
+    eventually(lambda: status_of(kube, ns, "ann").get("lastHandledForceAt") == "once")
+    assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # one forced upgrade
+    assert any("--force" in a for a in operator.helm_actions()[before:])
+    time.sleep(2)
+    assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # and only one
