@@ -105,14 +105,14 @@ def _with_kube(work: Callable[[Any], Awaitable[int]], failed: int = 1) -> Callab
 
 async def _get(pair: Any) -> int:
     args, kube = pair
-    kinds = [verbs.kind_of(args.kind)] if args.kind else list(BUILTIN)
+    kinds = [await verbs.resolve_kind(kube, args.kind)] if args.kind else list(BUILTIN)
     print(await verbs.get(kube, kinds, _namespace(args)))
     return 0
 
 
 async def _reconcile(pair: Any) -> int:
     args, kube = pair
-    kind = verbs.kind_of(args.kind)
+    kind = await verbs.resolve_kind(kube, args.kind)
     if (args.reset or args.force) and kind.kind != "HelmRelease":
         raise Failed("--reset and --force apply to HelmReleases (hr)")
     ok = await verbs.reconcile(kube, kind, _namespace(args) or "default", args.name, with_source=args.with_source,
@@ -122,8 +122,8 @@ async def _reconcile(pair: Any) -> int:
 
 async def _suspend(pair: Any) -> int:
     args, kube = pair
-    print(await verbs.set_suspended(kube, verbs.kind_of(args.kind), _namespace(args) or "default", args.name,
-                                    args.verb == "suspend"))
+    kind = verbs.kind_of(args.kind)  # helmop's own kinds: an app resource's spec is its chart's values
+    print(await verbs.set_suspended(kube, kind, _namespace(args) or "default", args.name, args.verb == "suspend"))
     return 0
 
 
@@ -220,7 +220,7 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("--all-namespaces", "-A", action="store_true", help="in every namespace")
 
     rec = cluster_verb("reconcile", "reconcile a resource now and wait for the outcome", _reconcile)
-    rec.add_argument("kind", help="hr, gitrepo, csync or jenkins")
+    rec.add_argument("kind", help="hr, gitrepo, csync, jenkins, or an app kind (such as webapps)")
     rec.add_argument("name")
     rec.add_argument("--with-source", action="store_true", help="fetch its GitRepository first")
     rec.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")

@@ -28,6 +28,26 @@ def kind_of(text: str) -> Kind:
     return kind
 
 
+async def resolve_kind(kube: Kube, text: str) -> Kind:
+    """helmop's kinds by alias, else any served kind (an app kind from an apps file) found through
+    discovery by plural, singular, kind or short name, as kubectl finds resources."""
+    if text.lower() in ALIASES:
+        return ALIASES[text.lower()]
+    wanted = text.lower()
+    for group in (await kube.request("GET", "/apis")).get("groups") or []:
+        version = (group.get("preferredVersion") or {}).get("version", "")
+        try:
+            listing = await kube.request("GET", f"/apis/{group['name']}/{version}")
+        except KubeError:
+            continue
+        for entry in listing.get("resources") or []:
+            names = {entry["name"], str(entry.get("singularName", "")), str(entry.get("kind", "")).lower(),
+                     *entry.get("shortNames", [])}
+            if "/" not in entry["name"] and wanted in names and entry.get("namespaced"):
+                return Kind(entry["kind"], group["name"], version, entry["name"])
+    raise Failed(f"unknown kind {text!r}: use one of {SHORT}, or an app kind the cluster serves")
+
+
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 

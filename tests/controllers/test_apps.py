@@ -155,6 +155,12 @@ def test_generic_app_kind(operator: Operator, kube: Run, ns: str) -> None:
     ready(kube, ns, "webapp", "shop", generation=2)
     eventually(lambda: get(kube, ns, "webapp", "shop")["status"]["revision"] == 2)
     assert get(kube, ns, "deploy", "shop")["spec"]["replicas"] == 3
+    # `helmop reconcile` works on app kinds too (found through discovery) and waits for the release's outcome
+    from tests.controllers.test_cli import helmop
+
+    done = helmop(operator, "reconcile", "webapps", "shop", "-n", ns, "--timeout", "60")
+    assert done.returncode == 0 and "✔" in done.stdout, done.stdout + done.stderr
+    assert helmop(operator, "get", "webapp", "-n", ns).stdout.splitlines()[1].startswith("webapp/shop")
     kube("kubectl", "-n", ns, "delete", "webapp", "shop", "--timeout=60s")
     assert "shop" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
     assert not get(kube, ns, "deploy", "shop")
