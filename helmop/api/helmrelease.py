@@ -115,6 +115,7 @@ class HelmReleaseSpec:
     rollback: ActionOptions = ActionOptions()
     test: TestOptions = TestOptions()
     service_account_name: str = ""
+    depends_on: tuple[tuple[str, str], ...] = ()  # (namespace, name) of HelmReleases to be Ready first
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -252,4 +253,17 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         rollback=_options(spec.get("rollback"), "spec.rollback"),
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
+        depends_on=_depends_on(spec.get("dependsOn"), name, namespace),
     )
+
+
+def _depends_on(raw: Any, name: str, namespace: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for i, ref in enumerate(raw or []):
+        if not isinstance(ref, dict) or not ref.get("name"):
+            raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
+        target = (str(ref.get("namespace") or namespace), str(ref["name"]))
+        if target == (namespace, name):
+            raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this HelmRelease itself")
+        out.append(target)
+    return tuple(out)

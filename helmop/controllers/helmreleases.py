@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from helmop.api import conditions as cond
@@ -22,6 +22,7 @@ from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
 from helmop.helm import storage
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 
+from . import dependencies
 from .actions import (
     Job,
     Result,
@@ -30,6 +31,7 @@ from .actions import (
     condition,
     history,
     install,
+    inventory,
     rollback,
     stalled,
     test,
@@ -45,6 +47,7 @@ from .status import requested, write_status
 log = logging.getLogger(__name__)
 
 RETRY_MIN, RETRY_MAX = 2.0, 300.0  # backoff after a failure: doubling from 2 s to 5 min
+DEPENDENCY_RECHECK = 30.0
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
                              Action.ROLLBACK: rollback.STEP, Action.UNINSTALL: uninstall.STEP,
@@ -89,6 +92,11 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
             except SpecError:
                 return True  # nothing helmop could have installed
+            first = await dependencies.dependents_being_deleted(self.ctx, meta["namespace"], meta["name"])
+            if first:
+                log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
+                         ", ".join(first))
+                return False
             secrets = await self._release_secrets(spec)
             desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
                               suspended=spec.suspend, deleting=True)
@@ -112,11 +120,18 @@ class Reconciler:
             spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
             if isinstance(spec.chart, SourceChart):
                 self.ctx.tenancy.check_reference(meta["namespace"], spec.chart.namespace, "spec.chart.sourceRef")
+            for i, (dep_namespace, _) in enumerate(spec.depends_on):
+                self.ctx.tenancy.check_reference(meta["namespace"], dep_namespace, f"spec.dependsOn[{i}]")
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()
         self._remember_references(key, spec)
         if spec.suspend:
+            return Outcome()
+        try:
+            waiting = await dependencies.waiting_for(self.ctx, meta["namespace"], meta["name"], spec.depends_on)
+        except SpecError as exc:
+            await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()
         try:
             inputs = await gather(self.ctx, meta["namespace"], spec)
@@ -127,10 +142,12 @@ class Reconciler:
         marked = False
         for _ in range(MAX_ROUNDS):
             observed = self._observed(body, spec, await self._release_secrets(spec))
-            decision = decide(self._desired(body, spec, inputs), observed)
+            decision = decide(replace(self._desired(body, spec, inputs), waiting_for=waiting), observed)
             step = STEPS.get(decision.action)
             if step is None:
                 await self._settle_terminal(body, spec, inputs, decision)
+                if waiting:
+                    return Outcome(DEPENDENCY_RECHECK)  # also woken when a dependency's status changes
                 break
             if not marked and decision.action is not Action.UNLOCK:
                 await self._mark_reconciling(body, decision.message)
@@ -204,6 +221,13 @@ class Reconciler:
                 await self.ctx.events.warning(body, decision.reason, decision.message)
             await self._write_status(body, status)
             return
+        if decision.reason == "DependencyNotReady":
+            condition(status, job, cond.READY, False, decision.reason, decision.message)
+            stalled(status, job)
+            if status != body.get("status"):
+                await self.ctx.events.normal(body, decision.reason, decision.message)
+            await self._write_status(body, status)
+            return
         if decision.reason != "UpToDate":
             return
         current = cond.get_condition(status.get("conditions") or [], cond.READY) or {}
@@ -215,6 +239,8 @@ class Reconciler:
             for kind in (cond.READY, cond.RELEASED):
                 condition(status, job, kind, True, "UpToDate", message)
             stalled(status, job)
+        if "inventory" not in status:  # e.g. a release installed before helmop recorded inventories
+            status["inventory"] = await inventory(job)
         await self._write_status(body, status)
 
     async def _report(self, job: Job, result: Result) -> None:
@@ -268,4 +294,5 @@ class Reconciler:
             targets.append((namespace, "Secret", spec.chart.secret_ref))
         if isinstance(spec.chart, SourceChart):
             targets.append((spec.chart.namespace or namespace, spec.chart.kind, spec.chart.name))
+        targets += [(dep_namespace, "HelmRelease", dep_name) for dep_namespace, dep_name in spec.depends_on]
         self.ctx.refer(key, targets)

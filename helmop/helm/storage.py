@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"
 
@@ -76,6 +78,11 @@ def test_result(record: dict[str, Any]) -> str:
     if not phases:
         return ""
     return "passed" if all(p == "Succeeded" for p in phases) else "failed"
+
+
+def manifest_objects(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects of a release record's manifest (what helm applied; hooks are kept apart)."""
+    return [d for d in yaml.safe_load_all(str(record.get("manifest") or "")) if isinstance(d, dict) and d.get("kind")]
 
 
 def decode(secret: dict[str, Any]) -> dict[str, Any]:

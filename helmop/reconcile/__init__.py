@@ -10,6 +10,7 @@ The rules, in order (README, "When things fail", says the same in words):
 
 1. Deleting: uninstall the release if it is there and ours (a suspended HelmRelease leaves it).
 2. Suspended: nothing. Someone else's release: refuse. A release stuck ``pending-*``: unlock it.
+   A dependency (spec.dependsOn) not Ready: wait, running nothing.
 3. The last attempt with this very configuration failed and left a failed release (or failed
    tests that are not ignored): remediate it — a failed install is uninstalled, a failed upgrade
    rolled back to the last successful revision (or uninstalled) — unless the retries are used up
@@ -67,6 +68,7 @@ class Desired:
     install: Remediation = field(default_factory=Remediation)
     upgrade: Remediation = field(default_factory=Remediation)
     tests: bool = False
+    waiting_for: tuple[str, ...] = ()  # dependencies (namespace/name) not Ready for their current generation
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,9 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     if present and release is not None and release.pending:
         return Decision(Action.UNLOCK, "ReleaseLocked", f"release is stuck in {release.status}; "
                                                         "marking it failed so it can proceed")
+    if desired.waiting_for:
+        return Decision(Action.NONE, "DependencyNotReady",
+                        f"waiting for {', '.join(desired.waiting_for)} to be Ready (spec.dependsOn)")
     same = observed.last_attempted_digest == desired.config_digest and not observed.reset_requested
     installing = observed.last_action == "install"
     policy = desired.install if installing else desired.upgrade

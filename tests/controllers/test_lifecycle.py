@@ -228,3 +228,44 @@ def test_reset_force_and_requested(operator: Operator, kube: Run, ns: str, chart
     assert any("--force" in a for a in operator.helm_actions()[before:])
     time.sleep(2)
     assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # and only one
+
+
+def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo, flaky: str) -> None:
+    apply(kube, ns, release("db", chart_repo, flaky, values={"fail": True}))
+    apply(kube, ns, release("app", chart_repo, flaky, dependsOn=[{"name": "db"}]))
+    waiting = eventually(lambda: (o := get(kube, ns, "hr", "app")) and condition(o).get("reason")
+                         == "DependencyNotReady" and o)
+    assert f"{ns}/db" in condition(waiting)["message"]
+    eventually(lambda: condition(get(kube, ns, "hr", "db")).get("status") == "False")
+    time.sleep(3)
+    assert not helm_history(kube, ns, "app")  # no helm process for app while db is failing
+    apply(kube, ns, release("db", chart_repo, flaky))  # db fixed: app follows without being touched
+    ready(kube, ns, "db", generation=2)
+    ready(kube, ns, "app")
+
+    # a cycle is reported on each member
+    apply(kube, ns, release("ping", chart_repo, flaky, dependsOn=[{"name": "pong"}]))
+    apply(kube, ns, release("pong", chart_repo, flaky, dependsOn=[{"name": "ping"}]))
+    for name in ("ping", "pong"):
+        message = eventually(lambda n=name: (c := condition(get(kube, ns, "hr", n))).get("reason")
+                             == "DependencyCycle" and c["message"])
+        assert f"{ns}/ping" in message and f"{ns}/pong" in message
+
+    # deleted together: app (the dependent) is uninstalled before db
+    kube("kubectl", "-n", ns, "delete", "hr", "db", "app", "--wait=false")
+    eventually(lambda: not get(kube, ns, "hr", "db"), timeout=90)
+    uninstalls = [e for e in events(kube, ns, "app") + events(kube, ns, "db") if e["reason"] == "UninstallSucceeded"]
+    order = [e["involvedObject"]["name"] for e in sorted(uninstalls, key=lambda e: e.get("lastTimestamp") or "")]
+    assert order == ["app", "db"], order
+
+
+def test_inventory_lists_the_objects_of_the_manifest(operator: Operator, kube: Run, ns: str,
+                                                     chart_repo: ChartRepo) -> None:
+    apply(kube, ns, release("inv", chart_repo, "demo", values={"serviceAccount": {"create": True}}))
+    obj = ready(kube, ns, "inv")
+    manifest = [d for d in yaml.safe_load_all(kube("helm", "get", "manifest", "inv", "-n", ns).stdout) if d]
+    expected = sorted({f"{d['metadata'].get('namespace') or ns}_{d['metadata']['name']}_"
+                       f"{d['apiVersion'].rpartition('/')[0]}_{d['kind']}" for d in manifest})
+    entries = obj["status"]["inventory"]["entries"]
+    assert [e["id"] for e in entries] == expected and len(expected) >= 3
+    assert {e["v"] for e in entries} <= {"v1"}

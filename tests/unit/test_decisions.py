@@ -146,6 +146,9 @@ def failed(digest: str = "d1", revision: int = 3, last_good: int = 2, tests: str
      Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", "upgrade"), Action.NONE, "UpToDate"),
     # forceAt: one forced upgrade even when up to date
     (D, Observed(Release("deployed", "me", "d1", 3, 2), force_requested=True), Action.UPGRADE, "Upgrading"),
+    (Desired("d1", "me", waiting_for=("ns/db",)), Observed(None), Action.NONE, "DependencyNotReady"),
+    (Desired("d1", "me", waiting_for=("ns/db",)), Observed(Release("deployed", "me", "d0", 3, 2)), Action.NONE,
+     "DependencyNotReady"),
     (Desired("d1", "me", suspended=True), Observed(None), Action.NONE, "Suspended"),
     (Desired("d1", "me", deleting=True), Observed(Release("deployed", "me", "d1", 1)), Action.UNINSTALL,
      "Uninstalling"),

@@ -26,6 +26,7 @@ from helmop.reconcile import Decision
 from .. import metrics
 from ..context import Context
 from ..inputs import Inputs
+from ..kube import KubeError
 
 HISTORY_KEPT = 5
 T = TypeVar("T")
@@ -74,6 +75,7 @@ class Result:
     transient: bool = False  # failed, but not because of the configuration (retry with backoff)
     cancelled: bool = False  # stopped for a newer revision of the spec or values
     history: list[dict[str, Any]] = field(default_factory=list)  # release revisions after the action
+    inventory: dict[str, Any] | None = None  # the objects of the release after the action (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,8 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
                                             f"{exc}", secrets), transient=exc.transient)
     revisions = await history(job)
     revision = revisions[0]["revision"] if revisions else 0
-    return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions)
+    return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions,
+                  inventory=await inventory(job))
 
 
 async def history(job: Job) -> list[dict[str, Any]]:
@@ -141,7 +144,39 @@ async def history(job: Job) -> list[dict[str, Any]]:
     return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
 
 
+async def inventory(job: Job) -> dict[str, Any]:
+    """The objects of the release's current revision, as Flux records them: ``entries`` of
+    ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}`` from the manifest in helm's record (hooks
+    are not part of it); read from the API, no helm process."""
+    record = storage.latest(await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
+                                                    storage.selector(job.spec.release_name)))
+    if record is None or record.status == "uninstalled":
+        return {"entries": []}
+    entries = set()
+    for obj in storage.manifest_objects(storage.decode(record.secret)):
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        if not namespace:
+            try:
+                namespaced = (await job.ctx.kube.resource(api_version, kind))[1]
+            except KubeError:
+                namespaced = True
+            namespace = job.spec.target_namespace if namespaced else ""
+        group, _, version = api_version.rpartition("/")
+        entries.add((f"{namespace}_{meta.get('name', '')}_{group}_{kind}", version))
+    return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
+
+
 # --- pure status pieces every action's settle uses -----------------------------------------------
+
+
+def observed(status: dict[str, Any], result: Result) -> None:
+    """What the action saw of the release afterwards: its revisions and its objects."""
+    if result.history:
+        status["history"] = result.history
+    if result.inventory is not None:
+        status["inventory"] = result.inventory
 
 
 def begin(status: dict[str, Any], job: Job) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from helmop.api import conditions as cond
 from helmop.helm.crds import chart_crds
 from helmop.helm.request import upgrade_request
 
-from . import Job, Result, attempted, begin, condition, drop, failures_key, outcome, stalled
+from . import Job, Result, attempted, begin, condition, drop, failures_key, observed, outcome, stalled
 
 MANAGER = "helmop-crds"
 
@@ -54,8 +54,7 @@ def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -
         return out
     action = "install" if installing else "upgrade"
     attempted(out, job, action)
-    if result.history:
-        out["history"] = result.history
+    observed(out, result)
     if result.ok:
         assert job.inputs is not None
         out[failures_key(action)] = 0

@@ -9,7 +9,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.helm.engine import RollbackRequest
 
-from . import Job, Result, Step, begin, condition, outcome
+from . import Job, Result, Step, begin, condition, observed, outcome
 
 
 async def run(job: Job) -> Result:
@@ -26,8 +26,7 @@ async def run(job: Job) -> Result:
 
 def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
     out = begin(status, job)
-    if result.history:
-        out["history"] = result.history
+    observed(out, result)
     condition(out, job, cond.READY, False, result.reason, result.message)
     if result.ok:
         condition(out, job, cond.REMEDIATED, True, result.reason, result.message)

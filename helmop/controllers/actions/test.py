@@ -9,7 +9,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.helm.engine import TestRequest
 
-from . import Job, Result, Step, begin, condition, failures_key, outcome
+from . import Job, Result, Step, begin, condition, failures_key, observed, outcome
 
 
 async def run(job: Job) -> Result:
@@ -21,8 +21,7 @@ async def run(job: Job) -> Result:
 
 def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
     out = begin(status, job)
-    if result.history:
-        out["history"] = result.history
+    observed(out, result)
     if result.cancelled:
         condition(out, job, cond.READY, False, result.reason, result.message)
         return out

@@ -7,7 +7,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 
-from . import Job, Result, Step, begin, condition, outcome
+from . import Job, Result, Step, begin, condition, observed, outcome
 
 
 async def run(job: Job) -> Result:
@@ -22,7 +22,7 @@ async def run(job: Job) -> Result:
 
 def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
     out = begin(status, job)
-    out["history"] = result.history
+    observed(out, result)
     condition(out, job, cond.READY, False, result.reason, result.message)
     if result.ok and job.decision.remediation:
         condition(out, job, cond.REMEDIATED, True, result.reason, result.message)
