@@ -98,6 +98,17 @@ class TestOptions:
 
 
 @dataclass(frozen=True)
+class HealthExpr:
+    """spec.healthCheckExprs[]: CEL expressions over ``self`` (the object) for one apiVersion/kind."""
+
+    api_version: str
+    kind: str
+    current: str = ""
+    in_progress: str = ""
+    failed: str = ""
+
+
+@dataclass(frozen=True)
 class HelmReleaseSpec:
     chart: RepositoryChart | SourceChart
     release_name: str
@@ -116,6 +127,7 @@ class HelmReleaseSpec:
     test: TestOptions = TestOptions()
     service_account_name: str = ""
     depends_on: tuple[tuple[str, str], ...] = ()  # (namespace, name) of HelmReleases to be Ready first
+    health_check_exprs: tuple[HealthExpr, ...] = ()
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -254,7 +266,20 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=_depends_on(spec.get("dependsOn"), name, namespace),
+        health_check_exprs=_health_exprs(spec.get("healthCheckExprs")),
     )
+
+
+def _health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
+    out = []
+    for i, entry in enumerate(raw or []):
+        if not isinstance(entry, dict) or not entry.get("apiVersion") or not entry.get("kind"):
+            raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}] needs apiVersion and kind")
+        if not entry.get("current"):
+            raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].current is required")
+        out.append(HealthExpr(str(entry["apiVersion"]), str(entry["kind"]), str(entry.get("current") or ""),
+                              str(entry.get("inProgress") or ""), str(entry.get("failed") or "")))
+    return tuple(out)
 
 
 def _depends_on(raw: Any, name: str, namespace: str) -> tuple[tuple[str, str], ...]:

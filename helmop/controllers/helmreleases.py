@@ -21,6 +21,7 @@ from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart
 from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
 from helmop.helm import storage
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
+from helmop.reconcile.health import check_exprs
 
 from . import dependencies
 from .actions import (
@@ -122,6 +123,7 @@ class Reconciler:
                 self.ctx.tenancy.check_reference(meta["namespace"], spec.chart.namespace, "spec.chart.sourceRef")
             for i, (dep_namespace, _) in enumerate(spec.depends_on):
                 self.ctx.tenancy.check_reference(meta["namespace"], dep_namespace, f"spec.dependsOn[{i}]")
+            check_exprs(spec.health_check_exprs)
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()

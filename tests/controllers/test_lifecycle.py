@@ -269,3 +269,51 @@ def test_inventory_lists_the_objects_of_the_manifest(operator: Operator, kube: R
     entries = obj["status"]["inventory"]["entries"]
     assert [e["id"] for e in entries] == expected and len(expected) >= 3
     assert {e["v"] for e in entries} <= {"v1"}
+
+
+GIZMO = """apiVersion: {{ .Values.group }}/v1
+kind: Gizmo
+metadata: {name: {{ .Release.Name }}}
+spec: {size: {{ .Values.size }}}
+"""
+
+
+def test_health_of_custom_resources_by_cel(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    group = f"{ns}.example.com"
+    definition = crd(group, "gizmos").replace("widget", "gizmo").replace("Widget", "Gizmo")
+    kube("kubectl", "apply", "-f", "-", stdin=definition)
+    chart = f"gizmo-{ns}"
+    chart_repo.publish(chart, "0.1.0", templates={"gizmo.yaml": GIZMO})
+    exprs = [{"apiVersion": f"{group}/v1", "kind": "Gizmo", "current": "self.status.phase == 'Ready'",
+              "failed": "self.status.phase == 'Broken'"}]
+
+    def gizmo(size: int) -> str:
+        return release("giz", chart_repo, chart, timeout="30s", values={"group": group, "size": size},
+                       healthCheckExprs=exprs)
+
+    apply(kube, ns, gizmo(1))
+    eventually(lambda: get(kube, ns, "gizmo", "giz"))
+    time.sleep(2)
+    assert condition(get(kube, ns, "hr", "giz")).get("status") != "True"  # helm is done; the gizmo is not
+    kube("kubectl", "-n", ns, "patch", "gizmo", "giz", "--type=merge", "-p", '{"status": {"phase": "Ready"}}')
+    ready(kube, ns, "giz")
+
+    # the gizmo breaks; the next upgrade's health check sees it at once (no waiting for the timeout)
+    kube("kubectl", "-n", ns, "patch", "gizmo", "giz", "--type=merge", "-p", '{"status": {"phase": "Broken"}}')
+    apply(kube, ns, gizmo(2))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "giz")) and condition(o).get("reason") == "HealthCheckFailed"
+                     and o, timeout=20)
+    assert get(kube, ns, "gizmo", "giz")["spec"]["size"] == 2
+    assert "Gizmo" in condition(obj)["message"] and "failed" in condition(obj)["message"]
+    assert [h["status"] for h in helm_history(kube, ns, "giz")][-1] == "failed"
+    kube("kubectl", "-n", ns, "delete", "hr", "giz", "--timeout=60s")
+    kube("kubectl", "delete", "crd", f"gizmos.{group}")
+
+
+def test_invalid_health_expressions_are_refused(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               flaky: str) -> None:
+    bad = [{"apiVersion": "x.example.com/v1", "kind": "X", "current": "self.status.phase =="}]
+    apply(kube, ns, release("badexpr", chart_repo, flaky, healthCheckExprs=bad))
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "badexpr")) and condition(o).get("reason") == "InvalidSpec"
+                     and o)
+    assert "healthCheckExprs[0].current" in condition(obj)["message"]

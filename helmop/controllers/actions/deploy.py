@@ -10,7 +10,21 @@ from helmop.api import conditions as cond
 from helmop.helm.crds import chart_crds
 from helmop.helm.request import upgrade_request
 
-from . import Job, Result, attempted, begin, condition, drop, failures_key, observed, outcome, stalled
+from . import (
+    Cancelled,
+    Job,
+    Result,
+    attempted,
+    begin,
+    condition,
+    drop,
+    failures_key,
+    health,
+    history,
+    observed,
+    outcome,
+    stalled,
+)
 
 MANAGER = "helmop-crds"
 
@@ -42,9 +56,21 @@ async def run(job: Job, installing: bool) -> Result:
                               values=job.inputs.values, digest=job.inputs.digest, installing=installing,
                               tenancy=job.ctx.tenancy)
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
-    return await outcome(job, verb, job.ctx.engine.upgrade(request, installing=installing),
-                         f"{verb.capitalize()}Succeeded",
-                         f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
+    result = await outcome(job, verb, job.ctx.engine.upgrade(request, installing=installing),
+                           f"{verb.capitalize()}Succeeded",
+                           f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
+    if not result.ok or opts.disable_wait or result.inventory is None:
+        return result
+    try:
+        problem = await health.unhealthy(job, result.inventory, opts.timeout or job.spec.timeout)
+    except Cancelled:
+        return Result(False, "ActionCancelled", f"health check of {job.release} stopped: a newer revision of the "
+                                                "spec or values arrived", cancelled=True)
+    if not problem:
+        return result
+    await health.mark_failed(job, f"health check failed: {problem}")
+    return Result(False, "HealthCheckFailed", f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
+                  history=await history(job), inventory=result.inventory)
 
 
 def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""After helm reports success: every object of the release must become healthy by kstatus rules (or
+spec.healthCheckExprs) within the action's timeout, whatever the helm version's --wait checked. An
+unhealthy release is a failed one: helm's record is marked failed, so remediation follows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from helmop.helm import storage
+from helmop.reconcile.health import FAILED, IN_PROGRESS, judge
+
+from ..kube import KubeError
+from . import Cancelled, Job
+
+POLL = 1.0
+
+
+def _objects(inventory: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(apiVersion, kind, namespace, name) of the inventory's entries."""
+    out = []
+    for entry in inventory.get("entries") or []:
+        namespace, name, group, kind = str(entry["id"]).split("_", 3)
+        out.append((f"{group}/{entry['v']}" if group else str(entry["v"]), kind, namespace, name))
+    return out
+
+
+async def _path(job: Job, api_version: str, kind: str, namespace: str, name: str) -> str:
+    plural, namespaced = await job.ctx.kube.resource(api_version, kind)
+    prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    return f"{prefix}/namespaces/{namespace}/{plural}/{name}" if namespaced else f"{prefix}/{plural}/{name}"
+
+
+async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
+    """"" once every object is Current; else, at the first Failed object or at the timeout, what is wrong."""
+    kube = job.ctx.kube.acting_as(job.acting_as)
+    superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = []
+        for api_version, kind, namespace, name in _objects(inventory):
+            try:
+                live = await kube.get(await _path(job, api_version, kind, namespace, name))
+            except KubeError as exc:
+                waiting.append(f"{kind}/{name}: {exc.message}")
+                continue
+            state, why = (IN_PROGRESS, "not found") if live is None else judge(live, job.spec.health_check_exprs)
+            if state == FAILED:
+                return f"{kind} {namespace}/{name} is not healthy: {why}"
+            if state == IN_PROGRESS:
+                waiting.append(f"{kind}/{name}: {why}")
+        if not waiting:
+            return ""
+        if time.monotonic() > deadline:
+            return f"not healthy within {timeout:.0f}s: " + "; ".join(waiting[:5])
+        if superseded.is_set():
+            raise Cancelled()
+        await asyncio.sleep(POLL)
+
+
+async def mark_failed(job: Job, why: str) -> None:
+    """Record the release as failed in helm's own storage (remediation then applies to it)."""
+    record = storage.latest(await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
+                                                    storage.selector(job.spec.release_name)))
+    if record is not None:
+        secret = storage.unlocked(record.secret, why)
+        meta = secret["metadata"]
+        await job.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
