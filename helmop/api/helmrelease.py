@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from .durations import parse_duration
 from .errors import HelmopError
 
@@ -128,6 +130,9 @@ class HelmReleaseSpec:
     service_account_name: str = ""
     depends_on: tuple[tuple[str, str], ...] = ()  # (namespace, name) of HelmReleases to be Ready first
     health_check_exprs: tuple[HealthExpr, ...] = ()
+    # commonMetadata and postRenderers, as helmop's post-renderer takes them ({} when there are none):
+    # {"labels": {...}, "annotations": {...}, "patches": [{"target": {...}, "patch": "<yaml>"}]}
+    post_render: dict[str, Any] = field(default_factory=dict)
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -267,7 +272,34 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=_depends_on(spec.get("dependsOn"), name, namespace),
         health_check_exprs=_health_exprs(spec.get("healthCheckExprs")),
+        post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers")),
     )
+
+
+def _post_render(common: Any, renderers: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in ("labels", "annotations"):
+        found = (common or {}).get(part) or {}
+        if not isinstance(found, dict):
+            raise SpecError("InvalidSpec", f"spec.commonMetadata.{part} must be a map of strings")
+        if found:
+            out[part] = {str(k): str(v) for k, v in found.items()}
+    patches = []
+    for i, renderer in enumerate(renderers or []):
+        for j, patch in enumerate(((renderer or {}).get("kustomize") or {}).get("patches") or []):
+            where = f"spec.postRenderers[{i}].kustomize.patches[{j}]"
+            text = str((patch or {}).get("patch") or "")
+            try:
+                body = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
+            if not isinstance(body, list | dict):
+                raise SpecError("InvalidPostRenderer", f"{where}.patch must be a strategic-merge patch (a map) or "
+                                                       "a JSON6902 patch (a list of operations)")
+            patches.append({"target": dict((patch or {}).get("target") or {}), "patch": text})
+    if patches:
+        out["patches"] = patches
+    return out
 
 
 def _health_exprs(raw: Any) -> tuple[HealthExpr, ...]:

@@ -132,7 +132,7 @@ async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
             resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, spec.chart)
             values = compose_values(pieces, spec, file_values)
             digest = helm_values.digest({"chart": [resolved.repository, spec.chart.path, chart_digest],
-                                         "values": values, "release": release})
+                                         "values": values, "release": release, "postRender": spec.post_render})
             return Inputs(resolved, path, values, digest, secrets)
         chart = spec.chart
         creds = await credentials(ctx.kube, namespace, chart)
@@ -141,7 +141,7 @@ async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
     digest = helm_values.digest({"chart": [resolved.repository, resolved.name, resolved.version],
-                                 "values": values, "release": release})
+                                 "values": values, "release": release, "postRender": spec.post_render})
     return Inputs(resolved, path, values, digest, secrets + creds.secrets())
 
 

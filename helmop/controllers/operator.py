@@ -109,7 +109,8 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         if cfg.install_crds:
             await install_crds(kube)
         _helm_home(cfg.cache_dir)
-        engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig)  # pyhelm3 runs `helm version` here
+        # pyhelm3 runs `helm version` here
+        engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
         ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir),
                       git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
                       slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)

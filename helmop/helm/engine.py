@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
 
 from helmop.api.errors import HelmopError
+
+from . import postrender
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class UpgradeRequest:
     description: str = ""
     impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
     skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
+    post_render: dict[str, Any] = field(default_factory=dict)  # helmop's post-renderer configuration
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,10 @@ class _Command(Command):  # type: ignore[misc]
 
     GRACE = 5.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env: dict[str, str] = {}  # set by the Engine: its private helm plugin directory
+
     async def run(self, command: list[str], input: bytes | None = None) -> bytes:
         argv = [self._executable, *map(str, command)]
         if self._kubeconfig:
@@ -196,7 +204,8 @@ class _Command(Command):  # type: ignore[misc]
         log.debug("running helm %s", " ".join(map(str, command[:2])))
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            env={**os.environ, **self.env})
         try:
             stdout, stderr = await proc.communicate(input)
         except asyncio.CancelledError:
@@ -219,10 +228,21 @@ class _Command(Command):  # type: ignore[misc]
 class Engine:
     """One pyhelm3 Command for the process: it is cheap, and the helm version is asked once."""
 
-    def __init__(self, executable: str, kubeconfig: Path | None = None) -> None:
+    def __init__(self, executable: str, kubeconfig: Path | None = None, workdir: Path | None = None) -> None:
         self.executable = executable
         self.command = _Command(executable=executable, kubeconfig=kubeconfig)
         self.major = int(self.command.client_version().major)
+        # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="helmop-engine-"))
+        self.post_renderer = postrender.install_plugin(self.workdir / "helm-plugins")
+        self.command.env = {"HELM_PLUGINS": str(self.workdir / "helm-plugins")}
+
+    def _post_render_args(self, req: UpgradeRequest) -> list[str]:
+        if not req.post_render:
+            return []
+        config = postrender.config_file(self.workdir / "postrender", req.post_render)
+        renderer = postrender.PLUGIN if self.major >= 4 else str(self.post_renderer)
+        return ["--post-renderer", renderer, "--post-renderer-args", str(config)]
 
     async def _run(self, args: list[str], values: dict[str, Any] | None, action: str) -> bytes:
         try:
@@ -232,14 +252,15 @@ class Engine:
             raise classify(exc, action) from None
 
     async def upgrade(self, req: UpgradeRequest, *, installing: bool) -> dict[str, Any]:
-        out = await self._run(upgrade_args(req, self.major), req.values, "install" if installing else "upgrade")
+        out = await self._run(upgrade_args(req, self.major) + self._post_render_args(req), req.values,
+                              "install" if installing else "upgrade")
         start = out.find(b"{")
         release: dict[str, Any] = json.loads(out[start:]) if start >= 0 else {}
         return release
 
     async def rendered(self, req: UpgradeRequest) -> str:
         """The manifest an upgrade would apply now (a server-side dry run: real capabilities, lookups)."""
-        args = upgrade_args(req, self.major)
+        args = upgrade_args(req, self.major) + self._post_render_args(req)
         args = [a for a in args if a not in ("--wait", "--wait=watcher", "--wait-for-jobs")] + ["--dry-run=server"]
         out = await self._run(args, req.values, "render")
         release: dict[str, Any] = json.loads(out[out.find(b"{"):])
@@ -247,7 +268,7 @@ class Engine:
 
     async def template(self, req: UpgradeRequest) -> str:
         """Render a request offline (no cluster), as ``helm template``."""
-        return (await self._run(template_args(req), req.values, "render")).decode()
+        return (await self._run(template_args(req) + self._post_render_args(req), req.values, "render")).decode()
 
     async def manifest(self, release: str, namespace: str) -> str:
         """The manifest of the deployed release ("" when there is none)."""

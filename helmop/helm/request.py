@@ -27,4 +27,5 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
                 storage.DIGEST_LABEL: storage.digest_token(digest)},
         # spec.serviceAccountName (or the operator's default one): helm acts as that ServiceAccount of the
         # HelmRelease's namespace, so a namespace's releases get only that namespace's rights.
-        impersonate=(tenancy or Tenancy()).acting_as(namespace, spec.service_account_name))
+        impersonate=(tenancy or Tenancy()).acting_as(namespace, spec.service_account_name),
+        post_render=spec.post_render)

@@ -317,3 +317,27 @@ def test_invalid_health_expressions_are_refused(operator: Operator, kube: Run, n
     obj = eventually(lambda: (o := get(kube, ns, "hr", "badexpr")) and condition(o).get("reason") == "InvalidSpec"
                      and o)
     assert "healthCheckExprs[0].current" in condition(obj)["message"]
+
+
+def test_common_metadata_and_patches(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    spec = {"commonMetadata": {"labels": {"team": "shop"}, "annotations": {"owner": "shop@example.com"}},
+            "postRenderers": [{"kustomize": {"patches": [
+                {"target": {"kind": "Deployment"},
+                 "patch": "- {op: replace, path: /spec/replicas, value: 4}\n"
+                          "- {op: add, path: /metadata/annotations/patched, value: json6902}\n"},
+                {"target": {"kind": "Service", "name": "post"},
+                 "patch": "spec: {type: NodePort}\nmetadata: {labels: {exposed: 'yes'}}\n"}]}}]}
+    apply(kube, ns, release("post", chart_repo, "demo", values={"fullnameOverride": "post"}, **spec))
+    ready(kube, ns, "post")
+    deploy, service = get(kube, ns, "deploy", "post"), get(kube, ns, "svc", "post")
+    assert deploy["spec"]["replicas"] == 4 and deploy["metadata"]["annotations"]["patched"] == "json6902"
+    assert deploy["metadata"]["labels"]["team"] == "shop" and deploy["metadata"]["annotations"]["owner"]
+    assert service["spec"]["type"] == "NodePort" and service["metadata"]["labels"]["exposed"] == "yes"
+    manifest = [d for d in yaml.safe_load_all(kube("helm", "get", "manifest", "post", "-n", ns).stdout) if d]
+    assert all(d["metadata"]["labels"]["team"] == "shop" for d in manifest)
+    assert next(d for d in manifest if d["kind"] == "Deployment")["spec"]["replicas"] == 4
+    # a change of the patches is a change of the configuration: an upgrade
+    spec["postRenderers"][0]["kustomize"]["patches"][0]["patch"] = "- {op: replace, path: /spec/replicas, value: 2}\n"
+    apply(kube, ns, release("post", chart_repo, "demo", values={"fullnameOverride": "post"}, **spec))
+    ready(kube, ns, "post", generation=2)
+    assert get(kube, ns, "deploy", "post")["spec"]["replicas"] == 2

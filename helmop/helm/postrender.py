@@ -1,0 +1,123 @@
+"""helmop's post-renderer: spec.commonMetadata and spec.postRenderers' kustomize patches, applied to
+the manifests helm rendered, before helm applies them (so they are in the release's manifest too).
+
+helm 3 runs an executable (``--post-renderer <path>``); helm 4 only a ``postrenderer/v1`` plugin
+(``--post-renderer <name>``), so :func:`install_plugin` puts one into a private plugin directory. Both
+run ``python -m helmop.helm.postrender <config.json>``: manifests on stdin, patched ones on stdout.
+
+Patches are kustomize's: a YAML list is a JSON6902 patch (``jsonpatch``), a map a strategic-merge
+patch (maps merge, lists of named items merge by ``name``, other lists are replaced, ``$patch: delete``
+removes). Targets select by group, version, kind, name, namespace and a label selector. Pure apart
+from :func:`main` and :func:`install_plugin`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+PLUGIN = "helmop-postrender"
+
+
+def _selected(obj: dict[str, Any], target: dict[str, Any]) -> bool:
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    meta = obj.get("metadata") or {}
+    wanted = {"group": group, "version": version, "kind": obj.get("kind"), "name": meta.get("name"),
+              "namespace": meta.get("namespace")}
+    if any(target.get(k) and target[k] != wanted[k] for k in wanted):
+        return False
+    labels = meta.get("labels") or {}
+    for term in filter(None, str(target.get("labelSelector") or "").split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key.strip()) != value.strip():
+            return False
+    return True
+
+
+def _strategic(base: Any, patch: Any) -> Any:
+    if isinstance(patch, dict) and isinstance(base, dict):
+        if patch.get("$patch") == "delete":
+            return None
+        out = copy.deepcopy(base)
+        for key, value in patch.items():
+            if key == "$patch":
+                continue
+            merged = _strategic(base.get(key), value) if key in base else copy.deepcopy(value)
+            if merged is None:
+                out.pop(key, None)
+            else:
+                out[key] = merged
+        return out
+    if isinstance(patch, list) and isinstance(base, list) and all(isinstance(i, dict) and "name" in i
+                                                                  for i in base + patch):
+        out_list = [copy.deepcopy(i) for i in base]
+        for item in patch:
+            at = next((n for n, b in enumerate(out_list) if b.get("name") == item["name"]), None)
+            if at is None:
+                out_list.append(copy.deepcopy(item))
+            elif item.get("$patch") == "delete":
+                out_list.pop(at)
+            else:
+                out_list[at] = _strategic(out_list[at], item)
+        return out_list
+    return copy.deepcopy(patch)
+
+
+def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """One rendered object with the common metadata and the patches that select it."""
+    out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    for field in ("labels", "annotations"):
+        if config.get(field):
+            meta[field] = {**(meta.get(field) or {}), **config[field]}
+    for patch in config.get("patches") or []:
+        if not _selected(out, patch.get("target") or {}):
+            continue
+        body = yaml.safe_load(patch["patch"])
+        out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
+    return out
+
+
+def render(text: str, config: dict[str, Any]) -> str:
+    docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return yaml.safe_dump_all([apply(d, config) for d in docs], sort_keys=False)
+
+
+def config_file(directory: Path, config: dict[str, Any]) -> Path:
+    """The configuration as a file named by its content (so it is written once, and never changes)."""
+    data = json.dumps(config, sort_keys=True).encode()
+    path = directory / f"{hashlib.sha256(data).hexdigest()[:24]}.json"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".tmp").write_bytes(data)
+        path.with_suffix(".tmp").replace(path)
+    return path
+
+
+def install_plugin(plugins: Path) -> Path:
+    """The post-renderer as a helm 4 plugin (and the executable helm 3 runs); returns the executable."""
+    home = plugins / PLUGIN
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "plugin.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "type": "postrenderer/v1", "name": PLUGIN, "version": "0.1.0", "runtime": "subprocess",
+        "runtimeConfig": {"platformCommand": [{"command": "${HELM_PLUGIN_DIR}/postrender"}]}}))
+    executable = home / "postrender"
+    executable.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m helmop.helm.postrender "$@"\n')
+    executable.chmod(0o755)
+    return executable
+
+
+def main() -> None:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    sys.stdout.write(render(sys.stdin.read(), config))
+
+
+if __name__ == "__main__":
+    main()

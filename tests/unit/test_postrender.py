@@ -1,0 +1,37 @@
+"""helmop's post-renderer: common metadata, strategic-merge and JSON6902 patches, target selection."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from helmop.api.helmrelease import SpecError, parse_spec
+from helmop.helm.postrender import render
+
+DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
+          "spec": {"replicas": 1, "template": {"spec": {"containers": [
+              {"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]},
+              {"name": "sidecar", "image": "side:1"}]}}}}
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}}
+
+
+def test_strategic_merge_json6902_and_targets() -> None:
+    config = {"labels": {"team": "x"}, "patches": [
+        {"target": {"kind": "Deployment", "group": "apps"}, "patch": yaml.safe_dump({"spec": {"template": {"spec": {
+            "containers": [{"name": "app", "image": "app:2", "env": [{"name": "B", "value": "2"}]},
+                           {"name": "sidecar", "$patch": "delete"}]}}}})},
+        {"target": {"labelSelector": "app=web"}, "patch": "- {op: add, path: /metadata/annotations, value: {x: y}}"},
+        {"target": {"name": "nope"}, "patch": "{data: {never: applied}}"}]}
+    deploy, cm = list(yaml.safe_load_all(render(yaml.safe_dump_all([DEPLOY, CM]), config)))
+    containers = deploy["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["app"] and containers[0]["image"] == "app:2"
+    assert containers[0]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert deploy["metadata"]["annotations"] == {"x": "y"} and deploy["metadata"]["labels"]["team"] == "x"
+    assert cm == {**CM, "metadata": {"name": "cfg", "labels": {"team": "x"}}}
+
+
+def test_bad_patches_are_refused_at_parse_time() -> None:
+    base = {"chart": {"repository": {"url": "https://c.example.com", "name": "web"}}}
+    with pytest.raises(SpecError) as bad:
+        parse_spec({**base, "postRenderers": [{"kustomize": {"patches": [{"patch": "just text"}]}}]}, "w", "ns")
+    assert bad.value.reason == "InvalidPostRenderer" and "patches[0]" in str(bad.value)
