@@ -12,6 +12,7 @@ STALLED = "Stalled"
 RELEASED = "Released"
 REMEDIATED = "Remediated"
 TEST_SUCCESS = "TestSuccess"
+DRIFTED = "Drifted"
 
 
 def now() -> str:

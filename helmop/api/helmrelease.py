@@ -133,6 +133,8 @@ class HelmReleaseSpec:
     # commonMetadata and postRenderers, as helmop's post-renderer takes them ({} when there are none):
     # {"labels": {...}, "annotations": {...}, "patches": [{"target": {...}, "patch": "<yaml>"}]}
     post_render: dict[str, Any] = field(default_factory=dict)
+    drift_mode: str = "disabled"  # enabled | warn | disabled
+    drift_ignore: tuple[tuple[tuple[str, ...], dict[str, str]], ...] = ()  # (JSON pointers, target)
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -273,7 +275,22 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         depends_on=_depends_on(spec.get("dependsOn"), name, namespace),
         health_check_exprs=_health_exprs(spec.get("healthCheckExprs")),
         post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers")),
+        **_drift(spec.get("driftDetection")),
     )
+
+
+def _drift(raw: Any) -> dict[str, Any]:
+    raw = raw or {}
+    mode = str(raw.get("mode") or "disabled")
+    if mode not in ("enabled", "warn", "disabled"):
+        raise SpecError("InvalidSpec", f"spec.driftDetection.mode must be enabled, warn or disabled, not {mode!r}")
+    rules = []
+    for i, rule in enumerate(raw.get("ignore") or []):
+        paths = tuple(str(p) for p in (rule or {}).get("paths") or [])
+        if not paths or any(not p.startswith("/") for p in paths):
+            raise SpecError("InvalidSpec", f"spec.driftDetection.ignore[{i}].paths must be JSON pointers (/spec/...)")
+        rules.append((paths, {str(k): str(v) for k, v in ((rule or {}).get("target") or {}).items()}))
+    return {"drift_mode": mode, "drift_ignore": tuple(rules)}
 
 
 def _post_render(common: Any, renderers: Any) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from .actions import (
     Step,
     begin,
     condition,
+    correct,
     history,
     install,
     inventory,
@@ -52,7 +53,7 @@ DEPENDENCY_RECHECK = 30.0
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
                              Action.ROLLBACK: rollback.STEP, Action.UNINSTALL: uninstall.STEP,
-                             Action.UNLOCK: unlock.STEP}
+                             Action.UNLOCK: unlock.STEP, Action.CORRECT: correct.STEP}
 
 
 @dataclass
@@ -144,7 +145,12 @@ class Reconciler:
         marked = False
         for _ in range(MAX_ROUNDS):
             observed = self._observed(body, spec, await self._release_secrets(spec))
-            decision = decide(replace(self._desired(body, spec, inputs), waiting_for=waiting), observed)
+            desired = replace(self._desired(body, spec, inputs), waiting_for=waiting, drift_mode=spec.drift_mode)
+            decision = decide(desired, observed)
+            if decision.reason == "UpToDate" and spec.drift_mode != "disabled":
+                # deployed as wanted: is it still live as helm left it? (API reads, no helm process)
+                job = Job(self.ctx, body, spec, decision, inputs)
+                decision = decide(desired, replace(observed, drift=await correct.detect(job)))
             step = STEPS.get(decision.action)
             if step is None:
                 await self._settle_terminal(body, spec, inputs, decision)
@@ -230,8 +236,17 @@ class Reconciler:
                 await self.ctx.events.normal(body, decision.reason, decision.message)
             await self._write_status(body, status)
             return
+        if decision.reason == "DriftDetected":  # warn mode: report, change nothing
+            condition(status, job, cond.DRIFTED, True, decision.reason, decision.message)
+            if status != body.get("status"):
+                await self.ctx.events.warning(body, decision.reason, decision.message)
+            await self._write_status(body, status)
+            return
         if decision.reason != "UpToDate":
             return
+        drifted = cond.get_condition(status.get("conditions") or [], cond.DRIFTED)
+        if drifted and drifted.get("status") == "True":
+            condition(status, job, cond.DRIFTED, False, "NoDrift", "the live objects match the release")
         current = cond.get_condition(status.get("conditions") or [], cond.READY) or {}
         if not (current.get("status") == "True" and status.get("lastAttemptedConfigDigest") == inputs.digest):
             # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)

@@ -164,6 +164,6 @@ class Kube:
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, patch, content_type="application/merge-patch+json")
 
-    async def apply(self, path: str, obj: dict[str, Any], manager: str) -> dict[str, Any]:
-        return await self.request("PATCH", path, obj, params={"fieldManager": manager, "force": "true"},
-                                  content_type="application/apply-patch+yaml")
+    async def apply(self, path: str, obj: dict[str, Any], manager: str, *, dry_run: bool = False) -> dict[str, Any]:
+        params = {"fieldManager": manager, "force": "true", **({"dryRun": "All"} if dry_run else {})}
+        return await self.request("PATCH", path, obj, params=params, content_type="application/apply-patch+yaml")

@@ -18,7 +18,8 @@ The rules, in order (README, "When things fail", says the same in words):
 4. Retries used up for this configuration: stalled (``RetriesExceeded``) until the spec or values
    change, or ``helmop.dev/resetAt`` asks for a fresh count.
 5. No release: install. A release never deployed successfully is installed again, not upgraded.
-6. Deployed with this configuration: run the tests if they are enabled and have not run; else
+6. Deployed with this configuration: objects that drifted from it are re-applied (driftDetection
+   enabled; warn only reports them); the tests run if they are enabled and have not run; else
    nothing (``helmop.dev/forceAt`` asks for one forced upgrade all the same).
 7. Otherwise: upgrade.
 """
@@ -36,6 +37,7 @@ class Action(Enum):
     INSTALL = "install"
     UPGRADE = "upgrade"
     TEST = "test"
+    CORRECT = "correct"  # re-apply the objects that drifted from the release (no new helm revision)
     ROLLBACK = "rollback"
     UNINSTALL = "uninstall"
     UNLOCK = "unlock"  # mark a release stuck in pending-* as failed, then decide again
@@ -69,6 +71,7 @@ class Desired:
     upgrade: Remediation = field(default_factory=Remediation)
     tests: bool = False
     waiting_for: tuple[str, ...] = ()  # dependencies (namespace/name) not Ready for their current generation
+    drift_mode: str = "disabled"  # enabled | warn | disabled
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Observed:
     upgrade_failures: int = 0
     reset_requested: bool = False  # a new helmop.dev/resetAt: count failures afresh
     force_requested: bool = False  # a new helmop.dev/forceAt: one forced upgrade
+    drift: tuple[str, ...] = ()  # objects and fields that differ from the release ("Kind/name: /path")
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,10 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     if not present or release is None:
         return Decision(Action.INSTALL, "Installing", "release not found; installing")
     if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:
+        if observed.drift and desired.drift_mode == "enabled":
+            return Decision(Action.CORRECT, "DriftDetected", "drift: " + "; ".join(observed.drift))
+        if observed.drift and desired.drift_mode == "warn":
+            return Decision(Action.NONE, "DriftDetected", "drift: " + "; ".join(observed.drift))
         if desired.tests and not release.tests:
             return Decision(Action.TEST, "Testing", f"running the tests of revision {release.revision}")
         return Decision(Action.NONE, "UpToDate", f"release is deployed at revision {release.revision}")

@@ -341,3 +341,46 @@ def test_common_metadata_and_patches(operator: Operator, kube: Run, ns: str, cha
     apply(kube, ns, release("post", chart_repo, "demo", values={"fullnameOverride": "post"}, **spec))
     ready(kube, ns, "post", generation=2)
     assert get(kube, ns, "deploy", "post")["spec"]["replicas"] == 2
+
+
+def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    def drifting(mode: str) -> str:
+        return release("drift", chart_repo, "demo", values={"fullnameOverride": "drift", "replicaCount": 1},
+                       driftDetection={"mode": mode, "ignore": [
+                           {"paths": ["/spec/template/spec/containers/0/image"], "target": {"kind": "Deployment"}}]})
+
+    def check() -> None:
+        kube("kubectl", "-n", ns, "annotate", "--overwrite", "hr", "drift", f"helmop.dev/requestedAt={uuid.uuid4()}")
+
+    apply(kube, ns, drifting("warn"))
+    ready(kube, ns, "drift")
+    revisions = len(helm_history(kube, ns, "drift"))
+    kube("kubectl", "-n", ns, "scale", "deploy/drift", "--replicas=9")
+    check()
+    obj = eventually(lambda: (o := get(kube, ns, "hr", "drift")) and condition(o, "Drifted").get("status") == "True"
+                     and o)
+    assert "Deployment/drift: /spec/replicas" in condition(obj, "Drifted")["message"]
+    assert "DriftDetected" in reasons(kube, ns, "drift")
+    assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 9  # warn changes nothing
+
+    apply(kube, ns, drifting("enabled"))
+    eventually(lambda: get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 1)
+    eventually(lambda: condition(get(kube, ns, "hr", "drift"), "Drifted").get("status") == "False")
+    assert "DriftCorrected" in reasons(kube, ns, "drift")
+    # a deleted Service is re-created; an ignored path and a field another manager applied are left alone
+    kube("kubectl", "-n", ns, "delete", "svc", "drift")
+    kube("kubectl", "-n", ns, "set", "image", "deploy/drift", "demo=nginx:ignored")
+    kube("kubectl", "-n", ns, "apply", "--server-side", "--field-manager=autoscaler", "--force-conflicts", "-f", "-",
+         stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "other"},
+                               "spec": {"ports": [{"port": 1}]}}))
+    check()
+    eventually(lambda: get(kube, ns, "svc", "drift"))
+    time.sleep(2)
+    assert get(kube, ns, "deploy", "drift")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:ignored"
+    kube("kubectl", "-n", ns, "apply", "--server-side", "--field-manager=autoscaler", "--force-conflicts", "-f", "-",
+         stdin=yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "drift"},
+                               "spec": {"replicas": 3}}))
+    check()
+    time.sleep(3)
+    assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 3  # owned by the autoscaler now: not drift
+    assert len(helm_history(kube, ns, "drift")) == revisions  # no helm revision for any of it
