@@ -81,7 +81,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer")
     async def deleted(body: kopf.Body, **_: Any) -> None:
         if not await finalize(dict(body)):
-            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=15)
+            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15)
 
     del changed, loop, deleted  # registered; kept only by kopf
 

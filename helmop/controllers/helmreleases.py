@@ -34,6 +34,7 @@ from .actions import (
     history,
     install,
     inventory,
+    release_secrets,
     rollback,
     stalled,
     test,
@@ -179,9 +180,7 @@ class Reconciler:
                                                    "(set spec.install.createNamespace to create it)", transient=True)
 
     async def _release_secrets(self, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
-        """helm's storage Secrets of the release (one API list, no helm process)."""
-        return await self.ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
-                                        storage.selector(spec.release_name))
+        return await release_secrets(self.ctx, spec)
 
     @staticmethod
     def _release(secrets: list[dict[str, Any]], tests: bool = False) -> Release | None:

@@ -135,12 +135,20 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
                   inventory=await inventory(job))
 
 
+async def release_secrets(ctx: Context, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
+    """helm's storage Secrets of the release: one API list, no helm process."""
+    return await ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
+                               storage.selector(spec.release_name))
+
+
+async def latest_record(job: Job) -> storage.ReleaseRecord | None:
+    return storage.latest(await release_secrets(job.ctx, job.spec))
+
+
 async def history(job: Job) -> list[dict[str, Any]]:
     """Snapshots of the release's newest revisions (chart, digest, status, deployed times, tests)."""
-    secrets = await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
-                                      storage.selector(job.spec.release_name))
-    ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")),
-                     reverse=True)
+    secrets = await release_secrets(job.ctx, job.spec)
+    ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")), reverse=True)
     return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
 
 
@@ -148,8 +156,7 @@ async def inventory(job: Job) -> dict[str, Any]:
     """The objects of the release's current revision, as Flux records them: ``entries`` of
     ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}`` from the manifest in helm's record (hooks
     are not part of it); read from the API, no helm process."""
-    record = storage.latest(await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
-                                                    storage.selector(job.spec.release_name)))
+    record = await latest_record(job)
     if record is None or record.status == "uninstalled":
         return {"entries": []}
     entries = set()

@@ -12,15 +12,14 @@ from helmop.helm import storage
 from helmop.reconcile.drift import HELM_MANAGERS, differences, ignored_paths, owned_by_others
 
 from ..kube import Kube, KubeError
-from . import Job, Result, Step, begin, condition
+from . import Job, Result, Step, begin, condition, latest_record
 
 MANAGER = HELM_MANAGERS[0]  # re-applied as helm's own manager, so helm's next upgrade owns the fields again
 
 
 async def _objects(job: Job, kube: Kube) -> list[tuple[str, dict[str, Any]]]:
     """(REST path, object) of the release's current manifest."""
-    record = storage.latest(await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
-                                                    storage.selector(job.spec.release_name)))
+    record = await latest_record(job)
     if record is None:
         return []
     out = []

@@ -24,6 +24,7 @@ from . import (
     observed,
     outcome,
     stalled,
+    unlock,
 )
 
 MANAGER = "helmop-crds"
@@ -68,7 +69,7 @@ async def run(job: Job, installing: bool) -> Result:
                                                 "spec or values arrived", cancelled=True)
     if not problem:
         return result
-    await health.mark_failed(job, f"health check failed: {problem}")
+    await unlock.mark_failed(job, f"health check failed: {problem}")
     return Result(False, "HealthCheckFailed", f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
                   history=await history(job), inventory=result.inventory)
 

@@ -1,6 +1,7 @@
 """After helm reports success: every object of the release must become healthy by kstatus rules (or
 spec.healthCheckExprs) within the action's timeout, whatever the helm version's --wait checked. An
-unhealthy release is a failed one: helm's record is marked failed, so remediation follows."""
+unhealthy release is a failed one: the deploy action marks helm's record failed (unlock.mark_failed), so
+remediation follows."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import asyncio
 import time
 from typing import Any
 
-from helmop.helm import storage
 from helmop.reconcile.health import FAILED, IN_PROGRESS, judge
 
 from ..kube import KubeError
@@ -57,13 +57,3 @@ async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
         if superseded.is_set():
             raise Cancelled()
         await asyncio.sleep(POLL)
-
-
-async def mark_failed(job: Job, why: str) -> None:
-    """Record the release as failed in helm's own storage (remediation then applies to it)."""
-    record = storage.latest(await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
-                                                    storage.selector(job.spec.release_name)))
-    if record is not None:
-        secret = storage.unlocked(record.secret, why)
-        meta = secret["metadata"]
-        await job.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)

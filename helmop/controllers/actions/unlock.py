@@ -7,18 +7,23 @@ from typing import Any
 
 from helmop.helm import storage
 
-from . import Job, Result, Step, begin
+from . import Job, Result, Step, begin, latest_record
+
+
+async def mark_failed(job: Job, why: str) -> bool:
+    """Record the release's newest revision as failed in helm's own storage; False when there is none."""
+    record = await latest_record(job)
+    if record is None:
+        return False
+    secret = storage.unlocked(record.secret, why)
+    meta = secret["metadata"]
+    await job.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
+    return True
 
 
 async def run(job: Job) -> Result:
-    secrets = await job.ctx.kube.list(f"/api/v1/namespaces/{job.spec.storage_namespace}/secrets",
-                                      storage.selector(job.spec.release_name))
-    record = storage.latest(secrets)
-    if record is None:
+    if not await mark_failed(job, "marked failed by helmop: the previous action never finished"):
         return Result(True, "ReleaseUnlocked", "the release record is gone; nothing to unlock")
-    secret = storage.unlocked(record.secret, "marked failed by helmop: the previous action never finished")
-    meta = secret["metadata"]
-    await job.ctx.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
     return Result(True, "ReleaseUnlocked", job.decision.message)
 
 
