@@ -53,11 +53,7 @@ def owner_label(namespace: str, name: str) -> str:
 
 
 async def object_path(kube: Kube, oid: ObjectId) -> str:
-    plural, namespaced = await kube.resource(oid.api_version, oid.kind)
-    prefix = f"/apis/{oid.api_version}" if "/" in oid.api_version else f"/api/{oid.api_version}"
-    if namespaced:
-        return f"{prefix}/namespaces/{oid.namespace}/{plural}/{oid.name}"
-    return f"{prefix}/{plural}/{oid.name}"
+    return await kube.path_of(oid.api_version, oid.kind, oid.namespace, oid.name)
 
 
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:

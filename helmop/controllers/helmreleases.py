@@ -146,7 +146,7 @@ class Reconciler:
         marked = False
         for _ in range(MAX_ROUNDS):
             observed = self._observed(body, spec, await self._release_secrets(spec))
-            desired = replace(self._desired(body, spec, inputs), waiting_for=waiting, drift_mode=spec.drift_mode)
+            desired = self._desired(body, spec, inputs, waiting)
             decision = decide(desired, observed)
             if decision.reason == "UpToDate" and spec.drift_mode != "disabled":
                 # deployed as wanted: is it still live as helm left it? (API reads, no helm process)
@@ -192,11 +192,12 @@ class Reconciler:
                        last_good=storage.last_good(secrets, below=record.revision), tests=result)
 
     @staticmethod
-    def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs) -> Desired:
+    def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:
         meta = body["metadata"]
         return Desired(config_digest=storage.digest_token(inputs.digest),
                        owner=storage.owner_token(meta["namespace"], meta["name"]), suspended=spec.suspend,
-                       install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable)
+                       install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable,
+                       waiting_for=waiting, drift_mode=spec.drift_mode)
 
     def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, secrets: list[dict[str, Any]]) -> Observed:
         status = body.get("status") or {}

@@ -161,6 +161,12 @@ class Kube:
                 raise KubeError(404, "NotFound", f"the server does not serve {kind} in {api_version}")
         return found
 
+    async def path_of(self, api_version: str, kind: str, namespace: str, name: str) -> str:
+        """The REST path of an object (``namespace`` is ignored for cluster-scoped kinds)."""
+        plural, namespaced = await self.resource(api_version, kind)
+        prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        return f"{prefix}/namespaces/{namespace}/{plural}/{name}" if namespaced else f"{prefix}/{plural}/{name}"
+
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, patch, content_type="application/merge-patch+json")
 

@@ -94,6 +94,7 @@ class Decision:
     remediation: bool = False  # the action repairs a failed release (condition Remediated)
     target_revision: int = 0  # ROLLBACK: the revision to go back to
     force: bool = False  # UPGRADE: asked for by forceAt
+    drifted: tuple[str, ...] = ()  # CORRECT: the drifted objects, "Kind/name: what differs"
 
 
 def _remediate(last_action: str, policy: Remediation, release: Release, why: str) -> Decision:
@@ -150,7 +151,8 @@ def decide(desired: Desired, observed: Observed) -> Decision:
         return Decision(Action.INSTALL, "Installing", "release not found; installing")
     if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:
         if observed.drift and desired.drift_mode == "enabled":
-            return Decision(Action.CORRECT, "DriftDetected", "drift: " + "; ".join(observed.drift))
+            return Decision(Action.CORRECT, "DriftDetected", "drift: " + "; ".join(observed.drift),
+                            drifted=observed.drift)
         if observed.drift and desired.drift_mode == "warn":
             return Decision(Action.NONE, "DriftDetected", "drift: " + "; ".join(observed.drift))
         if desired.tests and not release.tests:

@@ -152,26 +152,34 @@ async def history(job: Job) -> list[dict[str, Any]]:
     return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
 
 
-async def inventory(job: Job) -> dict[str, Any]:
-    """The objects of the release's current revision, as Flux records them: ``entries`` of
-    ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}`` from the manifest in helm's record (hooks
-    are not part of it); read from the API, no helm process."""
+async def release_objects(job: Job) -> list[tuple[str, dict[str, Any]]]:
+    """(REST path, object) for each object of the release's current manifest, read from helm's record (no
+    helm process; hooks are not part of it), namespaced ones with their namespace filled in."""
     record = await latest_record(job)
     if record is None or record.status == "uninstalled":
-        return {"entries": []}
-    entries = set()
+        return []
+    kube = job.ctx.kube.acting_as(job.acting_as)
+    out = []
     for obj in storage.manifest_objects(storage.decode(record.secret)):
         api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
-        meta = obj.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "")
-        if not namespace:
-            try:
-                namespaced = (await job.ctx.kube.resource(api_version, kind))[1]
-            except KubeError:
-                namespaced = True
-            namespace = job.spec.target_namespace if namespaced else ""
-        group, _, version = api_version.rpartition("/")
-        entries.add((f"{namespace}_{meta.get('name', '')}_{group}_{kind}", version))
+        meta = obj.setdefault("metadata", {})
+        try:
+            if (await kube.resource(api_version, kind))[1]:
+                meta.setdefault("namespace", job.spec.target_namespace)
+            out.append((await kube.path_of(api_version, kind, meta.get("namespace", ""), meta["name"]), obj))
+        except KubeError:
+            continue  # a kind the cluster does not serve (any more)
+    return out
+
+
+async def inventory(job: Job) -> dict[str, Any]:
+    """The objects of the release's current revision, as Flux records them: ``entries`` of
+    ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}``."""
+    entries = set()
+    for _path, obj in await release_objects(job):
+        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        meta = obj["metadata"]
+        entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
     return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
 
 

@@ -26,12 +26,6 @@ def _objects(inventory: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return out
 
 
-async def _path(job: Job, api_version: str, kind: str, namespace: str, name: str) -> str:
-    plural, namespaced = await job.ctx.kube.resource(api_version, kind)
-    prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-    return f"{prefix}/namespaces/{namespace}/{plural}/{name}" if namespaced else f"{prefix}/{plural}/{name}"
-
-
 async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
     """"" once every object is Current; else, at the first Failed object or at the timeout, what is wrong."""
     kube = job.ctx.kube.acting_as(job.acting_as)
@@ -41,7 +35,7 @@ async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
         waiting = []
         for api_version, kind, namespace, name in _objects(inventory):
             try:
-                live = await kube.get(await _path(job, api_version, kind, namespace, name))
+                live = await kube.get(await kube.path_of(api_version, kind, namespace, name))
             except KubeError as exc:
                 waiting.append(f"{kind}/{name}: {exc.message}")
                 continue
