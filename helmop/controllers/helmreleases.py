@@ -45,7 +45,7 @@ from .actions import (
 from .context import Context, Key
 from .inputs import Inputs, gather
 from .kube import KubeError
-from .status import requested, write_status
+from .status import annotation, requested, write_status
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,6 @@ class Outcome:
     """What the caller should do next: come back after ``retry_after`` seconds (None: at interval)."""
 
     retry_after: float | None = None
-
-
-def _annotation(body: dict[str, Any], name: str) -> str:
-    return str((body["metadata"].get("annotations") or {}).get(name, ""))
 
 
 class Reconciler:
@@ -100,7 +96,7 @@ class Reconciler:
                 log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
                          ", ".join(first))
                 return False
-            secrets = await self._release_secrets(spec)
+            secrets = await release_secrets(self.ctx, spec)
             desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
                               suspended=spec.suspend, deleting=True)
             decision = decide(desired, Observed(self._release(secrets)))
@@ -145,7 +141,7 @@ class Reconciler:
             return Outcome(self._next_backoff(key) if exc.transient else None)
         marked = False
         for _ in range(MAX_ROUNDS):
-            observed = self._observed(body, spec, await self._release_secrets(spec))
+            observed = self._observed(body, spec, await release_secrets(self.ctx, spec))
             desired = self._desired(body, spec, inputs, waiting)
             decision = decide(desired, observed)
             if decision.reason == "UpToDate" and spec.drift_mode != "disabled":
@@ -179,9 +175,6 @@ class Reconciler:
             raise HelmopError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
                                                    "(set spec.install.createNamespace to create it)", transient=True)
 
-    async def _release_secrets(self, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
-        return await release_secrets(self.ctx, spec)
-
     @staticmethod
     def _release(secrets: list[dict[str, Any]], tests: bool = False) -> Release | None:
         record = storage.latest(secrets)
@@ -201,7 +194,7 @@ class Reconciler:
 
     def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, secrets: list[dict[str, Any]]) -> Observed:
         status = body.get("status") or {}
-        reset, force = _annotation(body, RESET_AT), _annotation(body, FORCE_AT)
+        reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
         return Observed(release=self._release(secrets, tests=spec.test.enable),
                         last_attempted_digest=storage.digest_token(status.get("lastAttemptedConfigDigest", "")),
                         last_action=str(status.get("lastAttemptedReleaseAction", "")),
@@ -225,22 +218,16 @@ class Reconciler:
             if ready.get("status") != "False":  # else Ready keeps the reason of the last failure
                 condition(status, job, cond.READY, False, decision.reason, decision.message)
             stalled(status, job, decision.reason, decision.message)
-            if status != body.get("status"):
-                await self.ctx.events.warning(body, decision.reason, decision.message)
-            await self._write_status(body, status)
+            await self._publish(body, status, decision, warning=True)
             return
         if decision.reason == "DependencyNotReady":
             condition(status, job, cond.READY, False, decision.reason, decision.message)
             stalled(status, job)
-            if status != body.get("status"):
-                await self.ctx.events.normal(body, decision.reason, decision.message)
-            await self._write_status(body, status)
+            await self._publish(body, status, decision, warning=False)
             return
         if decision.reason == "DriftDetected":  # warn mode: report, change nothing
             condition(status, job, cond.DRIFTED, True, decision.reason, decision.message)
-            if status != body.get("status"):
-                await self.ctx.events.warning(body, decision.reason, decision.message)
-            await self._write_status(body, status)
+            await self._publish(body, status, decision, warning=True)
             return
         if decision.reason != "UpToDate":
             return
@@ -252,12 +239,20 @@ class Reconciler:
             # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)
             message = f"Release {job.release} is deployed with chart {job.chart} ({decision.message})"
             status.update(lastAppliedRevision=inputs.chart.version, lastAttemptedConfigDigest=inputs.digest,
-                          history=await history(job))
+                          history=history(await release_secrets(self.ctx, spec)))
             for kind in (cond.READY, cond.RELEASED):
                 condition(status, job, kind, True, "UpToDate", message)
             stalled(status, job)
         if "inventory" not in status:  # e.g. a release installed before helmop recorded inventories
             status["inventory"] = await inventory(job)
+        await self._write_status(body, status)
+
+    async def _publish(self, body: dict[str, Any], status: dict[str, Any], decision: Decision, *,
+                       warning: bool) -> None:
+        """Write a terminal status; an Event only when it changes something (no repeats every interval)."""
+        if status != body.get("status"):
+            await (self.ctx.events.warning if warning else self.ctx.events.normal)(body, decision.reason,
+                                                                                    decision.message)
         await self._write_status(body, status)
 
     async def _report(self, job: Job, result: Result) -> None:

@@ -13,9 +13,14 @@ from .context import Context
 from .kube import KubeError
 
 
+def annotation(body: dict[str, Any], name: str) -> str:
+    """The value of an annotation of the object ("" when absent)."""
+    return str((body["metadata"].get("annotations") or {}).get(name, ""))
+
+
 def requested(body: dict[str, Any]) -> str:
     """The value of helmop.dev/requestedAt ("" when none)."""
-    return str((body["metadata"].get("annotations") or {}).get(REQUESTED_AT, ""))
+    return annotation(body, REQUESTED_AT)
 
 
 async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any]) -> None:

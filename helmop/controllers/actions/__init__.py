@@ -27,6 +27,7 @@ from .. import metrics
 from ..context import Context
 from ..inputs import Inputs
 from ..kube import KubeError
+from ..status import annotation
 
 HISTORY_KEPT = 5
 T = TypeVar("T")
@@ -88,6 +89,11 @@ class Cancelled(Exception):
     """The action was stopped because a newer revision of the spec or values arrived."""
 
 
+def cancelled(job: Job, what: str) -> Result:
+    return Result(False, "ActionCancelled", f"{what} of {job.release} stopped: a newer revision of the spec or "
+                                            "values arrived", cancelled=True)
+
+
 async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
     """Run a helm call, counted and timed by its result, within the concurrency limit, and stopped when
     a newer revision of the spec or values arrives (no waiting for an old rollout's timeout)."""
@@ -123,16 +129,16 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
     try:
         await helm_call(job, action, call)
     except Cancelled:
-        return Result(False, "ActionCancelled", f"helm {action} of {job.release} stopped: a newer revision of the "
-                                                "spec or values arrived", cancelled=True)
+        return cancelled(job, f"helm {action}")
     except HelmopError as exc:
         failed = exc.reason if exc.reason not in ("UpgradeFailed", "InstallFailed") else f"{action.capitalize()}Failed"
         return Result(False, failed, redact(f"Helm {action} failed for release {job.release} with chart {job.chart}: "
                                             f"{exc}", secrets), transient=exc.transient)
-    revisions = await history(job)
+    stored = await release_secrets(job.ctx, job.spec)  # once, for both the history and the inventory
+    revisions = history(stored)
     revision = revisions[0]["revision"] if revisions else 0
     return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions,
-                  inventory=await inventory(job))
+                  inventory=await inventory(job, stored))
 
 
 async def release_secrets(ctx: Context, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
@@ -145,17 +151,17 @@ async def latest_record(job: Job) -> storage.ReleaseRecord | None:
     return storage.latest(await release_secrets(job.ctx, job.spec))
 
 
-async def history(job: Job) -> list[dict[str, Any]]:
+def history(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Snapshots of the release's newest revisions (chart, digest, status, deployed times, tests)."""
-    secrets = await release_secrets(job.ctx, job.spec)
     ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")), reverse=True)
     return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
 
 
-async def release_objects(job: Job) -> list[tuple[str, dict[str, Any]]]:
+async def release_objects(job: Job, secrets: list[dict[str, Any]] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(REST path, object) for each object of the release's current manifest, read from helm's record (no
-    helm process; hooks are not part of it), namespaced ones with their namespace filled in."""
-    record = await latest_record(job)
+    helm process; hooks are not part of it), namespaced ones with their namespace filled in. ``secrets``:
+    the release's storage Secrets when the caller has just read them."""
+    record = storage.latest(secrets) if secrets is not None else await latest_record(job)
     if record is None or record.status == "uninstalled":
         return []
     kube = job.ctx.kube.acting_as(job.acting_as)
@@ -172,11 +178,11 @@ async def release_objects(job: Job) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-async def inventory(job: Job) -> dict[str, Any]:
+async def inventory(job: Job, secrets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The objects of the release's current revision, as Flux records them: ``entries`` of
     ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}``."""
     entries = set()
-    for _path, obj in await release_objects(job):
+    for _path, obj in await release_objects(job, secrets):
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         meta = obj["metadata"]
         entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
@@ -219,15 +225,11 @@ def stalled(status: dict[str, Any], job: Job, reason: str = "", message: str = "
         drop(status, cond.STALLED)
 
 
-def annotation(job: Job, name: str) -> str:
-    return str((job.body["metadata"].get("annotations") or {}).get(name, ""))
-
-
 def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
     """Record an install/upgrade attempt of the job's configuration. Failures count afresh for a new
     configuration, or when a new helmop.dev/resetAt asks for it; a forceAt acted on is handled."""
     assert job.inputs is not None
-    reset = annotation(job, RESET_AT)
+    reset = annotation(job.body, RESET_AT)
     fresh = status.get("lastAttemptedConfigDigest") != job.inputs.digest or (
         bool(reset) and reset != status.get("lastHandledResetAt"))
     status.update(lastAttemptedGeneration=job.generation, lastAttemptedRevision=job.inputs.chart.version,
@@ -236,8 +238,8 @@ def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
         status["installFailures"] = status["upgradeFailures"] = 0
     if reset:
         status["lastHandledResetAt"] = reset
-    if job.decision.force and annotation(job, FORCE_AT):
-        status["lastHandledForceAt"] = annotation(job, FORCE_AT)
+    if job.decision.force and annotation(job.body, FORCE_AT):
+        status["lastHandledForceAt"] = annotation(job.body, FORCE_AT)
     return status
 
 

@@ -16,6 +16,7 @@ from . import (
     Result,
     attempted,
     begin,
+    cancelled,
     condition,
     drop,
     failures_key,
@@ -23,6 +24,7 @@ from . import (
     history,
     observed,
     outcome,
+    release_secrets,
     stalled,
     unlock,
 )
@@ -65,13 +67,12 @@ async def run(job: Job, installing: bool) -> Result:
     try:
         problem = await health.unhealthy(job, result.inventory, opts.timeout or job.spec.timeout)
     except Cancelled:
-        return Result(False, "ActionCancelled", f"health check of {job.release} stopped: a newer revision of the "
-                                                "spec or values arrived", cancelled=True)
+        return cancelled(job, "health check")
     if not problem:
         return result
     await unlock.mark_failed(job, f"health check failed: {problem}")
     return Result(False, "HealthCheckFailed", f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
-                  history=await history(job), inventory=result.inventory)
+                  history=history(await release_secrets(job.ctx, job.spec)), inventory=result.inventory)
 
 
 def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -> dict[str, Any]:
