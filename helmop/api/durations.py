@@ -1,4 +1,4 @@
-"""Go-style durations ("90s", "5m", "1h30m") as Kubernetes and Flux users write them."""
+"""Go-style durations ("90s", "5m", "1h30m") and quantities ("64Mi") as Kubernetes and Flux users write them."""
 
 from __future__ import annotations
 
@@ -14,3 +14,15 @@ def parse_duration(text: str) -> float:
     if not text or _PART.sub("", text):
         raise ValueError(f"invalid duration {text!r}: expected a number with a unit such as 30s, 5m or 1h30m")
     return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(text))
+
+
+_SIZE = re.compile(r"(\d+)(Ki|Mi|Gi|k|M|G)?")
+_SIZE_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a Kubernetes-style quantity ("64Mi", "500k", "1048576"); ValueError when it is not one."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"invalid size {text!r}: expected bytes or a quantity such as 64Mi or 1Gi")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2)]

@@ -19,6 +19,8 @@ REQUESTED_AT = "helmop.dev/requestedAt"
 RESET_AT = "helmop.dev/resetAt"
 FORCE_AT = "helmop.dev/forceAt"
 FINALIZER = "helmop.dev/finalizer"
+# Which operator replica set handles a resource (`helmop run --shard NAME`); unlabelled: the default one.
+SHARD_LABEL = "helmop.dev/shard"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from helmop.api import validation
 from helmop.api.apps import AppKind, parse_apps
+from helmop.api.durations import parse_duration, parse_size
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import BUILTIN
 from helmop.api.tenancy import Tenancy
@@ -53,7 +54,11 @@ def _run(args: argparse.Namespace) -> int:
                          concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
                          webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
                          metrics_address=address, allow_file_git=args.allow_file_git,
-                         tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs))
+                         tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
+                         helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
+                         helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
+                         leader_election=args.leader_elect,
+                         leader_election_namespace=args.leader_election_namespace or _own_namespace())
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if args.apps:
@@ -73,6 +78,26 @@ def _run(args: argparse.Namespace) -> int:
         cfg.kubeconfig = sandbox.kubeconfig
         asyncio.run(run_operator(cfg))
     return 0
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (downward API variable, or the service account's), else "default"."""
+    account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return os.environ.get("POD_NAMESPACE") or (account.read_text().strip() if account.is_file() else "default")
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _namespace(args: argparse.Namespace) -> str | None:
@@ -201,6 +226,19 @@ def parser() -> argparse.ArgumentParser:
                           "(multi-tenancy lockdown; default: the operator's own rights)")
     run.add_argument("--no-cross-namespace-refs", action="store_true",
                      help="refuse every reference from a resource into another namespace (sourceRef, ...)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts")
+    run.add_argument("--leader-election-namespace", metavar="NAMESPACE",
+                     help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
+    run.add_argument("--shard", metavar="NAME",
+                     help="handle only resources labelled helmop.dev/shard=NAME (default: only those without it)")
+    run.add_argument("--helm-cache-ttl", type=_duration, default=900.0, metavar="DURATION",
+                     help="how long a chart repository's index is used before it is asked again (default 15m; "
+                          "`helmop reconcile` asks at once)")
+    run.add_argument("--helm-index-max-size", type=_size, default=64 << 20, metavar="SIZE",
+                     help="largest repository index read (default 64Mi); over it: IndexTooLarge")
+    run.add_argument("--helm-chart-max-size", type=_size, default=64 << 20, metavar="SIZE",
+                     help="largest chart archive downloaded (default 64Mi); over it: ChartTooLarge")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
                                                         "(default https://charts.jenkins.io)")

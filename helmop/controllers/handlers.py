@@ -18,7 +18,17 @@ from typing import Any
 import kopf
 
 from helmop.api.durations import parse_duration
-from helmop.api.kinds import CONFIGSYNC, FINALIZER, FORCE_AT, GITREPOSITORY, HELMRELEASE, REQUESTED_AT, RESET_AT, Kind
+from helmop.api.kinds import (
+    CONFIGSYNC,
+    FINALIZER,
+    FORCE_AT,
+    GITREPOSITORY,
+    HELMRELEASE,
+    REQUESTED_AT,
+    RESET_AT,
+    SHARD_LABEL,
+    Kind,
+)
 
 from . import configsyncs, gitrepositories, metrics
 from .apps import App, AppController
@@ -38,14 +48,16 @@ def _interval(body: kopf.Body, default: float) -> float:
 
 
 def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind, default_interval: float,
-                   reconcile: Reconcile, finalize: Finalize) -> None:
+                   reconcile: Reconcile, finalize: Finalize, shard: str) -> None:
     seen: dict[Key, tuple[Any, ...]] = {}
     kind, group, version, plural = resource.kind, resource.group, resource.version, resource.plural
+    # A replica with --shard handles only what carries that label; without, only what carries none.
+    labels = {SHARD_LABEL: shard or kopf.ABSENT}
 
     def key_of(body: kopf.Body) -> Key:
         return (kind, body.metadata.namespace or "", body.metadata.name or "")
 
-    @kopf.on.event(group, version, plural, registry=registry, id=f"{kind}-changed")
+    @kopf.on.event(group, version, plural, registry=registry, id=f"{kind}-changed", labels=labels)
     async def changed(body: kopf.Body, type: str, **_: Any) -> None:
         key = key_of(body)
         if type == "DELETED":
@@ -64,7 +76,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
             else:
                 ctx.waker(key).set()
 
-    @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None)
+    @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None, labels=labels)
     async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
         wake = ctx.waker(key_of(body))
         while not stopped:
@@ -74,11 +86,18 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
                 continue
             wake.clear()
             started = time.monotonic()
-            retry = await reconcile(dict(body))
+            work = asyncio.ensure_future(reconcile(dict(body)))
+            await _first(work, stopped)
+            if not work.done():  # the operator is stopping: stop the action (helm is told to stop)
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return
+            retry = work.result()
             metrics.RECONCILE.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
             await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
-    @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer")
+    @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         if not await finalize(dict(body)):
             raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15)
@@ -86,7 +105,8 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
     del changed, loop, deleted  # registered; kept only by kopf
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App]) -> None:
+def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App],
+             shard: str = "") -> None:
     async def reconcile_release(body: dict[str, Any]) -> float | None:
         return (await releases.reconcile(body)).retry_after
 
@@ -94,15 +114,15 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
         await gitrepositories.finalize(ctx, body)
         return True
 
-    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, releases.finalize)
+    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, releases.finalize, shard)
     _kind_handlers(registry, ctx, GITREPOSITORY, 300.0, lambda body: gitrepositories.reconcile(ctx, body),
-                   finalize_git)
+                   finalize_git, shard)
     _kind_handlers(registry, ctx, CONFIGSYNC, 300.0, lambda body: configsyncs.reconcile(ctx, body),
-                   lambda body: configsyncs.finalize(ctx, body))
+                   lambda body: configsyncs.finalize(ctx, body), shard)
 
     for app in apps:
         controller = AppController(ctx, app)
-        _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize)
+        _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize, shard)
 
     def referrers_of(kind: str) -> Any:
         async def handler(namespace: str | None, name: str | None, **_: Any) -> None:
@@ -116,11 +136,21 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:
     """Until woken, stopped, or ``seconds`` passed."""
-    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
+    waking = asyncio.ensure_future(wake.wait())
     try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        await _first(waking, stopped, seconds)
     finally:
-        for waiter in waiters:
-            waiter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiter
+        waking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waking
+
+
+async def _first(task: asyncio.Future[Any], stopped: kopf.DaemonStopped, timeout: float | None = None) -> None:
+    """Until ``task`` is done, the daemon is stopped, or ``timeout`` passed."""
+    stopping = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait([task, stopping], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopping

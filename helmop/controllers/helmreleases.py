@@ -45,7 +45,7 @@ from .actions import (
 from .context import Context, Key
 from .inputs import Inputs, gather
 from .kube import KubeError
-from .status import annotation, requested, write_status
+from .status import annotation, pending_request, requested, write_status
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Reconciler:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()
         try:
-            inputs = await gather(self.ctx, meta["namespace"], spec)
+            inputs = await gather(self.ctx, meta["namespace"], spec, asked_at=pending_request(body))
             await self._check_namespace(spec)
         except HelmopError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)

@@ -123,7 +123,9 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
         await secret_data(kube, namespace, chart.secret_ref, "spec.chart.repository.secretRef"))
 
 
-async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
+async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
+    """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
+    for an explicit reconcile request made at ``asked_at``, fetched after it."""
     pieces, secrets = await values_pieces(ctx.kube, namespace, spec)
     values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
@@ -136,7 +138,8 @@ async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec) -> Inputs:
             return Inputs(resolved, path, values, digest, secrets)
         chart = spec.chart
         creds = await credentials(ctx.kube, namespace, chart)
-        resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure)
+        resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure,
+                                           max_age=spec.interval, asked_at=asked_at)
         path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None

@@ -2,19 +2,32 @@
 reading ConfigMaps/Secrets and release records, writing status, posting Events, applying CRDs.
 
 Paths are built by the callers (plain REST paths); this module only does I/O, authentication
-from a kubeconfig or the in-cluster service account, and error mapping.
+from a kubeconfig or the in-cluster service account, error mapping, and one retry policy for
+every request (tenacity): connection failures, 429 (honouring Retry-After), 5xx, and 409 on a
+status write are retried with jittered exponential backoff. Credentials are read again when they
+may have rotated: the in-cluster token file every minute (projected tokens rotate), and the whole
+kubeconfig (exec plugins, token files) once when the server answers 401.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import ssl
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_base, wait_exponential_jitter
+
+log = logging.getLogger(__name__)
+IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+TOKEN_REREAD = 60.0  # as client-go re-reads a token file
 
 
 class KubeconfigError(Exception):
@@ -22,11 +35,25 @@ class KubeconfigError(Exception):
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: float = 0.0) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after  # seconds the server asked to wait (429/503 Retry-After)
+
+
+class Unreachable(KubeError):
+    """No answer from the API server (refused, reset, timed out, TLS failure): status 0. ``sent``: the
+    request may have reached the server before the connection failed."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(0, "Unreachable", message)
+        self.sent = sent
+
+
+def _describe(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).split(" [")[0]
 
 
 @dataclass(frozen=True)
@@ -37,6 +64,8 @@ class Connection:
     cert_file: str = ""
     key_file: str = ""
     insecure: bool = False
+    kubeconfig: str = ""  # the file it was read from, to read it again ("": the default search)
+    token_file: str = ""  # a token that rotates on disk (in-cluster)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None) -> Connection:
@@ -49,7 +78,9 @@ class Connection:
         try:
             config.load_kube_config(config_file=str(path) if path else None,  # type: ignore[no-untyped-call]
                                     client_configuration=configuration)
+            token_file = ""
         except config.ConfigException as exc:
+            token_file = IN_CLUSTER_TOKEN
             if path or os.environ.get("KUBECONFIG") or Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().exists():
                 raise KubeconfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'} "
                                       f"cannot be used: {exc}") from None
@@ -62,7 +93,22 @@ class Connection:
             "BearerToken", "")
         return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
                    ca_file=configuration.ssl_ca_cert or "", cert_file=configuration.cert_file or "",
-                   key_file=configuration.key_file or "", insecure=not configuration.verify_ssl)
+                   key_file=configuration.key_file or "", insecure=not configuration.verify_ssl,
+                   kubeconfig=str(path or ""), token_file=token_file)
+
+    def reloaded(self) -> Connection:
+        """The same connection with credentials read afresh (a rotated token, a re-run exec plugin)."""
+        return Connection.from_kubeconfig(self.kubeconfig or None)
+
+    def with_token_file(self) -> Connection:
+        """This connection with the token its token file holds now."""
+        if not self.token_file:
+            return self
+        try:
+            token = Path(self.token_file).read_text().strip()
+        except OSError:
+            return self
+        return self if token == self.token else replace(self, token=token)
 
 
 def _check_exists(path: str | Path | None) -> None:
@@ -77,6 +123,33 @@ def _check_exists(path: str | Path | None) -> None:
         raise KubeconfigError(f"KUBECONFIG names {', '.join(listed)}, which does not exist")
 
 
+def _retryable(exc: BaseException, method: str, path: str) -> bool:
+    """What the policy retries: answers that say "try again", and failures that did not change anything."""
+    if isinstance(exc, Unreachable):
+        # A create that may have reached the server is not repeated (it would answer AlreadyExists).
+        return not exc.sent or method != "POST"
+    if isinstance(exc, KubeError):
+        return exc.status in (429, 500, 502, 503, 504) or (exc.status == 409 and path.endswith("/status"))
+    return False
+
+
+class _WaitRetryAfter(wait_base):
+    """Jittered exponential backoff, but never shorter than the server's Retry-After."""
+
+    def __init__(self) -> None:
+        self.backoff = wait_exponential_jitter(initial=0.2, max=5, jitter=0.5)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        asked = min(exc.retry_after, 30.0) if isinstance(exc, KubeError) else 0.0
+        return max(asked, self.backoff(retry_state))
+
+
+def _log_retry(retry_state: RetryCallState) -> None:
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    log.info("API request failed (%s); retry %d", exc, retry_state.attempt_number)
+
+
 class Kube:
     def __init__(self, conn: Connection, impersonate: str = "") -> None:
         self.conn = conn
@@ -84,36 +157,63 @@ class Kube:
         self._session: aiohttp.ClientSession | None = None
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._acting: dict[str, Kube] = {}
+        self._root = self  # impersonating clients use their root's credentials, which rotate
+        self._token_read = time.monotonic()
 
     def acting_as(self, user: str) -> Kube:
         """A client whose requests impersonate ``user`` (``""``: this one): RBAC then judges them as that
         user's, which is how a tenant's objects are written with the tenant's rights only."""
         if not user or user == self.impersonate:
             return self
-        if user not in self._acting:
-            self._acting[user] = Kube(self.conn, user)
-            self._acting[user]._resources = self._resources  # discovery is the same for everyone
-        return self._acting[user]
+        root = self._root
+        if user not in root._acting:
+            child = root._acting[user] = Kube(root.conn, user)
+            child._resources = root._resources  # discovery is the same for everyone
+            child._root = root
+        return root._acting[user]
 
     def _ssl(self) -> ssl.SSLContext | bool:
-        if self.conn.insecure:
+        conn = self._root.conn
+        if conn.insecure:
             return False
-        ctx = ssl.create_default_context(cafile=self.conn.ca_file or None)
-        if self.conn.cert_file:
-            ctx.load_cert_chain(self.conn.cert_file, self.conn.key_file or None)
+        ctx = ssl.create_default_context(cafile=conn.ca_file or None)
+        if conn.cert_file:
+            ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
         return ctx
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"Authorization": f"Bearer {self.conn.token}"} if self.conn.token else {}
-            if self.impersonate:
-                headers["Impersonate-User"] = self.impersonate
+            headers = {"Impersonate-User": self.impersonate} if self.impersonate else {}
             self._session = aiohttp.ClientSession(
-                self.conn.server.rstrip("/"), headers=headers, trust_env=False,
+                self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),
                 timeout=aiohttp.ClientTimeout(total=60, connect=10))
         return self._session
+
+    def _token(self) -> str:
+        root = self._root
+        if root.conn.token_file and time.monotonic() - root._token_read > TOKEN_REREAD:
+            root.conn, root._token_read = root.conn.with_token_file(), time.monotonic()
+        return root.conn.token
+
+    async def _reauthenticate(self) -> bool:
+        """After a 401: read the credentials again; True when they changed (worth one more try)."""
+        root = self._root
+        try:
+            fresh = await asyncio.to_thread(root.conn.reloaded)
+        except KubeconfigError as exc:
+            log.warning("the API refused the credentials and they could not be read again: %s", exc)
+            return False
+        if fresh == root.conn:
+            return False
+        tls_changed = replace(fresh, token="") != replace(root.conn, token="")
+        root.conn, root._token_read = fresh, time.monotonic()
+        if tls_changed:  # client certificates live in the sessions' TLS contexts
+            for client in (root, *root._acting.values()):
+                if client._session is not None:
+                    await client._session.close()
+        return True
 
     async def close(self) -> None:
         for child in self._acting.values():
@@ -122,18 +222,43 @@ class Kube:
             await self._session.close()
 
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
-                      content_type: str = "application/json") -> dict[str, Any]:
+                      content_type: str = "application/json", attempts: int = 5) -> dict[str, Any]:
+        """One API call under the retry policy (``attempts=1``: no retry, e.g. for a probe)."""
         data = None if body is None else (body if isinstance(body, str | bytes) else json.dumps(body))
         headers = {"Content-Type": content_type} if data is not None else {}
-        async with self.session.request(method, path, data=data, params=params, headers=headers) as r:
-            text = await r.text()
+        retrying = AsyncRetrying(retry=retry_if_exception(lambda exc: _retryable(exc, method, path)),
+                                 wait=_WaitRetryAfter(), stop=stop_after_attempt(attempts) | stop_after_delay(30),
+                                 before_sleep=_log_retry, reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                return await self._send(method, path, data, params, headers)
+        raise AssertionError("tenacity re-raises the last error")
+
+    async def _send(self, method: str, path: str, data: str | bytes | None, params: dict[str, str] | None,
+                    headers: dict[str, str]) -> dict[str, Any]:
+        for reauthenticated in (False, True):
+            token = self._token()
+            auth = {"Authorization": f"Bearer {token}"} if token else {}
+            try:
+                async with self.session.request(method, path, data=data, params=params,
+                                                headers={**headers, **auth}) as r:
+                    status, text = r.status, await r.text()
+                    retry_after = r.headers.get("Retry-After", "")
+                    http_reason = r.reason or ""
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise Unreachable(f"{self._root.conn.server}: {_describe(exc)}",
+                                  sent=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+            if status == 401 and not reauthenticated and await self._reauthenticate():
+                continue
             try:
                 reply: dict[str, Any] = json.loads(text) if text else {}
             except ValueError:
                 reply = {"message": text}
-            if r.status >= 400:
-                raise KubeError(r.status, str(reply.get("reason", r.reason)), str(reply.get("message", text)))
+            if status >= 400:
+                raise KubeError(status, str(reply.get("reason", http_reason)), str(reply.get("message", text)),
+                                float(retry_after) if retry_after.isdigit() else 0.0)
             return reply
+        raise AssertionError("the loop returns or raises")
 
     async def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -8,7 +8,7 @@ chart/git cache hits and misses. Labels never carry values or secrets: kinds, na
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -60,8 +60,9 @@ class CacheCollector(Collector):
         yield family
 
 
-def app(ready: Any) -> web.Application:
-    """``ready()`` tells whether the operator is up (kopf started and the API answered)."""
+def app(not_ready: Callable[[], str]) -> web.Application:
+    """``not_ready()`` says why the operator is not ready ("" when it is). Served on the event loop, so
+    a stalled loop does not answer ``/healthz`` (which is what a liveness probe should see)."""
 
     async def metrics(_request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -70,7 +71,8 @@ def app(ready: Any) -> web.Application:
         return web.Response(text="ok")
 
     async def readyz(_request: web.Request) -> web.Response:
-        return web.Response(text="ok") if ready() else web.Response(text="starting", status=503)
+        problem = not_ready()
+        return web.Response(text=problem, status=503) if problem else web.Response(text="ok")
 
     application = web.Application()
     application.router.add_get("/metrics", metrics)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from .events import Recorder
 from .handlers import register
 from .helmreleases import Reconciler
 from .kube import Connection, Kube, KubeError
+from .leader import Election, identity, lease_name
+from .probes import Probes
+from .termination import handle_signals
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop"
@@ -51,6 +55,12 @@ class OperatorConfig:
     bound_metrics_port: int = 0
     jenkins_chart: dict[str, Any] = field(default_factory=lambda: dict(jenkins.DEFAULT_CHART))
     tenancy: Tenancy = field(default_factory=Tenancy)  # --default-service-account, --no-cross-namespace-refs
+    shard: str = ""  # handle only resources labelled helmop.dev/shard=<shard> ("": those without the label)
+    leader_election: bool = False
+    leader_election_namespace: str = "default"  # where the Lease lives (the operator's own namespace)
+    helm_cache_ttl: float = 900.0  # seconds a repository index is used before it is revalidated
+    helm_index_max_size: int = 64 << 20
+    helm_chart_max_size: int = 64 << 20
 
 
 async def install_crds(kube: Kube) -> None:
@@ -103,44 +113,104 @@ async def _start_webhooks(cfg: OperatorConfig, ctx: Context) -> web.AppRunner | 
 
 async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event | None = None,
               ready_flag: threading.Event | asyncio.Event | None = None) -> None:
-    conn = Connection.from_kubeconfig(cfg.kubeconfig)
-    kube = Kube(conn)
+    """Run until ``stop_flag`` is set, a signal arrives, or (with leader election) the Lease is lost."""
+    kube = Kube(Connection.from_kubeconfig(cfg.kubeconfig))
+    halt = asyncio.Event()  # every reason to stop ends up here
+    rearm = handle_signals(halt)
+    background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
             await install_crds(kube)
         _helm_home(cfg.cache_dir)
         # pyhelm3 runs `helm version` here
         engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
-        ctx = Context(kube=kube, engine=engine, repos=Repositories(cfg.cache_dir),
+        repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
+        ctx = Context(kube=kube, engine=engine, repos=repos,
                       git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
                       slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
-        hooks = await _start_webhooks(cfg, ctx)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
+        probes = Probes(kube)
+        background.append(asyncio.create_task(probes.run()))
+        election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity())
+                    if cfg.leader_election else None)
+
+        def not_ready() -> str:
+            if not ready.is_set():
+                return "standby: another replica holds the leader Lease" if election else "starting"
+            return probes.api_ready()
+
         collector = metrics.CacheCollector(ctx)
         metrics.REGISTRY.register(collector)
-        probes = await _serve(metrics.app(ready.is_set), cfg.metrics_address, cfg.metrics_port)
-        if probes is not None:
-            cfg.bound_metrics_port = probes.addresses[0][1]
-        registry = kopf.OperatorRegistry()
-
-        @kopf.on.login(registry=registry)
-        def login(**_: Any) -> kopf.ConnectionInfo:
-            return kopf.ConnectionInfo(server=conn.server, ca_path=conn.ca_file or None, token=conn.token or None,
-                                       certificate_path=conn.cert_file or None,
-                                       private_key_path=conn.key_file or None, insecure=conn.insecure)
-
-        apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
-        register(registry, ctx, Reconciler(ctx), apps)
+        servers = [await _serve(metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port)]
+        if servers[0] is not None:
+            cfg.bound_metrics_port = servers[0].addresses[0][1]
         try:
-            await kopf.operator(registry=registry, settings=_settings(), standalone=True,
+            if election is not None and not await election.acquire(halt):
+                return  # stopped while standing by
+            lost = asyncio.Event()
+            if election is not None:
+                background.append(asyncio.create_task(_hold(election, halt, lost)))
+            servers.append(await _start_webhooks(cfg, ctx))  # pushes go to the replica that acts on them
+            background.append(asyncio.create_task(_rearm_when(ready, rearm)))
+            await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
-                                stop_flag=stop_flag, ready_flag=ready)
+                                stop_flag=halt, ready_flag=ready)
+            if lost.is_set():
+                raise SystemExit("helmop: lost the leader Lease; exiting so that a restart rejoins the election")
+            if election is not None:
+                await election.release()
         finally:
             metrics.REGISTRY.unregister(collector)
-            for runner in (hooks, probes):
+            for runner in servers:
                 if runner is not None:
                     await runner.cleanup()
     except KubeError as exc:
         raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
     finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await kube.close()
+
+
+def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # Called again by kopf after a 401: read the credentials afresh (they rotate).
+        conn = Connection.from_kubeconfig(cfg.kubeconfig)
+        return kopf.ConnectionInfo(server=conn.server, ca_path=conn.ca_file or None, token=conn.token or None,
+                                   certificate_path=conn.cert_file or None,
+                                   private_key_path=conn.key_file or None, insecure=conn.insecure)
+
+    del login  # registered; kept only by kopf
+    apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
+    register(registry, ctx, Reconciler(ctx), apps, cfg.shard)
+    return registry
+
+
+async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyncio.Event) -> None:
+    """Set ``halt`` when the caller's stop flag is set (a thread's Event is polled: it cannot be awaited)."""
+    if isinstance(stop_flag, asyncio.Event):
+        await stop_flag.wait()
+    elif stop_flag is not None:
+        while not stop_flag.is_set():
+            await asyncio.sleep(0.2)
+    else:
+        return
+    halt.set()
+
+
+async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) -> None:
+    await election.hold(halt)
+    if not halt.is_set():
+        lost.set()
+        halt.set()
+
+
+async def _rearm_when(ready: threading.Event | asyncio.Event, rearm: Callable[[], None]) -> None:
+    """kopf installs its own signal handlers as it starts; put helmop's back (both then run)."""
+    while not ready.is_set():
+        await asyncio.sleep(0.1)
+    rearm()

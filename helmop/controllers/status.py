@@ -4,6 +4,8 @@ it, lastHandledReconcileAt echoed on outcomes) are the same everywhere."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from typing import Any
 
 from helmop.api import conditions as cond
@@ -21,6 +23,18 @@ def annotation(body: dict[str, Any], name: str) -> str:
 def requested(body: dict[str, Any]) -> str:
     """The value of helmop.dev/requestedAt ("" when none)."""
     return annotation(body, REQUESTED_AT)
+
+
+def pending_request(body: dict[str, Any]) -> float:
+    """When a reconcile request not yet handled was made (epoch seconds; 0: none pending). A stamp that
+    is not a time (Flux allows any string) counts as made now."""
+    stamp = requested(body)
+    if not stamp or stamp == (body.get("status") or {}).get("lastHandledReconcileAt"):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if not stamp.isdigit() else float(stamp)
+    except ValueError:
+        return time.time()
 
 
 async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any]) -> None:

@@ -185,13 +185,24 @@ def classify(exc: helm_errors.Error, action: str) -> HelmError:
     return HelmError(f"{action.capitalize()}Failed", message)
 
 
+_RUNNING: set[int] = set()  # process groups of the helm processes running now
+
+
+def signal_running(signum: int) -> None:
+    """Send ``signum`` to every running helm process group (the operator is being terminated).
+    Safe from a signal handler or another thread: it only reads a set of numbers and calls kill."""
+    for pgid in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
+
+
 class _Command(Command):  # type: ignore[misc]
     """pyhelm3's Command, but helm runs without a shell, in a session of its own: pyhelm3 starts helm
     under ``sh -c`` and, when the action is stopped, terminates only the shell (dash does not exec the
     last command), which leaves helm waiting out its --timeout with the release locked. Here a stopped
     action sends helm SIGTERM (so it can record the release as failed), and SIGKILL after a grace."""
 
-    GRACE = 5.0
+    GRACE = 3.0  # within the 5 s an operator being terminated has
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -206,6 +217,7 @@ class _Command(Command):  # type: ignore[misc]
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             env={**os.environ, **self.env})
+        _RUNNING.add(proc.pid)
         try:
             stdout, stderr = await proc.communicate(input)
         except asyncio.CancelledError:
@@ -220,6 +232,8 @@ class _Command(Command):  # type: ignore[misc]
                 os.killpg(proc.pid, signal.SIGKILL)  # helpers it may have left
             await proc.wait()
             raise
+        finally:
+            _RUNNING.discard(proc.pid)
         if proc.returncode != 0:
             raise helm_errors.Error(proc.returncode, stdout, stderr)
         return stdout

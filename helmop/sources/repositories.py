@@ -15,21 +15,26 @@ import json
 import os
 import re
 import ssl
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
-import yaml
 
+from . import index
 from .errors import SourceError
+from .index import Entry, IndexInvalid
 from .secrets import decoded
 from .semver import Version, highest
 
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 _MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
+_VALIDATORS = (("If-None-Match", "ETag"), ("If-Modified-Since", "Last-Modified"))
+_SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few kilobytes
 
 
 @dataclass(frozen=True)
@@ -73,17 +78,38 @@ def _wants_exact(version: str) -> bool:
 
 @dataclass
 class _Index:
-    etag: str
-    charts: dict[str, list[dict[str, Any]]]
+    charts: dict[str, list[Entry]]
+    validators: dict[str, str]  # If-None-Match / If-Modified-Since for the next conditional GET
+    fetched: float  # wall-clock time of the last answer from the server (compared with request stamps)
+
+
+def _credential_key(url: str, creds: Credentials) -> str:
+    """Indexes are cached per repository URL *and* credentials: a tenant without them must not be
+    answered from an index that another tenant's credentials fetched."""
+    secret = "\0".join((creds.username, creds.password, creds.ca_pem))
+    return url + "#" + hashlib.sha256(secret.encode()).hexdigest()[:16]
 
 
 @dataclass
 class Repositories:
+    """Chart repositories, shared by every HelmRelease of the operator.
+
+    An index is fetched at most once per ``index_ttl`` seconds per repository (and credentials), by
+    one request however many HelmReleases ask at once; after the TTL (or the asking release's own
+    interval, if shorter) a conditional GET revalidates it (ETag / Last-Modified). A version the
+    cached index does not have revalidates at once, and an explicit reconcile request gets an index
+    fetched after the request. Bodies are read up to a size cap, never into memory whole.
+    """
+
     cache_dir: Path
+    index_ttl: float = 900.0
+    index_max_size: int = 64 << 20
+    chart_max_size: int = 64 << 20
     _indexes: dict[str, _Index] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    index_fetches: int = 0
 
     def _session(self, creds: Credentials, insecure: bool = False, *, basic: bool = True) -> aiohttp.ClientSession:
         """``basic``: send the credentials as basic auth on every request (HTTP repositories; OCI
@@ -99,55 +125,79 @@ class Repositories:
         return aiohttp.ClientSession(timeout=_TIMEOUT, auth=auth, connector=aiohttp.TCPConnector(ssl=ctx),
                                      trust_env=False)
 
-    async def resolve(self, url: str, name: str, version: str, creds: Credentials,
-                      insecure: bool = False) -> ResolvedChart:
+    async def resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
+                      max_age: float | None = None, asked_at: float = 0.0) -> ResolvedChart:
+        """The exact chart version a constraint names, from an index no older than ``max_age`` seconds
+        (and the TTL) and fetched no earlier than ``asked_at`` (a wall-clock time)."""
         if url.startswith("oci://"):
             return await self._resolve_oci(url, name, version, creds, insecure)
-        index = await self._index(url, creds)
-        entries = index.charts.get(name)
+        max_age = self.index_ttl if max_age is None else min(max_age, self.index_ttl)
+        index, asked = await self._index(url, creds, max_age, asked_at)
+        chosen = self._choose(index, url, name, version)
+        if chosen is None and not asked:  # perhaps published since the cached copy: ask once
+            index, _ = await self._index(url, creds, 0.0, time.time())
+            chosen = self._choose(index, url, name, version)
+        entries = index.charts.get(name) or []
         if not entries:
             raise SourceError("ChartNotFound", f"chart {name!r} not found in repository {safe_url(url)}",
                               transient=False)
-        try:
-            chosen = highest([str(e.get("version", "")) for e in entries], version)
-        except ValueError as exc:
-            raise SourceError("InvalidSpec", f"spec.chart.repository.version: {exc}", transient=False) from None
         if chosen is None:
-            available = ", ".join(sorted({str(e.get("version")) for e in entries}, reverse=True)[:10])
+            available = ", ".join(sorted({e.version for e in entries}, reverse=True)[:10])
             raise SourceError("VersionNotFound", f"no version of chart {name!r} matches {version or 'any'!r} in "
                                                  f"{safe_url(url)} (available: {available})", transient=False)
-        entry = next(e for e in entries if str(e.get("version")) == chosen)
-        return ResolvedChart(safe_url(url), name, chosen,
-                             tuple(urljoin(url + "/", u) for u in entry.get("urls") or []),
-                             str(entry.get("digest", "")))
+        entry = next(e for e in entries if e.version == chosen)
+        return ResolvedChart(safe_url(url), name, chosen, tuple(urljoin(url + "/", u) for u in entry.urls),
+                             entry.digest)
 
-    async def _index(self, url: str, creds: Credentials) -> _Index:
-        cached = self._indexes.get(url)
-        headers = {"If-None-Match": cached.etag} if cached and cached.etag else {}
+    @staticmethod
+    def _choose(index: _Index, url: str, name: str, version: str) -> str | None:
+        entries = index.charts.get(name)
+        if not entries:
+            return None
         try:
-            async with self._session(creds) as http, http.get(url + "/index.yaml", headers=headers) as r:
-                if r.status == 304 and cached is not None:
-                    return cached
-                self._raise_for(r.status, f"repository index {safe_url(url)}/index.yaml")
-                body = await r.read()
-                etag = r.headers.get("ETag", "")
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable",
-                              f"repository {safe_url(url)} is unreachable: {_describe(exc)}", transient=True) from None
-        try:
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            raw = yaml.load(body, Loader=loader)
-            entries = raw["entries"] if isinstance(raw, dict) else None
-            if not isinstance(entries, dict):
-                raise ValueError("no entries")
-        except (yaml.YAMLError, ValueError, KeyError, TypeError):
-            raise SourceError("RepositoryIndexInvalid", f"{safe_url(url)}/index.yaml is not a Helm repository "
-                                                        "index", transient=False) from None
-        # Keep only what resolution needs: indexes of big repositories are large.
-        charts = {name: [{k: e.get(k) for k in ("version", "appVersion", "urls", "digest")} for e in versions or []
-                         if isinstance(e, dict)] for name, versions in entries.items()}
-        index = self._indexes[url] = _Index(etag, charts)
-        return index
+            return highest([e.version for e in entries], version)
+        except ValueError as exc:
+            raise SourceError("InvalidSpec", f"spec.chart.repository.version: {exc}", transient=False) from None
+
+    async def _index(self, url: str, creds: Credentials, max_age: float, asked_at: float) -> tuple[_Index, bool]:
+        """The index, and whether the server was asked for it just now."""
+        key = _credential_key(url, creds)
+        async with self._locks.setdefault(key, asyncio.Lock()):  # one request for every waiting release
+            cached = self._indexes.get(key)
+            if cached and cached.fetched >= asked_at and time.time() - cached.fetched < max_age:
+                return cached, False
+            index = await self._fetch_index(url, creds, cached)
+            self._indexes[key] = index
+            return index, True
+
+    async def _fetch_index(self, url: str, creds: Credentials, cached: _Index | None) -> _Index:
+        what = f"repository index {safe_url(url)}/index.yaml"
+        self.index_fetches += 1
+        with tempfile.TemporaryFile(dir=self._spool_dir()) as spool:
+            try:
+                async with self._session(creds) as http, \
+                        http.get(url + "/index.yaml", headers=cached.validators if cached else {}) as r:
+                    if r.status == 304 and cached is not None:
+                        return _Index(cached.charts, cached.validators, time.time())
+                    self._raise_for(r.status, what)
+                    await _read_capped(r, self.index_max_size, what, "IndexTooLarge", spool)
+                    validators = {ask: r.headers[header] for ask, header in _VALIDATORS if r.headers.get(header)}
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise SourceError("RepositoryUnreachable",
+                                  f"repository {safe_url(url)} is unreachable: {_describe(exc)}",
+                                  transient=True) from None
+            spool.seek(0)
+            try:
+                charts = await asyncio.to_thread(index.parse, spool)
+            except IndexInvalid as exc:
+                raise SourceError("RepositoryIndexInvalid", f"{safe_url(url)}/index.yaml is not a Helm repository "
+                                                            f"index: {exc}", transient=False) from None
+        return _Index(charts, validators, time.time())
+
+    def _spool_dir(self) -> Path:
+        path = self.cache_dir / "spool"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @staticmethod
     def _raise_for(status: int, what: str) -> None:
@@ -192,8 +242,9 @@ class Repositories:
                                                f"{chart.name} {chart.version}", transient=False)
         try:
             async with self._session(creds) as http, http.get(chart.urls[0]) as r:
-                self._raise_for(r.status, f"chart {chart.name} {chart.version}")
-                data = await r.read()
+                what = f"chart {chart.name} {chart.version}"
+                self._raise_for(r.status, what)
+                data = await _read_capped(r, self.chart_max_size, what, "ChartTooLarge")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"downloading chart {chart.name} {chart.version} "
                                                        f"failed: {_describe(exc)}", transient=True) from None
@@ -212,12 +263,13 @@ class Repositories:
         return (f"{'http' if insecure else 'https'}://{host}", path)
 
     async def _oci_get(self, http: aiohttp.ClientSession, base: str, path: str, creds: Credentials,
-                       accept: str = "") -> tuple[int, bytes, dict[str, str]]:
+                       accept: str = "", limit: int = _SMALL_BODY) -> tuple[int, bytes, dict[str, str]]:
         headers = {"Accept": accept} if accept else {}
         for _attempt in range(2):
             async with http.get(base + path, headers=headers) as r:
                 if r.status != 401:
-                    return r.status, await r.read(), dict(r.headers)
+                    reason = "ChartTooLarge" if limit != _SMALL_BODY else "ResponseTooLarge"
+                    return r.status, await _read_capped(r, limit, base + path, reason), dict(r.headers)
                 challenge = r.headers.get("WWW-Authenticate", "")
             token = await self._oci_token(http, challenge, creds)
             if token is None:
@@ -237,7 +289,7 @@ class Repositories:
         async with http.get(realm, params=fields, auth=auth) as r:
             if r.status != 200:
                 return None
-            body = await r.json(content_type=None)
+            body = json.loads(await _read_capped(r, _SMALL_BODY, "the registry's token", "ResponseTooLarge"))
         token = body.get("token") or body.get("access_token")
         return str(token) if token else None
 
@@ -274,7 +326,8 @@ class Repositories:
                     raise SourceError("ChartNotFound", f"{url}:{tag} is not a Helm chart (no chart layer)",
                                       transient=False)
                 digest = layers[0]["digest"]
-                status, data, _ = await self._oci_get(http, base, f"/v2/{path}/blobs/{digest}", creds)
+                status, data, _ = await self._oci_get(http, base, f"/v2/{path}/blobs/{digest}", creds,
+                                                      limit=self.chart_max_size)
                 self._raise_for(status, f"chart layer of {url}:{tag}")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {_describe(exc)}",
@@ -282,6 +335,31 @@ class Repositories:
         if digest.startswith("sha256:") and hashlib.sha256(data).hexdigest() != digest[7:]:
             raise SourceError("ChartDigestMismatch", f"{url}:{tag} layer digest mismatch", transient=False)
         return data
+
+
+async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason: str,
+                       sink: IO[bytes] | None = None) -> bytes:
+    """The body, read in chunks up to ``limit`` bytes (into ``sink`` when given): a server that sends more,
+    or never stops, costs a bounded amount of memory and gets a specific error."""
+    flag = {"IndexTooLarge": " (--helm-index-max-size)", "ChartTooLarge": " (--helm-chart-max-size)"}.get(reason, "")
+    too_large = SourceError(reason, f"{what} is larger than {_size(limit)}, the limit{flag}", transient=False)
+    if r.content_length is not None and r.content_length > limit:
+        raise too_large
+    body, total = bytearray(), 0
+    async for chunk in r.content.iter_chunked(1 << 16):
+        total += len(chunk)
+        if total > limit:
+            raise too_large
+        if sink is None:
+            body += chunk
+        else:
+            sink.write(chunk)
+        await asyncio.sleep(0)  # a fast server fills the buffer faster than this loop empties it: let others run
+    return bytes(body)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def _describe(exc: BaseException) -> str:

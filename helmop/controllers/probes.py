@@ -1,0 +1,79 @@
+"""What ``/healthz`` and ``/readyz`` answer, measured so that the answers mean something.
+
+Liveness is the event loop's: the probes are served on the loop, so a loop that stalls does not
+answer (the kubelet's probe times out and the pod is restarted), and the loop's lag is measured
+all the time (``helmop_event_loop_lag_seconds``; the benchmark reads its maximum). Readiness is
+the API server's: a cheap authenticated request every few seconds; unreachable, TLS that no longer
+verifies, or credentials refused make the operator not ready, with the reason in the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+from prometheus_client import Gauge
+
+from .kube import Kube, KubeError
+from .metrics import REGISTRY
+
+LOOP_LAG = Gauge("helmop_event_loop_lag_seconds", "How late the event loop ran a timer, last measured.",
+                 registry=REGISTRY)
+LOOP_LAG_MAX = Gauge("helmop_event_loop_lag_max_seconds", "The largest event loop lag since the start.",
+                     registry=REGISTRY)
+API_READY = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API server succeeded.",
+                  registry=REGISTRY)
+
+
+@dataclass
+class Probes:
+    kube: Kube
+    tick: float = 0.1  # how often the loop's lag is measured
+    api_every: float = 5.0  # how often the API server is asked
+    api_problem: str = "not checked yet"
+    api_checked: float = 0.0
+
+    async def run(self) -> None:
+        """Measure until cancelled."""
+        LOOP_LAG_MAX.set(0)
+        tasks = [asyncio.create_task(self._measure_lag()), asyncio.create_task(self._check_api())]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _measure_lag(self) -> None:
+        loop = asyncio.get_running_loop()
+        worst = 0.0
+        while True:
+            due = loop.time() + self.tick
+            await asyncio.sleep(self.tick)
+            lag = max(0.0, loop.time() - due)
+            worst = max(worst, lag)
+            LOOP_LAG.set(lag)
+            LOOP_LAG_MAX.set(worst)
+
+    async def _check_api(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.kube.request("GET", "/api", attempts=1), self.api_every)
+                self.api_problem = ""
+            except KubeError as exc:
+                self.api_problem = (f"the API server refused helmop's credentials ({exc.status})"
+                                    if exc.status in (401, 403) else f"the API server is not usable: {exc}")
+            except TimeoutError:
+                self.api_problem = f"the API server did not answer within {self.api_every:g} s"
+            self.api_checked = time.monotonic()
+            API_READY.set(0 if self.api_problem else 1)
+            await asyncio.sleep(self.api_every)
+
+    def api_ready(self) -> str:
+        """"" when the API server answered lately, else why not."""
+        if time.monotonic() - self.api_checked > 3 * self.api_every:
+            return "the API server has not been checked lately"
+        return self.api_problem
