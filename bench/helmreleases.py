@@ -1,11 +1,14 @@
-"""HelmRelease throughput: N HelmReleases applied at once until all are Ready, next to the same N
-raw `helm upgrade --install` at the same concurrency; then a no-op resync pass.
+"""HelmRelease throughput and the cost of doing nothing: N HelmReleases applied at once until all are
+Ready, next to the same N raw `helm upgrade --install --wait` at the same concurrency; then a no-op
+resync (every HelmRelease asked to reconcile, nothing changed).
 
-    .venv/bin/python bench/helmreleases.py [--count 100] [--concurrency 10] [--helm helm]
+    .venv/bin/python bench/helmreleases.py [--count 100 --count 1000] [--concurrency 10] [--helm helm3]
 
-The sandbox runs in this process; the operator runs as `helmop run` in a child process so its
-peak memory (VmHWM) is its own. helm is wrapped to count the processes the operator starts.
-Not a test: it prints numbers.
+Per count: a fresh sandbox (in this process) and the operator as `helmop run` in a child process, so
+its memory (VmHWM), CPU time (/proc/<pid>/stat) and event-loop lag (its /metrics) are its own; helm
+is wrapped to count the processes the operator starts. Prints a table, then one JSON line per count
+(keys: count, helmop_s, raw_helm_s, ratio, noop_s, noop_cpu_s, noop_helm, peak_rss_mib,
+max_loop_lag_ms), and draws bench/results/helmreleases-<helm>.png. Not a test: it prints numbers.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import requests
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +36,9 @@ from helmop.sandbox import Sandbox  # noqa: E402
 from tests.chartrepo import ChartRepo  # noqa: E402
 
 TOOLS = ROOT / ".tools" / "bin"
+RESULTS = ROOT / "bench" / "results"
+KEYS = ("count", "helmop_s", "raw_helm_s", "ratio", "noop_s", "noop_cpu_s", "noop_helm", "peak_rss_mib",
+        "max_loop_lag_ms")
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -36,7 +46,7 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
-def all_ready(kubeconfig: Path, ns: str, count: int, key: str = "") -> int:
+def ready_count(kubeconfig: Path, ns: str, key: str = "") -> int:
     items = json.loads(kubectl(kubeconfig, "-n", ns, "get", "hr", "-o", "json"))["items"]
     done = 0
     for item in items:
@@ -45,6 +55,30 @@ def all_ready(kubeconfig: Path, ns: str, count: int, key: str = "") -> int:
         if ready and (not key or status.get("lastHandledReconcileAt") == key):
             done += 1
     return done
+
+
+def wait_all(kubeconfig: Path, ns: str, count: int, key: str = "") -> float:
+    start = time.perf_counter()
+    while ready_count(kubeconfig, ns, key) < count:
+        time.sleep(0.5)
+    return time.perf_counter() - start
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def peak_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024
+
+
+def metric(port: int, name: str) -> float:
+    for line in requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise LookupError(name)
 
 
 async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubeconfig: Path, ns: str) -> float:
@@ -64,9 +98,102 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
     return time.perf_counter() - start
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path) -> dict[str, Any]:
+    calls = work / f"helm-calls-{count}.log"
+    wrapper = work / f"helm-{count}"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
+    wrapper.chmod(0o755)
+    port = free_port()
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kc = sandbox.kubeconfig
+        env = {**os.environ, "HELMOP_HELM": str(wrapper), "HELM_CACHE_HOME": str(work / "helm-cache")}
+        with (work / f"operator-{count}.log").open("w") as log:
+            operator = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kc),
+                                         "--install-crds", "--cache-dir", str(work / f"cache-{count}"),
+                                         "--concurrency", str(concurrency), "--metrics-port", str(port),
+                                         "--bind-address", "127.0.0.1"], env=env, stdout=log, stderr=log)
+        try:
+            while True:
+                try:
+                    if requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                time.sleep(0.2)
+            kubectl(kc, "create", "namespace", "bench")
+            docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+                     "metadata": {"name": f"hr{i}", "namespace": "bench"},
+                     "spec": {"interval": "1h", "chart": {"repository": {"url": repo.url, "name": "bench",
+                                                                         "version": "1.0.0"}},
+                              "values": {"fullnameOverride": f"hr{i}"}}} for i in range(count)]
+            start = time.perf_counter()
+            kubectl(kc, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+            wait_all(kc, "bench", count)
+            helmop_s = time.perf_counter() - start  # from the apply
+
+            before, cpu_before = len(calls.read_text().splitlines()), cpu_seconds(operator.pid)
+            stamp = datetime.now(UTC).isoformat()
+            start = time.perf_counter()
+            kubectl(kc, "-n", "bench", "annotate", "hr", "--all", "--overwrite", f"helmop.dev/requestedAt={stamp}")
+            wait_all(kc, "bench", count, stamp)
+            noop_s = time.perf_counter() - start
+            figures = {"noop_s": noop_s, "noop_cpu_s": cpu_seconds(operator.pid) - cpu_before,
+                       "noop_helm": len(calls.read_text().splitlines()) - before,
+                       "peak_rss_mib": peak_rss_mib(operator.pid),
+                       "max_loop_lag_ms": metric(port, "helmop_event_loop_lag_max_seconds") * 1000}
+        finally:
+            operator.terminate()
+            operator.wait(30)
+        kubectl(kc, "create", "namespace", "raw")
+        raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw"))
+    return {"count": count, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s, **figures}
+
+
+def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
+    lines = [f"{helm}, concurrency {concurrency}",
+             "| HelmReleases | helmop -> all Ready | raw helm | ratio | no-op resync | no-op CPU | no-op helm "
+             "processes | peak RSS | max loop lag |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['count']} | {r['helmop_s']:.1f} s | {r['raw_helm_s']:.1f} s | {r['ratio']:.2f} | "
+                     f"{r['noop_s']:.1f} s | {r['noop_cpu_s']:.1f} s | {r['noop_helm']} | "
+                     f"{r['peak_rss_mib']:.0f} MiB | {r['max_loop_lag_ms']:.0f} ms |")
+    return "\n".join(lines)
+
+
+def chart(rows: list[dict[str, Any]], helm: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display here
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    labels = [str(r["count"]) for r in rows]
+    positions = range(len(rows))
+    left.bar([p - 0.2 for p in positions], [r["helmop_s"] for r in rows], 0.4, label="helmop")
+    left.bar([p + 0.2 for p in positions], [r["raw_helm_s"] for r in rows], 0.4, label="raw helm")
+    left.set_xticks(list(positions), labels)
+    left.set(title="time to all Ready", xlabel="HelmReleases", ylabel="seconds")
+    left.legend()
+    right.bar(labels, [r["peak_rss_mib"] for r in rows], color="tab:green")
+    right.set(title="operator peak RSS", xlabel="HelmReleases", ylabel="MiB")
+    fig.suptitle(f"helmop benchmark ({helm})")
+    fig.tight_layout()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"helmreleases-{helm}.png"
+    fig.savefig(path)
+    return path
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--count", type=int, default=100)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, action="append", help="HelmReleases (repeatable; default 100)")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--helm", default="helm", choices=["helm", "helm3"])
     args = parser.parse_args()
@@ -74,57 +201,12 @@ def main() -> None:
     subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
     repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
     repo.publish("bench", "1.0.0")
-    calls = work / "helm-calls.log"
-    wrapper = work / "helm"
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / args.helm} "$@"\n')
-    wrapper.chmod(0o755)
-    with Sandbox(ready_delay=0.05) as sandbox:
-        kc = sandbox.kubeconfig
-        env = {**os.environ, "HELMOP_HELM": str(wrapper), "HELM_CACHE_HOME": str(work / "helm-cache")}
-        operator = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kc),
-                                     "--install-crds", "--cache-dir", str(work / "cache"),
-                                     "--concurrency", str(args.concurrency)], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=open(work / "operator.log", "w"))  # noqa: SIM115
-        try:
-            for _ in range(100):
-                if subprocess.run([str(TOOLS / "kubectl"), "--kubeconfig", str(kc), "get", "crd",
-                                   "helmreleases.helmop.dev"], capture_output=True).returncode == 0:
-                    break
-                time.sleep(0.2)
-            kubectl(kc, "create", "namespace", "bench")
-            docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
-                     "metadata": {"name": f"hr{i}", "namespace": "bench"},
-                     "spec": {"interval": "1h", "chart": {"repository": {"url": repo.url, "name": "bench",
-                                                                         "version": "1.0.0"}},
-                              "values": {"fullnameOverride": f"hr{i}"}}} for i in range(args.count)]
-            start = time.perf_counter()
-            kubectl(kc, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-            while all_ready(kc, "bench", args.count) < args.count:
-                time.sleep(0.5)
-            took = time.perf_counter() - start
-            actions = [line for line in calls.read_text().splitlines() if not line.startswith("version")]
-            print(f"helmop: {args.count} HelmReleases Ready in {took:.1f}s ({args.helm}, concurrency "
-                  f"{args.concurrency}); helm processes: {len(actions)}")
-
-            before = len(calls.read_text().splitlines())
-            start = time.perf_counter()
-            kubectl(kc, "-n", "bench", "annotate", "hr", "--all", "--overwrite", "helmop.dev/requestedAt=resync")
-            while all_ready(kc, "bench", args.count, "resync") < args.count:
-                time.sleep(0.5)
-            took = time.perf_counter() - start
-            spawned = len(calls.read_text().splitlines()) - before
-            print(f"no-op resync of {args.count} HelmReleases: {took:.1f}s, helm processes: {spawned}")
-            status = Path(f"/proc/{operator.pid}/status").read_text()
-            peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
-            print(f"operator peak RSS: {int(peak) / 1024:.0f} MiB")
-        finally:
-            operator.terminate()
-            operator.wait(30)
-        kubectl(kc, "create", "namespace", "raw")
-        took = asyncio.run(raw_helm(args.count, args.concurrency, args.helm, next(repo.dir.glob("*.tgz")), kc, "raw"))
-        print(f"raw helm: {args.count} x `helm upgrade --install --wait` in {took:.1f}s at concurrency "
-              f"{args.concurrency}")
+    rows = [measure(count, args.concurrency, args.helm, repo, work) for count in args.count or [100]]
     repo.close()
+    print(table(rows, args.helm, args.concurrency))
+    for row in rows:
+        print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key] for key in KEYS}))
+    print(f"chart: {chart(rows, args.helm)}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Each object of a helmop kind gets a daemon that reconciles it, then sleeps until its interval
 passes or it is woken: by a change of its spec (generation) or ``helmop.dev/requestedAt``, or by a
-change of something it reads (a ConfigMap/Secret of its values, its GitRepository, a push webhook).
+change of something it reads (a ConfigMap/Secret of its values, its GitRepository, a push webhook;
+ConfigMaps and Secrets are watched by ``referrers``, as metadata only).
 One daemon per object means one reconcile at a time per object; the semaphore in the context
 bounds helm actions across objects. Deletion goes through kopf's finalizer.
 """
@@ -123,15 +124,6 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
     for app in apps:
         controller = AppController(ctx, app)
         _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize, shard)
-
-    def referrers_of(kind: str) -> Any:
-        async def handler(namespace: str | None, name: str | None, **_: Any) -> None:
-            ctx.wake_referrers(namespace or "", kind, name or "")
-
-        return handler
-
-    kopf.on.event("", "v1", "configmaps", registry=registry, id="configmap-referrers")(referrers_of("ConfigMap"))
-    kopf.on.event("", "v1", "secrets", registry=registry, id="secret-referrers")(referrers_of("Secret"))
 
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

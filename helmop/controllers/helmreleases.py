@@ -10,6 +10,8 @@ row for the same thing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import logging
 from dataclasses import dataclass, replace
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 
 RETRY_MIN, RETRY_MAX = 2.0, 300.0  # backoff after a failure: doubling from 2 s to 5 min
 DEPENDENCY_RECHECK = 30.0
+PROGRESS_AFTER = 2.0
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
                              Action.ROLLBACK: rollback.STEP, Action.UNINSTALL: uninstall.STEP,
@@ -154,11 +157,19 @@ class Reconciler:
                 if waiting:
                     return Outcome(DEPENDENCY_RECHECK)  # also woken when a dependency's status changes
                 break
+            progress, writing = None, asyncio.Event()
             if not marked and decision.action is not Action.UNLOCK:
-                await self._mark_reconciling(body, decision.message)
+                progress = asyncio.create_task(self._mark_reconciling(body, decision.message, writing))
                 marked = True
             job = Job(self.ctx, body, spec, decision, inputs)
-            result = await step.run(job)
+            try:
+                result = await step.run(job)
+            finally:
+                if progress is not None:
+                    if not writing.is_set():  # a quick action: its outcome is the one status write
+                        progress.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await progress  # a write under way ends before the outcome's, which must come last
             await self._write_status(body, step.settle(body.get("status") or {}, job, result))
             await self._report(job, result)
             if result.cancelled:
@@ -272,7 +283,11 @@ class Reconciler:
         await self._write_status(body, {**status, "conditions": conditions})
         await self.ctx.events.warning(body, reason, message)
 
-    async def _mark_reconciling(self, body: dict[str, Any], message: str) -> None:
+    async def _mark_reconciling(self, body: dict[str, Any], message: str, writing: asyncio.Event) -> None:
+        """Reconciling=True, for an action that is still running after PROGRESS_AFTER seconds (most end
+        sooner, and one write of their outcome is all their status needs)."""
+        await asyncio.sleep(PROGRESS_AFTER)
+        writing.set()
         status = copy.deepcopy(body.get("status") or {})
         generation = body["metadata"].get("generation", 0)
         conditions = status.get("conditions") or []

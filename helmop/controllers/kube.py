@@ -17,6 +17,7 @@ import logging
 import os
 import ssl
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -222,10 +223,12 @@ class Kube:
             await self._session.close()
 
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
-                      content_type: str = "application/json", attempts: int = 5) -> dict[str, Any]:
+                      content_type: str = "application/json", attempts: int = 5, accept: str = "") -> dict[str, Any]:
         """One API call under the retry policy (``attempts=1``: no retry, e.g. for a probe)."""
         data = None if body is None else (body if isinstance(body, str | bytes) else json.dumps(body))
         headers = {"Content-Type": content_type} if data is not None else {}
+        if accept:
+            headers["Accept"] = accept
         retrying = AsyncRetrying(retry=retry_if_exception(lambda exc: _retryable(exc, method, path)),
                                  wait=_WaitRetryAfter(), stop=stop_after_attempt(attempts) | stop_after_delay(30),
                                  before_sleep=_log_retry, reraise=True)
@@ -259,6 +262,23 @@ class Kube:
                                 float(retry_after) if retry_after.isdigit() else 0.0)
             return reply
         raise AssertionError("the loop returns or raises")
+
+    async def watch(self, path: str, params: dict[str, str], accept: str = "") -> AsyncIterator[dict[str, Any]]:
+        """The events of a watch, until the server ends it (no retry: the caller resumes from its
+        resourceVersion, or lists again after 410 Gone)."""
+        token = self._token()
+        headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **({"Accept": accept} if accept else {})}
+        try:
+            async with self.session.get(path, params={**params, "watch": "true"}, headers=headers,
+                                        timeout=aiohttp.ClientTimeout(sock_connect=10)) as r:
+                if r.status >= 400:
+                    text = await r.text()
+                    raise KubeError(r.status, r.reason or "", text[:300])
+                async for line in r.content:
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise Unreachable(f"{self._root.conn.server}: {_describe(exc)}", sent=True) from None
 
     async def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -58,6 +58,9 @@ class CacheCollector(Collector):
         family.add_metric(["charts", "hit"], self.ctx.repos.hits)
         family.add_metric(["charts", "miss"], self.ctx.repos.misses)
         yield family
+        yield CounterMetricFamily("helmop_repository_index_fetches", "Requests for chart repository indexes "
+                                  "(revalidations included; the rest were answered from the cache).",
+                                  value=self.ctx.repos.index_fetches)
 
 
 def app(not_ready: Callable[[], str]) -> web.Application:

@@ -22,7 +22,7 @@ from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
-from . import metrics, webhooks
+from . import metrics, referrers, webhooks
 from .apps import generic_app, jenkins_app
 from .context import Context
 from .events import Recorder
@@ -134,10 +134,11 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity())
                     if cfg.leader_election else None)
 
+        standing_by = election is not None
+
         def not_ready() -> str:
-            if not ready.is_set():
-                return "standby: another replica holds the leader Lease" if election else "starting"
-            return probes.api_ready()
+            # A standby is ready when the API is: it answers webhooks, and a rollout must not wait for it.
+            return probes.api_ready() if ready.is_set() or standing_by else "starting"
 
         collector = metrics.CacheCollector(ctx)
         metrics.REGISTRY.register(collector)
@@ -145,12 +146,13 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         if servers[0] is not None:
             cfg.bound_metrics_port = servers[0].addresses[0][1]
         try:
+            servers.append(await _start_webhooks(cfg, ctx))
             if election is not None and not await election.acquire(halt):
                 return  # stopped while standing by
-            lost = asyncio.Event()
+            standing_by, lost = False, asyncio.Event()
             if election is not None:
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
-            servers.append(await _start_webhooks(cfg, ctx))  # pushes go to the replica that acts on them
+            background.append(asyncio.create_task(referrers.watch(ctx, cfg.namespaces)))
             background.append(asyncio.create_task(_rearm_when(ready, rearm)))
             await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,

@@ -13,10 +13,11 @@ import base64
 import hashlib
 import hmac
 import logging
+from datetime import UTC, datetime
 
 from aiohttp import web
 
-from helmop.api.kinds import GITREPOSITORY
+from helmop.api.kinds import GITREPOSITORY, REQUESTED_AT
 
 from .context import Context
 
@@ -50,7 +51,11 @@ def app(ctx: Context) -> web.Application:
             return web.json_response({"error": "invalid or missing signature"}, status=401)
         if request.headers.get("X-GitHub-Event") == "ping":
             return web.json_response({"ok": True, "event": "ping"})
-        ctx.waker(("GitRepository", namespace, name)).set()
+        # Recorded on the object as a reconcile request rather than only woken here: the replica that
+        # answered may be a standby (or another shard's), and the one that acts sees the annotation.
+        stamp = datetime.now(UTC).isoformat()
+        await ctx.kube.merge_patch(GITREPOSITORY.path(namespace, name),
+                                   {"metadata": {"annotations": {REQUESTED_AT: stamp}}})
         return web.json_response({"ok": True}, status=202)
 
     async def health(_request: web.Request) -> web.Response:

@@ -59,6 +59,33 @@ def _name_and_subresource(parts: list[str]) -> tuple[str, str]:
     return (parts[0] if parts else "", parts[1] if len(parts) > 1 else "")
 
 
+def _metadata_only(request: web.Request, *, listing: bool) -> str:
+    """The apiVersion of the metadata-only form the client asked for ("" for whole objects), as the API
+    server negotiates it: the first JSON media type of the Accept header that it can serve wins; asking
+    for PartialObjectMetadata of a list (or a ...List of one object) is 406 NotAcceptable."""
+    for media in request.headers.get("Accept", "").split(","):
+        kind, params = media.strip().split(";")[0], dict(
+            p.strip().partition("=")[::2] for p in media.split(";")[1:])
+        if kind not in ("application/json", "*/*"):
+            continue  # protobuf and others: the sandbox answers JSON, so a later choice decides
+        wanted = params.get("as", "")
+        if not wanted:
+            return ""
+        if wanted not in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            continue  # a Table, handled by its own negotiation
+        if params.get("g") != "meta.k8s.io" or params.get("v") not in ("v1", "v1beta1"):
+            continue
+        if (wanted == "PartialObjectMetadataList") != listing:
+            expected = "is not a list" if not listing else "is a list"
+            raise ApiError("NotAcceptable", f"you requested {wanted}, but the requested object {expected}")
+        return f"meta.k8s.io/{params['v']}"
+    return ""
+
+
+def _partial(obj: Obj, api_version: str) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj["metadata"]}
+
+
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     headers = {}
     if warnings:
@@ -377,6 +404,10 @@ class HttpApi:
         table = self._table_request(request)
         if table is not None:
             return _json(tables.table(t.rt, objs, rv, table))
+        partial = _metadata_only(request, listing=True)
+        if partial:
+            return _json({"kind": "PartialObjectMetadataList", "apiVersion": partial, "metadata": meta,
+                          "items": [_partial(o, partial) for o in objs]})
         return _json({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version, "metadata": meta, "items": objs})
 
     @staticmethod
@@ -391,7 +422,8 @@ class HttpApi:
         table = self._table_request(request)
         if table is not None:
             return _json(tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table))
-        return _json(obj)
+        partial = _metadata_only(request, listing=False)
+        return _json(_partial(obj, partial) if partial else obj)
 
     # --- watch -------------------------------------------------------------------------------------
 
@@ -407,6 +439,7 @@ class HttpApi:
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         table = self._table_request(request)
+        partial = _metadata_only(request, listing=False)  # a watch streams objects, not lists
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         try:
             rv, current = self.api.watch(t.rt, watcher, q.get("resourceVersion"), initial)
@@ -424,7 +457,7 @@ class HttpApi:
         deadline = loop.time() + timeout if timeout else None
         try:
             for synthetic in current:
-                await self._send(response, t, synthetic, table)
+                await self._send(response, t, synthetic, table, partial)
             if initial:
                 await self._bookmark(response, t, rv, initial_end=True)
             while not self.stopping.is_set():
@@ -441,7 +474,7 @@ class HttpApi:
                     continue
                 if event is None:
                     break
-                await self._send(response, t, event, table)
+                await self._send(response, t, event, table, partial)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -451,10 +484,13 @@ class HttpApi:
             await response.write_eof()
         return response
 
-    async def _send(self, response: web.StreamResponse, t: Target, event: Event, table: str | None) -> None:
+    async def _send(self, response: web.StreamResponse, t: Target, event: Event, table: str | None,
+                    partial: str) -> None:
         obj = self.api.view(event.obj, t.rt)
         if table is not None:
             obj = tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table)
+        elif partial:
+            obj = _partial(obj, partial)
         await response.write(json.dumps({"type": event.type, "object": obj}).encode() + b"\n")
 
     async def _bookmark(self, response: web.StreamResponse, t: Target, rv: str, *, initial_end: bool = False) -> None:

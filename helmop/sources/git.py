@@ -246,42 +246,45 @@ class GitCache:
 
     async def files(self, url: str, sha: str, path: str) -> dict[str, bytes]:
         """Every file under ``path`` at commit ``sha``: relative path -> content. Symlinks must stay
-        inside ``path``'s repository; submodules are skipped."""
+        inside ``path``'s repository; submodules are skipped. One git process (``cat-file --batch``,
+        asked for each tree and blob in turn), however many files the tree has."""
         mirror = self.mirror(url)
-        env = self._env(GitAuth(), url, mirror)
         sub = clean_path(path)
-        spec = f"{sha}:{sub}" if sub else f"{sha}:"
-        try:
-            kind = (await self._git(["cat-file", "-t", "--end-of-options", spec], env, cwd=mirror)).decode().strip()
-        except SourceError:
-            raise SourceError("PathNotFound", f"path {path!r} does not exist at {sha[:12]}", transient=False) from None
-        if kind != "tree":
-            raise SourceError("PathNotFound", f"path {path!r} is not a directory", transient=False)
-        listing = await self._git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec], env, cwd=mirror)
-        out: dict[str, bytes] = {}
-        for entry in listing.split(b"\0"):
-            if not entry:
-                continue
-            info, _, name = entry.partition(b"\t")
-            mode, kind, obj = info.decode().split()
-            rel = name.decode()
-            if kind != "blob":
-                continue
-            data = await self._git(["cat-file", "blob", obj], env, cwd=mirror)
-            if mode == "120000":  # a symlink: its target must stay inside the repository
-                target = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.join(sub, rel)),
-                                                           data.decode()))
-                if target.startswith("../") or target == ".." or data.startswith(b"/"):
-                    raise SourceError("InvalidPath", f"{posixpath.join(sub, rel)} is a symlink pointing outside "
-                                                     "the repository", transient=False)
-                try:
-                    data = await self._git(["cat-file", "blob", "--end-of-options", f"{sha}:{target}"], env,
-                                           cwd=mirror)
-                except SourceError:
-                    raise SourceError("InvalidPath", f"symlink {posixpath.join(sub, rel)} is broken",
-                                      transient=False) from None
-            out[rel] = data
-        return out
+        async with _Batch(mirror, self._env(GitAuth(), url, mirror), self.timeout) as batch:
+            root = await batch.get(f"{sha}:{sub}" if sub else f"{sha}:")
+            if root is None:
+                raise SourceError("PathNotFound", f"path {path!r} does not exist at {sha[:12]}", transient=False)
+            if root[0] != "tree":
+                raise SourceError("PathNotFound", f"path {path!r} is not a directory", transient=False)
+            out: dict[str, bytes] = {}
+            pending = [("", root[1])]
+            while pending:
+                prefix, tree = pending.pop()
+                for mode, name, oid in _tree_entries(tree, batch.id_width):
+                    rel = f"{prefix}{name}"
+                    if mode == "40000":
+                        found = await batch.get(oid)
+                        if found is not None:
+                            pending.append((rel + "/", found[1]))
+                    elif mode != "160000":  # 160000: a submodule's commit, nothing to read here
+                        out[rel] = await self._blob(batch, sha, sub, rel, mode, oid)
+            return out
+
+    @staticmethod
+    async def _blob(batch: _Batch, sha: str, sub: str, rel: str, mode: str, oid: str) -> bytes:
+        found = await batch.get(oid)
+        data = found[1] if found else b""
+        if mode != "120000":
+            return data
+        # a symlink: its target must stay inside the repository
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.join(sub, rel)), data.decode()))
+        if target.startswith("../") or target == ".." or data.startswith(b"/"):
+            raise SourceError("InvalidPath", f"{posixpath.join(sub, rel)} is a symlink pointing outside "
+                                             "the repository", transient=False)
+        pointed = await batch.get(f"{sha}:{target}")
+        if pointed is None or pointed[0] != "blob":
+            raise SourceError("InvalidPath", f"symlink {posixpath.join(sub, rel)} is broken", transient=False)
+        return pointed[1]
 
     async def read(self, url: str, sha: str, path: str) -> bytes:
         """One file at commit ``sha``."""
@@ -308,6 +311,64 @@ class GitCache:
 
     def forget(self, url: str) -> None:
         shutil.rmtree(self.mirror(url), ignore_errors=True)
+
+
+class _Batch:
+    """One ``git cat-file --batch`` process, asked for one object at a time (a tree, then what it lists):
+    a tree read costs one process instead of one per file. Killed (with its session) on any exit."""
+
+    def __init__(self, mirror: Path, env: dict[str, str], timeout: float) -> None:
+        self.mirror, self.env, self.timeout = mirror, env, timeout
+        self.proc: asyncio.subprocess.Process | None = None
+        self.id_width = 20  # bytes of an object id in tree objects, from the ids git answers with
+
+    async def __aenter__(self) -> _Batch:
+        self.proc = await asyncio.create_subprocess_exec(
+            "git", "cat-file", "--batch", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+
+    async def get(self, spec: str) -> tuple[str, bytes] | None:
+        """(type, content) of the object ``spec`` names (an id, or ``<commit>:<path>``); None if missing."""
+        if "\n" in spec:
+            raise SourceError("InvalidPath", "a path with a line break cannot be read", transient=False)
+        try:
+            return await asyncio.wait_for(self._ask(spec), self.timeout)
+        except TimeoutError:
+            raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
+                              transient=True) from None
+
+    async def _ask(self, spec: str) -> tuple[str, bytes] | None:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(spec.encode() + b"\n")
+        await self.proc.stdin.drain()
+        header = (await self.proc.stdout.readline()).decode().split()
+        if len(header) != 3:  # "<spec> missing", "<spec> ambiguous", or git ended
+            return None
+        oid, kind, size = header
+        self.id_width = len(oid) // 2
+        data = await self.proc.stdout.readexactly(int(size) + 1)  # the content and a newline
+        return kind, data[:-1]
+
+
+def _tree_entries(tree: bytes, width: int) -> list[tuple[str, str, str]]:
+    """(mode, name, object id) of each entry of a raw tree object: ``<mode> <name>\\0<binary id>``,
+    the id ``width`` bytes (20 for SHA-1 repositories, 32 for SHA-256 ones)."""
+    entries: list[tuple[str, str, str]] = []
+    pos = 0
+    while pos < len(tree):
+        space = tree.index(b" ", pos)
+        nul = tree.index(b"\0", space)
+        entries.append((tree[pos:space].decode(), tree[space + 1:nul].decode(errors="surrogateescape"),
+                        tree[nul + 1:nul + 1 + width].hex()))
+        pos = nul + 1 + width
+    return entries
 
 
 def _error(text: str, url: str) -> SourceError:

@@ -2,7 +2,7 @@
 
 A large repository's index is tens of megabytes; loading it as a YAML document builds the whole node
 tree and then every entry's full mapping (about 30 times the file's size: 1 GB for a 31 MB index).
-Resolution needs four fields of each entry, so the index is read as a stream of YAML events from
+Resolution needs three fields of each entry, so the index is read as a stream of YAML events from
 the C parser (libyaml) and only those fields are kept: memory stays near the size of what is kept,
 whatever the size of the file. Scalars stay the strings they are in the file (``version: 1.10`` is
 not the float 1.1). Runs in a worker thread: it is CPU work the event loop must not wait for.
@@ -21,7 +21,7 @@ from typing import IO
 import yaml
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML was built with libyaml
-_KEPT = ("version", "appVersion", "digest")
+_KEPT = ("version", "digest")
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,6 @@ class Entry:
     """What resolution and download need of one chart version."""
 
     version: str
-    app_version: str = ""
     urls: tuple[str, ...] = ()
     digest: str = ""
 
@@ -128,4 +127,4 @@ class _Reader:
                         self.skip(item)
             else:
                 self.skip(value)
-        return Entry(fields.get("version", ""), fields.get("appVersion", ""), tuple(urls), fields.get("digest", ""))
+        return Entry(fields.get("version", ""), tuple(urls), fields.get("digest", ""))

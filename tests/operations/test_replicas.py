@@ -32,7 +32,8 @@ def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -
         assert time.monotonic() < deadline, f"not Ready within {timeout}s: {pending[:5]} ({len(pending)} left)"
         listed = json.loads(kubectl("kubectl", "-n", namespace, "get", "hr", "-o", "json").stdout)["items"]
         ready = {o["metadata"]["name"] for o in listed
-                 if any(c["type"] == "Ready" and c["status"] == "True" for c in o.get("status", {}).get("conditions", []))}
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in o.get("status", {}).get("conditions", []))}
         pending = [n for n in pending if n not in ready]
         time.sleep(0.5)
 
@@ -62,8 +63,7 @@ def test_only_the_leader_acts_and_a_standby_takes_over(cluster: Sandbox, kubectl
         assert all(len(pids) == 1 for pids in installs.values())
         leader = next(r for r in replicas if r.proc.pid in acting)
         standby = next(r for r in replicas if r is not leader)
-        status, body, _ = standby.probe("/readyz")
-        assert status == 503 and "standby" in body
+        assert standby.probe("/readyz")[0] == 200  # ready to answer webhooks; a rollout need not wait for it
         assert "InstallFailed" not in kubectl("kubectl", "-n", "ha", "get", "events").stdout
 
         # The leader dies without giving the Lease up: the standby takes over within 20 s.

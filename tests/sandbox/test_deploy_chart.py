@@ -30,6 +30,12 @@ def test_chart_installs_crds_rbac_and_a_hardened_deployment(helm: str, run: Run,
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     parser().parse_args(["run", *container["args"]])  # the operator accepts what the chart passes
+    assert "--leader-elect" in container["args"] and deploy["spec"]["replicas"] == 2
+    assert container["env"][0]["name"] == "POD_NAMESPACE"
+    lease_role = json.loads(run("kubectl", "-n", namespace, "get", "role", "helmop-leader-election", "-o",
+                                "json").stdout)
+    assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                    "verbs": ["get", "create", "update"]}]
     role = json.loads(run("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
@@ -44,6 +50,16 @@ def test_chart_installs_crds_rbac_and_a_hardened_deployment(helm: str, run: Run,
     assert services == {"helmop-metrics", "helmop-webhook"}
     run(helm, "uninstall", "helmop", "-n", namespace, "--wait")
     run("kubectl", "delete", "clusterrole", "helmop", "--ignore-not-found")
+
+
+def test_chart_runs_one_deployment_per_shard(run: Run) -> None:
+    rendered = run("helm", "template", "h", str(CHART), "--set", "shards={blue,green}").stdout
+    deployments = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
+    shards = {d["metadata"]["name"]: [a for a in d["spec"]["template"]["spec"]["containers"][0]["args"]
+                                      if a.startswith("--shard")] for d in deployments}
+    assert shards == {"h-helmop": [], "h-helmop-blue": ["--shard=blue"], "h-helmop-green": ["--shard=green"]}
+    selectors = [d["spec"]["selector"]["matchLabels"]["helmop.dev/shard-name"] for d in deployments]
+    assert sorted(selectors) == ["blue", "default", "green"]  # the Deployments do not adopt each other's pods
 
 
 def test_chart_crds_are_helmops_own() -> None:

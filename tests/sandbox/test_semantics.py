@@ -381,3 +381,35 @@ def test_unauthenticated_requests_are_refused(sandbox: Sandbox) -> None:
     r = requests.get(sandbox.url + "/api/v1/namespaces", verify=str(sandbox.ca_file))
     assert r.status_code == 401 and r.json()["reason"] == "Unauthorized"
     assert requests.get(sandbox.url + "/version", verify=str(sandbox.ca_file)).status_code == 200
+
+
+def test_metadata_only_views(http: Raw, namespace: str) -> None:
+    """What a metadata informer asks for (client-go's metadata client): names and versions, never data."""
+    base = f"/api/v1/namespaces/{namespace}/secrets"
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "meta", "labels": {"a": "b"}},
+              "stringData": {"password": "hunter2"}}
+    assert http("POST", base, secret)[0] == 201
+    one = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," \
+          "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+    listing = one.replace("PartialObjectMetadata;", "PartialObjectMetadataList;")
+    got = http.session.get(http.base + base + "/meta", headers={"Accept": one}).json()
+    assert got["kind"] == "PartialObjectMetadata" and got["apiVersion"] == "meta.k8s.io/v1"
+    assert got["metadata"]["labels"] == {"a": "b"} and "data" not in got and "hunter2" not in json.dumps(got)
+    listed = http.session.get(http.base + base, headers={"Accept": listing}).json()
+    assert listed["kind"] == "PartialObjectMetadataList" and listed["metadata"]["resourceVersion"]
+    assert [i["kind"] for i in listed["items"]] == ["PartialObjectMetadata"] and "data" not in listed["items"][0]
+    # The form must fit: an object asked as a list (or a list as an object) is 406, as the API server says.
+    r = http.session.get(http.base + base, headers={"Accept": "application/json;as=PartialObjectMetadata;"
+                                                              "g=meta.k8s.io;v=v1"})
+    assert r.status_code == 406 and "is a list" in r.json()["message"]
+    with http.session.get(http.base + base, params={"watch": "true", "resourceVersion": listed["metadata"][
+            "resourceVersion"], "timeoutSeconds": "2"}, headers={"Accept": one}, stream=True) as r:
+        assert http("PATCH", base + "/meta", {"metadata": {"labels": {"a": "c"}}},
+                    ctype="application/merge-patch+json")[0] == 200
+        event = json.loads(next(line for line in r.iter_lines() if line))
+    assert event["type"] == "MODIFIED" and event["object"]["kind"] == "PartialObjectMetadata"
+    assert event["object"]["metadata"]["labels"] == {"a": "c"} and "data" not in event["object"]
+    # helm's release records can be left out of a watch by their type
+    selected = http.session.get(http.base + base, params={"fieldSelector": "type!=helm.sh/release.v1"},
+                                headers={"Accept": listing}).json()
+    assert [i["metadata"]["name"] for i in selected["items"]] == ["meta"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,22 @@ async def test_clear_messages_for_dns_and_authentication(tmp_path: Path) -> None
         assert "wrong-pass" not in str(auth.value)
     finally:
         server.close()
+
+
+async def test_a_tree_is_read_by_one_git_process(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {f"chart/templates/t{i}.yaml": f"n: {i}\n" for i in range(20)}
+    files |= {"chart/Chart.yaml": "name: c\n", "chart/sub/deeper/x.txt": "x\n", "elsewhere.txt": "no\n"}
+    sha = repo.commit(files)
+    cache = GitCache(tmp_path / "cache")
+    await cache.fetch(repo.url, GitAuth())
+    log = tmp_path / "git.log"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real = next(p for d in os.environ["PATH"].split(os.pathsep) if (p := Path(d) / "git").is_file())
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    read = await cache.files(repo.url, sha, "chart")
+    assert read == {path.removeprefix("chart/"): text.encode() for path, text in files.items()
+                    if path.startswith("chart/")}
+    assert log.read_text().split() == ["cat-file"]

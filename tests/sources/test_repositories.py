@@ -1,0 +1,121 @@
+"""Chart repository indexes: one shared, bounded, revalidated copy per repository and credentials."""
+
+from __future__ import annotations
+
+import email.utils
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helmop.sources import index
+from helmop.sources.errors import SourceError
+from helmop.sources.repositories import Credentials, Repositories
+
+INDEX = b"""apiVersion: v1
+entries:
+  app:
+  - version: 1.10.0
+    appVersion: "2"
+    urls: [app-1.10.0.tgz]
+    digest: abc
+  - {version: 1.9.0, urls: [app-1.9.0.tgz]}
+  empty: null
+generated: "2024-01-01T00:00:00Z"
+"""
+
+
+class _Server:
+    """An index over HTTP that answers conditional requests (Last-Modified) and counts requests."""
+
+    def __init__(self) -> None:
+        self.body, self.modified = INDEX, time.time()
+        self.requests: list[dict[str, str]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                owner.requests.append(dict(self.headers))
+                since = self.headers.get("If-Modified-Since")
+                stamp = email.utils.formatdate(owner.modified, usegmt=True)
+                if since == stamp:
+                    self.send_response(304)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Last-Modified", stamp)
+                self.send_header("Content-Length", str(len(owner.body)))
+                self.end_headers()
+                self.wfile.write(owner.body)
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    srv = _Server()
+    yield srv
+    srv.http.shutdown()
+
+
+def test_entries_keep_versions_as_written() -> None:
+    charts = index.parse(BytesIO(INDEX))
+    assert [e.version for e in charts["app"]] == ["1.10.0", "1.9.0"]  # not floats, not reordered
+    assert charts["app"][0].urls == ("app-1.10.0.tgz",) and charts["app"][0].digest == "abc"
+    assert charts["empty"] == []
+    for bad in (b"", b"- a list\n", b"apiVersion: v1\n", b"entries: [unclosed"):
+        with pytest.raises(index.IndexInvalid):
+            index.parse(BytesIO(bad))
+
+
+async def test_one_request_per_ttl_then_a_conditional_one(server: _Server, tmp_path: Path) -> None:
+    repos = Repositories(tmp_path, index_ttl=60)
+    found = await repos.resolve(server.url, "app", "1.x", Credentials())
+    assert (found.version, found.digest) == ("1.10.0", "abc")
+    await repos.resolve(server.url, "app", "~1.9", Credentials())
+    assert len(server.requests) == 1  # within the TTL: answered from the shared copy
+    await repos.resolve(server.url, "app", "1.x", Credentials(), max_age=0)  # a release with a short interval
+    assert len(server.requests) == 2 and server.requests[1].get("If-Modified-Since")  # revalidated: 304
+    assert (await repos.resolve(server.url, "app", "1.x", Credentials())).version == "1.10.0"
+
+
+async def test_a_version_missing_from_the_cached_copy_is_asked_for(server: _Server, tmp_path: Path) -> None:
+    repos = Repositories(tmp_path, index_ttl=3600)
+    await repos.resolve(server.url, "app", "1.x", Credentials())
+    server.body, server.modified = INDEX.replace(b"1.10.0", b"1.11.0"), time.time() + 10
+    assert (await repos.resolve(server.url, "app", "1.11.0", Credentials())).version == "1.11.0"
+    asked_at = time.time()  # an explicit reconcile request: an index fetched after it
+    server.body, server.modified = INDEX.replace(b"1.10.0", b"1.12.0"), time.time() + 20
+    assert (await repos.resolve(server.url, "app", "1.x", Credentials(), asked_at=asked_at)).version == "1.12.0"
+
+
+async def test_concurrent_resolutions_share_one_request(server: _Server, tmp_path: Path) -> None:
+    import asyncio
+
+    repos = Repositories(tmp_path)
+    await asyncio.gather(*(repos.resolve(server.url, "app", "1.x", Credentials()) for _ in range(20)))
+    assert len(server.requests) == 1
+
+
+async def test_other_credentials_never_read_a_cached_index(server: _Server, tmp_path: Path) -> None:
+    repos = Repositories(tmp_path)
+    await repos.resolve(server.url, "app", "1.x", Credentials("team-a", "secret-a"))
+    await repos.resolve(server.url, "app", "1.x", Credentials())
+    assert len(server.requests) == 2 and "Authorization" not in server.requests[1]
+
+
+async def test_an_index_over_the_cap_is_refused(server: _Server, tmp_path: Path) -> None:
+    repos = Repositories(tmp_path, index_max_size=64)
+    with pytest.raises(SourceError) as too_large:
+        await repos.resolve(server.url, "app", "1.x", Credentials())
+    assert too_large.value.reason == "IndexTooLarge" and "64 bytes" in str(too_large.value)
