@@ -1,8 +1,10 @@
 """HelmRelease throughput and the cost of doing nothing: N HelmReleases applied at once until all are
 Ready, next to the same N raw `helm upgrade --install --wait` at the same concurrency; then a no-op
-resync (every HelmRelease asked to reconcile, nothing changed).
+resync (every HelmRelease asked to reconcile, nothing changed; with drift detection on, by default
+in warn mode, that pass also compares every release's objects with helm's record).
 
     .venv/bin/python bench/helmreleases.py [--count 100 --count 1000] [--concurrency 10] [--helm helm3]
+                                           [--drift warn|enabled|disabled]
 
 Per count: a fresh sandbox (in this process) and the operator as `helmop run` in a child process, so
 its memory (VmHWM), CPU time (/proc/<pid>/stat) and event-loop lag (its /metrics) are its own; helm
@@ -104,7 +106,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path) -> dict[str, Any]:
+def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str) -> dict[str, Any]:
     calls = work / f"helm-calls-{count}.log"
     wrapper = work / f"helm-{count}"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
@@ -131,7 +133,8 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
                      "metadata": {"name": f"hr{i}", "namespace": "bench"},
                      "spec": {"interval": "1h", "chart": {"repository": {"url": repo.url, "name": "bench",
                                                                          "version": "1.0.0"}},
-                              "values": {"fullnameOverride": f"hr{i}"}}} for i in range(count)]
+                              "values": {"fullnameOverride": f"hr{i}"}, "driftDetection": {"mode": drift}}}
+                    for i in range(count)]
             start = time.perf_counter()
             kubectl(kc, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
             wait_all(kc, "bench", count)
@@ -196,14 +199,16 @@ def main() -> None:
     parser.add_argument("--count", type=int, action="append", help="HelmReleases (repeatable; default 100)")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--helm", default="helm", choices=["helm", "helm3"])
+    parser.add_argument("--drift", default="warn", choices=["warn", "enabled", "disabled"],
+                        help="the HelmReleases' driftDetection.mode (default warn: the no-op pass checks drift)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helmop-bench-"))
     subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
     repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
     repo.publish("bench", "1.0.0")
-    rows = [measure(count, args.concurrency, args.helm, repo, work) for count in args.count or [100]]
+    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift) for count in args.count or [100]]
     repo.close()
-    print(table(rows, args.helm, args.concurrency))
+    print(table(rows, f"{args.helm}, drift detection {args.drift}", args.concurrency))
     for row in rows:
         print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key] for key in KEYS}))
     print(f"chart: {chart(rows, args.helm)}")

@@ -4,6 +4,7 @@ that lets a change to one object wake the reconcilers of the objects that depend
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helmop.api.tenancy import Tenancy
@@ -34,6 +35,10 @@ class Context:
     # old one is stopped rather than left to wait out its timeout.
     supersessions: dict[Key, asyncio.Event] = field(default_factory=dict)
     references: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
+    # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
+    # (helm changing them during an action must not stop that action).
+    observers: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
+    watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
 
     def lock(self, key: Key) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())
@@ -63,8 +68,24 @@ class Context:
         for holders in self.references.values():
             holders.discard(referrer)
 
+    def observe(self, observer: Key, objects: list[tuple[str, str, str, str]]) -> None:
+        """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
+        for holders in self.observers.values():
+            holders.discard(observer)
+        for api_version, namespace, kind, name in objects:
+            self.observers.setdefault((namespace, kind, name), set()).add(observer)
+            self.watch_kind(api_version, kind)
+
+    def observed_by(self, namespace: str, kind: str, name: str) -> set[Key]:
+        return self.observers.get((namespace, kind, name), set())
+
+    def wake_observers(self, namespace: str, kind: str, name: str) -> None:
+        for key in self.observed_by(namespace, kind, name):
+            self.waker(key).set()
+
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
         self.forget(key)
+        self.observe(key, [])
         for table in (self.locks, self.backoff, self.wakers, self.supersessions):
             table.pop(key, None)

@@ -36,6 +36,7 @@ from .actions import (
     history,
     install,
     inventory,
+    inventory_objects,
     release_secrets,
     rollback,
     stalled,
@@ -129,6 +130,7 @@ class Reconciler:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return Outcome()
         self._remember_references(key, spec)
+        self._observe(key, spec, body)
         if spec.suspend:
             return Outcome()
         try:
@@ -171,6 +173,7 @@ class Reconciler:
                     with contextlib.suppress(asyncio.CancelledError):
                         await progress  # a write under way ends before the outcome's, which must come last
             await self._write_status(body, step.settle(body.get("status") or {}, job, result))
+            self._observe(key, spec, body)
             await self._report(job, result)
             if result.cancelled:
                 return Outcome(0.01)  # the newer revision is reconciled at once
@@ -313,6 +316,12 @@ class Reconciler:
         delay = min(RETRY_MAX, max(RETRY_MIN, self.ctx.backoff.get(key, RETRY_MIN / 2) * 2))
         self.ctx.backoff[key] = delay
         return delay
+
+    def _observe(self, key: Key, spec: HelmReleaseSpec, body: dict[str, Any]) -> None:
+        """With drift detection on, a change of one of the release's objects wakes it for a check (as the
+        interval does), so `kubectl scale` or a deleted Service is noticed within moments."""
+        objects = inventory_objects(body.get("status") or {}) if spec.drift_mode != "disabled" else []
+        self.ctx.observe(key, objects)
 
     def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
         namespace = key[1]

@@ -74,8 +74,16 @@ async def _reference(kube: Kube, namespace: str, ref: ValuesReference) -> tuple[
     return text, ref.kind == "Secret"
 
 
+MAX_VALUES_BYTES = 4 << 20
+
+
 def compose_values(pieces: list[tuple[ValuesReference, str]], spec: HelmReleaseSpec,
                    base: dict[str, Any] | None = None) -> dict[str, Any]:
+    size = sum(len(text) for _, text in pieces)
+    if size > MAX_VALUES_BYTES:  # checked before parsing: a parse of that size would hold the event loop
+        raise InputError("ValuesTooLarge", f"spec.valuesFrom adds up to {size / (1 << 20):.1f} MiB, more than "
+                                           f"{MAX_VALUES_BYTES >> 20} MiB (helm keeps the values in a release "
+                                           "record, a Secret of at most 1 MiB compressed)")
     try:
         return helm_values.compose(pieces, spec.values, base)
     except ValueError as exc:

@@ -152,7 +152,10 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             standing_by, lost = False, asyncio.Event()
             if election is not None:
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
-            background.append(asyncio.create_task(referrers.watch(ctx, cfg.namespaces)))
+            watches = referrers.Watches(ctx, cfg.namespaces)
+            ctx.watch_kind = watches.watch_kind
+            watches.start()
+            background.append(asyncio.create_task(_close_on_cancel(watches)))
             background.append(asyncio.create_task(_rearm_when(ready, rearm)))
             await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
@@ -202,6 +205,13 @@ async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyn
     else:
         return
     halt.set()
+
+
+async def _close_on_cancel(watches: referrers.Watches) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await watches.close()
 
 
 async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) -> None:

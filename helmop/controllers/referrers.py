@@ -1,17 +1,22 @@
-"""Waking the resources that read a ConfigMap or Secret when it changes, without holding either.
+"""Waking resources when an object they read or deployed changes, without holding the objects.
 
 Through kopf, every ConfigMap and Secret of the cluster would stream through the operator whole,
-helm's release records (a Secret per revision of every release) included. Here the watches ask
-for metadata only (``PartialObjectMetadata``: names and versions, never data) and leave helm's
-release Secrets out with a field selector; an event only wakes the HelmReleases (and other kinds)
-that said they read that object. The watch starts from a list of one item (for its
-resourceVersion), so starting does not wake everything; after 410 Gone it starts again that way.
+helm's release records (a Secret per revision of every release) included. Here every watch asks
+for metadata only (``PartialObjectMetadata``: names and versions, never data), and helm's release
+Secrets are left out by a field selector. An event wakes only the resources that said they read
+that object (a change of a ConfigMap/Secret they read supersedes what they run: their inputs
+changed) or that deployed it and check it for drift (a plain wake: helm itself changes those
+objects during an action). Kinds of deployed objects are watched from the first release that has
+one; for objects with a ``generation``, a change that did not bump it (a status update) wakes
+nobody. Each watch starts from a list of one item, for its resourceVersion, so starting wakes
+nothing; after 410 Gone it starts again that way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 
 from .context import Context
 from .kube import KubeError
@@ -19,39 +24,83 @@ from .kube import KubeError
 log = logging.getLogger(__name__)
 _ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 _LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-WATCHED = (("ConfigMap", "configmaps", ""), ("Secret", "secrets", "type!=helm.sh/release.v1"))
+INPUTS = (("v1", "ConfigMap", ""), ("v1", "Secret", "type!=helm.sh/release.v1"))
 
 
-async def watch(ctx: Context, namespaces: list[str]) -> None:
-    """Watch ConfigMaps and Secrets (in ``namespaces``, or all) until cancelled."""
-    paths = [(kind, f"/api/v1/namespaces/{ns}/{plural}" if ns else f"/api/v1/{plural}", selector)
-             for kind, plural, selector in WATCHED for ns in (namespaces or [""])]
-    await asyncio.gather(*(_follow(ctx, kind, path, selector) for kind, path, selector in paths))
+@dataclass
+class Watches:
+    ctx: Context
+    namespaces: list[str]  # where inputs are watched (empty: everywhere); deployed objects: everywhere
+    tasks: dict[tuple[str, str, str], asyncio.Task[None]] = field(default_factory=dict)  # apiVersion, kind, ns
+    generations: dict[tuple[str, str, str], int] = field(default_factory=dict)  # of observed objects only
 
+    def start(self) -> None:
+        for api_version, kind, selector in INPUTS:
+            for namespace in self.namespaces or [""]:
+                self._spawn((api_version, kind, namespace), selector)
 
-async def _follow(ctx: Context, kind: str, path: str, selector: str) -> None:
-    params = {"fieldSelector": selector} if selector else {}
-    version, pause = "", 1.0
-    while True:
+    def watch_kind(self, api_version: str, kind: str) -> None:
+        """Watch every object of this kind (idempotent), to wake the resources that deployed one."""
+        if (api_version, kind, "") not in self.tasks and not any(
+                (api_version, kind) == (v, k) for v, k, _ in INPUTS):
+            self._spawn((api_version, kind, ""), "")
+
+    def _spawn(self, what: tuple[str, str, str], selector: str) -> None:
+        self.tasks[what] = asyncio.create_task(self._follow(*what, selector))
+
+    async def close(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+    async def _follow(self, api_version: str, kind: str, namespace: str, selector: str) -> None:
         try:
-            if not version:
-                listed = await ctx.kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
-                version = listed["metadata"]["resourceVersion"]
-            async for event in ctx.kube.watch(path, {**params, "resourceVersion": version,
-                                                     "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
-                                              accept=_ONE):
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    version = ""  # 410 Gone (or worse): list again
-                    break
-                meta = obj.get("metadata") or {}
-                version = meta.get("resourceVersion") or version
-                if event.get("type") != "BOOKMARK":
-                    ctx.wake_referrers(meta.get("namespace", ""), kind, meta.get("name", ""))
-            pause = 1.0
-        except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: a body that is not an event
-            if isinstance(exc, KubeError) and exc.status == 410:
-                version = ""
-            log.warning("watching %s failed (%s); again in %.0f s", path, exc, pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 30.0)
+            plural, namespaced = await self.ctx.kube.resource(api_version, kind)
+        except KubeError as exc:
+            log.info("not watching %s %s: %s", api_version, kind, exc)
+            return
+        prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace and namespaced else f"{prefix}/{plural}"
+        params = {"fieldSelector": selector} if selector else {}
+        version, pause = "", 1.0
+        while True:
+            try:
+                if not version:
+                    listed = await self.ctx.kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
+                    version = listed["metadata"]["resourceVersion"]
+                async for event in self.ctx.kube.watch(path, {**params, "resourceVersion": version,
+                                                              "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
+                                                       accept=_ONE):
+                    if event.get("type") == "ERROR":
+                        version = ""  # 410 Gone (or worse): list again
+                        break
+                    meta = (event.get("object") or {}).get("metadata") or {}
+                    version = meta.get("resourceVersion") or version
+                    if event.get("type") != "BOOKMARK":
+                        self._changed(kind, str(event.get("type")), meta)
+                pause = 1.0
+            except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: a body that is not an event
+                if isinstance(exc, KubeError) and exc.status in (401, 403):
+                    log.warning("not allowed to watch %s (%s): drift is checked at each interval only", path, exc)
+                    return
+                if isinstance(exc, KubeError) and exc.status == 410:
+                    version = ""
+                log.warning("watching %s failed (%s); again in %.0f s", path, exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 30.0)
+
+    def _changed(self, kind: str, type_: str, meta: dict[str, object]) -> None:
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind in ("ConfigMap", "Secret"):
+            self.ctx.wake_referrers(namespace, kind, name)
+        if not self.ctx.observed_by(namespace, kind, name):
+            return
+        key = (namespace, kind, name)
+        if type_ == "DELETED":
+            self.generations.pop(key, None)
+        generation = meta.get("generation")
+        if isinstance(generation, int) and type_ == "MODIFIED" and self.generations.get(key) == generation:
+            return  # a status update: the spec (what drift is about) did not change
+        if isinstance(generation, int) and type_ != "DELETED":
+            self.generations[key] = generation
+        self.ctx.wake_observers(namespace, kind, name)

@@ -343,6 +343,21 @@ def test_common_metadata_and_patches(operator: Operator, kube: Run, ns: str, cha
     assert get(kube, ns, "deploy", "post")["spec"]["replicas"] == 2
 
 
+def test_drift_is_noticed_when_an_object_of_the_release_changes(operator: Operator, kube: Run, ns: str,
+                                                                chart_repo: ChartRepo) -> None:
+    """No interval and no request: the release's objects are watched (metadata only) and a change of
+    one wakes the release for a drift check."""
+    apply(kube, ns, release("watched", chart_repo, "demo", values={"fullnameOverride": "watched"},
+                            driftDetection={"mode": "enabled"}))  # interval: 1h
+    ready(kube, ns, "watched")
+    time.sleep(1)  # the inventory is being watched once the release is Ready
+    kube("kubectl", "-n", ns, "scale", "deploy/watched", "--replicas=5")
+    eventually(lambda: get(kube, ns, "deploy", "watched")["spec"]["replicas"] == 1, timeout=20)
+    kube("kubectl", "-n", ns, "delete", "svc", "watched")
+    eventually(lambda: get(kube, ns, "svc", "watched"), timeout=20)
+    assert reasons(kube, ns, "watched").count("DriftCorrected") >= 2
+
+
 def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     def drifting(mode: str) -> str:
         return release("drift", chart_repo, "demo", values={"fullnameOverride": "drift", "replicaCount": 1},

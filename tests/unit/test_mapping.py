@@ -89,3 +89,14 @@ spec:
   values: {anything: {goes: [1, 2]}}
 """
     assert validation.tree({"a.yml": values_stay_free, "notes.txt": b"ignored"}) == []
+
+
+def test_values_from_is_capped_before_it_is_parsed() -> None:
+    from helmop.controllers.inputs import MAX_VALUES_BYTES, InputError, compose_values
+
+    spec = parse_spec({"chart": {"repository": {"url": "https://x", "name": "c"}}}, "r", "ns")
+    piece = (ValuesReference("ConfigMap", "big"), "a: " + "x" * (MAX_VALUES_BYTES // 4) + "\n")
+    assert compose_values([piece] * 3, spec)["a"].startswith("x")
+    with pytest.raises(InputError) as too_large:
+        compose_values([piece] * 5, spec)
+    assert too_large.value.reason == "ValuesTooLarge" and "4 MiB" in str(too_large.value)

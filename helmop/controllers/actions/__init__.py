@@ -189,6 +189,19 @@ async def inventory(job: Job, secrets: list[dict[str, Any]] | None = None) -> di
     return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
 
 
+def inventory_objects(status: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(apiVersion, namespace, kind, name) of each object in ``status.inventory`` (ids are
+    ``<namespace>_<name>_<group>_<kind>``; none of those parts can contain an underscore)."""
+    out = []
+    for entry in (status.get("inventory") or {}).get("entries") or []:
+        parts = str(entry.get("id", "")).split("_")
+        if len(parts) == 4:
+            namespace, name, group, kind = parts
+            version = str(entry.get("v", ""))
+            out.append((f"{group}/{version}" if group else version, namespace, kind, name))
+    return out
+
+
 # --- pure status pieces every action's settle uses -----------------------------------------------
 
 
