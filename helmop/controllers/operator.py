@@ -121,13 +121,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     try:
         if cfg.install_crds:
             await install_crds(kube)
-        _helm_home(cfg.cache_dir)
-        # pyhelm3 runs `helm version` here
-        engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
-        repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
-        ctx = Context(kube=kube, engine=engine, repos=repos,
-                      git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git), events=Recorder(kube),
-                      slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
+        ctx = await _context(cfg, kube)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
         probes = Probes(kube)
         background.append(asyncio.create_task(probes.run()))
@@ -154,8 +148,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
             watches = referrers.Watches(ctx, cfg.namespaces)
             ctx.watch_kind = watches.watch_kind
-            watches.start()
-            background.append(asyncio.create_task(_close_on_cancel(watches)))
+            background.append(asyncio.create_task(watches.run()))
             background.append(asyncio.create_task(_rearm_when(ready, rearm)))
             await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
@@ -176,6 +169,15 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await kube.close()
+
+
+async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
+    _helm_home(cfg.cache_dir)
+    # pyhelm3 runs `helm version` here
+    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
+    repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
+    return Context(kube=kube, engine=engine, repos=repos, git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git),
+                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
 
 
 def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
@@ -205,13 +207,6 @@ async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyn
     else:
         return
     halt.set()
-
-
-async def _close_on_cancel(watches: referrers.Watches) -> None:
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await watches.close()
 
 
 async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) -> None:

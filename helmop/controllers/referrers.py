@@ -34,10 +34,17 @@ class Watches:
     tasks: dict[tuple[str, str, str], asyncio.Task[None]] = field(default_factory=dict)  # apiVersion, kind, ns
     generations: dict[tuple[str, str, str], int] = field(default_factory=dict)  # of observed objects only
 
-    def start(self) -> None:
+    async def run(self) -> None:
+        """Watch the inputs (and, as they are asked for, deployed kinds) until cancelled."""
         for api_version, kind, selector in INPUTS:
             for namespace in self.namespaces or [""]:
                 self._spawn((api_version, kind, namespace), selector)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for task in self.tasks.values():
+                task.cancel()
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
     def watch_kind(self, api_version: str, kind: str) -> None:
         """Watch every object of this kind (idempotent), to wake the resources that deployed one."""
@@ -47,11 +54,6 @@ class Watches:
 
     def _spawn(self, what: tuple[str, str, str], selector: str) -> None:
         self.tasks[what] = asyncio.create_task(self._follow(*what, selector))
-
-    async def close(self) -> None:
-        for task in self.tasks.values():
-            task.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
     async def _follow(self, api_version: str, kind: str, namespace: str, selector: str) -> None:
         try:
