@@ -106,14 +106,12 @@ def apply_defaults(obj: dict[str, Any], kind: str, old: dict[str, Any] | None) -
         spec.setdefault("revisionHistoryLimit", 10)
         if kind == "Deployment":
             spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+            _default_strategy(spec, "strategy", {"maxUnavailable": "25%", "maxSurge": "25%"})
         if kind == "StatefulSet":
             spec.setdefault("podManagementPolicy", "OrderedReady")
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+            _default_strategy(spec, "updateStrategy", {"partition": 0})
     elif kind == "DaemonSet" and isinstance(spec, dict):
-        spec.setdefault("updateStrategy", {"type": "RollingUpdate",
-                                           "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        _default_strategy(spec, "updateStrategy", {"maxUnavailable": 1, "maxSurge": 0})
     elif kind == "Job" and isinstance(spec, dict):
         spec.setdefault("completions", 1)
         spec.setdefault("parallelism", 1)
@@ -130,6 +128,20 @@ def apply_defaults(obj: dict[str, Any], kind: str, old: dict[str, Any] | None) -
     template = spec.get("template") if isinstance(spec, dict) else None
     if isinstance(template, dict) and isinstance(template.get("spec"), dict) and kind != "PodTemplate":
         _default_pod_spec(template["spec"])
+
+
+def _default_strategy(spec: dict[str, Any], field: str, rolling: dict[str, Any]) -> None:
+    """As SetDefaults_Deployment/StatefulSet/DaemonSet: field by field, so ``{type: RollingUpdate}``
+    alone gets its rollingUpdate parameters (helm 3's readiness check dereferences maxUnavailable)."""
+    strategy = spec.setdefault(field, {})
+    if not isinstance(strategy, dict):
+        return
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        params = strategy.setdefault("rollingUpdate", {})
+        if isinstance(params, dict):
+            for key, value in rolling.items():
+                params.setdefault(key, value)
 
 
 def _default_service(spec: dict[str, Any], old: dict[str, Any] | None) -> None:

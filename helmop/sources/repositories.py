@@ -10,6 +10,7 @@ helm process runs and no credentials reach a command line.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import re
 import ssl
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -33,7 +35,6 @@ from .semver import Version, highest
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 _MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
-_VALIDATORS = (("If-None-Match", "ETag"), ("If-Modified-Since", "Last-Modified"))
 _SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few kilobytes
 
 
@@ -81,6 +82,21 @@ class _Index:
     charts: dict[str, list[Entry]]
     validators: dict[str, str]  # If-None-Match / If-Modified-Since for the next conditional GET
     fetched: float  # wall-clock time of the last answer from the server (compared with request stamps)
+
+
+def _validators(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers that revalidate this answer. A Last-Modified within a second of the answer's
+    Date is weak (RFC 9110 8.8.2.2): the file may change again within that second, and a server
+    comparing whole seconds would then answer 304 for a changed index. Such an answer is revalidated
+    by ETag only, or fetched whole."""
+    out = {"If-None-Match": headers["ETag"]} if headers.get("ETag") else {}
+    try:
+        modified, date = (email.utils.parsedate_to_datetime(headers.get(h, "")) for h in ("Last-Modified", "Date"))
+        if (date - modified).total_seconds() >= 1:
+            out["If-Modified-Since"] = headers["Last-Modified"]
+    except (TypeError, ValueError):  # absent or not a date: nothing to revalidate with
+        pass
+    return out
 
 
 def _credential_key(url: str, creds: Credentials) -> str:
@@ -181,7 +197,7 @@ class Repositories:
                         return _Index(cached.charts, cached.validators, time.time())
                     self._raise_for(r.status, what)
                     await _read_capped(r, self.index_max_size, what, "IndexTooLarge", spool)
-                    validators = {ask: r.headers[header] for ask, header in _VALIDATORS if r.headers.get(header)}
+                    validators = _validators(r.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise SourceError("RepositoryUnreachable",
                                   f"repository {safe_url(url)} is unreachable: {_describe(exc)}",

@@ -99,7 +99,8 @@ def index_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def replica(cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replica]:
-    op = Replica(cluster, tmp_path_factory.mktemp("solo"))
+    # Only its own namespaces: other tests of this package run operators of their own next to it.
+    op = Replica(cluster, tmp_path_factory.mktemp("solo"), "--namespace", "big", "--namespace", "endless")
     op.wait_ready()
     yield op
     op.stop()
@@ -148,7 +149,8 @@ def test_an_endless_index_stops_at_the_cap_in_bounded_memory(replica: Replica, k
 def test_sigterm_stops_the_operator_and_its_helm_within_5s(cluster: Sandbox, kubectl: Run, tiny_charts: ChartRepo,
                                                            tmp_path: Path) -> None:
     calls = tmp_path / "helm.log"
-    op = Replica(cluster, tmp_path / "op", helm=helm_recorder(tmp_path / "helm", calls, hang=True))
+    op = Replica(cluster, tmp_path / "op", "--namespace", "hang",
+                 helm=helm_recorder(tmp_path / "helm", calls, hang=True))
     try:
         op.wait_ready()
         kubectl("kubectl", "create", "namespace", "hang")
@@ -218,7 +220,7 @@ def test_readiness_fails_while_the_api_is_unreachable(cluster: Sandbox, tmp_path
     proxy = _Proxy((host, int(port)))
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(cluster.kubeconfig.read_text().replace(cluster.url, f"https://{host}:{proxy.port}"))
-    op = Replica(cluster, tmp_path / "op", kubeconfig=kubeconfig)
+    op = Replica(cluster, tmp_path / "op", "--namespace", "quiet", kubeconfig=kubeconfig)
     try:
         op.wait_ready()
         proxy.cut()

@@ -22,7 +22,7 @@ def test_chart_installs_crds_rbac_and_a_hardened_deployment(helm: str, run: Run,
     for crd in crds.definitions():
         run("kubectl", "get", "crd", crd["metadata"]["name"])
     deploy = json.loads(run("kubectl", "-n", namespace, "get", "deploy", "helmop", "-o", "json").stdout)
-    assert deploy["status"]["readyReplicas"] == 1
+    assert deploy["status"]["readyReplicas"] == 2  # a leader and a standby
     pod = deploy["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["serviceAccountName"] == "helmop"

@@ -413,3 +413,18 @@ def test_metadata_only_views(http: Raw, namespace: str) -> None:
     selected = http.session.get(http.base + base, params={"fieldSelector": "type!=helm.sh/release.v1"},
                                 headers={"Accept": listing}).json()
     assert [i["metadata"]["name"] for i in selected["items"]] == ["meta"]
+
+
+def test_rollout_strategies_are_defaulted_field_by_field(http: Raw, namespace: str) -> None:
+    """`strategy: {type: RollingUpdate}` alone gets its parameters, as SetDefaults_Deployment gives them
+    (helm 3's readiness check dereferences maxUnavailable and panics without it)."""
+    base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    body = deployment("strategy")
+    body["spec"]["strategy"] = {"type": "RollingUpdate"}
+    code, created = http("POST", base, body)
+    assert code == 201
+    assert created["spec"]["strategy"] == {"type": "RollingUpdate",
+                                           "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}
+    body = deployment("recreate")
+    body["spec"]["strategy"] = {"type": "Recreate"}
+    assert http("POST", base, body)[1]["spec"]["strategy"] == {"type": "Recreate"}

@@ -34,7 +34,8 @@ class _Server:
     """An index over HTTP that answers conditional requests (Last-Modified) and counts requests."""
 
     def __init__(self) -> None:
-        self.body, self.modified = INDEX, time.time()
+        self.body, self.modified = INDEX, time.time() - 60
+        self.date = 0.0  # the answers' Date (0: now)
         self.requests: list[dict[str, str]] = []
         owner = self
 
@@ -50,7 +51,8 @@ class _Server:
                     self.send_response(304)
                     self.end_headers()
                     return
-                self.send_response(200)
+                self.send_response_only(200)
+                self.send_header("Date", email.utils.formatdate(owner.date or time.time(), usegmt=True))
                 self.send_header("Last-Modified", stamp)
                 self.send_header("Content-Length", str(len(owner.body)))
                 self.end_headers()
@@ -87,6 +89,15 @@ async def test_one_request_per_ttl_then_a_conditional_one(server: _Server, tmp_p
     await repos.resolve(server.url, "app", "1.x", Credentials(), max_age=0)  # a release with a short interval
     assert len(server.requests) == 2 and server.requests[1].get("If-Modified-Since")  # revalidated: 304
     assert (await repos.resolve(server.url, "app", "1.x", Credentials())).version == "1.10.0"
+
+
+async def test_a_last_modified_within_the_second_is_not_trusted(server: _Server, tmp_path: Path) -> None:
+    """A server comparing whole seconds would answer 304 for an index changed within the same second."""
+    server.modified = server.date = time.time()  # as fresh as the answer's Date: a weak validator
+    repos = Repositories(tmp_path)
+    await repos.resolve(server.url, "app", "1.x", Credentials())
+    await repos.resolve(server.url, "app", "1.x", Credentials(), max_age=0)
+    assert "If-Modified-Since" not in server.requests[1]
 
 
 async def test_a_version_missing_from_the_cached_copy_is_asked_for(server: _Server, tmp_path: Path) -> None:
