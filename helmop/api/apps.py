@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlc
 from .helmrelease import SpecError, parse_spec
 from .kinds import Kind
 
@@ -53,7 +54,7 @@ class AppKind:
 
 def parse_apps(text: str, where: str = "apps file") -> list[AppKind]:
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = yamlc.load(text) or {}
     except yaml.YAMLError as exc:
         raise SpecError("InvalidApps", f"{where} is not valid YAML: {exc}") from None
     entries = raw.get("apps") if isinstance(raw, dict) else None

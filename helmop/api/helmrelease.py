@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlc
 from .durations import parse_duration
 from .errors import HelmopError
 
@@ -307,7 +308,7 @@ def _post_render(common: Any, renderers: Any) -> dict[str, Any]:
             where = f"spec.postRenderers[{i}].kustomize.patches[{j}]"
             text = str((patch or {}).get("patch") or "")
             try:
-                body = yaml.safe_load(text)
+                body = yamlc.load(text)
             except yaml.YAMLError:
                 raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
             if not isinstance(body, list | dict):

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlc
 from .apps import AppKind
 from .helmrelease import SpecError
 from .kinds import JENKINS
@@ -108,7 +109,7 @@ def _config_as_code(raw: Any) -> dict[str, str]:
             raise SpecError("InvalidConfigAsCode", f"{where}: a snippet name may hold letters, digits, '.', '_' "
                                                    "and '-' only (it names a ConfigMap)")
         try:
-            parsed = yaml.safe_load(str(text))
+            parsed = yamlc.load(str(text))
         except yaml.YAMLError as exc:
             found = YamlProblem.of(exc)
             raise SpecError("InvalidConfigAsCode", f"{where} is not valid YAML{found.at}: {found.problem}") from None

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from helmop.api import yamlc
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
@@ -201,7 +202,7 @@ async def git_chart(ctx: Context, namespace: str,
             raise InputError("ValuesInvalid", str(exc)) from None
     digest = tree_digest({**files, **{f"\0values/{k}": v for k, v in extra.items()}})
     try:
-        meta = yaml.safe_load(files["Chart.yaml"]) or {}
+        meta = yamlc.load(files["Chart.yaml"]) or {}
     except yaml.YAMLError:
         raise InputError("ChartInvalid", f"{chart.path}/Chart.yaml is not valid YAML") from None
     resolved = ResolvedChart(safe_url(url), str(meta.get("name", "")), str(meta.get("version", "")))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import threading
@@ -149,7 +150,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             watches = referrers.Watches(ctx, cfg.namespaces)
             ctx.watch_kind = watches.watch_kind
             background.append(asyncio.create_task(watches.run()))
-            background.append(asyncio.create_task(_rearm_when(ready, rearm)))
+            background.append(asyncio.create_task(_started(ready, rearm)))
             await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
                                 stop_flag=halt, ready_flag=ready)
@@ -216,8 +217,12 @@ async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) ->
         halt.set()
 
 
-async def _rearm_when(ready: threading.Event | asyncio.Event, rearm: Callable[[], None]) -> None:
-    """kopf installs its own signal handlers as it starts; put helmop's back (both then run)."""
+async def _started(ready: threading.Event | asyncio.Event, rearm: Callable[[], None]) -> None:
+    """Once kopf has started: put helmop's signal handlers back (kopf installs its own; both then run),
+    and move everything allocated so far (modules, clients, caches) out of the garbage collector's
+    sight: its full collections then scan only what reconciles allocate, and stop pausing the event
+    loop for 100-200 ms (measured in the benchmark)."""
     while not ready.is_set():
         await asyncio.sleep(0.1)
     rearm()
+    gc.freeze()

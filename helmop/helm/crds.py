@@ -7,11 +7,11 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from helmop.api import yamlc
 
 
 def _documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return [d for d in yamlc.load_all(text) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
 
 
 def chart_crds(chart: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ from typing import Any
 import jsonpatch
 import yaml
 
+from helmop.api import yamlc
+
 PLUGIN = "helmop-postrender"
 
 
@@ -80,13 +82,13 @@ def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     for patch in config.get("patches") or []:
         if not _selected(out, patch.get("target") or {}):
             continue
-        body = yaml.safe_load(patch["patch"])
+        body = yamlc.load(patch["patch"])
         out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
     return out
 
 
 def render(text: str, config: dict[str, Any]) -> str:
-    docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    docs = [d for d in yamlc.load_all(text) if isinstance(d, dict)]
     return yaml.safe_dump_all([apply(d, config) for d in docs], sort_keys=False)
 
 

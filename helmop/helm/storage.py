@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
+from helmop.api import yamlc
 
 OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"
@@ -82,7 +82,7 @@ def test_result(record: dict[str, Any]) -> str:
 
 def manifest_objects(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The objects of a release record's manifest (what helm applied; hooks are kept apart)."""
-    return [d for d in yaml.safe_load_all(str(record.get("manifest") or "")) if isinstance(d, dict) and d.get("kind")]
+    return [d for d in yamlc.load_all(str(record.get("manifest") or "")) if isinstance(d, dict) and d.get("kind")]
 
 
 def decode(secret: dict[str, Any]) -> dict[str, Any]:

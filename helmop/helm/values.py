@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from helmop.api import yamlc
 from helmop.api.helmrelease import ValuesReference
 from helmop.api.manifests import YamlProblem
 
@@ -36,7 +37,7 @@ def merge(base: Values, override: Values) -> Values:
 def parse_values(text: str, where: str) -> Values:
     """A values document; ValueError naming ``where`` when it is not a YAML map."""
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yamlc.load(text)
     except yaml.YAMLError as exc:
         found = YamlProblem.of(exc)
         raise ValueError(f"{where} is not valid YAML{found.at}: {found.problem}") from None

@@ -20,7 +20,8 @@ from typing import IO
 
 import yaml
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML was built with libyaml
+from helmop.api import yamlc
+
 _KEPT = ("version", "digest")
 
 
@@ -41,7 +42,7 @@ def parse(source: IO[bytes]) -> dict[str, list[Entry]]:
     """The charts of an index read from ``source``: name -> its versions, in the file's order."""
     body = source.read()
     try:
-        return _Reader(yaml.parse(body, Loader=_Loader)).document()
+        return _Reader(yaml.parse(body, Loader=yamlc.SafeLoader)).document()
     except yaml.YAMLError as exc:
         raise IndexInvalid(f"not valid YAML: {exc}") from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import hashlib
 import json
 import os
@@ -84,6 +85,16 @@ class _Index:
     fetched: float  # wall-clock time of the last answer from the server (compared with request stamps)
 
 
+@functools.lru_cache(maxsize=32)
+def _tls(ca_pem: str) -> ssl.SSLContext:
+    """A TLS context trusting ``ca_pem`` (or the system's CAs), made once per CA: loading the system's
+    CAs costs milliseconds of CPU, and every request would otherwise pay it."""
+    ctx = ssl.create_default_context(cadata=ca_pem or None)
+    if not ca_pem:
+        ctx.load_default_certs()
+    return ctx
+
+
 def _validators(headers: Mapping[str, str]) -> dict[str, str]:
     """The request headers that revalidate this answer. A Last-Modified within a second of the answer's
     Date is weak (RFC 9110 8.8.2.2): the file may change again within that second, and a server
@@ -130,13 +141,7 @@ class Repositories:
     def _session(self, creds: Credentials, insecure: bool = False, *, basic: bool = True) -> aiohttp.ClientSession:
         """``basic``: send the credentials as basic auth on every request (HTTP repositories; OCI
         registries get them only at their token endpoint)."""
-        ctx: ssl.SSLContext | bool
-        if insecure:
-            ctx = False
-        else:
-            ctx = ssl.create_default_context(cadata=creds.ca_pem or None)
-            if not creds.ca_pem:
-                ctx.load_default_certs()
+        ctx = False if insecure else _tls(creds.ca_pem)
         auth = aiohttp.BasicAuth(creds.username, creds.password) if creds.username and basic else None
         return aiohttp.ClientSession(timeout=_TIMEOUT, auth=auth, connector=aiohttp.TCPConnector(ssl=ctx),
                                      trust_env=False)
