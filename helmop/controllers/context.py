@@ -26,7 +26,8 @@ class Context:
     repos: Repositories
     git: GitCache
     events: Recorder
-    slots: asyncio.Semaphore
+    slots: asyncio.Semaphore  # helm processes at once
+    admission: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(20))  # reconciles at once
     tenancy: Tenancy = field(default_factory=Tenancy)
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
