@@ -26,6 +26,7 @@ def _installs(log: Path) -> dict[str, set[int]]:
 
 
 def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -> None:
+    """Until every HelmRelease named is Ready; polled gently (each poll is a kubectl of every object)."""
     deadline = time.monotonic() + timeout
     pending = list(names)
     while pending:
@@ -35,7 +36,7 @@ def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in o.get("status", {}).get("conditions", []))}
         pending = [n for n in pending if n not in ready]
-        time.sleep(0.5)
+        time.sleep(0.5 if len(names) < 20 else 3)
 
 
 def _holder(kubectl: Run, name: str = "helmop-leader") -> str:
