@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,22 +29,16 @@ from typing import Any
 
 import requests
 import yaml
+from operator_process import ROOT, TOOLS, kubectl, start_operator
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helmop.sandbox import Sandbox  # noqa: E402
-from tests.chartrepo import ChartRepo  # noqa: E402
+from helmop.sandbox import Sandbox
+from tests.chartrepo import ChartRepo
 
-TOOLS = ROOT / ".tools" / "bin"
 RESULTS = ROOT / "bench" / "results"
 KEYS = ("count", "helmop_s", "raw_helm_s", "ratio", "noop_s", "noop_cpu_s", "noop_helm", "peak_rss_mib",
         "max_loop_lag_ms")
-
-
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), *args], input=stdin,
-                          capture_output=True, text=True, check=True).stdout
 
 
 def ready_count(kubeconfig: Path, ns: str, key: str = "") -> int:
@@ -100,34 +93,17 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
     return time.perf_counter() - start
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str) -> dict[str, Any]:
     calls = work / f"helm-calls-{count}.log"
     wrapper = work / f"helm-{count}"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
     wrapper.chmod(0o755)
-    port = free_port()
+    os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
     with Sandbox(ready_delay=0.05) as sandbox:
         kc = sandbox.kubeconfig
-        env = {**os.environ, "HELMOP_HELM": str(wrapper), "HELM_CACHE_HOME": str(work / "helm-cache")}
-        with (work / f"operator-{count}.log").open("w") as log:
-            operator = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kc),
-                                         "--install-crds", "--cache-dir", str(work / f"cache-{count}"),
-                                         "--concurrency", str(concurrency), "--metrics-port", str(port),
-                                         "--bind-address", "127.0.0.1"], env=env, stdout=log, stderr=log)
+        operator, port = start_operator(kc, work / f"operator-{count}.log", "--cache-dir", str(work / f"cache-{count}"),
+                                        "--concurrency", str(concurrency), helm=wrapper)
         try:
-            while True:
-                try:
-                    if requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                time.sleep(0.2)
             kubectl(kc, "create", "namespace", "bench")
             docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
                      "metadata": {"name": f"hr{i}", "namespace": "bench"},

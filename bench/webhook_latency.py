@@ -15,36 +15,21 @@ import argparse
 import hashlib
 import hmac
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import requests
+from operator_process import ROOT, TOOLS, free_port, kubectl, start_operator
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helmop.sandbox import Sandbox  # noqa: E402
-from tests.gitserver import GitServer, Repo  # noqa: E402
+from helmop.sandbox import Sandbox
+from tests.gitserver import GitServer, Repo
 
-TOOLS = ROOT / ".tools" / "bin"
 TOKEN = b"bench-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), *args], input=stdin,
-                          capture_output=True, text=True, check=True).stdout
 
 
 def artifact(kubeconfig: Path) -> str:
@@ -61,24 +46,12 @@ def main() -> None:
     server = GitServer(work / "srv")
     repo = Repo(server, "config", work / "checkout")
     repo.commit({"app/values.yaml": "round: 0\n"})
-    hook_port, metrics_port = free_port(), free_port()
+    hook_port = free_port()
     with Sandbox(ready_delay=0.05) as sandbox:
         kc = sandbox.kubeconfig
-        log_path = work / "operator.log"
-        with log_path.open("w") as log:
-            operator = subprocess.Popen(
-                [sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kc), "--install-crds",
-                 "--cache-dir", str(work / "cache"), "--webhook-port", str(hook_port), "--metrics-port",
-                 str(metrics_port), "--bind-address", "127.0.0.1", "--log-format", "json"],
-                env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm")}, stdout=log, stderr=log)
+        operator, _ = start_operator(kc, work / "operator.log", "--cache-dir", str(work / "cache"), "--webhook-port",
+                                     str(hook_port), helm=TOOLS / "helm")
         try:
-            while True:
-                try:
-                    if requests.get(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                time.sleep(0.2)
             kubectl(kc, "create", "namespace", "hooks")
             kubectl(kc, "-n", "hooks", "create", "secret", "generic", "hook",
                     f"--from-literal=token={TOKEN.decode()}")
