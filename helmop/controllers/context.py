@@ -17,6 +17,31 @@ from .kube import Kube
 
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
 Key = tuple[str, str, str]
+Target = tuple[str, str, str]
+
+
+@dataclass
+class Links:
+    """Which of helmop's objects hold on to which targets, indexed both ways: replacing one object's
+    targets costs its own targets, not a scan of everyone's (it happens on every reconcile)."""
+
+    holders: dict[Target, set[Key]] = field(default_factory=dict)
+    targets: dict[Key, list[Target]] = field(default_factory=dict)
+
+    def assign(self, holder: Key, targets: list[Target]) -> None:
+        for target in self.targets.pop(holder, []):
+            held = self.holders.get(target)
+            if held is not None:
+                held.discard(holder)
+                if not held:
+                    del self.holders[target]
+        if targets:
+            self.targets[holder] = targets
+            for target in targets:
+                self.holders.setdefault(target, set()).add(holder)
+
+    def of(self, target: Target) -> set[Key]:
+        return self.holders.get(target, set())
 
 
 @dataclass
@@ -27,7 +52,6 @@ class Context:
     git: GitCache
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
-    admission: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(20))  # reconciles at once
     tenancy: Tenancy = field(default_factory=Tenancy)
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
@@ -35,10 +59,10 @@ class Context:
     # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
     # old one is stopped rather than left to wait out its timeout.
     supersessions: dict[Key, asyncio.Event] = field(default_factory=dict)
-    references: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
+    references: Links = field(default_factory=Links)
     # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
     # (helm changing them during an action must not stop that action).
-    observers: dict[tuple[str, str, str], set[Key]] = field(default_factory=dict)
+    observers: Links = field(default_factory=Links)
     watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
 
     def lock(self, key: Key) -> asyncio.Lock:
@@ -56,29 +80,21 @@ class Context:
         self.waker(key).set()
 
     def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
-        for key in self.references.get((namespace, kind, name), ()):
+        for key in list(self.references.of((namespace, kind, name))):
             self.supersede(key)
 
-    def refer(self, referrer: Key, targets: list[tuple[str, str, str]]) -> None:
+    def refer(self, referrer: Key, targets: list[Target]) -> None:
         """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""
-        self.forget(referrer)
-        for target in targets:
-            self.references.setdefault(target, set()).add(referrer)
-
-    def forget(self, referrer: Key) -> None:
-        for holders in self.references.values():
-            holders.discard(referrer)
+        self.references.assign(referrer, targets)
 
     def observe(self, observer: Key, objects: list[tuple[str, str, str, str]]) -> None:
         """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
-        for holders in self.observers.values():
-            holders.discard(observer)
-        for api_version, namespace, kind, name in objects:
-            self.observers.setdefault((namespace, kind, name), set()).add(observer)
+        self.observers.assign(observer, [(namespace, kind, name) for _, namespace, kind, name in objects])
+        for api_version, _, kind, _ in objects:
             self.watch_kind(api_version, kind)
 
     def observed_by(self, namespace: str, kind: str, name: str) -> set[Key]:
-        return self.observers.get((namespace, kind, name), set())
+        return self.observers.of((namespace, kind, name))
 
     def wake_observers(self, namespace: str, kind: str, name: str) -> None:
         for key in self.observed_by(namespace, kind, name):
@@ -86,7 +102,7 @@ class Context:
 
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
-        self.forget(key)
-        self.observe(key, [])
+        self.references.assign(key, [])
+        self.observers.assign(key, [])
         for table in (self.locks, self.backoff, self.wakers, self.supersessions):
             table.pop(key, None)

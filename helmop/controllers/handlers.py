@@ -87,7 +87,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
                 continue
             wake.clear()
             started = time.monotonic()
-            work = asyncio.ensure_future(_admitted(ctx, reconcile, dict(body)))
+            work = asyncio.ensure_future(reconcile(dict(body)))
             await _first(work, stopped)
             if not work.done():  # the operator is stopping: stop the action (helm is told to stop)
                 work.cancel()
@@ -124,14 +124,6 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
     for app in apps:
         controller = AppController(ctx, app)
         _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize, shard)
-
-
-async def _admitted(ctx: Context, reconcile: Reconcile, body: dict[str, Any]) -> float | None:
-    """A reconcile, once one of the context's reconcile permits is free: when hundreds of objects
-    arrive at once, their reconciles take turns instead of all becoming runnable together (the event
-    loop would then run hundreds of steps before its next timer: probes and watches answer late)."""
-    async with ctx.admission:
-        return await reconcile(body)
 
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

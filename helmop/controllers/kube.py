@@ -270,7 +270,8 @@ class Kube:
         headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **({"Accept": accept} if accept else {})}
         try:
             async with self.session.get(path, params={**params, "watch": "true"}, headers=headers,
-                                        timeout=aiohttp.ClientTimeout(sock_connect=10)) as r:
+                                        # no total: a watch lasts; a silent one (a dead peer) ends
+                                        timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=330)) as r:
                 if r.status >= 400:
                     text = await r.text()
                     raise KubeError(r.status, r.reason or "", text[:300])

@@ -178,8 +178,7 @@ async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
     engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     return Context(kube=kube, engine=engine, repos=repos, git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git),
-                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy,
-                   admission=asyncio.Semaphore(2 * cfg.concurrency))  # helm's share, and as many preparing
+                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
 
 
 def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
