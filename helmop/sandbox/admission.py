@@ -89,7 +89,8 @@ def apply_defaults(obj: dict[str, Any], kind: str, old: dict[str, Any] | None) -
     """Defaults the server sets on create and update of built-in kinds."""
     spec = obj.get("spec")
     if kind == "Secret":
-        obj.setdefault("type", "Opaque")
+        if not obj.get("type"):  # absent, null or "" (what some clients send): Opaque, as upstream
+            obj["type"] = "Opaque"
         extra = obj.pop("stringData", None) or {}
         if extra:
             data = obj.setdefault("data", {}) or {}
@@ -97,10 +98,14 @@ def apply_defaults(obj: dict[str, Any], kind: str, old: dict[str, Any] | None) -
             for key, value in extra.items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
     elif kind == "Namespace":
+        # Set on every write, as the NamespaceDefaultLabelName feature does: selectors rely on it.
+        meta = obj.setdefault("metadata", {})
+        meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta.get("name", "")}
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
     elif kind == "Service" and isinstance(spec, dict):
         _default_service(spec, old)
+        obj.setdefault("status", {}).setdefault("loadBalancer", {})
     elif kind in ("Deployment", "StatefulSet", "ReplicaSet") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("revisionHistoryLimit", 10)

@@ -59,6 +59,20 @@ def _name_and_subresource(parts: list[str]) -> tuple[str, str]:
     return (parts[0] if parts else "", parts[1] if len(parts) > 1 else "")
 
 
+_TRUE, _FALSE = {"1", "t", "T", "TRUE", "true", "True"}, {"0", "f", "F", "FALSE", "false", "False"}
+
+
+def _flag(query: Any, name: str) -> bool:
+    """A boolean query parameter as the API server reads it (Go's strconv.ParseBool): the Python client
+    sends ``watch=True``; anything else is 400."""
+    value = query.get(name)
+    if value is None or value == "" or value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    raise bad_request(f'invalid boolean value for "{name}": {value!r}')
+
+
 def _metadata_only(request: web.Request, *, listing: bool) -> str:
     """The apiVersion of the metadata-only form the client asked for ("" for whole objects), as the API
     server negotiates it: the first JSON media type of the Accept header that it can serve wins; asking
@@ -176,7 +190,7 @@ class HttpApi:
     def _attributes(request: web.Request, t: Target) -> Attributes:
         method = request.method
         if method == "GET":
-            verb = "watch" if request.query.get("watch") in ("true", "1") else ("get" if t.name else "list")
+            verb = "watch" if _flag(request.query, "watch") else ("get" if t.name else "list")
         elif method == "DELETE":
             verb = "delete" if t.name else "deletecollection"
         else:
@@ -260,7 +274,7 @@ class HttpApi:
         manager = q.get("fieldManager") or ("" if request.content_type.startswith("application/apply-patch")
                                             else agent)
         return WriteOptions(manager=manager, dry_run=q.get("dryRun") == "All", field_validation=validation,
-                            force=q.get("force") in ("true", "1"))
+                            force=_flag(q, "force"))
 
     async def _serve(self, request: web.Request, t: Target, who: Identity | None) -> web.StreamResponse:
         method, q = request.method, request.query
@@ -270,7 +284,7 @@ class HttpApi:
             return await self._scale(request, t)
         if t.subresource == "token":
             return self._token_request(t) if method == "POST" else _error(ApiError("MethodNotAllowed", "POST only"))
-        if method == "GET" and (q.get("watch") in ("true", "1")):
+        if method == "GET" and _flag(q, "watch"):
             return await self._watch(request, t)
         if not t.name:
             if method == "GET":
@@ -435,8 +449,8 @@ class HttpApi:
         watcher = Watcher(None if t.all_namespaces else (t.namespace if t.rt.namespaced else None),
                           label_matcher(q.get("labelSelector")), field_matcher(field_text, t.rt.kind),
                           asyncio.get_running_loop())
-        initial = q.get("sendInitialEvents") == "true"
-        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        initial = _flag(q, "sendInitialEvents")
+        bookmarks = _flag(q, "allowWatchBookmarks")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         table = self._table_request(request)
         partial = _metadata_only(request, listing=False)  # a watch streams objects, not lists

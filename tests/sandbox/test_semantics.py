@@ -428,3 +428,32 @@ def test_rollout_strategies_are_defaulted_field_by_field(http: Raw, namespace: s
     body = deployment("recreate")
     body["spec"]["strategy"] = {"type": "Recreate"}
     assert http("POST", base, body)[1]["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_boolean_parameters_read_as_the_api_server_reads_them(http: Raw, namespace: str) -> None:
+    """Go's strconv.ParseBool: the official Python client 36.x sends `watch=True`."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    _, listed = http("GET", base)
+    with http.session.get(http.base + base, params={"watch": "True", "timeoutSeconds": "2",
+                                                    "resourceVersion": listed["metadata"]["resourceVersion"]},
+                          stream=True) as r:
+        assert http("POST", base, cm("bool"))[0] == 201
+        event = json.loads(next(line for line in r.iter_lines() if line))
+    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "bool"
+    assert http("GET", base, watch="False")[1]["kind"] == "ConfigMapList"
+    code, body = http("GET", base, watch="yes")
+    assert code == 400 and "invalid boolean value" in body["message"]
+
+
+def test_defaults_clients_rely_on(http: Raw, namespace: str) -> None:
+    code, secret = http("POST", f"/api/v1/namespaces/{namespace}/secrets",
+                        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "typeless"}, "type": ""})
+    assert code == 201 and secret["type"] == "Opaque"
+    _, ns = http("GET", f"/api/v1/namespaces/{namespace}")
+    assert ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == namespace
+    _, default = http("GET", "/api/v1/namespaces/default")
+    assert default["metadata"]["labels"]["kubernetes.io/metadata.name"] == "default"
+    code, svc = http("POST", f"/api/v1/namespaces/{namespace}/services",
+                     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain"},
+                      "spec": {"ports": [{"port": 80}]}})
+    assert code == 201 and svc["status"] == {"loadBalancer": {}}
