@@ -66,7 +66,26 @@ def metadata_problems(obj: dict[str, Any], kind: str, namespaced: bool) -> list[
                                 "metadata.annotations"))
     if not namespaced and meta.get("namespace"):
         meta.pop("namespace")  # the server drops it for cluster-scoped kinds
-    return causes
+    return causes + _size_problems(obj, kind)
+
+
+MAX_DATA_BYTES = 1 << 20  # corev1.MaxSecretSize: the data of a Secret or ConfigMap, decoded
+
+
+def _size_problems(obj: dict[str, Any], kind: str) -> list[Cause]:
+    """ValidateSecret / ValidateConfigMap: the data may not exceed 1 MiB in all."""
+    if kind == "Secret":
+        size = sum(len(base64.b64decode(str(v), validate=False)) for v in (obj.get("data") or {}).values())
+        field = "data"
+    elif kind == "ConfigMap":
+        size = sum(len(str(v).encode()) for v in (obj.get("data") or {}).values())
+        size += sum(len(base64.b64decode(str(v), validate=False)) for v in (obj.get("binaryData") or {}).values())
+        field = ""
+    else:
+        return []
+    if size <= MAX_DATA_BYTES:
+        return []
+    return [Cause("FieldValueTooLong", f"Too long: may not be more than {MAX_DATA_BYTES} bytes", field)]
 
 
 def _default_pod_spec(spec: dict[str, Any]) -> None:

@@ -59,6 +59,7 @@ def _name_and_subresource(parts: list[str]) -> tuple[str, str]:
     return (parts[0] if parts else "", parts[1] if len(parts) > 1 else "")
 
 
+MAX_REQUEST_BYTES = 3 * 1024 * 1024  # the API server's limit on a request body
 _TRUE, _FALSE = {"1", "t", "T", "TRUE", "true", "True"}, {"0", "f", "F", "FALSE", "false", "False"}
 
 
@@ -259,7 +260,9 @@ class HttpApi:
     # --- resources ---------------------------------------------------------------------------------
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        raw = await request.read()  # read whole (up to client_max_size), so the connection stays usable
+        if len(raw) > MAX_REQUEST_BYTES:
+            raise ApiError("RequestEntityTooLarge", f"Request entity too large: limit is {MAX_REQUEST_BYTES}")
         ctype = request.content_type
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)

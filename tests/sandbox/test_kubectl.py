@@ -147,3 +147,22 @@ def test_delete_waits_for_nothing_and_removes(run: Run, namespace: str) -> None:
     # The ReplicaSet it owned is garbage-collected.
     run("kubectl", "-n", namespace, "wait", "--for=delete", "rs", "--all", "--timeout=10s")
     assert run("kubectl", "-n", namespace, "get", "rs", "-o", "name").stdout.strip() == ""
+
+
+def test_size_limits_as_the_api_server_has_them(run: Run, namespace: str, tmp_path: object) -> None:
+    """Secrets and ConfigMaps hold at most 1 MiB of data; a request body at most 3 MiB."""
+    from pathlib import Path
+
+    big = Path(str(tmp_path)) / "big.txt"
+    big.write_text("x" * ((1 << 20) + 10))
+    done = run("kubectl", "-n", namespace, "create", "configmap", "big", f"--from-file={big}", check=False)
+    assert done.returncode != 0 and "Too long: may not be more than 1048576 bytes" in done.stderr
+    done = run("kubectl", "-n", namespace, "create", "secret", "generic", "big", f"--from-file={big}", check=False)
+    assert done.returncode != 0 and "Too long" in done.stderr
+    fits = Path(str(tmp_path)) / "fits.txt"
+    fits.write_text("x" * ((1 << 20) - 100))
+    run("kubectl", "-n", namespace, "create", "configmap", "fits", f"--from-file={fits}")
+    huge = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "huge"},
+            "data": {f"k{i}": "y" * (1 << 20) for i in range(4)}}
+    done = run("kubectl", "-n", namespace, "create", "-f", "-", stdin=json.dumps(huge), check=False)
+    assert done.returncode != 0 and "Request entity too large" in done.stderr
