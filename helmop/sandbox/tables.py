@@ -102,12 +102,30 @@ def _pod_ready(obj: Obj) -> str:
     return f"{ready}/{len(_spec(obj).get('containers') or [])}"
 
 
+def _pod_status(obj: Obj) -> str:
+    """As kubectl's pod printer: the phase, or the pod's reason, or the last container's waiting or
+    terminated reason (a finished run-once Pod shows Completed, a failed one Error), or Terminating."""
+    status = _status(obj)
+    reason = str(status.get("reason") or status.get("phase") or "Pending")
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        if waiting.get("reason"):
+            reason = str(waiting["reason"])
+        elif terminated:
+            reason = str(terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                                                      else f"ExitCode:{terminated.get('exitCode', 0)}"))
+    if obj["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    return reason
+
+
 def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any]]:
     """(name, type, function of the object) for the kinds people `kubectl get` most."""
     spec, status = _spec, _status
     table: dict[str, list[tuple[str, str, Any]]] = {
         "Pod": [("Ready", "string", _pod_ready),
-                ("Status", "string", lambda o: status(o).get("phase", "Pending")),
+                ("Status", "string", _pod_status),
                 ("Restarts", "string", lambda o: "0")],
         "Deployment": [("Ready", "string", lambda o: _ready(status(o), "readyReplicas", spec(o).get("replicas", 1))),
                        ("Up-to-date", "string", lambda o: status(o).get("updatedReplicas", 0)),

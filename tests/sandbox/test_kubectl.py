@@ -166,3 +166,18 @@ def test_size_limits_as_the_api_server_has_them(run: Run, namespace: str, tmp_pa
             "data": {f"k{i}": "y" * (1 << 20) for i in range(4)}}
     done = run("kubectl", "-n", namespace, "create", "-f", "-", stdin=json.dumps(huge), check=False)
     assert done.returncode != 0 and "Request entity too large" in done.stderr
+
+
+def test_a_finished_pod_shows_completed(run: Run, namespace: str) -> None:
+    import time
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once"},
+           "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}
+    run("kubectl", "-n", namespace, "create", "-f", "-", stdin=json.dumps(pod))
+    deadline = time.monotonic() + 10
+    while json.loads(run("kubectl", "-n", namespace, "get", "pod", "once", "-o", "json").stdout)["status"].get(
+            "phase") != "Succeeded":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    line = run("kubectl", "-n", namespace, "get", "pod", "once", "--no-headers").stdout.split()
+    assert line[:3] == ["once", "0/1", "Completed"], line
