@@ -12,3 +12,8 @@ class HelmopError(Exception):
         self.reason = reason  # a CamelCase condition reason, such as VersionNotFound
         self.transient = transient  # a retry (with backoff) may succeed without any change
         self.retry_after = retry_after  # seconds until a retry makes sense; None: the usual backoff
+
+
+def describe(exc: BaseException) -> str:
+    """A network error in one line: aiohttp appends OS error details in brackets; the part before says it."""
+    return (str(exc) or type(exc).__name__).split(" [")[0]

@@ -26,6 +26,8 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base, wait_exponential_jitter
 
+from helmop.api.errors import describe
+
 log = logging.getLogger(__name__)
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 TOKEN_REREAD = 60.0  # as client-go re-reads a token file
@@ -51,10 +53,6 @@ class Unreachable(KubeError):
     def __init__(self, message: str, *, sent: bool) -> None:
         super().__init__(0, "Unreachable", message)
         self.sent = sent
-
-
-def _describe(exc: BaseException) -> str:
-    return (str(exc) or type(exc).__name__).split(" [")[0]
 
 
 @dataclass(frozen=True)
@@ -122,6 +120,21 @@ def _check_exists(path: str | Path | None) -> None:
     listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if listed and not any(Path(p).is_file() for p in listed):
         raise KubeconfigError(f"KUBECONFIG names {', '.join(listed)}, which does not exist")
+
+
+def _reply(text: str) -> dict[str, Any]:
+    """An answer's body: JSON, or its text as the message."""
+    try:
+        reply: dict[str, Any] = json.loads(text) if text else {}
+    except ValueError:
+        reply = {"message": text}
+    return reply
+
+
+def _answered(status: int, http_reason: str, reply: dict[str, Any], retry_after: str) -> KubeError:
+    """The error an answer of status >= 400 means: its Status body's reason and message."""
+    return KubeError(status, str(reply.get("reason", http_reason)), str(reply.get("message", json.dumps(reply))),
+                     float(retry_after) if retry_after.isdigit() else 0.0)
 
 
 def _retryable(exc: BaseException, method: str, path: str) -> bool:
@@ -240,46 +253,42 @@ class Kube:
     async def _send(self, method: str, path: str, data: str | bytes | None, params: dict[str, str] | None,
                     headers: dict[str, str]) -> dict[str, Any]:
         for reauthenticated in (False, True):
-            token = self._token()
-            auth = {"Authorization": f"Bearer {token}"} if token else {}
             try:
                 async with self.session.request(method, path, data=data, params=params,
-                                                headers={**headers, **auth}) as r:
+                                                headers={**headers, **self._auth()}) as r:
                     status, text = r.status, await r.text()
                     retry_after = r.headers.get("Retry-After", "")
                     http_reason = r.reason or ""
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise Unreachable(f"{self._root.conn.server}: {_describe(exc)}",
+                raise Unreachable(f"{self._root.conn.server}: {describe(exc)}",
                                   sent=not isinstance(exc, aiohttp.ClientConnectorError)) from None
             if status == 401 and not reauthenticated and await self._reauthenticate():
                 continue
-            try:
-                reply: dict[str, Any] = json.loads(text) if text else {}
-            except ValueError:
-                reply = {"message": text}
+            reply = _reply(text)
             if status >= 400:
-                raise KubeError(status, str(reply.get("reason", http_reason)), str(reply.get("message", text)),
-                                float(retry_after) if retry_after.isdigit() else 0.0)
+                raise _answered(status, http_reason, reply, retry_after)
             return reply
         raise AssertionError("the loop returns or raises")
+
+    def _auth(self) -> dict[str, str]:
+        token = self._token()
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     async def watch(self, path: str, params: dict[str, str], accept: str = "") -> AsyncIterator[dict[str, Any]]:
         """The events of a watch, until the server ends it (no retry: the caller resumes from its
         resourceVersion, or lists again after 410 Gone)."""
-        token = self._token()
-        headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **({"Accept": accept} if accept else {})}
+        headers = {**self._auth(), **({"Accept": accept} if accept else {})}
         try:
             async with self.session.get(path, params={**params, "watch": "true"}, headers=headers,
                                         # no total: a watch lasts; a silent one (a dead peer) ends
                                         timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=330)) as r:
                 if r.status >= 400:
-                    text = await r.text()
-                    raise KubeError(r.status, r.reason or "", text[:300])
+                    raise _answered(r.status, r.reason or "", _reply(await r.text()), r.headers.get("Retry-After", ""))
                 async for line in r.content:
                     if line.strip():
                         yield json.loads(line)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise Unreachable(f"{self._root.conn.server}: {_describe(exc)}", sent=True) from None
+            raise Unreachable(f"{self._root.conn.server}: {describe(exc)}", sent=True) from None
 
     async def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -27,6 +27,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
 
+from helmop.api.errors import describe
+
 from . import index
 from .errors import SourceError
 from .index import Entry, IndexInvalid
@@ -89,10 +91,7 @@ class _Index:
 def _tls(ca_pem: str) -> ssl.SSLContext:
     """A TLS context trusting ``ca_pem`` (or the system's CAs), made once per CA: loading the system's
     CAs costs milliseconds of CPU, and every request would otherwise pay it."""
-    ctx = ssl.create_default_context(cadata=ca_pem or None)
-    if not ca_pem:
-        ctx.load_default_certs()
-    return ctx
+    return ssl.create_default_context(cadata=ca_pem or None)  # without cadata: the system's CAs
 
 
 def _validators(headers: Mapping[str, str]) -> dict[str, str]:
@@ -205,7 +204,7 @@ class Repositories:
                     validators = _validators(r.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise SourceError("RepositoryUnreachable",
-                                  f"repository {safe_url(url)} is unreachable: {_describe(exc)}",
+                                  f"repository {safe_url(url)} is unreachable: {describe(exc)}",
                                   transient=True) from None
             spool.seek(0)
             try:
@@ -268,7 +267,7 @@ class Repositories:
                 data = await _read_capped(r, self.chart_max_size, what, "ChartTooLarge")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"downloading chart {chart.name} {chart.version} "
-                                                       f"failed: {_describe(exc)}", transient=True) from None
+                                                       f"failed: {describe(exc)}", transient=True) from None
         if chart.digest and hashlib.sha256(data).hexdigest() != chart.digest:
             raise SourceError("ChartDigestMismatch", f"chart {chart.name} {chart.version} does not match the "
                                                      "digest in the repository index", transient=False)
@@ -284,13 +283,13 @@ class Repositories:
         return (f"{'http' if insecure else 'https'}://{host}", path)
 
     async def _oci_get(self, http: aiohttp.ClientSession, base: str, path: str, creds: Credentials,
-                       accept: str = "", limit: int = _SMALL_BODY) -> tuple[int, bytes, dict[str, str]]:
+                       accept: str = "", limit: int = _SMALL_BODY,
+                       too_large: str = "ResponseTooLarge") -> tuple[int, bytes, dict[str, str]]:
         headers = {"Accept": accept} if accept else {}
         for _attempt in range(2):
             async with http.get(base + path, headers=headers) as r:
                 if r.status != 401:
-                    reason = "ChartTooLarge" if limit != _SMALL_BODY else "ResponseTooLarge"
-                    return r.status, await _read_capped(r, limit, base + path, reason), dict(r.headers)
+                    return r.status, await _read_capped(r, limit, base + path, too_large), dict(r.headers)
                 challenge = r.headers.get("WWW-Authenticate", "")
             token = await self._oci_token(http, challenge, creds)
             if token is None:
@@ -323,7 +322,7 @@ class Repositories:
             async with self._session(creds, insecure, basic=False) as http:
                 status, body, _ = await self._oci_get(http, base, f"/v2/{path}/tags/list", creds)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {_describe(exc)}",
+            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
                               transient=True) from None
         self._raise_for(status, f"tags of {url}")
         tags = [t.replace("_", "+") for t in json.loads(body).get("tags") or []]
@@ -348,10 +347,10 @@ class Repositories:
                                       transient=False)
                 digest = layers[0]["digest"]
                 status, data, _ = await self._oci_get(http, base, f"/v2/{path}/blobs/{digest}", creds,
-                                                      limit=self.chart_max_size)
+                                                      limit=self.chart_max_size, too_large="ChartTooLarge")
                 self._raise_for(status, f"chart layer of {url}:{tag}")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {_describe(exc)}",
+            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
                               transient=True) from None
         if digest.startswith("sha256:") and hashlib.sha256(data).hexdigest() != digest[7:]:
             raise SourceError("ChartDigestMismatch", f"{url}:{tag} layer digest mismatch", transient=False)
@@ -382,7 +381,3 @@ async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason:
 def _size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.split(" [")[0]  # aiohttp appends OS error details in brackets; the first part says it
