@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from helmop.api import validation
 from helmop.api.apps import AppKind, parse_apps
@@ -32,6 +32,8 @@ from helmop.sandbox import Sandbox
 
 from . import logs, releases, verbs
 from .errors import Failed
+
+T = TypeVar("T")
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -86,18 +88,15 @@ def _own_namespace() -> str:
     return os.environ.get("POD_NAMESPACE") or (account.read_text().strip() if account.is_file() else "default")
 
 
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a parser whose ValueError says what is wrong (argparse shows that message)."""
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
 
 
 def _namespace(args: argparse.Namespace) -> str | None:
@@ -232,12 +231,12 @@ def parser() -> argparse.ArgumentParser:
                      help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
     run.add_argument("--shard", metavar="NAME",
                      help="handle only resources labelled helmop.dev/shard=NAME (default: only those without it)")
-    run.add_argument("--helm-cache-ttl", type=_duration, default=900.0, metavar="DURATION",
+    run.add_argument("--helm-cache-ttl", type=_argument(parse_duration), default=900.0, metavar="DURATION",
                      help="how long a chart repository's index is used before it is asked again (default 15m; "
                           "`helmop reconcile` asks at once)")
-    run.add_argument("--helm-index-max-size", type=_size, default=64 << 20, metavar="SIZE",
+    run.add_argument("--helm-index-max-size", type=_argument(parse_size), default=64 << 20, metavar="SIZE",
                      help="largest repository index read (default 64Mi); over it: IndexTooLarge")
-    run.add_argument("--helm-chart-max-size", type=_size, default=64 << 20, metavar="SIZE",
+    run.add_argument("--helm-chart-max-size", type=_argument(parse_size), default=64 << 20, metavar="SIZE",
                      help="largest chart archive downloaded (default 64Mi); over it: ChartTooLarge")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
