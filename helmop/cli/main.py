@@ -37,7 +37,13 @@ T = TypeVar("T")
 
 
 def _sandbox(args: argparse.Namespace) -> int:
-    with Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay) as sandbox:
+    try:
+        sandbox = Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay,
+                          state_dir=args.state_dir, faults=args.faults)
+    except ValueError as exc:  # a bad --faults spec
+        print(f"helmop sandbox: {exc}", file=sys.stderr)
+        return 2
+    with sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
         print(f"server: {sandbox.url}", flush=True)
         stop = threading.Event()
@@ -202,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
     sb.add_argument("--kubeconfig", help="where to write the kubeconfig (default: a temporary file)")
     sb.add_argument("--ready-delay", type=float, default=0.2,
                     help="seconds before simulated workloads report ready (default 0.2)")
+    sb.add_argument("--state-dir", help="keep objects, resourceVersions, the CA, tokens and the port here across "
+                                        "restarts (default: nothing survives the process)")
+    sb.add_argument("--faults", metavar="SPEC", help="inject API faults, e.g. 'seed=7,error=0.05,conflict=0.05,"
+                                                     "latency=0.1:0.5,drop=0.1' (README: The sandbox)")
     sb.set_defaults(run=_sandbox)
 
     run = verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")

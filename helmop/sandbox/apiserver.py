@@ -21,6 +21,7 @@ from .errors import ApiError, Cause, already_exists, bad_request, conflict, inva
 from .kinds import Registry, ResourceType, types_of_crd
 from .patching import TestFailed, json_patch, merge_patch, strategic_merge
 from .selectors import Matcher
+from .state import StateDir
 from .store import HISTORY, Event, Key, Obj, Store, Watcher
 
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -66,10 +67,16 @@ def _tracks_generation(rt: ResourceType) -> bool:
 
 
 class ApiServer:
-    def __init__(self, history: int = HISTORY) -> None:
+    def __init__(self, history: int = HISTORY, state: StateDir | None = None) -> None:
         self.registry = Registry.with_builtins()
         self.store = Store(history)
-        self._bootstrap()
+        if state is not None and state.restore(self.store):
+            for crd in self.store.items(CRD_KEY):
+                self.registry.set_crd(crd["metadata"]["name"], types_of_crd(crd))
+        else:
+            self._bootstrap()
+        if state is not None:
+            state.record(self.store)
 
     def _bootstrap(self) -> None:
         boot = WriteOptions(manager="kube-apiserver")

@@ -86,7 +86,12 @@ class Controllers:
         node = {"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
                 "status": {"conditions": [_condition("Ready", True, "KubeletReady", "kubelet is ready")],
                            "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"}}}
-        self.api.create(self.api.type_of(("", "nodes")), "", node, MANAGER)
+        if self.api.store.get(("", "nodes"), "", NODE_NAME) is None:
+            self.api.create(self.api.type_of(("", "nodes")), "", node, MANAGER)
+        # After a restart with kept state, pick up what was under way (rollouts, deletions), as
+        # controllers do from their informers' initial list.
+        for key, obj in self.api.store.everything():
+            self._on_event(key, Event(int(obj["metadata"]["resourceVersion"]), "MODIFIED", obj, obj))
 
     def _on_event(self, key: Key, event: Event) -> None:
         # Called inside the store lock on the writing thread: only schedule here.

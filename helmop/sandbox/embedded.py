@@ -21,7 +21,9 @@ from aiohttp import web
 
 from .apiserver import ApiServer
 from .controllers import Controllers
+from .faults import Faults
 from .server import HttpApi
+from .state import StateDir
 from .store import HISTORY
 from .tls import make_serving_cert
 
@@ -35,16 +37,21 @@ class Sandbox:
     """
 
     def __init__(self, *, port: int = 0, kubeconfig: str | os.PathLike[str] | None = None,
-                 ready_delay: float = 0.2, token: str | None = None, history: int = HISTORY) -> None:
-        """``history``: watch events kept per resource; resuming from an older version gets 410."""
-        self.port = port
+                 ready_delay: float = 0.2, token: str | None = None, history: int = HISTORY,
+                 state_dir: str | os.PathLike[str] | None = None, faults: str | None = None) -> None:
+        """``history``: watch events kept per resource; resuming from an older version gets 410.
+        ``state_dir``: objects, versions, CA, tokens and port kept there across restarts (:mod:`.state`).
+        ``faults``: a fault-injection spec (:mod:`.faults`)."""
+        self.state = StateDir(state_dir) if state_dir is not None else None
+        self.port = self.state.port(port) if self.state else port
         self.ready_delay = ready_delay
         self.history = history
-        self.token = token or secrets.token_hex(16)
+        self.faults = Faults.parse(faults) if faults else None
+        self.token = token or (self.state.token() if self.state else secrets.token_hex(16))
         self._kubeconfig_arg = Path(kubeconfig) if kubeconfig else None
         self._tmpdir = tempfile.TemporaryDirectory(prefix="helmop-sandbox-")
         self.workdir = Path(self._tmpdir.name)
-        self._cert = make_serving_cert()
+        self._cert = self.state.serving_cert() if self.state else make_serving_cert()
         self.ca_file = self.workdir / "ca.crt"
         self.ca_file.write_bytes(self._cert.ca_pem)
         self.kubeconfig = Path()
@@ -80,8 +87,9 @@ class Sandbox:
         asyncio.set_event_loop(loop)
         runner: web.AppRunner | None = None
         try:
-            self.api = ApiServer(self.history)
-            self._http = HttpApi(self.api, self.token)
+            self.api = ApiServer(self.history, self.state)
+            self._http = HttpApi(self.api, self.token, faults=self.faults,
+                                 signing_key=self.state.signing_key() if self.state else None)
             Controllers(self.api, loop, self.ready_delay).start()
             runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)
             loop.run_until_complete(runner.setup())
@@ -89,6 +97,8 @@ class Sandbox:
             site = web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=tls)
             loop.run_until_complete(site.start())
             self.port = runner.addresses[0][1]  # the port picked when asked for port 0
+            if self.state is not None:
+                self.state.remember_port(self.port)
             self._http.address = f"127.0.0.1:{self.port}"
         except BaseException as exc:  # reported to start()
             self._failure = exc
@@ -102,6 +112,8 @@ class Sandbox:
             self.api.store.close_watchers()
             loop.run_until_complete(runner.cleanup())
             loop.close()
+            if self.state is not None:
+                self.state.close()
 
     def _write_kubeconfig(self) -> None:
         if self._kubeconfig_arg is None:

@@ -26,6 +26,8 @@ CODES = {
     "Invalid": 422,
     "TooManyRequests": 429,
     "InternalError": 500,
+    "ServiceUnavailable": 503,
+    "Timeout": 504,
 }
 
 

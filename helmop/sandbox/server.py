@@ -24,6 +24,7 @@ from aiohttp import web
 from . import protobuf, reviews, tables
 from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
 from .errors import ApiError, bad_request
+from .faults import LOST_REPLY, Decision, Faults
 from .kinds import ResourceType
 from .openapi import OpenApi
 from .patching import json_patch, merge_patch
@@ -97,26 +98,54 @@ def _metadata_only(request: web.Request, *, listing: bool) -> str:
     return ""
 
 
+def _items(rt: ResourceType, objs: list[Obj]) -> list[Obj]:
+    """A list's items as kube-apiserver writes them: built-in kinds without apiVersion and kind (their
+    typed list carries them, kubernetes/kubernetes#3030), custom resources with."""
+    if rt.custom:
+        return objs
+    return [{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")} for obj in objs]
+
+
 def _partial(obj: Obj, api_version: str) -> Obj:
     return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj["metadata"]}
 
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
-    headers = {}
-    if warnings:
-        headers["Warning"] = ", ".join(f'299 - {json.dumps(w)}' for w in warnings)
     return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json",
-                        headers=headers)
+                        headers=_warnings(warnings))
+
+
+def _warnings(warnings: list[str] | None) -> dict[str, str]:
+    return {"Warning": ", ".join(f'299 - {json.dumps(w)}' for w in warnings)} if warnings else {}
+
+
+def _reply(request: web.Request, body: Obj, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    """An object or list in the form the client prefers: protobuf for typed clients (built-in kinds the
+    wire table fully covers), JSON otherwise, as the API server negotiates."""
+    if protobuf.wants(request.headers.get("Accept", "")):
+        try:
+            payload = protobuf.encode(body)
+        except (protobuf.Unencodable, ApiError):
+            pass
+        else:
+            return web.Response(body=payload, status=status, content_type=protobuf.MEDIA_TYPE,
+                                headers=_warnings(warnings))
+    return _json(body, status, warnings)
 
 
 def _error(exc: ApiError) -> web.Response:
-    return _json(exc.status(), exc.code)
+    reply = _json(exc.status(), exc.code)
+    if "retryAfterSeconds" in exc.details:
+        reply.headers["Retry-After"] = str(exc.details["retryAfterSeconds"])
+    return reply
 
 
 class HttpApi:
-    def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0) -> None:
+    def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0, faults: Faults | None = None,
+                 signing_key: bytes | None = None) -> None:
         self.api = api
-        self.auth = Authenticator(token)
+        self.auth = Authenticator(token, signing_key) if signing_key else Authenticator(token)
+        self.faults = faults
         # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
         # needed by something a client really did
         self.audit: deque[tuple[str, Attributes]] = deque(maxlen=200_000)
@@ -183,9 +212,25 @@ class HttpApi:
                 raise ApiError("MethodNotAllowed", "reviews can only be created")
             return _json(reviews.answer(self.authz, who, group, version, rest, await self._body(request)), 201)
         target = self._target(group, version, rest)
+        attributes = self._attributes(request, target)
         if who is not None:
-            self.authz.check(who, self._attributes(request, target))
-        return await self._serve(request, target, who)
+            self.authz.check(who, attributes)
+        if self.faults is None:
+            return await self._serve(request, target, who)
+        return await self._with_faults(request, target, who, attributes.verb)
+
+    async def _with_faults(self, request: web.Request, t: Target, who: Identity | None,
+                           verb: str) -> web.StreamResponse:
+        decision = self.faults.decide(verb, t.rt.plural, t.namespace, t.name) if self.faults else Decision()
+        if decision.delay:
+            await asyncio.sleep(decision.delay)
+        if decision.error is not None:
+            raise decision.error
+        request["cut_after"] = decision.cut_after
+        response = await self._serve(request, t, who)
+        if decision.lose_reply and response.status < 300:
+            raise LOST_REPLY
+        return response
 
     @staticmethod
     def _attributes(request: web.Request, t: Target) -> Attributes:
@@ -297,7 +342,7 @@ class HttpApi:
                 body = await self._body(request)
                 self._no_escalation(who, t, body)
                 obj = self.api.create(t.rt, t.namespace, body, opts)
-                return _json(obj, 201, opts.warnings)
+                return _reply(request, obj, 201, opts.warnings)
             if method == "DELETE" and t.rt.storage_key != ("", "namespaces"):
                 return await self._delete_collection(request, t)
             raise ApiError("MethodNotAllowed", f"{method} is not supported on a collection")
@@ -308,7 +353,7 @@ class HttpApi:
             body = await self._body(request)
             self._no_escalation(who, t, body)
             obj = self.api.update(t.rt, t.namespace, t.name, body, opts, t.subresource)
-            return _json(obj, 200, opts.warnings)
+            return _reply(request, obj, 200, opts.warnings)
         if method == "PATCH":
             patch_type = PATCH_TYPES.get(request.content_type)
             if patch_type is None:
@@ -322,7 +367,7 @@ class HttpApi:
                                        dataclasses.replace(opts, dry_run=True, warnings=[]), t.subresource)
                 self._no_escalation(who, t, trial)
             obj = self.api.patch(t.rt, t.namespace, t.name, patch_type, body, opts, t.subresource)
-            return _json(obj, 200 if existed or patch_type != "apply" else 201, opts.warnings)
+            return _reply(request, obj, 200 if existed or patch_type != "apply" else 201, opts.warnings)
         if method == "DELETE":
             options = await self._delete_options(request)
             obj, gone = self.api.delete(t.rt, t.namespace, t.name, options)
@@ -331,7 +376,7 @@ class HttpApi:
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural,
                                           "uid": meta.get("uid")}})
-            return _json(obj, 200)
+            return _reply(request, obj)
         raise ApiError("MethodNotAllowed", f"{method} is not supported")
 
     def _no_escalation(self, who: Identity | None, t: Target, obj: Any) -> None:
@@ -385,8 +430,8 @@ class HttpApi:
         for obj in objs:
             with contextlib.suppress(ApiError):
                 self.api.delete(t.rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], options)
-        return _json({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version,
-                      "metadata": {"resourceVersion": rv}, "items": objs})
+        return _reply(request, {"kind": t.rt.list_kind, "apiVersion": t.rt.api_version,
+                                "metadata": {"resourceVersion": rv}, "items": _items(t.rt, objs)})
 
     def _select(self, request: web.Request, t: Target) -> tuple[list[Obj], str]:
         q = request.query
@@ -425,7 +470,8 @@ class HttpApi:
         if partial:
             return _json({"kind": "PartialObjectMetadataList", "apiVersion": partial, "metadata": meta,
                           "items": [_partial(o, partial) for o in objs]})
-        return _json({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version, "metadata": meta, "items": objs})
+        return _reply(request, {"kind": t.rt.list_kind, "apiVersion": t.rt.api_version, "metadata": meta,
+                                 "items": _items(t.rt, objs)})
 
     @staticmethod
     def _table_request(request: web.Request) -> str | None:
@@ -440,7 +486,7 @@ class HttpApi:
         if table is not None:
             return _json(tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table))
         partial = _metadata_only(request, listing=False)
-        return _json(_partial(obj, partial) if partial else obj)
+        return _json(_partial(obj, partial)) if partial else _reply(request, obj)
 
     # --- watch -------------------------------------------------------------------------------------
 
@@ -472,6 +518,7 @@ class HttpApi:
         self._streams.add(response)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
+        cut = loop.time() + request["cut_after"] if request.get("cut_after") is not None else None
         try:
             for synthetic in current:
                 await self._send(response, t, synthetic, table, partial)
@@ -479,6 +526,12 @@ class HttpApi:
                 await self._bookmark(response, t, rv, initial_end=True)
             while not self.stopping.is_set():
                 wait = self.bookmark_interval
+                if cut is not None:
+                    wait = min(wait, cut - loop.time())
+                    if wait <= 0:
+                        if request.transport is not None:
+                            request.transport.abort()  # an injected fault: the connection just drops
+                        return response
                 if deadline is not None:
                     wait = min(wait, deadline - loop.time())
                     if wait <= 0:

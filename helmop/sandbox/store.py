@@ -84,11 +84,12 @@ class Store:
         # owner uid -> dependents, for garbage collection without scanning everything
         self.dependents: dict[str, set[tuple[Key, str, str]]] = {}
         self.listeners: list[Callable[[Key, Event], None]] = []
+        self._horizon = 0  # no history before this version (a compacted journal)
 
     def bucket(self, key: Key) -> Bucket:
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = Bucket(history=deque(maxlen=self.history))
+            bucket = self._buckets[key] = Bucket(history=deque(maxlen=self.history), horizon=self._horizon)
         return bucket
 
     def get(self, key: Key, namespace: str, name: str) -> Obj | None:
@@ -144,11 +145,46 @@ class Store:
             self._emit(key, Event(self.rv, "DELETED", gone, current))
             return gone
 
-    def _emit(self, key: Key, event: Event) -> None:
-        bucket = self.bucket(key)
+    @staticmethod
+    def _remember(bucket: Bucket, event: Event) -> None:
         if len(bucket.history) == bucket.history.maxlen:
             bucket.horizon = bucket.history[0].rv
         bucket.history.append(event)
+
+    def replay(self, key: Key, event: Event) -> None:
+        """Put back one event of an earlier run (:mod:`.state`): objects, history and the version
+        counter, telling no watcher or listener."""
+        with self.lock:
+            meta = event.obj["metadata"]
+            bucket = self.bucket(key)
+            space = bucket.objects.setdefault(meta.get("namespace", ""), {})
+            old = space.get(meta["name"])
+            if old is not None:
+                self._index_owners(key, old, old)
+            if event.type == "DELETED":
+                space.pop(meta["name"], None)
+            else:
+                space[meta["name"]] = event.obj
+                self._index_owners(key, event.obj, None)
+            if event.rv > bucket.horizon:
+                self._remember(bucket, Event(event.rv, event.type, event.obj, old))
+            self.rv = max(self.rv, event.rv)
+
+    def compacted(self, rv: int) -> None:
+        """History up to ``rv`` is gone (a compacted journal): older watches get 410 Gone."""
+        with self.lock:
+            self._horizon = max(self._horizon, rv)
+            self.rv = max(self.rv, rv)
+
+    def everything(self) -> Iterator[tuple[Key, Obj]]:
+        with self.lock:
+            found = [(key, obj) for key, bucket in self._buckets.items()
+                     for space in bucket.objects.values() for obj in space.values()]
+        return iter(sorted(found, key=lambda pair: int(pair[1]["metadata"]["resourceVersion"])))
+
+    def _emit(self, key: Key, event: Event) -> None:
+        bucket = self.bucket(key)
+        self._remember(bucket, event)
         for watcher in list(bucket.watchers):
             watcher.offer(event)
         for listener in self.listeners:

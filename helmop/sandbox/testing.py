@@ -1,7 +1,8 @@
 """A pytest plugin: ``pytest_plugins = ["helmop.sandbox.testing"]`` gives tests a ``sandbox``.
 
 One sandbox serves the whole session (starting one costs a TLS key pair and the schema load);
-tests keep apart by using namespaces of their own (the ``namespace`` fixture).
+tests keep apart by using namespaces of their own (the ``namespace`` fixture). ``pytest
+--sandbox-faults SPEC`` runs it with injected API faults (:mod:`.faults`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ import pytest
 from .embedded import Sandbox
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sandbox-faults", metavar="SPEC", default=None,
+                     help="run the session's sandbox with injected API faults (see helmop.sandbox.faults)")
+
+
 @pytest.fixture(scope="session")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(ready_delay=0.05) as sb:
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    with Sandbox(ready_delay=0.05, faults=request.config.getoption("--sandbox-faults")) as sb:
         yield sb
 
 
