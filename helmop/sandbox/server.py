@@ -61,6 +61,8 @@ def _name_and_subresource(parts: list[str]) -> tuple[str, str]:
 
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # the API server's limit on a request body
+# Resources whose storage sets ReturnDeletedObject: a DELETE answers the object, not a Status.
+RETURNS_DELETED = {("", "pods"), ("", "services"), ("", "serviceaccounts"), ("storage.k8s.io", "storageclasses")}
 _TRUE, _FALSE = {"1", "t", "T", "TRUE", "true", "True"}, {"0", "f", "F", "FALSE", "false", "False"}
 
 
@@ -371,7 +373,7 @@ class HttpApi:
         if method == "DELETE":
             options = await self._delete_options(request)
             obj, gone = self.api.delete(t.rt, t.namespace, t.name, options)
-            if gone:
+            if gone and t.rt.storage_key not in RETURNS_DELETED:
                 meta = obj["metadata"]
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural,

@@ -159,3 +159,61 @@ def test_python_client_list_watch_patch_resume(things: None, k8s: client.ApiClie
     assert resumed == [("DELETED", "w2")]
     selected = api.list_namespaced_custom_object(*gvr, label_selector="n in (0,1)")
     assert [o["metadata"]["name"] for o in selected["items"]] == ["w0", "w1"]
+
+
+CLIENT_SCRIPT = '''
+import json, sys, threading, time
+import kubernetes
+from kubernetes import client, config, watch
+
+api = config.new_client_from_config(config_file=sys.argv[1])
+core, ns = client.CoreV1Api(api), sys.argv[2]
+seen = []
+
+def watching():
+    for event in watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=5):
+        seen.append((event["type"], event["object"].metadata.name))
+        if len(seen) == 2:
+            return
+
+thread = threading.Thread(target=watching)
+thread.start()
+time.sleep(0.5)
+core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="watched")))
+core.delete_namespaced_config_map("watched", ns)
+thread.join(10)
+service = core.create_namespaced_service(ns, client.V1Service(
+    metadata=client.V1ObjectMeta(name="web"), spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+deleted = core.delete_namespaced_service("web", ns)
+pod = core.create_namespaced_pod(ns, client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
+    containers=[client.V1Container(name="c", image="busybox:1")])))
+gone_pod = core.delete_namespaced_pod("p", ns)
+print(json.dumps({"version": kubernetes.__version__, "events": seen,
+                  "service_ip": service.spec.cluster_ip, "status": service.status.to_dict(),
+                  "deleted": [type(deleted).__name__, deleted.metadata.name,
+                              type(gone_pod).__name__, gone_pod.metadata.name]}))
+'''
+
+
+@pytest.mark.parametrize("major", ["36", "37"])
+def test_python_client_watch_and_delete(sandbox: Sandbox, namespace: str, major: str) -> None:
+    """Watches (36.x sends watch=True) and deletes answering the object (37.x parses it as one)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    if major == "36":
+        older = Path(__file__).parents[2] / ".tools" / "python-client-36"
+        if not older.exists():
+            pytest.fail(f"{older} is missing: run scripts/setup (the test command does)")
+        env["PYTHONPATH"] = os.pathsep.join([str(older), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", CLIENT_SCRIPT, str(sandbox.kubeconfig), namespace], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["version"].startswith(major + ".")
+    assert result["events"] == [["ADDED", "watched"], ["DELETED", "watched"]]
+    assert result["service_ip"] and result["status"] == {"conditions": None, "load_balancer": {"ingress": None}}
+    assert result["deleted"] == ["V1Service", "web", "V1Pod", "p"]
