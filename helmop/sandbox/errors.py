@@ -31,6 +31,9 @@ CODES = {
 }
 
 
+_DETAILS = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+
+
 @dataclass
 class Cause:
     """One field-level problem: ``reason`` is a k8s field ErrorType such as FieldValueRequired."""
@@ -61,20 +64,14 @@ class ApiError(Exception):
         return CODES[self.reason]
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        details = dict(self.details)
-        if self.causes:
-            details["causes"] = [c.to_json() for c in self.causes]
-        if details:
-            body["details"] = details
+        """The Status body, its fields in metav1.Status's order and empty ones left out (omitempty)."""
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.message, "reason": self.reason}
+        details = {**self.details, "causes": [c.to_json() for c in self.causes]}
+        ordered = {k: details[k] for k in _DETAILS if details.get(k)}
+        if ordered:
+            body["details"] = ordered
+        body["code"] = self.code
         return body
 
 

@@ -457,3 +457,20 @@ def test_defaults_clients_rely_on(http: Raw, namespace: str) -> None:
                      {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain"},
                       "spec": {"ports": [{"port": 80}]}})
     assert code == 201 and svc["status"] == {"loadBalancer": {}}
+
+
+def test_error_bodies_are_byte_for_byte_the_api_servers(sandbox: Sandbox, namespace: str) -> None:
+    session = Raw(sandbox).session
+    reply = session.get(f"{sandbox.url}/api/v1/namespaces/{namespace}/configmaps/nope")
+    assert reply.status_code == 404
+    assert reply.content == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":'
+                             b'"configmaps \\"nope\\" not found","reason":"NotFound","details":{"name":"nope",'
+                             b'"kind":"configmaps"},"code":404}\n')
+    reply = session.get(f"{sandbox.url}/apis/apps/v1/namespaces/{namespace}/deployments/<x>")
+    assert b'\\u003cx\\u003e' in reply.content and b"<x>" not in reply.content  # Go's HTML-safe escapes
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "caf\u00e9-x"}}
+    reply = session.post(f"{sandbox.url}/api/v1/namespaces/{namespace}/configmaps", json=body)
+    assert reply.status_code == 422
+    assert reply.content.endswith(b'"code":422}\n') and b'"group":""' not in reply.content  # omitempty
+    assert b'"details":{"name":"caf' in reply.content and b'"kind":"ConfigMap","causes":[{"reason":' in reply.content
+    assert "caf\u00e9".encode() in reply.content  # UTF-8, not \\u escapes
