@@ -21,11 +21,15 @@ import copy
 import hashlib
 import json
 import logging
+import platform
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from .apiserver import CRD_FINALIZER, CRD_KEY, NAMESPACE_KEY, ApiServer, DeleteOptions, WriteOptions, now
+from .batch import CRONJOBS, JOBS, Batch, stamp
 from .errors import ApiError
+from .events import Recorder
 from .kinds import ResourceType
 from .store import Event, Key, Obj
 
@@ -35,6 +39,19 @@ SIMULATE = "sandbox.helmop.dev/simulate"
 READY_DELAY = "sandbox.helmop.dev/ready-delay"
 MANAGER = WriteOptions(manager="kube-controller-manager")
 NODE_NAME = "sandbox-node"
+
+
+def _node() -> dict[str, Any]:
+    """The one Node, as its kubelet registers and describes it."""
+    info = {"kubeletVersion": "v1.35.0", "kubeProxyVersion": "", "osImage": "helmop sandbox",
+            "kernelVersion": platform.release(), "operatingSystem": "linux", "architecture": "amd64",
+            "containerRuntimeVersion": "sandbox://1.0", "machineID": "", "systemUUID": "", "bootID": ""}
+    return {"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
+            "status": {"conditions": [_condition("Ready", True, "KubeletReady", "kubelet is ready")],
+                       "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"},
+                       "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                     {"type": "Hostname", "address": NODE_NAME}],
+                       "nodeInfo": info}}
 
 
 def _failing(obj: Obj) -> bool:
@@ -73,9 +90,14 @@ class Controllers:
         self.ready_delay = ready_delay
         self._busy: set[tuple[str, str]] = set()  # namespaces / CRDs being cleaned up
         self._pending: dict[tuple[Key, str, str], asyncio.TimerHandle] = {}
+        # The controllers' clock: tests move it to reach a CronJob's next schedule without waiting.
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self.manager = MANAGER
+        self.recorder = Recorder(api, MANAGER, lambda: stamp(self.clock()))
+        self.batch = Batch(self, self.recorder, lambda: self.clock())
         self.workloads: dict[str, Callable[[ResourceType, Obj], None]] = {
             "Deployment": self._deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
-            "ReplicaSet": self._replicaset, "Job": self._job, "Pod": self._pod,
+            "ReplicaSet": self._replicaset, "Job": self.batch.job, "CronJob": self.batch.cronjob, "Pod": self._pod,
             "PersistentVolumeClaim": self._pvc, "Service": self._service,
         }
 
@@ -83,15 +105,35 @@ class Controllers:
         self.api.store.listeners.append(self._on_event)
         for ns in self.api.store.items(NAMESPACE_KEY):
             self._default_service_account(ns["metadata"]["name"])
-        node = {"metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
-                "status": {"conditions": [_condition("Ready", True, "KubeletReady", "kubelet is ready")],
-                           "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"}}}
+        node = _node()
         if self.api.store.get(("", "nodes"), "", NODE_NAME) is None:
-            self.api.create(self.api.type_of(("", "nodes")), "", node, MANAGER)
+            nodes = self.api.type_of(("", "nodes"))
+            created = self.api.create(nodes, "", node, MANAGER)  # the kubelet registers, then reports status
+            self._status(nodes, created, node["status"])
         # After a restart with kept state, pick up what was under way (rollouts, deletions), as
         # controllers do from their informers' initial list.
         for key, obj in self.api.store.everything():
             self._on_event(key, Event(int(obj["metadata"]["resourceVersion"]), "MODIFIED", obj, obj))
+        self.loop.call_soon_threadsafe(self._cronjob_resync)
+
+    def _cronjob_resync(self) -> None:
+        try:
+            self.batch.cronjobs()
+        except ApiError as exc:
+            log.debug("sandbox cronjob controller: %s", exc)
+        self.loop.call_later(1.0, self._cronjob_resync)
+
+    # What Batch (and other controllers) use of this one.
+    condition = staticmethod(lambda *args: _condition(*args))
+
+    def write_status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
+        self._status(rt, obj, status)
+
+    def delete_dependent(self, key: Key, obj: Obj) -> None:
+        meta = obj["metadata"]
+        with contextlib.suppress(ApiError):
+            self.api.delete(self.api.type_of(key), meta.get("namespace", ""), meta["name"],
+                            DeleteOptions(propagation="Background"))
 
     def _on_event(self, key: Key, event: Event) -> None:
         # Called inside the store lock on the writing thread: only schedule here.
@@ -130,6 +172,12 @@ class Controllers:
         rt = self._rt(key)
         if rt is not None and not rt.custom and obj.get("kind") in self.workloads:
             self._schedule(key, obj)
+            # A Job counts its Pods, a CronJob its Jobs: a change of theirs is the owner's cue.
+            for ref in meta.get("ownerReferences") or []:
+                owner_key = {"Job": JOBS, "CronJob": CRONJOBS}.get(ref.get("kind", ""))
+                owner = self.api.store.get(owner_key, meta.get("namespace", ""), ref["name"]) if owner_key else None
+                if owner is not None and ref.get("controller"):
+                    self._schedule(owner_key, owner)  # type: ignore[arg-type]
 
     # --- garbage collection ------------------------------------------------------------------------
 
@@ -328,6 +376,7 @@ class Controllers:
                 scaled = copy.deepcopy(rs)
                 scaled["spec"]["replicas"] = 0
                 self.api.update(rs_rt, ns, rs["metadata"]["name"], scaled, MANAGER)
+                self._scaled(deploy, rs["metadata"]["name"], rs["spec"]["replicas"], 0)
         current = self.api.store.get(rs_rt.storage_key, ns, name)
         if current is not None:
             self._schedule(rs_rt.storage_key, current)  # the Deployment's annotations may have changed
@@ -339,10 +388,17 @@ class Controllers:
                                "annotations": annotations, "ownerReferences": [owner]},
                   "spec": {"replicas": replicas, "selector": selector, "template": template}}
             self.api.create(rs_rt, ns, rs, MANAGER)
+            self._scaled(deploy, name, 0, replicas)
         elif (current.get("spec") or {}).get("replicas") != replicas:
             scaled = copy.deepcopy(current)
             scaled["spec"]["replicas"] = replicas
             self.api.update(rs_rt, ns, name, scaled, MANAGER)
+            self._scaled(deploy, name, current["spec"].get("replicas", 0), replicas)
+
+    def _scaled(self, deploy: Obj, replicaset: str, before: int, after: int) -> None:
+        way = "up" if after > before else "down"
+        self.recorder.emit(deploy, "ScalingReplicaSet", f"Scaled {way} replica set {replicaset} from {before} to "
+                           f"{after}", "deployment-controller")
 
     def _replicaset(self, rt: ResourceType, obj: Obj) -> None:
         replicas = self._replicas(obj)
@@ -380,25 +436,6 @@ class Controllers:
                                "updatedNumberScheduled": 1, "numberReady": ready, "numberAvailable": ready,
                                "numberMisscheduled": 0})
 
-    def _job(self, rt: ResourceType, obj: Obj) -> None:
-        spec = obj.get("spec") or {}
-        if spec.get("suspend"):
-            return
-        start = (obj.get("status") or {}).get("startTime", now())
-        if _failing(obj):
-            self._status(rt, obj, {"startTime": start, "failed": int(spec.get("backoffLimit", 6)) + 1,
-                                   "conditions": [_condition("FailureTarget", True, "BackoffLimitExceeded",
-                                                             "Job has reached the specified backoff limit"),
-                                                  _condition("Failed", True, "BackoffLimitExceeded",
-                                                             "Job has reached the specified backoff limit")]})
-            return
-        self._status(rt, obj, {"startTime": start, "completionTime": now(), "ready": 0,
-                               "succeeded": int(spec.get("completions", 1)),
-                               "conditions": [_condition("SuccessCriteriaMet", True, "CompletionsReached",
-                                                         "Reached expected number of succeeded pods"),
-                                              _condition("Complete", True, "CompletionsReached",
-                                                         "Reached expected number of succeeded pods")]})
-
     def _pod(self, rt: ResourceType, obj: Obj) -> None:
         spec = obj.get("spec") or {}
         runs_once = spec.get("restartPolicy", "Always") != "Always"
@@ -415,6 +452,12 @@ class Controllers:
             state = ({"waiting": {"reason": "CrashLoopBackOff"}} if failing
                      else {"running": {"startedAt": now()}})
             ready, reason = not failing, "" if not failing else "ContainersNotReady"
+        if not (obj.get("status") or {}).get("startTime"):
+            meta = obj["metadata"]
+            self.recorder.emit(obj, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to "
+                               f"{NODE_NAME}", "default-scheduler")
+            for c in containers:
+                self.recorder.emit(obj, "Started", f"Started container {c.get('name', '')}", "kubelet")
         statuses = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": ready,
                      "restartCount": 0, "started": ready, "state": state} for c in containers]
         self._status(rt, obj, {

@@ -56,6 +56,7 @@ class Sandbox:
         self.ca_file.write_bytes(self._cert.ca_pem)
         self.kubeconfig = Path()
         self.api: ApiServer | None = None
+        self.controllers: Controllers | None = None  # the built-in controllers (tests may move their clock)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: HttpApi | None = None
@@ -90,7 +91,8 @@ class Sandbox:
             self.api = ApiServer(self.history, self.state)
             self._http = HttpApi(self.api, self.token, faults=self.faults,
                                  signing_key=self.state.signing_key() if self.state else None)
-            Controllers(self.api, loop, self.ready_delay).start()
+            self.controllers = Controllers(self.api, loop, self.ready_delay)
+            self.controllers.start()
             runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)
             loop.run_until_complete(runner.setup())
             tls = self._cert.context(self.workdir)

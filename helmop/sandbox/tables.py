@@ -120,9 +120,52 @@ def _pod_status(obj: Obj) -> str:
     return reason
 
 
-def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any]]:
-    """(name, type, function of the object) for the kinds people `kubectl get` most."""
+def _containers(obj: Obj, field: str) -> str:
+    template = (_spec(obj).get("jobTemplate") or {}).get("spec", _spec(obj)) if obj.get("kind") != "Pod" else None
+    pod_spec = _spec(obj) if template is None else ((template.get("template") or {}).get("spec") or {})
+    return ",".join(str(c.get(field, "")) for c in pod_spec.get("containers") or []) or "<none>"
+
+
+def _selector(obj: Obj) -> str:
+    selector = _spec(obj).get("selector") or {}
+    parts = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
+    parts += [f"{e['key']} {e['operator'].lower()} ({','.join(e.get('values') or [])})"
+              for e in selector.get("matchExpressions") or []]
+    return ",".join(parts) or "<none>"
+
+
+def _node_status(obj: Obj) -> str:
+    ready = next((c for c in _status(obj).get("conditions") or [] if c.get("type") == "Ready"), None)
+    text = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    return text + (",SchedulingDisabled" if _spec(obj).get("unschedulable") else "")
+
+
+def _node_address(obj: Obj, kind: str) -> str:
+    return next((a["address"] for a in _status(obj).get("addresses") or [] if a.get("type") == kind), "<none>")
+
+
+def _event_time(event: Obj, *fields: str) -> str:
+    stamp = next((event.get(f) for f in fields if event.get(f)), None)
+    return age(str(stamp)) if stamp else "<unknown>"
+
+
+def _event_source(event: Obj) -> str:
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent", "")
+    host = source.get("host") or event.get("reportingInstance", "")
+    return f"{component}, {host}" if host else component
+
+
+AGE = ("Age", "string", None, 0)  # where a kind's printer puts the Age column (default: last)
+_WIDE = 1  # priority of the columns `kubectl get -o wide` adds
+
+
+def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any, int]]:
+    """(name, type, function of the object, priority) for the kinds people `kubectl get` most, as
+    kube-apiserver's printers (pkg/printers/internalversion) define them."""
     spec, status = _spec, _status
+    images = [("Containers", "string", lambda o: _containers(o, "name"), _WIDE),
+              ("Images", "string", lambda o: _containers(o, "image"), _WIDE)]
     table: dict[str, list[tuple[str, str, Any]]] = {
         "Pod": [("Ready", "string", _pod_ready),
                 ("Status", "string", _pod_status),
@@ -149,8 +192,67 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any]]:
                                   ("Capacity", "string", lambda o: (status(o).get("capacity") or {})
                                    .get("storage", ""))],
         "CustomResourceDefinition": [("Created At", "date", lambda o: o["metadata"].get("creationTimestamp"))],
+        "DaemonSet": [("Desired", "integer", lambda o: status(o).get("desiredNumberScheduled", 0)),
+                      ("Current", "integer", lambda o: status(o).get("currentNumberScheduled", 0)),
+                      ("Ready", "integer", lambda o: status(o).get("numberReady", 0)),
+                      ("Up-to-date", "integer", lambda o: status(o).get("updatedNumberScheduled", 0)),
+                      ("Available", "integer", lambda o: status(o).get("numberAvailable", 0)),
+                      ("Node Selector", "string", lambda o: ",".join(
+                          f"{k}={v}" for k, v in ((spec(o).get("template") or {}).get("spec", {}).get(
+                              "nodeSelector") or {}).items()) or "<none>")],
+        "CronJob": [("Schedule", "string", lambda o: spec(o).get("schedule", "")),
+                    ("Timezone", "string", lambda o: spec(o).get("timeZone") or "<none>"),
+                    ("Suspend", "boolean", lambda o: bool(spec(o).get("suspend"))),
+                    ("Active", "integer", lambda o: len(status(o).get("active") or [])),
+                    ("Last Schedule", "string", lambda o: age(status(o).get("lastScheduleTime"))
+                     if status(o).get("lastScheduleTime") else "<none>")],
+        "Node": [("Status", "string", _node_status),
+                 ("Roles", "string", lambda o: ",".join(sorted(
+                     k.split("/", 1)[1] for k in o["metadata"].get("labels") or {}
+                     if k.startswith("node-role.kubernetes.io/"))) or "<none>")],
     }
-    return table.get(rt.kind, [])
+    columns = [(*c, 0) for c in table.get(rt.kind, [])]
+    extra: dict[str, list[tuple[str, str, Any, int]]] = {
+        "Pod": [AGE, ("IP", "string", lambda o: status(o).get("podIP") or "<none>", _WIDE),
+                ("Node", "string", lambda o: spec(o).get("nodeName") or "<none>", _WIDE),
+                ("Nominated Node", "string", lambda o: status(o).get("nominatedNodeName") or "<none>", _WIDE),
+                ("Readiness Gates", "string", lambda o: "<none>", _WIDE)],
+        "Deployment": [AGE, *images, ("Selector", "string", _selector, _WIDE)],
+        "ReplicaSet": [AGE, *images, ("Selector", "string", _selector, _WIDE)],
+        "StatefulSet": [AGE, *images],
+        "DaemonSet": [AGE, *images, ("Selector", "string", _selector, _WIDE)],
+        "Job": [AGE, *images, ("Selector", "string", _selector, _WIDE)],
+        "CronJob": [AGE, *images, ("Selector", "string", _selector, _WIDE)],
+        "Node": [AGE, ("Version", "string", lambda o: (status(o).get("nodeInfo") or {}).get("kubeletVersion", ""), 0),
+                 ("Internal-IP", "string", lambda o: _node_address(o, "InternalIP"), _WIDE),
+                 ("External-IP", "string", lambda o: _node_address(o, "ExternalIP"), _WIDE),
+                 ("OS-Image", "string", lambda o: (status(o).get("nodeInfo") or {}).get("osImage", ""), _WIDE),
+                 ("Kernel-Version", "string", lambda o: (status(o).get("nodeInfo") or {}).get("kernelVersion", ""),
+                  _WIDE),
+                 ("Container-Runtime", "string", lambda o: (status(o).get("nodeInfo") or {}).get(
+                     "containerRuntimeVersion", ""), _WIDE)],
+    }
+    return columns + extra.get(rt.kind, [])
+
+
+# Events print without a leading Name (it comes last, wide only) and without Age.
+_EVENT_COLUMNS: list[tuple[str, str, Any, int]] = [
+    ("Last Seen", "string", lambda e: _event_time(e, "lastTimestamp", "eventTime", "firstTimestamp"), 0),
+    ("Type", "string", lambda e: e.get("type", ""), 0),
+    ("Reason", "string", lambda e: e.get("reason", ""), 0),
+    ("Object", "string", lambda e: f"{str((e.get('involvedObject') or {}).get('kind', '')).lower()}/"
+                                   f"{(e.get('involvedObject') or {}).get('name', '')}", 0),
+    ("Subobject", "string", lambda e: (e.get("involvedObject") or {}).get("fieldPath", ""), _WIDE),
+    ("Source", "string", _event_source, _WIDE),
+    ("Message", "string", lambda e: str(e.get("message", "")).strip(), 0),
+    ("First Seen", "string", lambda e: _event_time(e, "firstTimestamp", "eventTime"), _WIDE),
+    ("Count", "string", lambda e: e.get("count", 1), _WIDE),
+    ("Name", "string", lambda e: e["metadata"]["name"], _WIDE),
+]
+
+
+def _age(obj: Obj) -> str:
+    return age(obj["metadata"].get("creationTimestamp"))
 
 
 def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: str) -> Obj:
@@ -166,14 +268,20 @@ def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: 
             getters.append(lambda o, c=col, k=kind: _cell(jsonpath(o, c["jsonPath"]), k))
             has_age = has_age or col["name"] == "Age"
     else:
-        for name, kind, getter in _builtin_columns(rt):
-            columns.append({"name": name, "type": kind, "format": "", "description": name, "priority": 0})
+        builtin = _builtin_columns(rt)
+        if rt.kind == "Event" and rt.group == "":
+            columns, getters, builtin, has_age = [], [], _EVENT_COLUMNS, True
+        for name, kind, getter, priority in builtin:
+            if getter is None:  # AGE
+                has_age = True
+                getter = _age
+            columns.append({"name": name, "type": kind, "format": "", "description": name, "priority": priority})
             getters.append(getter)
     if not has_age:
         columns.append({"name": "Age", "type": "string", "format": "", "priority": 0,
                         "description": "CreationTimestamp is a timestamp representing the server time when "
                                        "this object was created."})
-        getters.append(lambda o: age(o["metadata"].get("creationTimestamp")))
+        getters.append(_age)
     rows = []
     for obj in objects:
         row: Obj = {"cells": [g(obj) for g in getters]}

@@ -1,0 +1,110 @@
+"""The sandbox's built-in controllers as kubectl shows them: Events, Jobs that run Pods, CronJobs,
+and the printer columns of `kubectl get` for the kinds they manage."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from helmop.sandbox import Sandbox
+from tests.conftest import Run, _runner
+
+
+def _until(check: Any, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return result
+
+
+def _json(run: Run, *args: str) -> Any:
+    return json.loads(run("kubectl", *args, "-o", "json").stdout)
+
+
+def test_deployment_events_as_kubectl_shows_them(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "create", "deployment", "web", "--image=nginx:1", "--replicas=2")
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Available", "deploy/web", "--timeout=15s")
+    events = run("kubectl", "-n", namespace, "events", "--for", "deploy/web").stdout
+    assert "ScalingReplicaSet" in events and "Scaled up replica set web-" in events and "from 0 to 2" in events
+    table = run("kubectl", "-n", namespace, "get", "events").stdout.splitlines()
+    assert table[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert any("deployment/web" in line and "Normal" in line for line in table[1:])
+    wide = run("kubectl", "-n", namespace, "get", "events", "-o", "wide").stdout.splitlines()[0]
+    assert "SOURCE" in wide and "COUNT" in wide and "FIRST SEEN" in wide
+    described = run("kubectl", "-n", namespace, "describe", "deploy", "web").stdout
+    assert "deployment-controller" in described and "ScalingReplicaSet" in described
+
+
+def test_jobs_run_pods(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "create", "job", "once", "--image=busybox:1", "--", "echo", "hi")
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Complete", "job/once", "--timeout=15s")
+    pods = _json(run, "-n", namespace, "get", "pods", "-l", "batch.kubernetes.io/job-name=once")["items"]
+    assert len(pods) == 1 and pods[0]["status"]["phase"] == "Succeeded"
+    assert pods[0]["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert pods[0]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+    line = run("kubectl", "-n", namespace, "get", "pods", "--no-headers").stdout.split()
+    assert line[2] == "Completed"
+    job = _json(run, "-n", namespace, "get", "job", "once")
+    assert job["status"]["succeeded"] == 1 and job["status"].get("active", 0) == 0
+    events = run("kubectl", "-n", namespace, "events", "--for", "job/once").stdout
+    assert f"Created pod: {pods[0]['metadata']['name']}" in events and "Job completed" in events
+    pod_events = run("kubectl", "-n", namespace, "events", "--for", f"pod/{pods[0]['metadata']['name']}").stdout
+    assert "Successfully assigned" in pod_events and "Started container" in pod_events
+
+
+def test_a_failing_job_retries_up_to_its_backoff_limit(run: Run, namespace: str) -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "flaky", "annotations": {"sandbox.helmop.dev/simulate": "fail"}},
+           "spec": {"backoffLimit": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "c", "image": "busybox:1"}]}}}}
+    run("kubectl", "-n", namespace, "create", "-f", "-", stdin=json.dumps(job))
+    run("kubectl", "-n", namespace, "wait", "--for=condition=Failed", "job/flaky", "--timeout=15s")
+    pods = _json(run, "-n", namespace, "get", "pods", "-l", "job-name=flaky")["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Failed"] * 3
+    assert "BackoffLimitExceeded" in run("kubectl", "-n", namespace, "events", "--for", "job/flaky").stdout
+
+
+def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
+    with Sandbox(ready_delay=0.05) as sandbox:
+        run = _runner(sandbox)
+        assert sandbox.controllers is not None
+        run("kubectl", "create", "cronjob", "tick", "--image=busybox:1", "--schedule=*/5 * * * *", "--", "date")
+        time.sleep(1.5)
+        assert _json(run, "get", "jobs")["items"] == []  # nothing is due yet
+        real = sandbox.controllers.clock
+        sandbox.controllers.clock = lambda: real() + timedelta(minutes=5)
+        jobs = _until(lambda: _json(run, "get", "jobs")["items"])
+        assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tick-")
+        assert jobs[0]["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+        run("kubectl", "wait", "--for=condition=Complete", f"job/{jobs[0]['metadata']['name']}", "--timeout=15s")
+        status = _until(lambda: (s := _json(run, "get", "cronjob", "tick")["status"]).get("lastSuccessfulTime")
+                        and s)
+        assert "active" not in status and status["lastScheduleTime"]
+        events = run("kubectl", "events", "--for", "cronjob/tick").stdout
+        assert "Created job tick-" in events and "SawCompletedJob" in events
+        columns = run("kubectl", "get", "cronjobs", "-o", "wide").stdout.splitlines()[0].split()
+        assert columns == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE",
+                           "CONTAINERS", "IMAGES", "SELECTOR"]
+        run("kubectl", "patch", "cronjob", "tick", "-p", '{"spec": {"suspend": true}}')
+        sandbox.controllers.clock = lambda: real() + timedelta(minutes=10)
+        time.sleep(2.5)
+        assert len(_json(run, "get", "jobs")["items"]) == 1  # suspended: no new Job
+
+
+def test_printer_columns_of_nodes_and_daemonsets(run: Run, namespace: str) -> None:
+    nodes = run("kubectl", "get", "nodes", "-o", "wide").stdout.splitlines()
+    assert nodes[0].split()[:6] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"]
+    assert nodes[1].split()[1] == "Ready" and "127.0.0.1" in nodes[1] and "v1.35.0" in nodes[1]
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+          "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+              "metadata": {"labels": {"app": "agent"}},
+              "spec": {"nodeSelector": {"kubernetes.io/os": "linux"}, "containers": [{"name": "a", "image": "x:1"}]}}}}
+    run("kubectl", "-n", namespace, "create", "-f", "-", stdin=json.dumps(ds))
+    run("kubectl", "-n", namespace, "rollout", "status", "ds/agent", "--timeout=15s")
+    lines = run("kubectl", "-n", namespace, "get", "ds").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE",
+                                "SELECTOR", "AGE"]
+    assert lines[1].split()[:7] == ["agent", "1", "1", "1", "1", "1", "kubernetes.io/os=linux"]
