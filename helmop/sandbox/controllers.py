@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import hashlib
-import json
 import logging
 import platform
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from .batch import CRONJOBS, JOBS, Batch, stamp
 from .errors import ApiError
 from .events import Recorder
 from .kinds import ResourceType
+from .rollouts import Rollouts, template_hash
 from .store import Event, Key, Obj
 
 log = logging.getLogger(__name__)
@@ -58,12 +57,9 @@ def _failing(obj: Obj) -> bool:
     return (obj["metadata"].get("annotations") or {}).get(SIMULATE) == "fail"
 
 
-def _template_hash(template: Any) -> str:
-    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
-
-
-def _condition(kind: str, status: bool, reason: str = "", message: str = "") -> dict[str, str]:
-    out = {"type": kind, "status": "True" if status else "False", "lastTransitionTime": now()}
+def _condition(kind: str, status: bool | None, reason: str = "", message: str = "") -> dict[str, str]:
+    text = "Unknown" if status is None else "True" if status else "False"
+    out = {"type": kind, "status": text, "lastTransitionTime": now()}
     if reason:
         out["reason"] = reason
     if message:
@@ -95,10 +91,11 @@ class Controllers:
         self.manager = MANAGER
         self.recorder = Recorder(api, MANAGER, lambda: stamp(self.clock()))
         self.batch = Batch(self, self.recorder, lambda: self.clock())
+        self.rollouts = Rollouts(self)
         self.workloads: dict[str, Callable[[ResourceType, Obj], None]] = {
-            "Deployment": self._deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
-            "ReplicaSet": self._replicaset, "Job": self.batch.job, "CronJob": self.batch.cronjob, "Pod": self._pod,
-            "PersistentVolumeClaim": self._pvc, "Service": self._service,
+            "Deployment": self.rollouts.deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
+            "ReplicaSet": self.rollouts.replicaset, "Job": self.batch.job, "CronJob": self.batch.cronjob,
+            "Pod": self._pod, "PersistentVolumeClaim": self._pvc, "Service": self._service,
         }
 
     def start(self) -> None:
@@ -123,8 +120,15 @@ class Controllers:
             log.debug("sandbox cronjob controller: %s", exc)
         self.loop.call_later(1.0, self._cronjob_resync)
 
-    # What Batch (and other controllers) use of this one.
+    # What the controllers of .batch and .rollouts use of this one.
     condition = staticmethod(lambda *args: _condition(*args))
+    failing = staticmethod(lambda obj: _failing(obj))
+
+    def schedule(self, key: Key, obj: Obj) -> None:
+        self._schedule(key, obj)
+
+    def owner(self, ref: dict[str, Any], namespace: str) -> tuple[ResourceType, Obj] | None:
+        return self._owner(ref, namespace)
 
     def write_status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
         self._status(rt, obj, status)
@@ -334,83 +338,6 @@ class Controllers:
     def _replicas(self, obj: Obj) -> int:
         return int((obj.get("spec") or {}).get("replicas", 1))
 
-    def _deployment(self, rt: ResourceType, obj: Obj) -> None:
-        spec, meta = obj.get("spec") or {}, obj["metadata"]
-        replicas, ready = self._replicas(obj), 0 if _failing(obj) else self._replicas(obj)
-        self._ensure_replicaset(obj, replicas)
-        status: dict[str, Any] = {
-            "observedGeneration": meta.get("generation", 1), "replicas": replicas,
-            "updatedReplicas": replicas, "readyReplicas": ready, "availableReplicas": ready,
-            "conditions": [
-                _condition("Available", ready >= replicas,
-                           "MinimumReplicasAvailable" if ready >= replicas else "MinimumReplicasUnavailable",
-                           "Deployment has minimum availability." if ready >= replicas
-                           else "Deployment does not have minimum availability."),
-                _condition("Progressing", True, "NewReplicaSetAvailable" if ready >= replicas
-                           else "ReplicaSetUpdated",
-                           f'ReplicaSet "{meta["name"]}-{_template_hash(spec.get("template"))}" has '
-                           f"{'successfully progressed' if ready >= replicas else 'is progressing'}."),
-            ],
-        }
-        if ready < replicas:
-            status["unavailableReplicas"] = replicas - ready
-        else:
-            status.pop("unavailableReplicas", None)
-            (obj.get("status") or {}).pop("unavailableReplicas", None)
-        self._status(rt, obj, status)
-
-    def _ensure_replicaset(self, deploy: Obj, replicas: int) -> None:
-        """The ReplicaSet of the current template, scaled up; older ones scaled to zero."""
-        rs_rt = self.api.type_of(("apps", "replicasets"))
-        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
-        template = copy.deepcopy(spec.get("template") or {})
-        pod_hash = _template_hash(template)
-        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
-        ns, name = meta["namespace"], f"{meta['name']}-{pod_hash}"
-        owner = {"apiVersion": deploy["apiVersion"], "kind": "Deployment", "name": meta["name"],
-                 "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-        for rs in self.api.store.items(rs_rt.storage_key, ns):
-            refs = rs["metadata"].get("ownerReferences") or []
-            if rs["metadata"]["name"] != name and any(r.get("uid") == meta["uid"] for r in refs) \
-                    and (rs.get("spec") or {}).get("replicas"):
-                scaled = copy.deepcopy(rs)
-                scaled["spec"]["replicas"] = 0
-                self.api.update(rs_rt, ns, rs["metadata"]["name"], scaled, MANAGER)
-                self._scaled(deploy, rs["metadata"]["name"], rs["spec"]["replicas"], 0)
-        current = self.api.store.get(rs_rt.storage_key, ns, name)
-        if current is not None:
-            self._schedule(rs_rt.storage_key, current)  # the Deployment's annotations may have changed
-        if current is None:
-            selector = copy.deepcopy(spec.get("selector") or {})
-            selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
-            annotations = {"deployment.kubernetes.io/revision": str(meta.get("generation", 1))}
-            rs = {"metadata": {"name": name, "labels": template["metadata"]["labels"],
-                               "annotations": annotations, "ownerReferences": [owner]},
-                  "spec": {"replicas": replicas, "selector": selector, "template": template}}
-            self.api.create(rs_rt, ns, rs, MANAGER)
-            self._scaled(deploy, name, 0, replicas)
-        elif (current.get("spec") or {}).get("replicas") != replicas:
-            scaled = copy.deepcopy(current)
-            scaled["spec"]["replicas"] = replicas
-            self.api.update(rs_rt, ns, name, scaled, MANAGER)
-            self._scaled(deploy, name, current["spec"].get("replicas", 0), replicas)
-
-    def _scaled(self, deploy: Obj, replicaset: str, before: int, after: int) -> None:
-        way = "up" if after > before else "down"
-        self.recorder.emit(deploy, "ScalingReplicaSet", f"Scaled {way} replica set {replicaset} from {before} to "
-                           f"{after}", "deployment-controller")
-
-    def _replicaset(self, rt: ResourceType, obj: Obj) -> None:
-        replicas = self._replicas(obj)
-        refs = obj["metadata"].get("ownerReferences") or []
-        owners = [self._owner(ref, obj["metadata"]["namespace"]) for ref in refs]
-        # Pods of a failing Deployment are not ready in its ReplicaSet either (helm 3 looks there).
-        failing = _failing(obj) or any(found and _failing(found[1]) for found in owners)
-        ready = 0 if failing else replicas
-        self._status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
-                               "replicas": replicas, "fullyLabeledReplicas": replicas,
-                               "readyReplicas": ready, "availableReplicas": ready})
-
     def _statefulset(self, rt: ResourceType, obj: Obj) -> None:
         spec, meta = obj.get("spec") or {}, obj["metadata"]
         replicas = self._replicas(obj)
@@ -423,7 +350,7 @@ class Controllers:
                     body = {"metadata": {"name": claim, "labels": (tmpl.get("metadata") or {}).get("labels", {})},
                             "spec": copy.deepcopy(tmpl.get("spec") or {})}
                     self.api.create(pvc_rt, meta["namespace"], body, MANAGER)
-        revision = f"{meta['name']}-{_template_hash(spec.get('template'))}"
+        revision = f"{meta['name']}-{template_hash(spec.get('template'))}"
         self._status(rt, obj, {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
                                "readyReplicas": ready, "currentReplicas": replicas,
                                "updatedReplicas": replicas, "availableReplicas": ready,

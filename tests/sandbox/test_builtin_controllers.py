@@ -108,3 +108,39 @@ def test_printer_columns_of_nodes_and_daemonsets(run: Run, namespace: str) -> No
     assert lines[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE",
                                 "SELECTOR", "AGE"]
     assert lines[1].split()[:7] == ["agent", "1", "1", "1", "1", "1", "kubernetes.io/os=linux"]
+
+
+def _replicasets(run: Run, namespace: str) -> dict[str, tuple[str, int]]:
+    """image -> (revision, replicas) of each ReplicaSet."""
+    found = _json(run, "-n", namespace, "get", "rs")["items"]
+    return {rs["spec"]["template"]["spec"]["containers"][0]["image"]: (
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], rs["spec"]["replicas"]) for rs in found}
+
+
+def test_rollout_history_undo_and_pause(run: Run, namespace: str) -> None:
+    kubectl = ("kubectl", "-n", namespace)
+    run(*kubectl, "create", "deployment", "web", "--image=nginx:1")
+    run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
+    run(*kubectl, "scale", "deploy/web", "--replicas=2")  # a new generation, not a new revision
+    for image in ("nginx:2", "nginx:3"):
+        run(*kubectl, "set", "image", "deploy/web", f"nginx={image}")
+        run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
+    history = run(*kubectl, "rollout", "history", "deploy/web").stdout.split()
+    assert history[-6:] == ["1", "<none>", "2", "<none>", "3", "<none>"]
+    assert "nginx:2" in run(*kubectl, "rollout", "history", "deploy/web", "--revision=2").stdout
+    undo = run(*kubectl, "rollout", "undo", "deploy/web", "--to-revision=1")
+    assert "Warning" not in undo.stderr
+    run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
+    assert _replicasets(run, namespace) == {"nginx:1": ("4", 2), "nginx:2": ("2", 0), "nginx:3": ("3", 0)}
+    deploy = _json(run, *kubectl[1:], "get", "deploy", "web")
+    assert deploy["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "4"
+    run(*kubectl, "rollout", "pause", "deploy/web")
+    run(*kubectl, "set", "image", "deploy/web", "nginx=nginx:4")
+    time.sleep(0.5)
+    assert "nginx:4" not in _replicasets(run, namespace)
+    progressing = _until(lambda: next((c for c in _json(run, *kubectl[1:], "get", "deploy", "web")["status"][
+        "conditions"] if c["type"] == "Progressing" and c["reason"] == "DeploymentPaused"), None))
+    assert progressing["status"] == "Unknown"
+    run(*kubectl, "rollout", "resume", "deploy/web")
+    run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
+    assert _replicasets(run, namespace)["nginx:4"] == ("5", 2)

@@ -1,0 +1,160 @@
+"""The deployment controller: one ReplicaSet per pod template, revisions, pause and history.
+
+As upstream: the ReplicaSet of the current template is named ``<deployment>-<template hash>`` and is
+scaled up, the others down to zero; each new ReplicaSet gets the next revision
+(``deployment.kubernetes.io/revision``, also written on the Deployment, where ``kubectl rollout
+undo`` reads it); going back to an older template (``rollout undo``) reuses that ReplicaSet and gives
+it the next revision, remembering the old ones in ``revision-history``. A paused Deployment rolls out
+no new template (scaling still applies) and says so in its Progressing condition. ReplicaSets beyond
+``revisionHistoryLimit`` (default 10) that are scaled to zero are deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from .store import Obj
+
+REPLICASETS = ("apps", "replicasets")
+REVISION = "deployment.kubernetes.io/revision"
+HISTORY = "deployment.kubernetes.io/revision-history"
+
+
+def template_hash(template: Any) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def revision(obj: Obj) -> int:
+    try:
+        return int((obj["metadata"].get("annotations") or {}).get(REVISION, "0"))
+    except ValueError:
+        return 0
+
+
+class Rollouts:
+    def __init__(self, controllers: Any) -> None:
+        self.c = controllers  # the Controllers: api, status writes, events, the simulation knobs
+        self.api = controllers.api
+
+    def deployment(self, rt: Any, deploy: Obj) -> None:
+        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
+        replicas = int(spec.get("replicas", 1))
+        ready = 0 if self.c.failing(deploy) else replicas
+        current = self._ensure_replicaset(deploy, replicas)
+        paused = bool(spec.get("paused"))
+        name = current["metadata"]["name"] if current else f"{meta['name']}-{template_hash(spec.get('template'))}"
+        up_to_date = current is not None and name == f"{meta['name']}-{template_hash(spec.get('template'))}"
+        done = ready >= replicas and up_to_date
+        if paused:
+            progressing = self.c.condition("Progressing", None, "DeploymentPaused", "Deployment is paused")
+        else:
+            progressing = self.c.condition("Progressing", True, "NewReplicaSetAvailable" if done else
+                                           "ReplicaSetUpdated", f'ReplicaSet "{name}" has '
+                                           f"{'successfully progressed' if done else 'is progressing'}.")
+        status: dict[str, Any] = {
+            "observedGeneration": meta.get("generation", 1), "replicas": replicas,
+            "updatedReplicas": replicas if up_to_date else 0, "readyReplicas": ready, "availableReplicas": ready,
+            "conditions": [
+                self.c.condition("Available", ready >= replicas,
+                                 "MinimumReplicasAvailable" if ready >= replicas else "MinimumReplicasUnavailable",
+                                 "Deployment has minimum availability." if ready >= replicas
+                                 else "Deployment does not have minimum availability."),
+                progressing,
+            ],
+        }
+        old = dict(deploy.get("status") or {})
+        if ready < replicas:
+            status["unavailableReplicas"] = replicas - ready
+        old.pop("unavailableReplicas", None)
+        self.c.write_status(rt, {**deploy, "status": old}, status)
+
+    def _owned(self, deploy: Obj) -> list[Obj]:
+        uid = deploy["metadata"]["uid"]
+        return [rs for rs in self.api.store.items(REPLICASETS, deploy["metadata"]["namespace"])
+                if any(r.get("uid") == uid and r.get("controller") for r in rs["metadata"].get("ownerReferences")
+                       or [])]
+
+    def _ensure_replicaset(self, deploy: Obj, replicas: int) -> Obj | None:
+        """The ReplicaSet of the current template (a paused Deployment: its newest), scaled to ``replicas``."""
+        rs_rt = self.api.type_of(REPLICASETS)
+        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
+        template = copy.deepcopy(spec.get("template") or {})
+        pod_hash = template_hash(template)
+        ns, name = meta["namespace"], f"{meta['name']}-{pod_hash}"
+        owned = self._owned(deploy)
+        newest = max((revision(rs) for rs in owned), default=0)
+        current = next((rs for rs in owned if rs["metadata"]["name"] == name), None)
+        if spec.get("paused") and (current is None or revision(current) < newest):
+            current = max(owned, key=revision, default=None)  # no new rollout while paused
+        elif current is None:
+            template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
+            selector = copy.deepcopy(spec.get("selector") or {})
+            selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+            owner = {"apiVersion": deploy["apiVersion"], "kind": "Deployment", "name": meta["name"],
+                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+            rs = {"metadata": {"name": name, "labels": template["metadata"]["labels"],
+                               "annotations": {REVISION: str(newest + 1)}, "ownerReferences": [owner]},
+                  "spec": {"replicas": 0, "selector": selector, "template": template}}
+            current = self.api.create(rs_rt, ns, rs, self.c.manager)
+        elif revision(current) < newest:  # back to an older template: it becomes the newest revision
+            annotations = dict(current["metadata"].get("annotations") or {})
+            history = [h for h in annotations.get(HISTORY, "").split(",") if h] + [str(revision(current))]
+            annotations.update({REVISION: str(newest + 1), HISTORY: ",".join(history)})
+            current = self.api.update(rs_rt, ns, name, {**current, "metadata": {**current["metadata"],
+                                                                                "annotations": annotations}},
+                                      self.c.manager)
+        if current is None:
+            return None
+        for rs in owned:
+            if rs["metadata"]["name"] != current["metadata"]["name"]:
+                self._scale(deploy, rs, 0)
+        self._scale(deploy, current, replicas)
+        self.c.schedule(REPLICASETS, current)  # the Deployment's annotations may have changed
+        self._annotate(deploy, str(revision(current)))
+        self._trim(deploy, owned, current)
+        return current
+
+    def _scale(self, deploy: Obj, rs: Obj, replicas: int) -> None:
+        before = int((rs.get("spec") or {}).get("replicas", 0))
+        if before == replicas:
+            return
+        scaled = copy.deepcopy(rs)
+        scaled["spec"]["replicas"] = replicas
+        self.api.update(self.api.type_of(REPLICASETS), rs["metadata"]["namespace"], rs["metadata"]["name"], scaled,
+                        self.c.manager)
+        self.c.recorder.emit(deploy, "ScalingReplicaSet", f"Scaled {'up' if replicas > before else 'down'} "
+                             f"replica set {rs['metadata']['name']} from {before} to {replicas}",
+                             "deployment-controller")
+
+    def _annotate(self, deploy: Obj, number: str) -> None:
+        annotations = deploy["metadata"].get("annotations") or {}
+        if annotations.get(REVISION) == number:
+            return
+        latest = self.api.store.get(("apps", "deployments"), deploy["metadata"]["namespace"],
+                                    deploy["metadata"]["name"])
+        if latest is None:
+            return
+        meta = {**latest["metadata"], "annotations": {**(latest["metadata"].get("annotations") or {}),
+                                                      REVISION: number}}
+        self.api.update(self.api.type_of(("apps", "deployments")), meta["namespace"], meta["name"],
+                        {**latest, "metadata": meta}, self.c.manager)
+
+    def _trim(self, deploy: Obj, owned: list[Obj], current: Obj) -> None:
+        limit = int((deploy.get("spec") or {}).get("revisionHistoryLimit", 10))
+        old = sorted((rs for rs in owned if rs["metadata"]["name"] != current["metadata"]["name"]), key=revision)
+        for rs in old[:max(0, len(old) - limit)]:
+            self.c.delete_dependent(REPLICASETS, rs)
+
+    def replicaset(self, rt: Any, rs: Obj) -> None:
+        replicas = int((rs.get("spec") or {}).get("replicas", 1))
+        refs = rs["metadata"].get("ownerReferences") or []
+        owners = [self.c.owner(ref, rs["metadata"]["namespace"]) for ref in refs]
+        # Pods of a failing Deployment are not ready in its ReplicaSet either (helm 3 looks there).
+        failing = self.c.failing(rs) or any(found and self.c.failing(found[1]) for found in owners)
+        ready = 0 if failing else replicas
+        self.c.write_status(rt, rs, {"observedGeneration": rs["metadata"].get("generation", 1),
+                                     "replicas": replicas, "fullyLabeledReplicas": replicas,
+                                     "readyReplicas": ready, "availableReplicas": ready})
