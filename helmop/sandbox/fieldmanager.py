@@ -258,6 +258,16 @@ def _merge(live: Any, cfg: Any, schema: Schema | None) -> Any:
     return copy.deepcopy(cfg)
 
 
+def _changes(live: Any, cfg: Any, path: Path) -> bool:
+    """Whether applying ``cfg`` would change the live value at ``path``: a conflict needs a change. An
+    empty map applied over a map that others fill (``data: {}``) merges into it and changes nothing."""
+    before = value_at(live, path)
+    if before is _MISSING:
+        return False
+    wanted = value_at(cfg, path)
+    return bool(before != (_merge(before, wanted, None) if isinstance(wanted, dict) else wanted))
+
+
 def apply(live: dict[str, Any] | None, cfg: dict[str, Any], manager: str, api_version: str,
           schema: Schema | None, *, force: bool, skip_status: bool) -> dict[str, Any]:
     """Server-side apply of ``cfg`` by ``manager``; returns the new object (live is not changed)."""
@@ -267,8 +277,7 @@ def apply(live: dict[str, Any] | None, cfg: dict[str, Any], manager: str, api_ve
     base = copy.deepcopy(live) if live is not None else {}
     mine = next((e for e in entries if e.manager == manager and e.operation == "Apply"), None)
     others = [e for e in entries if e is not mine]
-    conflicts = [(e, p) for e in others for p in sorted(_leaves_only(e.paths, applied))
-                 if value_at(base, p) is not _MISSING and value_at(base, p) != value_at(cfg, p)]
+    conflicts = [(e, p) for e in others for p in sorted(_leaves_only(e.paths, applied)) if _changes(base, cfg, p)]
     if conflicts and not force:
         causes = [Cause("FieldManagerConflict", f'conflict with "{e.manager}" using {e.api_version}',
                         _display(p)) for e, p in conflicts]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import yaml
 
@@ -181,3 +182,20 @@ def test_a_finished_pod_shows_completed(run: Run, namespace: str) -> None:
         time.sleep(0.1)
     line = run("kubectl", "-n", namespace, "get", "pod", "once", "--no-headers").stdout.split()
     assert line[:3] == ["once", "0/1", "Completed"], line
+
+
+def test_applying_an_empty_map_others_fill_is_no_conflict(run: Run, namespace: str) -> None:
+    """As kube-apiserver: `data: {}` merges into the live map, so another manager's keys are no conflict."""
+    def apply(manager: str, data: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}
+        return run("kubectl", "-n", namespace, "apply", "--server-side", f"--field-manager={manager}", "-f", "-",
+                   stdin=json.dumps(cm), check=False)
+
+    assert apply("b", {"k1": "from-b"}).returncode == 0
+    done = apply("a", {})
+    assert done.returncode == 0, done.stderr
+    cm = _get(run, namespace, "configmap", "shared")
+    assert cm["data"] == {"k1": "from-b"}
+    assert {e["manager"] for e in cm["metadata"]["managedFields"]} == {"a", "b"}
+    clash = apply("a", {"k1": "from-a"})
+    assert clash.returncode != 0 and 'conflict with "b"' in clash.stderr
