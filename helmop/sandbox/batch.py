@@ -35,10 +35,6 @@ def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def owned_by(obj: Obj, uid: str) -> bool:
-    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
-
-
 def _owner_ref(obj: Obj) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "name": meta["name"],
@@ -60,10 +56,10 @@ class Batch:
     # --- jobs --------------------------------------------------------------------------------------
 
     def job(self, rt: Any, job: Obj) -> None:
-        spec, meta = job.get("spec") or {}, job["metadata"]
+        spec = job.get("spec") or {}
         if spec.get("suspend") or _finished(job):
             return
-        pods = [p for p in self.api.store.items(PODS, meta["namespace"]) if owned_by(p, meta["uid"])]
+        pods = self.c.owned(job, PODS)
         phases = [(p.get("status") or {}).get("phase") for p in pods]
         succeeded, failed = phases.count("Succeeded"), phases.count("Failed")
         active = len(pods) - succeeded - failed
@@ -121,7 +117,7 @@ class Batch:
     def cronjob(self, rt: Any, cronjob: Obj) -> None:
         spec, meta = cronjob.get("spec") or {}, cronjob["metadata"]
         status = copy.deepcopy(cronjob.get("status") or {})
-        jobs = [j for j in self.api.store.items(JOBS, meta["namespace"]) if owned_by(j, meta["uid"])]
+        jobs = self.c.owned(cronjob, JOBS)
         changed = self._saw_finished(cronjob, jobs, status)
         due = self._due(spec, meta, status)
         running = [j for j in jobs if not _finished(j)]

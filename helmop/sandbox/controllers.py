@@ -124,6 +124,14 @@ class Controllers:
     condition = staticmethod(lambda *args: _condition(*args))
     failing = staticmethod(lambda obj: _failing(obj))
 
+    def owned(self, owner: Obj, key: Key) -> list[Obj]:
+        """The ``key`` objects ``owner`` controls, from the store's owner index."""
+        uid = owner["metadata"]["uid"]
+        found = (self.api.store.get(k, ns, name) for k, ns, name in sorted(self.api.store.dependents.get(uid, ()))
+                 if k == key)
+        return [obj for obj in found if obj is not None and any(
+            r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])]
+
     def schedule(self, key: Key, obj: Obj) -> None:
         self._schedule(key, obj)
 

@@ -16,6 +16,7 @@ import base64
 import functools
 import json
 import struct
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,27 @@ def _encode_value(number: int, kind: str, value: Any) -> bytes:
     return _delimited(number, encode_message(value, kind))
 
 
+def _stored(obj: dict[str, Any], name: str) -> bytes:
+    """A stored object's message, cached by uid and resourceVersion: a version never changes, and lists
+    (informers' and helm's) send the same objects again and again."""
+    meta = obj.get("metadata") or {}
+    key = (name, meta.get("uid"), meta.get("resourceVersion"))
+    if key[1] is None or key[2] is None:
+        return encode_message(obj, name)
+    cached = _ENCODED.get(key)
+    if cached is None:
+        cached = _ENCODED[key] = encode_message(obj, name)
+        if len(_ENCODED) > _ENCODED_MAX:
+            _ENCODED.popitem(last=False)
+    else:
+        _ENCODED.move_to_end(key)
+    return cached
+
+
+_ENCODED: OrderedDict[tuple[str, Any, Any], bytes] = OrderedDict()
+_ENCODED_MAX = 50_000
+
+
 def encode_message(obj: dict[str, Any], name: str) -> bytes:
     """One message; raises :class:`Unencodable` for any field the table does not have."""
     table = _table()[2].get(name)
@@ -354,6 +376,8 @@ def encode_message(obj: dict[str, Any], name: str) -> bytes:
                 entry = _encode_value(1, key_kind, entry_key)
                 entry += _encode_value(2, value_kind, entry_value) if entry_value is not None else b""
                 out += _delimited(number, entry)
+        elif repeated and key == "items" and name.endswith("List"):
+            out += b"".join(_delimited(number, _stored(item, kind)) for item in value)
         elif repeated:
             for item in value:
                 out += _encode_value(number, kind, item)
@@ -369,7 +393,7 @@ def encode(obj: dict[str, Any]) -> bytes:
     if name is None:
         raise Unencodable(f"{api_version} {kind}")
     type_meta = _delimited(1, api_version.encode()) + _delimited(2, kind.encode())
-    return MAGIC + _delimited(1, type_meta) + _delimited(2, encode_message(obj, name))
+    return MAGIC + _delimited(1, type_meta) + _delimited(2, _stored(obj, name))
 
 
 def wants(accept: str) -> bool:

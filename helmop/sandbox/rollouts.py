@@ -72,10 +72,9 @@ class Rollouts:
         self.c.write_status(rt, {**deploy, "status": old}, status)
 
     def _owned(self, deploy: Obj) -> list[Obj]:
-        uid = deploy["metadata"]["uid"]
-        return [rs for rs in self.api.store.items(REPLICASETS, deploy["metadata"]["namespace"])
-                if any(r.get("uid") == uid and r.get("controller") for r in rs["metadata"].get("ownerReferences")
-                       or [])]
+        """Its ReplicaSets, from the owner index (not a scan of the namespace)."""
+        owned: list[Obj] = self.c.owned(deploy, REPLICASETS)
+        return owned
 
     def _ensure_replicaset(self, deploy: Obj, replicas: int) -> Obj | None:
         """The ReplicaSet of the current template (a paused Deployment: its newest), scaled to ``replicas``."""
