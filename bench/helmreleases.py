@@ -134,6 +134,15 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
     return {"count": count, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s, **figures}
 
 
+def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path) -> float:
+    """The raw-helm phase alone, on a fresh sandbox: how the sandbox scales under helm."""
+    os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kubectl(sandbox.kubeconfig, "create", "namespace", "raw")
+        return asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), sandbox.kubeconfig,
+                                    "raw"))
+
+
 def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
     lines = [f"{helm}, concurrency {concurrency}",
              "| HelmReleases | helmop -> all Ready | raw helm | ratio | no-op resync | no-op CPU | no-op helm "
@@ -177,11 +186,21 @@ def main() -> None:
     parser.add_argument("--helm", default="helm", choices=["helm", "helm3"])
     parser.add_argument("--drift", default="warn", choices=["warn", "enabled", "disabled"],
                         help="the HelmReleases' driftDetection.mode (default warn: the no-op pass checks drift)")
+    parser.add_argument("--raw-only", action="store_true",
+                        help="only raw `helm upgrade --install --wait` (the sandbox's scaling: 1000 vs 100)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helmop-bench-"))
     subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
     repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
     repo.publish("bench", "1.0.0")
+    if args.raw_only:
+        counts = args.count or [100, 1000]
+        seconds = [measure_raw(count, args.concurrency, args.helm, repo, work) for count in counts]
+        repo.close()
+        for count, took in zip(counts, seconds, strict=True):
+            print(f"raw {args.helm}: {count} releases in {took:.1f} s ({took / seconds[0]:.1f}x the first)")
+        print(json.dumps({"counts": counts, "raw_helm_s": [round(t, 1) for t in seconds]}))
+        return
     rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift) for count in args.count or [100]]
     repo.close()
     print(table(rows, f"{args.helm}, drift detection {args.drift}", args.concurrency))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from . import admission, fieldmanager, structural
+from . import admission, celrules, fieldmanager, structural
 from .errors import ApiError, Cause, already_exists, bad_request, conflict, invalid, not_found
 from .kinds import Registry, ResourceType, types_of_crd
 from .patching import TestFailed, json_patch, merge_patch, strategic_merge
@@ -178,7 +178,8 @@ class ApiServer:
             meta["namespace"] = namespace
         return obj
 
-    def _validate(self, rt: ResourceType, obj: Obj, opts: WriteOptions, *, partial: bool = False) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj, opts: WriteOptions, *, partial: bool = False,
+                  old: Obj | None = None) -> None:
         """Schema, metadata and kind-specific checks; ``partial`` (an apply configuration) checks only
         what a partial object can show: unknown and mistyped fields."""
         found = structural.check(obj, rt.schema or {}, custom=rt.custom)
@@ -203,6 +204,8 @@ class ApiServer:
         else:
             causes += admission.metadata_problems({"metadata": {**obj["metadata"], "labels": obj["metadata"]
                                                    .get("labels")}}, "", rt.namespaced)
+            if not causes and rt.schema:  # rules see a valid object only, as upstream's
+                causes += celrules.violations(obj, old, rt.schema)
         if rt.storage_key == CRD_KEY:
             causes += _crd_problems(obj)
         if causes:
@@ -307,7 +310,7 @@ class ApiServer:
             causes = admission.immutable_problems(old, new, rt.kind)
             if causes:
                 raise invalid(rt.kind, rt.group, meta["name"], causes)
-        self._validate(rt, new, opts)
+        self._validate(rt, new, opts, old=old)
         if rt.storage_key == CRD_KEY:
             _establish(new)
         if _tracks_generation(rt) and _spec_part(old, rt) != _spec_part(new, rt):
@@ -559,6 +562,8 @@ def _crd_problems(crd: Obj) -> list[Cause]:
         if schema is not None and schema.get("type") != "object":
             causes.append(Cause("FieldValueRequired", "Required value: must be object at the root",
                                 f"spec.versions[{i}].schema.openAPIV3Schema.type"))
+        if isinstance(schema, dict):
+            causes += celrules.compile_problems(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
         for j, column in enumerate(version.get("additionalPrinterColumns") or []):
             if not str(column.get("jsonPath", "")).startswith("."):
                 causes.append(Cause("FieldValueInvalid", "Invalid value: must be a simple json path starting "

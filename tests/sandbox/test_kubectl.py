@@ -199,3 +199,60 @@ def test_applying_an_empty_map_others_fill_is_no_conflict(run: Run, namespace: s
     assert {e["manager"] for e in cm["metadata"]["managedFields"]} == {"a", "b"}
     clash = apply("a", {"k1": "from-a"})
     assert clash.returncode != 0 and 'conflict with "b"' in clash.stderr
+
+
+RULES_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pools.rules.test}
+spec:
+  group: rules.test
+  scope: Namespaced
+  names: {plural: pools, singular: pool, kind: Pool}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: self.min <= self.max
+              message: min must not exceed max
+            - rule: self.max <= oldSelf.max * 2
+              messageExpression: "'max may at most double, to ' + string(oldSelf.max * 2)"
+              reason: FieldValueForbidden
+              fieldPath: .max
+            properties:
+              min: {type: integer}
+              max: {type: integer}
+              mode:
+                type: string
+                x-kubernetes-validations:
+                - {rule: self == oldSelf, message: mode is immutable}
+"""
+
+
+def test_crd_validation_rules_with_cel(run: Run, namespace: str) -> None:
+    run("kubectl", "apply", "-f", "-", stdin=RULES_CRD)
+    run("kubectl", "wait", "--for=condition=Established", "crd/pools.rules.test", "--timeout=10s")
+
+    def pool(**spec: object) -> str:
+        return json.dumps({"apiVersion": "rules.test/v1", "kind": "Pool", "metadata": {"name": "p"}, "spec": spec})
+
+    bad = run("kubectl", "-n", namespace, "create", "-f", "-", stdin=pool(min=5, max=1, mode="a"), check=False)
+    assert bad.returncode != 0
+    assert 'The Pool "p" is invalid: spec: Invalid value: "object": min must not exceed max' in bad.stderr
+    run("kubectl", "-n", namespace, "create", "-f", "-", stdin=pool(min=1, max=4, mode="a"))  # no oldSelf yet
+    grow = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=pool(min=1, max=9, mode="a"), check=False)
+    assert "spec.max: Forbidden: max may at most double, to 8" in grow.stderr
+    mode = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=pool(min=1, max=8, mode="b"), check=False)
+    assert 'spec.mode: Invalid value: "string": mode is immutable' in mode.stderr
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=pool(min=1, max=8, mode="a"))
+    broken = RULES_CRD.replace("self.min <= self.max", "self.min <=").replace("pools.rules", "broken.rules") \
+        .replace("plural: pools", "plural: broken")
+    refused = run("kubectl", "apply", "-f", "-", stdin=broken, check=False)
+    assert refused.returncode != 0 and "compilation failed" in refused.stderr
