@@ -128,3 +128,17 @@ def single_name(text: str | None) -> str | None:
         return None
     m = re.fullmatch(r"\s*metadata\.name\s*==?\s*([^,\s]+)\s*", text)
     return m.group(1) if m else None
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector object (matchLabels, matchExpressions) against labels; none or {} matches all."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        present = key in labels
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and present and labels[key] in values) \
+                or (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True

@@ -16,12 +16,14 @@ import dataclasses
 import json
 import logging
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from . import protobuf, reviews, tables
+from .admitting import Admission, Request, admit
 from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
 from .errors import ApiError, bad_request
 from .faults import LOST_REPLY, Decision, Faults
@@ -98,6 +100,13 @@ def _metadata_only(request: web.Request, *, listing: bool) -> str:
             raise ApiError("NotAcceptable", f"you requested {wanted}, but the requested object {expected}")
         return f"meta.k8s.io/{params['v']}"
     return ""
+
+
+def _as_new(obj: Obj) -> Obj:
+    """A dry-run result as a body to create: without what the server sets."""
+    meta = {k: v for k, v in obj["metadata"].items()
+            if k not in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")}
+    return {**obj, "metadata": meta}
 
 
 def _items(rt: ResourceType, objs: list[Obj]) -> list[Obj]:
@@ -185,6 +194,7 @@ class HttpApi:
         self.api = api
         self.auth = Authenticator(token, signing_key) if signing_key else Authenticator(token)
         self.faults = faults
+        self.admission = Admission(api.store)
         # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
         # needed by something a client really did
         self.audit: deque[tuple[str, Attributes]] = deque(maxlen=200_000)
@@ -380,6 +390,10 @@ class HttpApi:
                 opts = self._write_options(request)
                 body = await self._body(request)
                 self._no_escalation(who, t, body)
+                if self.admission.active():
+                    mutated = await self._admitted(t, who, "CREATE", opts, None, lambda o: self.api.create(
+                        t.rt, t.namespace, copy.deepcopy(body), o))
+                    body = _as_new(mutated) if mutated is not None else body
                 obj = self.api.create(t.rt, t.namespace, body, opts)
                 return _reply(request, obj, 201, opts.warnings)
             if method == "DELETE" and t.rt.storage_key != ("", "namespaces"):
@@ -391,6 +405,11 @@ class HttpApi:
             opts = self._write_options(request)
             body = await self._body(request)
             self._no_escalation(who, t, body)
+            if self.admission.active():
+                current = self.api.get(t.rt, t.namespace, t.name)
+                mutated = await self._admitted(t, who, "UPDATE", opts, current, lambda o: self.api.update(
+                    t.rt, t.namespace, t.name, copy.deepcopy(body), o, t.subresource))
+                body = mutated if mutated is not None else body
             obj = self.api.update(t.rt, t.namespace, t.name, body, opts, t.subresource)
             return _reply(request, obj, 200, opts.warnings)
         if method == "PATCH":
@@ -405,10 +424,25 @@ class HttpApi:
                 trial = self.api.patch(t.rt, t.namespace, t.name, patch_type, copy.deepcopy(body),
                                        dataclasses.replace(opts, dry_run=True, warnings=[]), t.subresource)
                 self._no_escalation(who, t, trial)
+            if self.admission.active():
+                stored = self.api.store.get(t.rt.storage_key, t.namespace, t.name)
+                before = self.api.view(stored, t.rt) if stored is not None else None
+                mutated = await self._admitted(
+                    t, who, "UPDATE" if existed else "CREATE", opts, before,
+                    lambda o: self.api.patch(t.rt, t.namespace, t.name, patch_type, copy.deepcopy(body), o,
+                                             t.subresource))
+                if mutated is not None:  # a webhook changed the result: store that result
+                    obj = (self.api.update(t.rt, t.namespace, t.name, mutated, opts, t.subresource) if existed
+                           else self.api.create(t.rt, t.namespace, _as_new(mutated), opts))
+                    return _reply(request, obj, 200 if existed else 201, opts.warnings)
             obj = self.api.patch(t.rt, t.namespace, t.name, patch_type, body, opts, t.subresource)
             return _reply(request, obj, 200 if existed or patch_type != "apply" else 201, opts.warnings)
         if method == "DELETE":
             options = await self._delete_options(request)
+            if self.admission.active():
+                current = self.api.get(t.rt, t.namespace, t.name)
+                await admit(self.admission, Request("DELETE", t.rt, t.namespace, t.name, None, current, who,
+                                                    options.dry_run, t.subresource))
             obj, gone = self.api.delete(t.rt, t.namespace, t.name, options)
             if gone and t.rt.storage_key not in RETURNS_DELETED:
                 meta = obj["metadata"]
@@ -417,6 +451,17 @@ class HttpApi:
                                           "uid": meta.get("uid")}})
             return _reply(request, obj)
         raise ApiError("MethodNotAllowed", f"{method} is not supported")
+
+    async def _admitted(self, t: Target, who: Identity | None, operation: str, opts: WriteOptions, old: Obj | None,
+                        write: Callable[[WriteOptions], Obj]) -> Obj | None:
+        """Admission of the object the write would store (found by a dry run of it); the mutated object
+        when a webhook changed it, else None. Denials raise."""
+        candidate = write(dataclasses.replace(opts, dry_run=True, warnings=[]))
+        req = Request(operation, t.rt, t.namespace, candidate["metadata"].get("name", t.name), candidate, old, who,
+                      opts.dry_run, t.subresource)
+        final = await admit(self.admission, req)
+        opts.warnings.extend(req.warnings)
+        return final if final is not candidate else None
 
     def _no_escalation(self, who: Identity | None, t: Target, obj: Any) -> None:
         if who is not None and t.rt.group == RBAC and isinstance(obj, dict):
