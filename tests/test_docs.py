@@ -50,3 +50,19 @@ def test_kubectl_explain_shows_the_descriptions(run: Run) -> None:
                              ("gitrepository.status.artifact", "resolved revision")):
         out = run("kubectl", "explain", resource).stdout
         assert phrase in " ".join(out.split()) and "<empty>" not in out, (resource, out)
+
+
+def test_readme_sandbox_rows_name_tests_that_exist() -> None:
+    """Each row of the sandbox's "what is emulated" table names tests; they must exist."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("What is emulated"):text.index("Simulation knobs")]
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
+    assert len(named) >= 20
+    for module, test in named:
+        source = (ROOT / "tests" / "sandbox" / module).read_text()
+        assert re.search(rf"^(async )?def {test}\(", source, re.M), f"{module}::{test}"
+    for module in re.findall(r"`(\w+\.py)`", section):
+        if not module.startswith("test_"):
+            assert (ROOT / "helmop" / "sandbox" / module).exists(), module

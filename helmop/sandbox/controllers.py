@@ -38,6 +38,10 @@ SIMULATE = "sandbox.helmop.dev/simulate"
 READY_DELAY = "sandbox.helmop.dev/ready-delay"
 MANAGER = WriteOptions(manager="kube-controller-manager")
 NODE_NAME = "sandbox-node"
+ROOT_CA = "kube-root-ca.crt"
+ROOT_CA_DESCRIPTION = ("Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+                       "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+                       "guaranteed across distributions of Kubernetes clusters.")
 
 
 def _node() -> dict[str, Any]:
@@ -80,8 +84,10 @@ def _same_conditions(old: Any, new: list[dict[str, str]]) -> list[dict[str, str]
 
 
 class Controllers:
-    def __init__(self, api: ApiServer, loop: asyncio.AbstractEventLoop, ready_delay: float) -> None:
+    def __init__(self, api: ApiServer, loop: asyncio.AbstractEventLoop, ready_delay: float,
+                 ca_pem: bytes = b"") -> None:
         self.api = api
+        self.ca_pem = ca_pem.decode()  # published in every namespace as kube-root-ca.crt
         self.loop = loop
         self.ready_delay = ready_delay
         self._busy: set[tuple[str, str]] = set()  # namespaces / CRDs being cleaned up
@@ -102,6 +108,7 @@ class Controllers:
         self.api.store.listeners.append(self._on_event)
         for ns in self.api.store.items(NAMESPACE_KEY):
             self._default_service_account(ns["metadata"]["name"])
+            self._root_ca(ns["metadata"]["name"])
         node = _node()
         if self.api.store.get(("", "nodes"), "", NODE_NAME) is None:
             nodes = self.api.type_of(("", "nodes"))
@@ -161,6 +168,8 @@ class Controllers:
         obj = event.obj
         meta = obj["metadata"]
         if event.type == "DELETED":
+            if key == ("", "configmaps") and meta["name"] == ROOT_CA:
+                self._root_ca(meta["namespace"])  # the publisher puts it back
             self._collect_dependents(obj)
             self._release_owners(obj)
             if key == ("", "services"):  # the endpoints controller's cleanup
@@ -181,6 +190,7 @@ class Controllers:
             return
         if key == NAMESPACE_KEY and event.type == "ADDED":
             self._default_service_account(meta["name"])
+            self._root_ca(meta["name"])
         rt = self._rt(key)
         if rt is not None and not rt.custom and obj.get("kind") in self.workloads:
             self._schedule(key, obj)
@@ -306,6 +316,19 @@ class Controllers:
                                         DeleteOptions())
             await asyncio.sleep(0.05)
         self.api.remove_finalizer(self.api.type_of(CRD_KEY), crd, CRD_FINALIZER)
+
+    def _root_ca(self, namespace: str) -> None:
+        """kube-controller-manager's root CA publisher: the CA clients in pods verify the API server with."""
+        rt = self.api.type_of(("", "configmaps"))
+        if not self.ca_pem or self.api.store.get(rt.storage_key, namespace, ROOT_CA) is not None:
+            return
+        ns = self.api.store.get(NAMESPACE_KEY, "", namespace)
+        if ns is None or ns["metadata"].get("deletionTimestamp"):
+            return
+        body = {"metadata": {"name": ROOT_CA, "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                "data": {"ca.crt": self.ca_pem}}
+        with contextlib.suppress(ApiError):
+            self.api.create(rt, namespace, body, WriteOptions(manager="kube-controller-manager"))
 
     def _default_service_account(self, namespace: str) -> None:
         rt = self.api.type_of(("", "serviceaccounts"))

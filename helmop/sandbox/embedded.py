@@ -91,7 +91,7 @@ class Sandbox:
             self.api = ApiServer(self.history, self.state)
             self._http = HttpApi(self.api, self.token, faults=self.faults,
                                  signing_key=self.state.signing_key() if self.state else None)
-            self.controllers = Controllers(self.api, loop, self.ready_delay)
+            self.controllers = Controllers(self.api, loop, self.ready_delay, self._cert.ca_pem)
             self.controllers.start()
             runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)
             loop.run_until_complete(runner.setup())

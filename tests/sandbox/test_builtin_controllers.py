@@ -144,3 +144,12 @@ def test_rollout_history_undo_and_pause(run: Run, namespace: str) -> None:
     run(*kubectl, "rollout", "resume", "deploy/web")
     run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
     assert _replicasets(run, namespace)["nginx:4"] == ("5", 2)
+
+
+def test_every_namespace_has_the_root_ca(run: Run, namespace: str, sandbox: Sandbox) -> None:
+    cm = _until(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", "-o", "json",
+                            check=False).stdout)
+    assert json.loads(cm)["data"]["ca.crt"] == sandbox.ca_file.read_text()
+    run("kubectl", "-n", namespace, "delete", "configmap", "kube-root-ca.crt")
+    _until(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", check=False)
+           .returncode == 0)
