@@ -10,3 +10,7 @@ _.standalone  # type: ignore[name-defined]  # noqa: B018, F821
 # The ports actually bound (when 0 asked for any free one), for whoever embeds the operator (the tests do).
 OperatorConfig.bound_webhook_port  # noqa: B018
 OperatorConfig.bound_metrics_port  # noqa: B018
+# pytest calls the sandbox plugin's hook by name.
+from helmop.sandbox import testing  # noqa: E402
+
+testing.pytest_addoption  # noqa: B018
