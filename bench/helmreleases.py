@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -76,13 +77,17 @@ def metric(port: int, name: str) -> float:
     raise LookupError(name)
 
 
-async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubeconfig: Path, ns: str) -> float:
+async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubeconfig: Path, ns: str,
+                   per_namespace: int = 0) -> float:
+    """``per_namespace``: releases per namespace ``<ns>-<k>`` (0: all in ``ns``)."""
     slots = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
         async with slots:
+            where = f"{ns}-{i // per_namespace}" if per_namespace else ns
             proc = await asyncio.create_subprocess_exec(
-                str(TOOLS / helm), "upgrade", "--install", f"raw{i}", str(chart), "-n", ns, "--wait",
+                str(TOOLS / helm), "upgrade", "--install", f"raw{i}", str(chart), "-n", where, "--wait",
+                "--create-namespace",
                 "--kubeconfig", str(kubeconfig), "--set", f"fullnameOverride=raw{i}",
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
             _, err = await proc.communicate()
@@ -134,13 +139,19 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
     return {"count": count, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s, **figures}
 
 
-def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path) -> float:
-    """The raw-helm phase alone, on a fresh sandbox: how the sandbox scales under helm."""
+def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path,
+                per_namespace: int) -> tuple[float, float, float]:
+    """The raw-helm phase alone, on a fresh sandbox: (seconds, the sandbox's CPU seconds, helm's CPU
+    seconds): how the sandbox scales under helm, and which side the time goes to."""
     os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     with Sandbox(ready_delay=0.05) as sandbox:
         kubectl(sandbox.kubeconfig, "create", "namespace", "raw")
-        return asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), sandbox.kubeconfig,
-                                    "raw"))
+        took = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), sandbox.kubeconfig,
+                                    "raw", per_namespace))
+    own_after, children_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (took, own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime,
+            children_after.ru_utime + children_after.ru_stime - children.ru_utime - children.ru_stime)
 
 
 def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
@@ -188,6 +199,8 @@ def main() -> None:
                         help="the HelmReleases' driftDetection.mode (default warn: the no-op pass checks drift)")
     parser.add_argument("--raw-only", action="store_true",
                         help="only raw `helm upgrade --install --wait` (the sandbox's scaling: 1000 vs 100)")
+    parser.add_argument("--per-namespace", type=int, default=0,
+                        help="with --raw-only: releases per namespace (default 0: all in one, as the operator's)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helmop-bench-"))
     subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
@@ -195,11 +208,14 @@ def main() -> None:
     repo.publish("bench", "1.0.0")
     if args.raw_only:
         counts = args.count or [100, 1000]
-        seconds = [measure_raw(count, args.concurrency, args.helm, repo, work) for count in counts]
+        runs = [measure_raw(count, args.concurrency, args.helm, repo, work, args.per_namespace) for count in counts]
         repo.close()
-        for count, took in zip(counts, seconds, strict=True):
-            print(f"raw {args.helm}: {count} releases in {took:.1f} s ({took / seconds[0]:.1f}x the first)")
-        print(json.dumps({"counts": counts, "raw_helm_s": [round(t, 1) for t in seconds]}))
+        for count, (took, sandbox_cpu, helm_cpu) in zip(counts, runs, strict=True):
+            print(f"raw {args.helm}: {count} releases in {took:.1f} s ({took / runs[0][0]:.1f}x the first); "
+                  f"CPU: sandbox {sandbox_cpu:.1f} s, helm and kubectl {helm_cpu:.1f} s")
+        print(json.dumps({"counts": counts, "raw_helm_s": [round(r[0], 1) for r in runs],
+                          "sandbox_cpu_s": [round(r[1], 1) for r in runs],
+                          "helm_cpu_s": [round(r[2], 1) for r in runs]}))
         return
     rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift) for count in args.count or [100]]
     repo.close()

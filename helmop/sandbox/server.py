@@ -645,6 +645,9 @@ class HttpApi:
             obj = tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table)
         elif partial:
             obj = _partial(obj, partial)
+        else:  # the object's JSON from the cache lists use: informers start by streaming every object
+            await response.write(b'{"type":"' + event.type.encode() + b'","object":' + _item_json(obj) + b"}\n")
+            return
         await response.write(encode_json({"type": event.type, "object": obj}))
 
     async def _bookmark(self, response: web.StreamResponse, t: Target, rv: str, *, initial_end: bool = False) -> None:
