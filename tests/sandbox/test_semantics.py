@@ -221,20 +221,21 @@ def test_selectors_and_pagination(http: Raw, namespace: str) -> None:
     assert names(labelSelector="env==prod,tier!=web") == ["c2"]
     assert names(labelSelector="env in (dev,qa)") == ["c1", "c3"]
     assert names(labelSelector="env notin (dev,qa),tier") == ["c0", "c2"]
-    assert names(labelSelector="!tier") == ["c3"]
+    assert names(labelSelector="n,!tier") == ["c3"]  # (kube-root-ca.crt has no labels either)
     assert names(labelSelector="n>1") == ["c2", "c3"]
     assert names(labelSelector="n<1") == ["c0"]
     assert names(fieldSelector="metadata.name=c1") == ["c1"]
-    assert names(fieldSelector="metadata.name!=c1,metadata.namespace=" + namespace) == ["c0", "c2", "c3"]
+    assert names(fieldSelector="metadata.name!=c1,metadata.namespace=" + namespace) == [
+        "c0", "c2", "c3", "kube-root-ca.crt"]
     code, _err = http("GET", base, fieldSelector="spec.bogus=1")
     assert code == 400
-    code, page = http("GET", base, limit=3)
+    code, page = http("GET", base, limit=3, labelSelector="n")
     assert [o["metadata"]["name"] for o in page["items"]] == ["c0", "c1", "c2"]
     assert page["metadata"]["remainingItemCount"] == 1
-    code, rest = http("GET", base, limit=3, **{"continue": page["metadata"]["continue"]})
+    code, rest = http("GET", base, limit=3, labelSelector="n", **{"continue": page["metadata"]["continue"]})
     assert [o["metadata"]["name"] for o in rest["items"]] == ["c3"] and "continue" not in rest["metadata"]
     code, _ = http("DELETE", base, labelSelector="env=prod")
-    assert names() == ["c1", "c3"]
+    assert names() == ["c1", "c3", "kube-root-ca.crt"]
 
 
 def _watch(http: Raw, path: str, **params: Any) -> Iterator[dict[str, Any]]:
@@ -259,12 +260,13 @@ def test_watch_resume_bookmarks_and_timeout(http: Raw, namespace: str) -> None:
     http("POST", base, cm("x1"))
     threading.Timer(0.3, lambda: http("POST", base, cm("x2"))).start()
     seen = []
-    for event in _watch(http, base, timeoutSeconds=2):
+    mine = "metadata.name!=kube-root-ca.crt"  # every namespace has it
+    for event in _watch(http, base, timeoutSeconds=2, fieldSelector=mine):
         seen.append((event["type"], event["object"]["metadata"]["name"]))
     assert seen == [("ADDED", "x1"), ("ADDED", "x2")]
     # Initial events end with a bookmark when asked (client-go's WatchList).
     events = list(_watch(http, base, sendInitialEvents="true", allowWatchBookmarks="true",
-                         resourceVersionMatch="NotOlderThan", timeoutSeconds=1))
+                         resourceVersionMatch="NotOlderThan", timeoutSeconds=1, fieldSelector=mine))
     assert [e["type"] for e in events[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
     assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
