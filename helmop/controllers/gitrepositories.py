@@ -15,7 +15,7 @@ from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.sources import parse_git_repository
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitRef
+from helmop.sources.git import GitRef, check_ref
 
 from . import metrics
 from .context import Context
@@ -48,6 +48,8 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         return None
     ctx.refer(("GitRepository", namespace, name), [(namespace, "Secret", spec.secret_ref)] if spec.secret_ref else [])
     try:
+        ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
+        check_ref(ref)
         auth = await git_auth(ctx.kube, namespace, body)
         started = time.monotonic()
         try:
@@ -56,7 +58,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
             metrics.GIT_FETCH.labels("failure").observe(time.monotonic() - started)
             raise
         metrics.GIT_FETCH.labels("success").observe(time.monotonic() - started)
-        revision, _sha = await ctx.git.resolve(spec.url, GitRef(spec.branch, spec.tag, spec.semver, spec.commit))
+        revision, _sha = await ctx.git.resolve(spec.url, ref)
     except (SourceError, InputError) as exc:
         await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return 15.0 if exc.transient else None

@@ -81,6 +81,11 @@ def check_url(url: str, *, allow_file: bool) -> None:
     if _SCP_LIKE.match(url):
         return
     parts = urlsplit(url)
+    if parts.password is not None:
+        # Credentials in the spec are readable by anyone who can read the object, and git would keep
+        # them in its remote configuration: they belong in the Secret spec.secretRef names.
+        raise SourceError("InvalidURL", f"the URL carries a password: put credentials in the Secret named by "
+                                        f"spec.secretRef ({safe_url(url)})", transient=False)
     if parts.scheme == "https" or parts.scheme == "ssh":
         return
     if parts.scheme == "http":
@@ -95,6 +100,16 @@ def check_url(url: str, *, allow_file: bool) -> None:
         return
     raise SourceError("InvalidURL", f"unsupported repository URL scheme {parts.scheme!r}: use https://, "
                                     "ssh:// or git@host:path", transient=False)
+
+
+def check_ref(ref: GitRef) -> None:
+    """The ref's syntax, before anything is fetched: a bad one is the user's to fix, not the network's."""
+    if ref.commit and not _SHA.match(ref.commit):
+        raise SourceError("InvalidRef", "spec.ref.commit must be a full 40-character sha", transient=False)
+    if ref.tag:
+        check_ref_name(ref.tag, "tag")
+    if ref.branch:
+        check_ref_name(ref.branch, "branch")
 
 
 def check_ref_name(name: str, what: str) -> None:

@@ -13,12 +13,15 @@ import asyncio
 import email.utils
 import functools
 import hashlib
+import io
 import json
 import os
 import re
 import ssl
+import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,19 @@ HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 _MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 _SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few kilobytes
+
+
+def _check_archive(data: bytes, what: str) -> None:
+    """A chart archive is a gzipped tar with a Chart.yaml at its top folder; anything else is named here
+    (and never cached) rather than left for helm's "unable to load chart archive"."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            names = archive.getnames()
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise SourceError("ChartInvalid", f"{what} is not a chart archive (a gzipped tar): {exc}",
+                          transient=False) from None
+    if not any(name.count("/") == 1 and name.endswith("/Chart.yaml") for name in names):
+        raise SourceError("ChartInvalid", f"{what} has no <chart>/Chart.yaml", transient=False)
 
 
 @dataclass(frozen=True)
@@ -250,6 +266,7 @@ class Repositories:
                 data = await self._pull_oci(url, chart, creds, insecure)
             else:
                 data = await self._download(chart, creds)
+            await asyncio.to_thread(_check_archive, data, f"chart {chart.name} {chart.version}")
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(data)
