@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -43,6 +44,9 @@ def _sandbox(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a bad --faults spec
         print(f"helmop sandbox: {exc}", file=sys.stderr)
         return 2
+    if args.faults:  # each injected fault is logged, so a run can be read afterwards
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        logging.getLogger("aiohttp").setLevel(logging.WARNING)
     with sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
         print(f"server: {sandbox.url}", flush=True)

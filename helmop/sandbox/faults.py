@@ -4,7 +4,8 @@ A spec is comma-separated ``key=value`` pairs, e.g.
 ``seed=7,error=0.05,conflict=0.05,timeout=0.02,latency=0.1:0.5,drop=0.1,verbs=create|update,resources=secrets``:
 
 - ``error=RATE``: 500, 503 (with Retry-After: 1) or 504 before anything is done;
-- ``conflict=RATE``: 409 Conflict on update, patch and delete, as a lost optimistic-concurrency race;
+- ``conflict=RATE``: 409 Conflict where a real server could give one: an update, or a patch or delete
+  that names a resourceVersion or preconditions (a lost optimistic-concurrency race);
 - ``timeout=RATE``: a write is done, but the reply is 504 (the client cannot tell whether it happened);
 - ``latency=RATE:SECONDS``: the reply waits up to SECONDS more;
 - ``drop=RATE``: a watch connection is cut (no clean end of stream) within 5 s;
@@ -18,6 +19,7 @@ client behaviour meets the same faults.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from .errors import ApiError
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 _CONFLICTING = frozenset({"update", "patch", "delete"})
 _RATES = ("error", "conflict", "timeout", "latency", "drop")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,7 +81,9 @@ class Faults:
                 raise ValueError(f"fault rate {name}={getattr(faults, name)} is not between 0 and 1")
         return faults
 
-    def decide(self, verb: str, resource: str, namespace: str, name: str) -> Decision:
+    def decide(self, verb: str, resource: str, namespace: str, name: str, *, preconditioned: bool = True) -> Decision:
+        """``preconditioned``: the write names a resourceVersion or preconditions, so a real server could
+        answer it 409 (a merge patch without one never conflicts: clients rightly do not expect that)."""
         if (self.verbs is not None and verb not in self.verbs) or (
                 self.resources is not None and resource not in self.resources):
             return Decision()
@@ -93,9 +98,10 @@ class Faults:
             if rng.random() < self.drop:
                 decision.cut_after = rng.uniform(0.1, 5.0)
                 self.injected["drop"] += 1
+                log.info("sandbox fault: dropped watch on %s %s %s", verb, resource, namespace)
             return decision
         draw = rng.random()
-        conflict = self.conflict if verb in _CONFLICTING else 0.0
+        conflict = self.conflict if verb in _CONFLICTING and preconditioned else 0.0
         timeout = self.timeout if verb in WRITES else 0.0
         if draw < self.error:
             code = rng.choice(("InternalError", "ServiceUnavailable", "Timeout"))
@@ -110,6 +116,10 @@ class Faults:
         elif draw < self.error + conflict + timeout:
             decision.lose_reply = True
             self.injected["timeout"] += 1
+        if decision.error is not None or decision.lose_reply or decision.cut_after is not None:
+            what = "lost reply" if decision.lose_reply else "dropped watch" if decision.cut_after is not None \
+                else f"{decision.error.code if decision.error else ''}"
+            log.info("sandbox fault: %s on %s %s %s/%s", what, verb, resource, namespace, name)
         return decision
 
 

@@ -270,7 +270,10 @@ class HttpApi:
 
     async def _with_faults(self, request: web.Request, t: Target, who: Identity | None,
                            verb: str) -> web.StreamResponse:
-        decision = self.faults.decide(verb, t.rt.plural, t.namespace, t.name) if self.faults else Decision()
+        body = await request.read() if verb in ("patch", "delete") else b""  # aiohttp keeps it for the handler
+        preconditioned = verb == "update" or b'"resourceVersion"' in body or b'"preconditions"' in body
+        decision = self.faults.decide(verb, t.rt.plural, t.namespace, t.name,
+                                      preconditioned=preconditioned) if self.faults else Decision()
         if decision.delay:
             await asyncio.sleep(decision.delay)
         if decision.error is not None:

@@ -149,8 +149,13 @@ def test_injected_faults_as_clients_meet_them(tmp_path: Path) -> None:
         _kubectl(sb.kubeconfig, "get", "configmap", "maybe", "-n", "default")
     with Sandbox(faults="conflict=1,resources=configmaps", ready_delay=0.05) as sb:
         _kubectl(sb.kubeconfig, "create", "configmap", "c", "-n", "default")
-        done = _kubectl(sb.kubeconfig, "label", "configmap", "c", "-n", "default", "x=y", check=False)
+        version = json.loads(_kubectl(sb.kubeconfig, "get", "configmap", "c", "-n", "default", "-o", "json")
+                             .stdout)["metadata"]["resourceVersion"]
+        done = _kubectl(sb.kubeconfig, "label", "configmap", "c", "-n", "default", "x=y",
+                        f"--resource-version={version}", check=False)
         assert done.returncode != 0 and "the object has been modified" in done.stderr
+        # A patch that names no resourceVersion cannot conflict on a real server either.
+        _kubectl(sb.kubeconfig, "label", "configmap", "c", "-n", "default", "x=y")
 
 
 def test_dropped_watches(tmp_path: Path) -> None:
