@@ -2,8 +2,9 @@
 
 `python bench/faults.py [--cycles 50] [--seed 1] [--faults SPEC]`: two operator replicas with leader
 election SIGKILLed at random moments (the whole process group, or the operator alone with its helm left
-running) across install / upgrade / rolled-back upgrade / uninstall cycles, the sandbox injecting API
-faults all along and killed and restarted once. Prints the figures, the problems found, then one JSON
+running) across install / upgrade / rolled-back upgrade / uninstall cycles and ConfigSync pushes that
+prune (announced by a flood of signed webhooks), the git server down for a while, the sandbox injecting
+API faults all along and killed and restarted once. Prints the figures, the problems found, then one JSON
 line with kills, converged, stuck, orphaned, pending, leaks, double_actions.
 """
 
@@ -22,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from tests.chartrepo import ChartRepo
 from tests.operations.chaos import Chaos, chart_source
 
-DEFAULT_FAULTS = "error=0.05,conflict=0.05,latency=0.1:0.5,drop=0.1"
+DEFAULT_FAULTS = "error=0.05,conflict=0.05,timeout=0.02,latency=0.1:0.5,drop=0.1"
 
 
 def main() -> None:
@@ -48,6 +49,8 @@ def main() -> None:
           f"{report.seconds:.0f} s; API faults injected: {injected} (log: {work}/sandbox.log)")
     print(f"HelmReleases: {report.releases}, converged {report.converged}; stuck {report.stuck}, orphaned "
           f"{report.orphaned}, pending {report.pending}, leaks {report.leaks}, double actions {report.double_actions}")
+    print(f"GitOps: {report.git_outages} git server outage(s), {report.webhook_calls} webhook calls, "
+          f"{report.unsynced} differences between the repository and the ConfigSync's objects")
     for problem in report.problems:
         print(f"  problem: {problem}")
     print(report.json())

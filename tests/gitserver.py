@@ -71,6 +71,14 @@ class GitServer:
 
     def close(self) -> None:
         self.http.shutdown()
+        self.http.server_close()
+
+    def restart(self) -> None:
+        """Up again on the same port after :meth:`close` (a server that was down for a while)."""
+        port = self.http.server_address[1]
+        self.http = self._Http(("127.0.0.1", port), _Handler)
+        self.http.owner = self
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
 
 class Repo:

@@ -3,19 +3,25 @@
 Everything runs as it would in production, as processes: the sandbox (`helmop sandbox --state-dir
 --faults`), two operator replicas with leader election (`helmop run --leader-elect`, each in its process
 group, helm recorded). Each cycle changes one HelmRelease (install, upgrade, a failing upgrade that
-remediation rolls back, uninstall), then SIGKILLs a replica at a random moment: its whole process group,
-or the operator alone (its helm child left running); the sandbox is killed and restarted once mid-run.
+remediation rolls back, uninstall) and now and then pushes a commit for a ConfigSync (one ConfigMap
+added, one pruned) announced by a flood of signed webhook calls, then SIGKILLs a replica at a random
+moment: its whole process group, or the operator alone (its helm child left running). The git server is
+down for two cycles; the sandbox is killed and restarted once mid-run.
 Then the invariants are checked on what the cluster shows:
 
 - converged: each HelmRelease Ready for its generation, or Stalled with a specific reason;
 - stuck: a deleted HelmRelease still held by its finalizer; pending: a release left `pending-*`;
 - orphaned: a helm release with no HelmRelease; double_actions: two successful helm revisions in a row
   of the same configuration (one change acted on twice);
-- leaks: the secret value of the values Secret in any status, Event, operator log or metrics page.
+- leaks: the secret value of the values Secret in any status, Event, operator log or metrics page;
+- unsynced: the ConfigSync not at the repository's last commit, or a ConfigMap missing or not pruned.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import itertools
 import json
 import os
@@ -35,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 HELMOP = Path(sys.executable).with_name("helmop")
 SECRET = "chaos-secret-value-8d1f"
+HOOK_TOKEN = "chaos-hook-token-55e1"
 DIGEST = "helmop.dev/config-digest"
 NAMESPACE = "chaos"
 
@@ -80,7 +87,7 @@ class Replica:
         self.helm = self.work / "helm"
         self.helm.write_text(f'#!/bin/sh\necho "$@" >> {work}/helm-actions.log\nexec {TOOLS / "helm"} "$@"\n')
         self.helm.chmod(0o755)
-        self.port = _free_port()
+        self.port, self.hook_port = _free_port(), _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -90,7 +97,8 @@ class Replica:
         with self.log.open("a") as out:
             self.proc = subprocess.Popen(
                 [str(HELMOP), "run", "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.work / "cache"),
-                 "--metrics-port", str(self.port), "--bind-address", "127.0.0.1", "--leader-elect",
+                 "--metrics-port", str(self.port), "--webhook-port", str(self.hook_port),
+                 "--bind-address", "127.0.0.1", "--leader-elect",
                  "--namespace", NAMESPACE], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.starts += 1
 
@@ -122,20 +130,29 @@ class Report:
     pending: int = 0
     leaks: int = 0
     double_actions: int = 0
+    unsynced: int = 0  # differences between the config repository and the ConfigSync's objects
+    webhook_calls: int = 0
+    git_outages: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def json(self) -> str:
         keys = ("kills", "converged", "stuck", "orphaned", "pending", "leaks", "double_actions")
-        extra = {"cycles": self.cycles, "releases": self.releases, "sandbox_restarts": self.sandbox_restarts,
-                 "faults": self.faults, "seconds": round(self.seconds, 1)}
+        extra = {"unsynced": self.unsynced, "cycles": self.cycles, "releases": self.releases,
+                 "sandbox_restarts": self.sandbox_restarts, "git_outages": self.git_outages,
+                 "webhook_calls": self.webhook_calls, "faults": self.faults, "seconds": round(self.seconds, 1)}
         return json.dumps({k: getattr(self, k) for k in keys} | extra)
 
 
 class Chaos:
     def __init__(self, work: Path, chart_url: str, *, seed: int, faults: str, releases: int = 4) -> None:
+        from tests.gitserver import GitServer, Repo
+
         self.work, self.chart_url, self.rng = work, chart_url, random.Random(seed)
+        self.git = GitServer(work / "git")
+        self.repo = Repo(self.git, "config", work / "config")
+        self.files = {f"apps/cm{i}.yaml": i for i in range(3)}
         self.sandbox = SandboxProcess(work, faults)
         self.replicas: list[Replica] = []
         self.names = [f"app{i}" for i in range(releases)]
@@ -167,6 +184,16 @@ class Chaos:
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "values", "namespace": NAMESPACE},
                   "stringData": {"values.yaml": f"password: {SECRET}\n"}}
         self.kubectl("apply", "-f", "-", stdin=json.dumps(secret))
+        self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "hook", f"--from-literal=token={HOOK_TOKEN}")
+        self._commit()
+        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
+            {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository",
+             "metadata": {"name": "config", "namespace": NAMESPACE},
+             "spec": {"url": self.repo.url, "interval": "10s", "ref": {"branch": "main"},
+                      "webhook": {"secretRef": {"name": "hook"}}}},
+            {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync",
+             "metadata": {"name": "apps", "namespace": NAMESPACE},
+             "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "10s", "prune": True}}]))
         self.replicas = [Replica(self.work, i, self.sandbox.kubeconfig) for i in range(2)]
         for replica in self.replicas:
             replica.start()
@@ -183,12 +210,39 @@ class Chaos:
                                     "values": values, "valuesFrom": [{"kind": "Secret", "name": "values"}],
                                     "upgrade": {"remediation": {"retries": 1, "strategy": "rollback"}}}})
 
+    def _commit(self) -> None:
+        """The config repository holds a ConfigMap per entry of ``files``."""
+        wanted = {path: f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: synced-{n}}}\ndata: {{n: '{n}'}}\n"
+                  for path, n in self.files.items()}
+        gone: dict[str, str | None] = {str(p.relative_to(self.repo.work)): None
+                                       for p in (self.repo.work / "apps").glob("*.yaml")} \
+            if (self.repo.work / "apps").exists() else {}
+        self.repo.commit({**gone, **wanted})
+
+    def gitops(self) -> None:
+        """A push that adds one ConfigMap and drops another (pruned), told by a flood of webhook calls."""
+        dropped = self.rng.choice(sorted(self.files))
+        self.files.pop(dropped)
+        self.files[f"apps/cm{self.report.cycles + 100}.yaml"] = self.report.cycles + 100
+        self._commit()
+        body = b'{"ref":"refs/heads/main"}'
+        signature = "sha256=" + hmac.new(HOOK_TOKEN.encode(), body, hashlib.sha256).hexdigest()
+        headers = {"X-Hub-Signature-256": signature, "X-GitHub-Event": "push"}
+        for replica in self.replicas:
+            for _ in range(25):
+                with contextlib.suppress(requests.RequestException):
+                    requests.post(f"http://127.0.0.1:{replica.hook_port}/hooks/{NAMESPACE}/config", data=body,
+                                  headers=headers, timeout=2)
+        self.report.webhook_calls += 50
+
     def cycle(self) -> None:
+        if self.rng.random() < 0.25:
+            self.gitops()
         name = self.rng.choice(self.names)
         exists = self.kubectl("-n", NAMESPACE, "get", "hr", name, check=False).returncode == 0
         action = self.rng.choice(["upgrade", "upgrade", "fail", "uninstall"]) if exists else "install"
         if action == "uninstall":
-            self.kubectl("-n", NAMESPACE, "delete", "hr", name, "--wait=false")
+            self.kubectl("-n", NAMESPACE, "delete", "hr", name, "--wait=false", "--ignore-not-found")
         else:
             greeting = f"v{self.report.cycles}"
             self.kubectl("apply", "-f", "-", stdin=self._release(name, greeting, fail=action == "fail"))
@@ -219,12 +273,18 @@ class Chaos:
                 self.cycle()
                 if i == cycles // 2:
                     self.restart_sandbox()
+                if i == cycles // 4:
+                    self.git.close()  # the git server is down for a few cycles
+                    self.report.git_outages += 1
+                if i == cycles // 4 + 2:
+                    self.git.restart()
             self.settle(settle)
             self.check()
         finally:
             for replica in self.replicas:
                 replica.kill(whole_group=True)
             self.sandbox.kill()
+            self.git.close()
         self.report.seconds = time.monotonic() - started
         return self.report
 
@@ -251,7 +311,7 @@ class Chaos:
         while time.monotonic() < deadline:
             self.revive()
             _, bad = self._verdicts()
-            if not bad and not self._pending():
+            if not bad and not self._pending() and not self._sync_problems():
                 return
             time.sleep(1)
 
@@ -286,6 +346,23 @@ class Chaos:
         self.report.problems += [f"{o}: a helm release without its HelmRelease" for o in sorted(orphans)]
         self.report.double_actions = self._doubles(secrets)
         self.report.leaks = self._leaks()
+        sync = self._sync_problems()
+        self.report.unsynced = len(sync)
+        self.report.problems += sync
+
+    def _sync_problems(self) -> list[str]:
+        """What differs between the config repository's last commit and the namespace's ConfigMaps."""
+        head = self.repo.git("rev-parse", "HEAD")
+        sync = self.get("configsync", "apps")
+        ready = next((c for c in (sync.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        problems = [] if ready.get("status") == "True" and head in str((sync.get("status") or {}).get(
+            "lastAppliedRevision", "")) else [f"ConfigSync apps: not at {head[:8]}: {ready.get('message', '')[:150]}"]
+        present = {cm["metadata"]["name"] for cm in self.get("configmaps")["items"]
+                   if cm["metadata"]["name"].startswith("synced-")}
+        wanted = {f"synced-{n}" for n in self.files.values()}
+        problems += [f"ConfigMap {name}: not pruned" for name in sorted(present - wanted)]
+        problems += [f"ConfigMap {name}: missing" for name in sorted(wanted - present)]
+        return problems
 
     def _doubles(self, secrets: list[dict[str, Any]]) -> int:
         by_release: dict[str, list[dict[str, str]]] = {}

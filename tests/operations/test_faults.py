@@ -1,6 +1,6 @@
 """The fault-injection run, short and with a fixed seed (bench/faults.py is the long one): operators
-SIGKILLed at random moments, the API injecting faults, the sandbox killed and restarted, two replicas
-electing a leader — and afterwards every invariant holds."""
+SIGKILLed at random moments, the API injecting faults, the sandbox killed and restarted, the git server
+down and up, a webhook flood, two replicas electing a leader — and afterwards every invariant holds."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def test_kills_faults_and_a_sandbox_restart_leave_nothing_broken(tmp_path: Path)
         charts.close()
     summary = report.json() + "\n" + "\n".join(report.problems)
     assert report.kills == 8 and report.sandbox_restarts == 1 and sum(report.faults.values()) > 5, summary
-    assert (report.stuck, report.orphaned, report.pending, report.leaks, report.double_actions) == (0, 0, 0, 0, 0), \
+    assert report.git_outages == 1 and report.webhook_calls > 0, summary
+    assert (report.stuck, report.orphaned, report.pending, report.leaks, report.double_actions,
+            report.unsynced) == (0, 0, 0, 0, 0, 0), \
         summary
     assert report.releases > 0 and report.converged == report.releases, summary
