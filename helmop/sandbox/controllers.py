@@ -113,7 +113,7 @@ class Controllers:
         if self.api.store.get(("", "nodes"), "", NODE_NAME) is None:
             nodes = self.api.type_of(("", "nodes"))
             created = self.api.create(nodes, "", node, MANAGER)  # the kubelet registers, then reports status
-            self._status(nodes, created, node["status"])
+            self.write_status(nodes, created, node["status"])
         # After a restart with kept state, pick up what was under way (rollouts, deletions), as
         # controllers do from their informers' initial list.
         for key, obj in self.api.store.everything():
@@ -127,9 +127,10 @@ class Controllers:
             log.debug("sandbox cronjob controller: %s", exc)
         self.loop.call_later(1.0, self._cronjob_resync)
 
-    # What the controllers of .batch and .rollouts use of this one.
-    condition = staticmethod(lambda *args: _condition(*args))
-    failing = staticmethod(lambda obj: _failing(obj))
+    # What the controllers of .batch and .rollouts use of this one (also: owned, schedule, owner,
+    # write_status, delete_dependent, manager, recorder).
+    condition = staticmethod(_condition)
+    failing = staticmethod(_failing)
 
     def owned(self, owner: Obj, key: Key) -> list[Obj]:
         """The ``key`` objects ``owner`` controls, from the store's owner index."""
@@ -138,15 +139,6 @@ class Controllers:
                  if k == key)
         return [obj for obj in found if obj is not None and any(
             r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])]
-
-    def schedule(self, key: Key, obj: Obj) -> None:
-        self._schedule(key, obj)
-
-    def owner(self, ref: dict[str, Any], namespace: str) -> tuple[ResourceType, Obj] | None:
-        return self._owner(ref, namespace)
-
-    def write_status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
-        self._status(rt, obj, status)
 
     def delete_dependent(self, key: Key, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -193,13 +185,13 @@ class Controllers:
             self._root_ca(meta["name"])
         rt = self._rt(key)
         if rt is not None and not rt.custom and obj.get("kind") in self.workloads:
-            self._schedule(key, obj)
+            self.schedule(key, obj)
             # A Job counts its Pods, a CronJob its Jobs: a change of theirs is the owner's cue.
             for ref in meta.get("ownerReferences") or []:
                 owner_key = {"Job": JOBS, "CronJob": CRONJOBS}.get(ref.get("kind", ""))
                 owner = self.api.store.get(owner_key, meta.get("namespace", ""), ref["name"]) if owner_key else None
                 if owner is not None and ref.get("controller"):
-                    self._schedule(owner_key, owner)  # type: ignore[arg-type]
+                    self.schedule(owner_key, owner)  # type: ignore[arg-type]
 
     # --- garbage collection ------------------------------------------------------------------------
 
@@ -209,7 +201,7 @@ class Controllers:
         except ApiError:
             return None
 
-    def _owner(self, ref: dict[str, Any], namespace: str) -> tuple[ResourceType, Obj] | None:
+    def owner(self, ref: dict[str, Any], namespace: str) -> tuple[ResourceType, Obj] | None:
         rt = self.api.registry.by_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
         if rt is None:
             return None
@@ -226,7 +218,7 @@ class Controllers:
                 continue
             refs = dep["metadata"].get("ownerReferences") or []
             others = [r for r in refs if r.get("uid") != uid]
-            if any(self._owner(r, ns) for r in others):
+            if any(self.owner(r, ns) for r in others):
                 self._set_owner_refs(rt, dep, others)
             elif not dep["metadata"].get("deletionTimestamp"):
                 self.api.delete(rt, ns, name, DeleteOptions(propagation="Background"))
@@ -242,7 +234,7 @@ class Controllers:
     def _release_owners(self, dep: Obj) -> None:
         """A dependent is gone: an owner waiting in foreground deletion may now go too."""
         for ref in dep["metadata"].get("ownerReferences") or []:
-            found = self._owner(ref, dep["metadata"].get("namespace", ""))
+            found = self.owner(ref, dep["metadata"].get("namespace", ""))
             if found and "foregroundDeletion" in (found[1]["metadata"].get("finalizers") or []):
                 self._foreground(found[0].storage_key, found[1])
 
@@ -338,7 +330,7 @@ class Controllers:
 
     # --- workloads ---------------------------------------------------------------------------------
 
-    def _schedule(self, key: Key, obj: Obj) -> None:
+    def schedule(self, key: Key, obj: Obj) -> None:
         meta = obj["metadata"]
         ident = (key, meta.get("namespace", ""), meta["name"])
         if ident in self._pending:
@@ -360,7 +352,7 @@ class Controllers:
         except ApiError as exc:
             log.debug("sandbox workload %s/%s: %s", namespace, name, exc)
 
-    def _status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
+    def write_status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
         old = obj.get("status") or {}
         if "conditions" in status:
             status["conditions"] = _same_conditions(old.get("conditions"), status["conditions"])
@@ -382,14 +374,14 @@ class Controllers:
                             "spec": copy.deepcopy(tmpl.get("spec") or {})}
                     self.api.create(pvc_rt, meta["namespace"], body, MANAGER)
         revision = f"{meta['name']}-{template_hash(spec.get('template'))}"
-        self._status(rt, obj, {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
+        self.write_status(rt, obj, {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
                                "readyReplicas": ready, "currentReplicas": replicas,
                                "updatedReplicas": replicas, "availableReplicas": ready,
                                "currentRevision": revision, "updateRevision": revision, "collisionCount": 0})
 
     def _daemonset(self, rt: ResourceType, obj: Obj) -> None:
         ready = 0 if _failing(obj) else 1
-        self._status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
+        self.write_status(rt, obj, {"observedGeneration": obj["metadata"].get("generation", 1),
                                "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
                                "updatedNumberScheduled": 1, "numberReady": ready, "numberAvailable": ready,
                                "numberMisscheduled": 0})
@@ -418,7 +410,7 @@ class Controllers:
                 self.recorder.emit(obj, "Started", f"Started container {c.get('name', '')}", "kubelet")
         statuses = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": ready,
                      "restartCount": 0, "started": ready, "state": state} for c in containers]
-        self._status(rt, obj, {
+        self.write_status(rt, obj, {
             "phase": phase, "hostIP": "127.0.0.1", "podIP": "10.244.0.10", "startTime":
             (obj.get("status") or {}).get("startTime", now()), "containerStatuses": statuses,
             "conditions": [_condition("PodScheduled", True), _condition("Initialized", True),
@@ -429,13 +421,13 @@ class Controllers:
             return
         spec = obj.get("spec") or {}
         size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-        self._status(rt, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+        self.write_status(rt, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
                                "capacity": {"storage": size}})
 
     def _service(self, rt: ResourceType, obj: Obj) -> None:
         spec, meta = obj.get("spec") or {}, obj["metadata"]
         if spec.get("type") == "LoadBalancer" and not _failing(obj):
-            self._status(rt, obj, {"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ipMode": "VIP"}]}})
+            self.write_status(rt, obj, {"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ipMode": "VIP"}]}})
         if not spec.get("selector"):
             return
         ep_rt = self.api.type_of(("", "endpoints"))

@@ -9,6 +9,7 @@ describe`` show what upstream's controllers would.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from .apiserver import ApiServer, WriteOptions
 
 EVENTS = ("", "events")
+_REMEMBERED = 4096  # client-go's event correlator keeps as many
 
 
 class Recorder:
@@ -26,7 +28,8 @@ class Recorder:
         self.api = api
         self.manager = manager
         self.now = now  # the controllers' clock
-        self._posted: dict[tuple[str, str, str], str] = {}  # (uid, reason, message) -> Event name
+        # (uid, reason, message) -> Event name, for aggregation; bounded like the recorder's LRU cache
+        self._posted: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     def emit(self, obj: Obj, reason: str, message: str, component: str, kind: str = "Normal") -> None:
         meta = obj["metadata"]
@@ -37,6 +40,7 @@ class Recorder:
         existing = self.api.store.get(EVENTS, namespace, self._posted.get(key, ""))
         try:
             if existing is not None:
+                self._posted.move_to_end(key)
                 repeated = {**existing, "count": int(existing.get("count", 1)) + 1, "lastTimestamp": stamp}
                 self.api.update(rt, namespace, existing["metadata"]["name"], repeated, self.manager)
                 return
@@ -52,5 +56,7 @@ class Recorder:
                      "reportingComponent": component, "reportingInstance": ""}
             self.api.create(rt, namespace, event, self.manager)
             self._posted[key] = name
+            if len(self._posted) > _REMEMBERED:
+                self._posted.popitem(last=False)
         except ApiError:
             pass  # the namespace is going away: the recorder drops events it cannot post, too
