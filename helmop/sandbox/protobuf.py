@@ -16,12 +16,12 @@ import base64
 import functools
 import json
 import struct
-from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from .errors import ApiError
+from .store import VersionCache
 
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -332,21 +332,12 @@ def _stored(obj: dict[str, Any], name: str) -> bytes:
     """A stored object's message, cached by uid and resourceVersion: a version never changes, and lists
     (informers' and helm's) send the same objects again and again."""
     meta = obj.get("metadata") or {}
-    key = (name, meta.get("uid"), meta.get("resourceVersion"))
-    if key[1] is None or key[2] is None:
+    if meta.get("uid") is None or meta.get("resourceVersion") is None:
         return encode_message(obj, name)
-    cached = _ENCODED.get(key)
-    if cached is None:
-        cached = _ENCODED[key] = encode_message(obj, name)
-        if len(_ENCODED) > _ENCODED_MAX:
-            _ENCODED.popitem(last=False)
-    else:
-        _ENCODED.move_to_end(key)
-    return cached
+    return _ENCODED.get(("protobuf", name, meta["uid"], meta["resourceVersion"]), lambda: encode_message(obj, name))
 
 
-_ENCODED: OrderedDict[tuple[str, Any, Any], bytes] = OrderedDict()
-_ENCODED_MAX = 50_000
+_ENCODED = VersionCache(50_000)
 
 
 def encode_message(obj: dict[str, Any], name: str) -> bytes:

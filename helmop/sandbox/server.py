@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import json
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +32,7 @@ from .openapi import OpenApi
 from .patching import json_patch, merge_patch
 from .rbac import RBAC, Attributes, Authenticator, Authorizer, Identity
 from .selectors import field_matcher, label_matcher, single_name
-from .store import Event, Obj, Watcher
+from .store import Event, Obj, VersionCache, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -141,21 +141,13 @@ def _encode_list(body: Obj) -> bytes:
 
 def _item_json(item: Obj) -> bytes:
     meta = item.get("metadata") or {}
-    key = (meta.get("uid"), meta.get("resourceVersion"), item.get("apiVersion"), item.get("kind"))
-    if key[0] is None or key[1] is None:
+    if meta.get("uid") is None or meta.get("resourceVersion") is None:
         return encode_json(item)[:-1]
-    cached = _ITEMS.get(key)
-    if cached is None:
-        cached = _ITEMS[key] = encode_json(item)[:-1]
-        if len(_ITEMS) > _ITEMS_MAX:
-            _ITEMS.popitem(last=False)
-    else:
-        _ITEMS.move_to_end(key)
-    return cached
+    key = ("json", meta["uid"], meta["resourceVersion"], item.get("apiVersion"), item.get("kind"))
+    return _SERIALIZED.get(key, lambda: encode_json(item)[:-1])
 
 
-_ITEMS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
-_ITEMS_MAX = 50_000
+_SERIALIZED = VersionCache(50_000)
 
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,26 @@ Obj = dict[str, Any]
 Key = tuple[str, str]  # (group, plural)
 
 HISTORY = 20_000  # events kept per resource for watches that resume from a resourceVersion
+
+
+class VersionCache:
+    """Serialized forms of stored objects, by a key naming the form and (uid, resourceVersion): a stored
+    version never changes, and lists and informers send the same ones again and again (kube-apiserver
+    caches serializations for the same reason). Least recently used ones go first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], bytes]) -> bytes:
+        found = self._entries.get(key)
+        if found is None:
+            found = self._entries[key] = make()
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        return found
 
 
 @dataclass(frozen=True)
