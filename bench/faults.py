@@ -3,7 +3,8 @@
 `python bench/faults.py [--cycles 50] [--seed 1] [--faults SPEC]`: two operator replicas with leader
 election SIGKILLed at random moments (the whole process group, or the operator alone with its helm left
 running) across install / upgrade / rolled-back upgrade / uninstall cycles and ConfigSync pushes that
-prune (announced by a flood of signed webhooks), the git server down for a while, the sandbox injecting
+prune (announced by a flood of signed webhooks), the git server and chart repository down for a while,
+the sandbox injecting
 API faults all along and killed and restarted once. Prints the figures, the problems found, then one JSON
 line with kills, converged, stuck, orphaned, pending, leaks, double_actions.
 """
@@ -39,7 +40,7 @@ def main() -> None:
     charts = ChartRepo(work, chart_source(work), str(TOOLS / "helm"))
     charts.publish("chaos", "0.1.0")
     try:
-        chaos = Chaos(work, charts.url, seed=args.seed, faults=f"seed={args.seed},{args.faults}",
+        chaos = Chaos(work, charts, seed=args.seed, faults=f"seed={args.seed},{args.faults}",
                       releases=args.releases)
         report = chaos.run(args.cycles, args.settle)
     finally:
@@ -49,8 +50,8 @@ def main() -> None:
           f"{report.seconds:.0f} s; API faults injected: {injected} (log: {work}/sandbox.log)")
     print(f"HelmReleases: {report.releases}, converged {report.converged}; stuck {report.stuck}, orphaned "
           f"{report.orphaned}, pending {report.pending}, leaks {report.leaks}, double actions {report.double_actions}")
-    print(f"GitOps: {report.git_outages} git server outage(s), {report.webhook_calls} webhook calls, "
-          f"{report.unsynced} differences between the repository and the ConfigSync's objects")
+    print(f"GitOps: {report.outages} outage(s) of the git server and chart repository, {report.webhook_calls} "
+          f"webhook calls, {report.unsynced} differences between the repository and the ConfigSync's objects")
     for problem in report.problems:
         print(f"  problem: {problem}")
     print(report.json())

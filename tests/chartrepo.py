@@ -92,3 +92,10 @@ class ChartRepo:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()
+
+    def restart(self) -> None:
+        """Up again on the same port after :meth:`close` (a repository that was down for a while)."""
+        handler = functools.partial(_QuietHandler, directory=str(self.dir))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.server.server_address[1]), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -6,7 +6,7 @@ group, helm recorded). Each cycle changes one HelmRelease (install, upgrade, a f
 remediation rolls back, uninstall) and now and then pushes a commit for a ConfigSync (one ConfigMap
 added, one pruned) announced by a flood of signed webhook calls, then SIGKILLs a replica at a random
 moment: its whole process group, or the operator alone (its helm child left running). The git server is
-down for two cycles; the sandbox is killed and restarted once mid-run.
+down for two cycles, and the chart repository with it; the sandbox is killed and restarted once mid-run.
 Then the invariants are checked on what the cluster shows:
 
 - converged: each HelmRelease Ready for its generation, or Stalled with a specific reason;
@@ -36,6 +36,9 @@ from typing import Any
 
 import requests
 import yaml
+
+from tests.chartrepo import ChartRepo
+from tests.gitserver import GitServer, Repo
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
@@ -132,7 +135,7 @@ class Report:
     double_actions: int = 0
     unsynced: int = 0  # differences between the config repository and the ConfigSync's objects
     webhook_calls: int = 0
-    git_outages: int = 0
+    outages: int = 0  # the git server and the chart repository down together
     faults: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -140,16 +143,14 @@ class Report:
     def json(self) -> str:
         keys = ("kills", "converged", "stuck", "orphaned", "pending", "leaks", "double_actions")
         extra = {"unsynced": self.unsynced, "cycles": self.cycles, "releases": self.releases,
-                 "sandbox_restarts": self.sandbox_restarts, "git_outages": self.git_outages,
+                 "sandbox_restarts": self.sandbox_restarts, "outages": self.outages,
                  "webhook_calls": self.webhook_calls, "faults": self.faults, "seconds": round(self.seconds, 1)}
         return json.dumps({k: getattr(self, k) for k in keys} | extra)
 
 
 class Chaos:
-    def __init__(self, work: Path, chart_url: str, *, seed: int, faults: str, releases: int = 4) -> None:
-        from tests.gitserver import GitServer, Repo
-
-        self.work, self.chart_url, self.rng = work, chart_url, random.Random(seed)
+    def __init__(self, work: Path, charts: ChartRepo, *, seed: int, faults: str, releases: int = 4) -> None:
+        self.work, self.charts, self.chart_url, self.rng = work, charts, charts.url, random.Random(seed)
         self.git = GitServer(work / "git")
         self.repo = Repo(self.git, "config", work / "config")
         self.files = {f"apps/cm{i}.yaml": i for i in range(3)}
@@ -274,10 +275,12 @@ class Chaos:
                 if i == cycles // 2:
                     self.restart_sandbox()
                 if i == cycles // 4:
-                    self.git.close()  # the git server is down for a few cycles
-                    self.report.git_outages += 1
+                    self.git.close()  # the git server and the chart repository are down for a few cycles
+                    self.charts.close()
+                    self.report.outages += 1
                 if i == cycles // 4 + 2:
                     self.git.restart()
+                    self.charts.restart()
             self.settle(settle)
             self.check()
         finally:
