@@ -137,6 +137,7 @@ class Report:
     webhook_calls: int = 0
     outages: int = 0  # the git server and the chart repository down together
     faults: dict[str, int] = field(default_factory=dict)
+    settle_s: float = 0.0  # from the last kill until everything converged
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -144,7 +145,8 @@ class Report:
         keys = ("kills", "converged", "stuck", "orphaned", "pending", "leaks", "double_actions")
         extra = {"unsynced": self.unsynced, "cycles": self.cycles, "releases": self.releases,
                  "sandbox_restarts": self.sandbox_restarts, "outages": self.outages,
-                 "webhook_calls": self.webhook_calls, "faults": self.faults, "seconds": round(self.seconds, 1)}
+                 "webhook_calls": self.webhook_calls, "faults": self.faults, "settle_s": round(self.settle_s, 1),
+                 "seconds": round(self.seconds, 1)}
         return json.dumps({k: getattr(self, k) for k in keys} | extra)
 
 
@@ -310,13 +312,15 @@ class Chaos:
         return good, bad
 
     def settle(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Until everything converged after the last kill (``settle_s`` says how long that took)."""
+        started = time.monotonic()
+        while time.monotonic() < started + timeout:
             self.revive()
             _, bad = self._verdicts()
             if not bad and not self._pending() and not self._sync_problems():
-                return
+                break
             time.sleep(1)
+        self.report.settle_s = time.monotonic() - started
 
     def _secrets(self) -> list[dict[str, Any]]:
         return [s for s in self.get("secrets", "-l", "owner=helm")["items"]]
