@@ -48,7 +48,8 @@ def main() -> None:
     injected = ", ".join(f"{n} {kind}" for kind, n in sorted(report.faults.items())) or "none"
     print(f"{report.cycles} cycles, {report.kills} kills, {report.sandbox_restarts} sandbox restart(s), "
           f"{report.seconds:.0f} s; API faults injected: {injected} (log: {work}/sandbox.log)")
-    print(f"converged {report.settle_s:.0f} s after the last kill (the HelmReleases' interval: 30 s)")
+    print(f"converged {report.settle_s:.0f} s after the last kill (the HelmReleases' interval: 30 s); "
+          f"memory growth over three more rounds of the same work: {report.memory_growth_mib:.1f} MiB")
     print(f"HelmReleases: {report.releases}, converged {report.converged}; stuck {report.stuck}, orphaned "
           f"{report.orphaned}, pending {report.pending}, leaks {report.leaks}, double actions {report.double_actions}")
     print(f"GitOps: {report.outages} outage(s) of the git server and chart repository, {report.webhook_calls} "

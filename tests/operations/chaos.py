@@ -14,7 +14,8 @@ Then the invariants are checked on what the cluster shows:
 - orphaned: a helm release with no HelmRelease; double_actions: two successful helm revisions in a row
   of the same configuration (one change acted on twice);
 - leaks: the secret value of the values Secret in any status, Event, operator log or metrics page;
-- unsynced: the ConfigSync not at the repository's last commit, or a ConfigMap missing or not pruned.
+- unsynced: the ConfigSync not at the repository's last commit, or a ConfigMap missing or not pruned;
+- memory: repeating the same work afterwards must not grow the operators' resident memory.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class Report:
     outages: int = 0  # the git server and the chart repository down together
     faults: dict[str, int] = field(default_factory=dict)
     settle_s: float = 0.0  # from the last kill until everything converged
+    memory_growth_mib: float = 0.0  # resident memory added by repeating the same work (see Chaos.memory)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -146,6 +148,7 @@ class Report:
         extra = {"unsynced": self.unsynced, "cycles": self.cycles, "releases": self.releases,
                  "sandbox_restarts": self.sandbox_restarts, "outages": self.outages,
                  "webhook_calls": self.webhook_calls, "faults": self.faults, "settle_s": round(self.settle_s, 1),
+                 "memory_growth_mib": round(self.memory_growth_mib, 1),
                  "seconds": round(self.seconds, 1)}
         return json.dumps({k: getattr(self, k) for k in keys} | extra)
 
@@ -285,6 +288,7 @@ class Chaos:
                     self.charts.restart()
             self.settle(settle)
             self.check()
+            self.memory()
         finally:
             for replica in self.replicas:
                 replica.kill(whole_group=True)
@@ -356,6 +360,29 @@ class Chaos:
         sync = self._sync_problems()
         self.report.unsynced = len(sync)
         self.report.problems += sync
+
+    def memory(self, rounds: int = 3) -> None:
+        """After the storm, the same work again and again must not grow the operators: each round asks
+        every HelmRelease to reconcile and waits for it; growth is the resident memory after the last
+        round minus after the first (a process that keeps what it no longer needs grows every round)."""
+        def rss(replica: Replica) -> float:
+            if replica.proc is None or replica.proc.poll() is not None:
+                return 0.0
+            for line in Path(f"/proc/{replica.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+            return 0.0
+
+        after: list[list[float]] = []
+        for i in range(rounds):
+            stamp = f"memory-{i}-{time.monotonic()}"
+            self.kubectl("-n", NAMESPACE, "annotate", "hr", "--all", "--overwrite", f"helmop.dev/requestedAt={stamp}")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and any(
+                    (hr.get("status") or {}).get("lastHandledReconcileAt") != stamp for hr in self.get("hr")["items"]):
+                time.sleep(0.5)
+            after.append([rss(r) for r in self.replicas])
+        self.report.memory_growth_mib = max(b - a for a, b in zip(after[0], after[-1], strict=True))
 
     def _sync_problems(self) -> list[str]:
         """What differs between the config repository's last commit and the namespace's ConfigMaps."""

@@ -31,3 +31,4 @@ def test_kills_faults_and_a_sandbox_restart_leave_nothing_broken(tmp_path: Path)
             report.unsynced) == (0, 0, 0, 0, 0, 0), \
         summary
     assert report.releases > 0 and report.converged == report.releases, summary
+    assert report.memory_growth_mib < 20, summary
