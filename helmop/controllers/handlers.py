@@ -38,7 +38,9 @@ from .helmreleases import Reconciler
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
 Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
-Finalize = Callable[[dict[str, Any]], Awaitable[bool]]
+# True: the finalizer may go; False: the clean-up failed (retried in 15 s); a number: waiting for
+# something under way (dependents being uninstalled), retried after that many seconds.
+Finalize = Callable[[dict[str, Any]], Awaitable[bool | float]]
 
 
 def _interval(body: kopf.Body, default: float) -> float:
@@ -100,8 +102,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
 
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
     async def deleted(body: kopf.Body, **_: Any) -> None:
-        if not await finalize(dict(body)):
-            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15)
+        done = await finalize(dict(body))
+        if done is not True:
+            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15 if done is False else done)
 
     del changed, loop, deleted  # registered; kept only by kopf
 

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 RETRY_MIN, RETRY_MAX = 2.0, 300.0  # backoff after a failure: doubling from 2 s to 5 min
 DEPENDENCY_RECHECK = 30.0
+DEPENDENTS_WAIT = 2.0  # a deleted HelmRelease looks again this soon whether its dependents are gone
 PROGRESS_AFTER = 2.0
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
@@ -85,8 +86,9 @@ class Reconciler:
                 log.warning("%s/%s: API error: %s", meta["namespace"], meta["name"], exc)
                 return Outcome(self._next_backoff(key))
 
-    async def finalize(self, body: dict[str, Any]) -> bool:
-        """Uninstall for a deleted HelmRelease; True when the finalizer may go."""
+    async def finalize(self, body: dict[str, Any]) -> bool | float:
+        """Uninstall for a deleted HelmRelease; True when the finalizer may go, False when the uninstall
+        failed, seconds to come back after while its dependents are being uninstalled first."""
         meta = body["metadata"]
         key = ("HelmRelease", meta["namespace"], meta["name"])
         async with self.ctx.lock(key):
@@ -99,7 +101,7 @@ class Reconciler:
             if first:
                 log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
                          ", ".join(first))
-                return False
+                return DEPENDENTS_WAIT
             secrets = await release_secrets(self.ctx, spec)
             desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
                               suspended=spec.suspend, deleting=True)

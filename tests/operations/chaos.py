@@ -162,7 +162,6 @@ class Chaos:
         self.sandbox = SandboxProcess(work, faults)
         self.replicas: list[Replica] = []
         self.names = [f"app{i}" for i in range(releases)]
-        self.generation: dict[str, int] = {}
         self.report = Report()
 
     # --- cluster access ----------------------------------------------------------------------------
@@ -186,11 +185,13 @@ class Chaos:
         crds = [arg for path in sorted((ROOT / "crds").glob("*.yaml")) for arg in ("-f", str(path))]
         self.kubectl("apply", "--server-side", *crds)
         self.kubectl("wait", "--for", "condition=Established", "crd", "--all")
-        self.kubectl("create", "namespace", NAMESPACE)
-        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "values", "namespace": NAMESPACE},
-                  "stringData": {"values.yaml": f"password: {SECRET}\n"}}
-        self.kubectl("apply", "-f", "-", stdin=json.dumps(secret))
-        self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "hook", f"--from-literal=token={HOOK_TOKEN}")
+        # apply, not create: a write the faulty sandbox did but answered 504 is retried, and must not fail then
+        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "values", "namespace": NAMESPACE},
+             "stringData": {"values.yaml": f"password: {SECRET}\n"}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NAMESPACE},
+             "stringData": {"token": HOOK_TOKEN}}]))
         self._commit()
         self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
             {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository",
