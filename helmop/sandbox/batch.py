@@ -41,6 +41,12 @@ def _owner_ref(obj: Obj) -> dict[str, Any]:
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
+def _knobs(owner: Obj) -> dict[str, str]:
+    """The owner's simulation knobs, which reach what it creates (a failing Job's Pods fail too)."""
+    return {k: v for k, v in (owner["metadata"].get("annotations") or {}).items()
+            if k.startswith("sandbox.helmop.dev/")}
+
+
 def _finished(job: Obj) -> str | None:
     return next((c["type"] for c in (job.get("status") or {}).get("conditions") or []
                  if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
@@ -95,11 +101,9 @@ class Batch:
         pod_meta = template.get("metadata") or {}
         labels = {**(pod_meta.get("labels") or {}), JOB_NAME: meta["name"], "job-name": meta["name"],
                   CONTROLLER_UID: meta["uid"], "controller-uid": meta["uid"]}
-        # The simulation knobs of the Job reach its Pods, as a real failure would.
-        knobs = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("sandbox.helmop.dev/")}
         name = f"{meta['name']}-{secrets.token_hex(3)[:5]}"
         pod = {"metadata": {"name": name, "labels": labels,
-                            "annotations": {**(pod_meta.get("annotations") or {}), **knobs},
+                            "annotations": {**(pod_meta.get("annotations") or {}), **_knobs(job)},
                             "ownerReferences": [_owner_ref(job)]},
                "spec": template.get("spec") or {}}
         self.api.create(self.api.type_of(PODS), meta["namespace"], pod, self.c.manager)
@@ -155,10 +159,9 @@ class Batch:
         meta = cronjob["metadata"]
         template = copy.deepcopy((cronjob.get("spec") or {}).get("jobTemplate") or {})
         name = f"{meta['name']}-{int(due.timestamp()) // 60}"
-        knobs = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("sandbox.helmop.dev/")}
         job = {"metadata": {"name": name, "labels": (template.get("metadata") or {}).get("labels") or {},
                             "annotations": {**((template.get("metadata") or {}).get("annotations") or {}),
-                                            SCHEDULED: stamp(due), **knobs},
+                                            SCHEDULED: stamp(due), **_knobs(cronjob)},
                             "ownerReferences": [_owner_ref(cronjob)]},
                "spec": template.get("spec") or {}}
         created = self.api.create(self.api.type_of(JOBS), meta["namespace"], job, self.c.manager)

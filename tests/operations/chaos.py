@@ -39,23 +39,15 @@ import requests
 import yaml
 
 from tests.chartrepo import ChartRepo
+from tests.conftest import ROOT, TOOLS
 from tests.gitserver import GitServer, Repo
+from tests.operations.conftest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 HELMOP = Path(sys.executable).with_name("helmop")
 SECRET = "chaos-secret-value-8d1f"
 HOOK_TOKEN = "chaos-hook-token-55e1"
 DIGEST = "helmop.dev/config-digest"
 NAMESPACE = "chaos"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SandboxProcess:
@@ -91,7 +83,7 @@ class Replica:
         self.helm = self.work / "helm"
         self.helm.write_text(f'#!/bin/sh\necho "$@" >> {work}/helm-actions.log\nexec {TOOLS / "helm"} "$@"\n')
         self.helm.chmod(0o755)
-        self.port, self.hook_port = _free_port(), _free_port()
+        self.port, self.hook_port = free_port(), free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
