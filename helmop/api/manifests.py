@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from . import yamlc
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -51,17 +53,11 @@ class YamlProblem:
 
 def _documents(text: str) -> list[tuple[int, Any]]:
     """(first line, data) of each YAML document in ``text``."""
-    loader = yaml.SafeLoader(text)
-    out = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            out.append((node.start_mark.line + 1, loader.construct_document(node)))
-    finally:
-        loader.dispose()
-    return out
+    return [(node.start_mark.line + 1, data) for node, data in yamlc.documents(text)]
+
+
+def is_manifest(path: str) -> bool:
+    return path.endswith((".yaml", ".yml"))
 
 
 def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
@@ -69,7 +65,7 @@ def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
     found: list[Manifest] = []
     errors: list[str] = []
     for path in sorted(files):
-        if not path.endswith((".yaml", ".yml")):
+        if not is_manifest(path):
             continue
         try:
             docs = _documents(files[path].decode())

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import crds
+from . import crds, yamlc
 from .manifests import YamlProblem
 
 
@@ -96,13 +96,12 @@ def tree(files: dict[str, bytes]) -> list[str]:
             continue
         try:
             text = files[name].decode()
-            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-            docs = list(yaml.safe_load_all(text))
+            parsed = yamlc.documents(text)
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             broken = YamlProblem.of(exc)
             out.append(f"{name}{f':{broken.line}' if broken.line else ''}: not a valid YAML file: {broken.problem}")
             continue
-        for node, doc in zip(nodes, docs, strict=True):
+        for node, doc in parsed:
             if not isinstance(doc, dict):
                 continue
             items = doc.get("items") if str(doc.get("kind", "")).endswith("List") else None

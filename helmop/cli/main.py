@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
                          namespaces=[] if args.all_namespaces else (args.namespace or []),
                          concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
                          webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
-                         metrics_address=address, allow_file_git=args.allow_file_git,
+                         metrics_address=address, allow_file_git=tuple(map(Path, args.allow_file_git)),
                          tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
                          helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
@@ -233,7 +233,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--bind-address", help="address the webhook and metrics servers listen on (default: all "
                                             "interfaces; 127.0.0.1 with --sandbox)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
-    run.add_argument("--allow-file-git", action="store_true", help="allow file:// GitRepository URLs")
+    run.add_argument("--allow-file-git", metavar="DIR", action="append", default=[],
+                     help="allow file:// GitRepository URLs under DIR (repeatable; never helmop's cache)")
     run.add_argument("--default-service-account", metavar="NAME",
                      help="resources that name no ServiceAccount act as this ServiceAccount of their own namespace "
                           "(multi-tenancy lockdown; default: the operator's own rights)")

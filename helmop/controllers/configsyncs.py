@@ -77,8 +77,10 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     source_namespace = spec.source_namespace or namespace
     ctx.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
     try:
-        url, revision, sha, _repo = await source_revision(ctx, source_namespace, spec.source_name)
-        files = await ctx.git.files(url, sha, spec.path)
+        source = await source_revision(ctx, source_namespace, spec.source_name)
+        revision = source.revision
+        # Only manifests are read (each within the per-file limit); other files are never inflated.
+        files = await ctx.git.files(source.url, source.sha, spec.path, source.auth, wanted=manifests.is_manifest)
     except (InputError, SourceError) as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return 15.0 if exc.transient else None

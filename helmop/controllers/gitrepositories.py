@@ -58,7 +58,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
             metrics.GIT_FETCH.labels("failure").observe(time.monotonic() - started)
             raise
         metrics.GIT_FETCH.labels("success").observe(time.monotonic() - started)
-        revision, _sha = await ctx.git.resolve(spec.url, ref)
+        revision, _sha = await ctx.git.resolve(spec.url, ref, auth)
     except (SourceError, InputError) as exc:
         await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return 15.0 if exc.transient else None

@@ -129,7 +129,8 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
     if not chart.secret_ref:
         return Credentials()
     return Credentials.from_secret_data(
-        await secret_data(kube, namespace, chart.secret_ref, "spec.chart.repository.secretRef"))
+        await secret_data(kube, namespace, chart.secret_ref, "spec.chart.repository.secretRef"),
+        scope=f"{namespace}/{chart.secret_ref}")
 
 
 async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
@@ -161,11 +162,22 @@ async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
     name = ((repo.get("spec") or {}).get("secretRef") or {}).get("name")
     if not name:
         return GitAuth()
-    return GitAuth.from_secret_data(await secret_data(kube, namespace, name, "the GitRepository's secretRef"))
+    data = await secret_data(kube, namespace, name, "the GitRepository's secretRef")
+    return GitAuth.from_secret_data(data, scope=f"{namespace}/{name}")
 
 
-async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str, str, str, dict[str, Any]]:
-    """(url, revision, commit sha, GitRepository object) of the source's current artifact."""
+@dataclass(frozen=True)
+class Source:
+    """A GitRepository's current artifact: where, which commit, and the credentials its mirror is kept for."""
+
+    url: str
+    revision: str
+    sha: str
+    auth: GitAuth
+
+
+async def source_revision(ctx: Context, namespace: str, name: str) -> Source:
+    """The source's current artifact, its commit in the mirror (fetched again if the mirror lacks it)."""
     repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
     if repo is None:
         raise InputError("SourceNotFound", f"GitRepository {namespace}/{name} does not exist", transient=True)
@@ -173,28 +185,29 @@ async def source_revision(ctx: Context, namespace: str, name: str) -> tuple[str,
     if "@sha1:" not in revision:
         raise InputError("SourceNotReady", f"GitRepository {namespace}/{name} has no revision yet", transient=True)
     url = str((repo.get("spec") or {}).get("url", ""))
-    sha = revision.rsplit("@sha1:", 1)[1]
-    if not await ctx.git.has_commit(url, sha):  # e.g. after a restart with an empty cache
+    source = Source(url, revision, revision.rsplit("@sha1:", 1)[1], await git_auth(ctx.kube, namespace, repo))
+    if not await ctx.git.has_commit(url, source.sha, source.auth):  # e.g. after a restart with an empty cache
         try:
             timeout: float | None = parse_git_repository(repo.get("spec") or {}).timeout
         except SpecError:
             timeout = None
-        await ctx.git.fetch(url, await git_auth(ctx.kube, namespace, repo), timeout=timeout)
-    return url, revision, sha, repo
+        await ctx.git.fetch(url, source.auth, timeout=timeout)
+    return source
 
 
 async def git_chart(ctx: Context, namespace: str,
                     chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
     """The chart directory at the source's revision, materialised once per content digest (with its
     dependencies built), and the values files merged in order."""
-    url, _revision, sha, _repo = await source_revision(ctx, chart.namespace or namespace, chart.name)
-    files = await ctx.git.files(url, sha, chart.path)
+    source = await source_revision(ctx, chart.namespace or namespace, chart.name)
+    url, sha = source.url, source.sha
+    files = await ctx.git.files(url, sha, chart.path, source.auth)
     if "Chart.yaml" not in files:
         raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)
     file_values: dict[str, Any] = {}
     extra: dict[str, bytes] = {}
     for values_file in chart.values_files:
-        data = await ctx.git.read(url, sha, values_file)
+        data = await ctx.git.read(url, sha, values_file, source.auth)
         extra[values_file] = data
         try:
             file_values = helm_values.merge(file_values, helm_values.parse_values(data.decode(), values_file))

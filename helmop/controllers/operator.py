@@ -46,7 +46,7 @@ class OperatorConfig:
     cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "helmop"
     helm: str = os.environ.get("HELMOP_HELM", "helm")
     install_crds: bool = False
-    allow_file_git: bool = False  # file:// GitRepositories (tests, single-machine set-ups)
+    allow_file_git: tuple[Path, ...] = ()  # directories file:// GitRepositories may name (tests, one machine)
     webhook_port: int | None = None  # None: no webhook server; 0: any free port
     webhook_address: str = "0.0.0.0"
     bound_webhook_port: int = 0  # the port actually bound
@@ -76,12 +76,6 @@ async def install_crds(kube: Kube) -> None:
                 break
             await asyncio.sleep(0.1)
         log.info("CRD %s applied", name)
-
-
-def _helm_home(cache_dir: Path) -> None:
-    """Helm's own cache/config/data under helmop's writable cache (read-only root filesystems)."""
-    for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
-        os.environ.setdefault(var, str(cache_dir / "helm" / sub))
 
 
 def _settings() -> kopf.OperatorSettings:
@@ -173,11 +167,12 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
 
 
 async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
-    _helm_home(cfg.cache_dir)
-    # pyhelm3 runs `helm version` here
-    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "engine")
+    # pyhelm3 runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
+    # (read-only root filesystems), unless the operator's environment names them.
+    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm")
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
-    return Context(kube=kube, engine=engine, repos=repos, git=GitCache(cfg.cache_dir, allow_file=cfg.allow_file_git),
+    git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
+    return Context(kube=kube, engine=engine, repos=repos, git=git,
                    events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
 
 

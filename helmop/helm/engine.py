@@ -17,6 +17,8 @@ import re
 import shutil
 import signal
 import tempfile
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
 
 from helmop.api.errors import HelmopError
+from helmop.api.process import minimal_env
 
 from . import postrender
 
@@ -211,9 +214,11 @@ class _Command(Command):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.env: dict[str, str] = {}  # set by the Engine: its private helm plugin directory
+        self.env: dict[str, str] = {}  # set by the Engine: the whole environment helm runs with
+        self.check: Callable[[], None] = lambda: None  # set by the Engine: verifies its runtime directory
 
-    async def run(self, command: list[str], input: bytes | None = None) -> bytes:
+    async def run(self, command: list[str], input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+        self.check()
         argv = [*_NICE, self._executable, *map(str, command)]
         if self._kubeconfig:
             argv += ["--kubeconfig", str(self._kubeconfig)]
@@ -221,7 +226,7 @@ class _Command(Command):  # type: ignore[misc]
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env={**os.environ, **self.env})
+            env=env or self.env)
         _RUNNING.add(proc.pid)
         try:
             stdout, stderr = await proc.communicate(input)
@@ -244,28 +249,56 @@ class _Command(Command):  # type: ignore[misc]
         return stdout
 
 
-class Engine:
-    """One pyhelm3 Command for the process: it is cheap, and the helm version is asked once."""
+def helm_env(home: Path, **extra: str) -> dict[str, str]:
+    """What a helm process sees: the minimal environment, helm's own settings the operator was started
+    with (``HELM_*``), its cache/config/data under ``home`` unless those name other places, and ``extra``."""
+    settings = {k: v for k, v in os.environ.items() if k.startswith("HELM_")}
+    for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
+        settings.setdefault(var, str(home / sub))
+    return minimal_env(str(home / "home"), **settings, **extra)
 
-    def __init__(self, executable: str, kubeconfig: Path | None = None, workdir: Path | None = None) -> None:
+
+class Engine:
+    """One pyhelm3 Command for the process: it is cheap, and the helm version is asked once.
+
+    What helm executes of helmop's (the post-renderer) lives in a runtime directory made at start outside
+    every cache, made read-only once written, and its digest is checked before every helm run: nothing
+    a tenant's input is written to can become code helm runs."""
+
+    def __init__(self, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None) -> None:
         self.executable = executable
         self.command = _Command(executable=executable, kubeconfig=kubeconfig)
         self.major = int(self.command.client_version().major)
+        self.runtime = Path(tempfile.mkdtemp(prefix="helmop-runtime-"))
+        plugins = self.runtime / "helm-plugins"
         # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="helmop-engine-"))
-        self.post_renderer = postrender.install_plugin(self.workdir / "helm-plugins")
-        self.command.env = {"HELM_PLUGINS": str(self.workdir / "helm-plugins")}
+        self.post_renderer = postrender.install_plugin(plugins)
+        self.runtime_digest = postrender.digest(self.runtime)
+        postrender.freeze(self.runtime)
+        self.configs = Path(tempfile.mkdtemp(prefix="helmop-postrender-"))  # data only, never executed
+        self.helm_home = helm_home or Path(tempfile.mkdtemp(prefix="helmop-helm-"))
+        self.command.env = helm_env(self.helm_home, HELM_PLUGINS=str(plugins))
+        self.command.check = self._check_runtime
+        weakref.finalize(self, postrender.remove, self.runtime, self.configs)
+
+    def _check_runtime(self) -> None:
+        if postrender.digest(self.runtime) != self.runtime_digest:
+            log.error("helmop's runtime directory %s was changed: refusing to run helm", self.runtime)
+            raise HelmError("RuntimeTampered", "helmop's post-renderer was changed since start; the operator "
+                                               "refuses to run helm until restarted", transient=True)
 
     def _post_render_args(self, req: UpgradeRequest) -> list[str]:
         if not req.post_render:
             return []
-        config = postrender.config_file(self.workdir / "postrender", req.post_render)
+        config = postrender.config_file(self.configs, req.post_render)
         renderer = postrender.PLUGIN if self.major >= 4 else str(self.post_renderer)
         return ["--post-renderer", renderer, "--post-renderer-args", str(config)]
 
-    async def _run(self, args: list[str], values: dict[str, Any] | None, action: str) -> bytes:
+    async def _run(self, args: list[str], values: dict[str, Any] | None, action: str,
+                   env: dict[str, str] | None = None) -> bytes:
         try:
-            out: bytes = await self.command.run(args, json.dumps(values).encode() if values is not None else None)
+            out: bytes = await self.command.run(args, json.dumps(values).encode() if values is not None else None,
+                                                env)
             return out
         except helm_errors.Error as exc:
             raise classify(exc, action) from None
@@ -305,8 +338,11 @@ class Engine:
         await self._run(test_args(req), None, "test")
 
     async def dependency_build(self, chart: Path) -> None:
-        """Fetch the dependencies a chart declares into its charts/ folder."""
-        await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build")
+        """Fetch the dependencies a chart declares into its charts/ folder, with a helm cache of its own
+        (what one chart's dependencies fetched is never what another chart's build reads)."""
+        with tempfile.TemporaryDirectory(prefix="helmop-deps-") as home:
+            env = helm_env(Path(home), HELM_PLUGINS=self.command.env["HELM_PLUGINS"])
+            await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build", env)
 
     async def uninstall(self, release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
                         disable_hooks: bool, impersonate: str = "") -> None:

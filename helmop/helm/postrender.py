@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,33 @@ def install_plugin(plugins: Path) -> Path:
     executable.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m helmop.helm.postrender "$@"\n')
     executable.chmod(0o755)
     return executable
+
+
+def digest(directory: Path) -> str:
+    """A digest of every file's path, mode and content under ``directory`` (small: a plugin)."""
+    h = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        h.update(f"{path.relative_to(directory)}\0{path.lstat().st_mode:o}\0".encode())
+        if path.is_file() and not path.is_symlink():
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def freeze(directory: Path) -> None:
+    """No write permission left under ``directory`` (nor on it)."""
+    for path in sorted(directory.rglob("*"), reverse=True):
+        path.chmod(path.stat().st_mode & 0o555)
+    directory.chmod(0o555)
+
+
+def remove(*directories: Path) -> None:
+    """Delete directories :func:`freeze` may have made read-only."""
+    for directory in directories:
+        if directory.exists():
+            for path in [directory, *directory.rglob("*")]:
+                if path.is_dir() and not path.is_symlink():
+                    path.chmod(0o755)
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def main() -> None:

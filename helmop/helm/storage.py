@@ -8,13 +8,16 @@ adds (``--labels``). Decoding the record itself (base64, gzip, JSON) is only nee
 from __future__ import annotations
 
 import base64
+import binascii
 import gzip
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from helmop.api import yamlc
+from helmop.api import bounded, yamlc
+
+from .engine import HelmError
 
 OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"
@@ -85,12 +88,31 @@ def manifest_objects(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in yamlc.load_all(str(record.get("manifest") or "")) if isinstance(d, dict) and d.get("kind")]
 
 
+# A record is at most a Secret's 1 MiB (compressed): real ones inflate about tenfold. Anyone who may write
+# Secrets in a namespace can forge one, so inflating and parsing it are bounded.
+MAX_RECORD = 32 << 20
+MAX_RATIO = 100
+MAX_RECORD_ITEMS = 1_000_000  # JSON values in a record (a few thousand in real ones)
+
+
 def decode(secret: dict[str, Any]) -> dict[str, Any]:
-    """The release record a storage Secret holds."""
-    raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    record: dict[str, Any] = json.loads(raw)
+    """The release record a storage Secret holds; ``ReleaseRecordInvalid`` if it is not one, or would
+    inflate or parse beyond the bounds above."""
+    name = (secret.get("metadata") or {}).get("name", "")
+    try:
+        raw = base64.b64decode(base64.b64decode(((secret.get("data") or {}).get("release") or ""), validate=True))
+        if raw[:2] == b"\x1f\x8b":
+            raw = bounded.gunzip(raw, max_size=MAX_RECORD, max_ratio=MAX_RATIO, what=f"release record {name}")
+        elif len(raw) > MAX_RECORD:
+            raise bounded.Bomb(f"release record {name} is larger than {bounded.describe_size(MAX_RECORD)}")
+        if raw.count(b"{") + raw.count(b"[") + raw.count(b",") > MAX_RECORD_ITEMS:
+            raise bounded.Bomb(f"release record {name} has more than {MAX_RECORD_ITEMS} JSON values")
+        record = json.loads(raw)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, binascii.Error) as exc:  # json, base64 and bounds errors are ValueErrors
+        raise HelmError("ReleaseRecordInvalid", f"helm's storage Secret {name} does not hold a readable release "
+                                                f"record: {exc}") from None
     return record
 
 

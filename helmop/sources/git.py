@@ -28,10 +28,12 @@ import re
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from helmop.api.process import minimal_env
 from helmop.api.redaction import redact
 
 from .errors import SourceError
@@ -52,11 +54,21 @@ class GitAuth:
     bearer_token: str = ""
     identity: str = ""
     known_hosts: str = ""
+    scope: str = ""  # the Secret's "namespace/name" ("" without a Secret)
 
     @classmethod
-    def from_secret_data(cls, data: dict[str, str]) -> GitAuth:
-        return cls(*(decoded(data, key) for key in ("username", "password", "bearerToken", "identity",
-                                                    "known_hosts")))
+    def from_secret_data(cls, data: dict[str, str], scope: str = "") -> GitAuth:
+        return cls(username=decoded(data, "username"), password=decoded(data, "password"),
+                   bearer_token=decoded(data, "bearerToken"), identity=decoded(data, "identity"),
+                   known_hosts=decoded(data, "known_hosts"), scope=scope)
+
+    def key(self) -> str:
+        """Which mirror these credentials may read: "anonymous", or the Secret and a digest of its content
+        (what was fetched with one tenant's credentials is never read with another's, or with none)."""
+        if not self.scope and not any((self.username, self.password, self.bearer_token, self.identity)):
+            return "anonymous"
+        content = "\0".join((self.username, self.password, self.bearer_token, self.identity, self.known_hosts))
+        return f"{self.scope}#{hashlib.sha256(content.encode()).hexdigest()}"
 
     def secrets(self) -> list[str]:
         return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3]
@@ -70,7 +82,7 @@ class GitRef:
     commit: str = ""
 
 
-def check_url(url: str, *, allow_file: bool) -> None:
+def check_url(url: str, *, file_roots: tuple[Path, ...] = (), forbidden: Path | None = None) -> None:
     """Refuse URLs git could misread or that reach transports helmop does not allow."""
     if not url or url.startswith("-") or any(c in url for c in "\n\r\0 "):
         raise SourceError("InvalidURL", "the repository URL is empty, has spaces, or starts with '-'",
@@ -94,12 +106,24 @@ def check_url(url: str, *, allow_file: bool) -> None:
                               transient=False)
         return
     if parts.scheme == "file":
-        if not allow_file:
-            raise SourceError("InvalidURL", "file:// repositories are disabled (start the operator with "
-                                            "--allow-file-git to allow them)", transient=False)
+        _check_file_url(parts.path, file_roots, forbidden)
         return
     raise SourceError("InvalidURL", f"unsupported repository URL scheme {parts.scheme!r}: use https://, "
                                     "ssh:// or git@host:path", transient=False)
+
+
+def _check_file_url(path: str, roots: tuple[Path, ...], forbidden: Path | None) -> None:
+    """A file:// repository only inside a directory the operator allows (--allow-file-git=DIR), and never
+    inside helmop's own cache (another tenant's mirrors live there). Symlinks are resolved first."""
+    if not roots:
+        raise SourceError("InvalidURL", "file:// repositories are disabled (start the operator with "
+                                        "--allow-file-git=DIR to allow those under DIR)", transient=False)
+    real = Path(os.path.realpath(path))
+    if forbidden is not None and real.is_relative_to(os.path.realpath(forbidden)):
+        raise SourceError("InvalidURL", "file:// URLs may not point into helmop's cache", transient=False)
+    if not any(real.is_relative_to(os.path.realpath(root)) for root in roots):
+        raise SourceError("InvalidURL", "file:// repositories are allowed only under the directories the operator "
+                                        "names with --allow-file-git", transient=False)
 
 
 def check_ref(ref: GitRef) -> None:
@@ -136,21 +160,56 @@ def safe_url(url: str) -> str:
     return parts._replace(netloc=host).geturl()
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one read of a tree may cost: a repository of a few hundred kilobytes can hold a file of
+    gigabytes (git compresses), or a million empty files. The defaults are helm's own limit on a chart's
+    files (5 MiB each) and room for any chart or config directory in the wild."""
+
+    max_file: int = 5 << 20
+    max_total: int = 32 << 20
+    max_entries: int = 20_000
+
+
+# A tree entry's name: one path component, never "." or "..", no separator, NUL, backslash or control
+# character (git accepts such names in a tree unless the server checks objects with fsck).
+_BAD_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def _check_name(name: str, where: str) -> None:
+    if name in ("", ".", "..") or _BAD_NAME.search(name):
+        raise SourceError("InvalidPath", f"InvalidPath: {posixpath.join(where, name)!r} is not a safe file name; "
+                                         "refused, nothing written", transient=False)
+
+
 @dataclass
 class GitCache:
+    """Bare mirrors under ``<root>/git``, one per URL *and* credentials (see :meth:`GitAuth.key`)."""
+
     root: Path
-    allow_file: bool = False
+    file_roots: tuple[Path, ...] = ()  # directories file:// URLs may name (--allow-file-git=DIR)
     timeout: float = 60.0
+    limits: Limits = field(default_factory=Limits)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _home: str = ""
 
-    def mirror(self, url: str) -> Path:
-        return self.root / "git" / hashlib.sha256(safe_url(url).encode()).hexdigest()[:24]
+    def _mirrors(self, url: str) -> Path:
+        return self.root / "git" / hashlib.sha256(safe_url(url).encode()).hexdigest()[:32]
 
-    def _env(self, auth: GitAuth, url: str, private: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        allowed = "https:http:ssh" + (":file" if self.allow_file else "")
-        env.update(GIT_ALLOW_PROTOCOL=allowed, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1",
-                   GIT_CONFIG_GLOBAL="/dev/null", GIT_ASKPASS="/bin/false", SSH_ASKPASS="/bin/false")
+    def mirror(self, url: str, auth: GitAuth) -> Path:
+        return self._mirrors(url) / hashlib.sha256(auth.key().encode()).hexdigest()[:32]
+
+    def _scratch_home(self) -> str:
+        """An empty HOME for git, outside the cache (no user or system git configuration is read)."""
+        if not self._home:
+            self._home = tempfile.mkdtemp(prefix="helmop-git-home-")
+        return self._home
+
+    def _env(self, auth: GitAuth, private: Path | None = None) -> dict[str, str]:
+        allowed = "https:http:ssh" + (":file" if self.file_roots else "")
+        env = minimal_env(self._scratch_home(), GIT_ALLOW_PROTOCOL=allowed, GIT_TERMINAL_PROMPT="0",
+                          GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_ASKPASS="/bin/false",
+                          SSH_ASKPASS="/bin/false")
         header = ""
         if auth.bearer_token:
             header = f"Authorization: Bearer {auth.bearer_token}"
@@ -159,7 +218,7 @@ class GitCache:
             header = f"Authorization: Basic {token}"
         if header:
             env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader", GIT_CONFIG_VALUE_0=header)
-        if auth.identity:
+        if auth.identity and private is not None:
             key = private / "identity"
             key.write_text(auth.identity if auth.identity.endswith("\n") else auth.identity + "\n")
             key.chmod(0o600)
@@ -172,6 +231,7 @@ class GitCache:
 
     async def _git(self, args: list[str], env: dict[str, str], cwd: Path | None = None,
                    secrets: list[str] | None = None, timeout: float | None = None, url: str = "") -> bytes:
+        _fetched(cwd)
         # A session of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
         # killing git alone would leave wait() hanging until the helper gave up by itself).
         proc = await asyncio.create_subprocess_exec("git", *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
@@ -196,14 +256,14 @@ class GitCache:
         return out
 
     async def fetch(self, url: str, auth: GitAuth, timeout: float | None = None) -> Path:
-        """Bring the mirror of ``url`` up to date (cloning it the first time); returns its path.
+        """Bring the mirror of ``url`` for ``auth`` up to date (cloning it the first time); returns its path.
         ``timeout`` bounds the network operation (that repository's spec.timeout)."""
-        check_url(url, allow_file=self.allow_file)
-        mirror = self.mirror(url)
+        check_url(url, file_roots=self.file_roots, forbidden=self.root)
+        mirror = self.mirror(url, auth)
         lock = self._locks.setdefault(str(mirror), asyncio.Lock())
         async with lock:
             with tempfile.TemporaryDirectory(prefix="helmop-git-") as private:
-                env = self._env(auth, url, Path(private))
+                env = self._env(auth, Path(private))
                 secrets = auth.secrets()
                 if not (mirror / "HEAD").exists():
                     partial = mirror.with_name(mirror.name + ".partial")
@@ -218,10 +278,10 @@ class GitCache:
                                 secrets=secrets, timeout=timeout, url=url)
         return mirror
 
-    async def resolve(self, url: str, ref: GitRef) -> tuple[str, str]:
+    async def resolve(self, url: str, ref: GitRef, auth: GitAuth) -> tuple[str, str]:
         """(revision string as Flux writes it, commit sha) of ``ref`` in the mirror."""
-        mirror = self.mirror(url)
-        env = self._env(GitAuth(), url, mirror)
+        mirror = self.mirror(url, auth)
+        env = self._env(auth)
         if ref.commit:
             if not _SHA.match(ref.commit):
                 raise SourceError("InvalidRef", "spec.ref.commit must be a full 40-character sha", transient=False)
@@ -259,78 +319,93 @@ class GitCache:
                               transient=False) from None
         return out.decode().strip()
 
-    async def files(self, url: str, sha: str, path: str) -> dict[str, bytes]:
-        """Every file under ``path`` at commit ``sha``: relative path -> content. Symlinks must stay
-        inside ``path``'s repository; submodules are skipped. One git process (``cat-file --batch``,
-        asked for each tree and blob in turn), however many files the tree has."""
-        mirror = self.mirror(url)
+    async def files(self, url: str, sha: str, path: str, auth: GitAuth,
+                    wanted: Callable[[str], bool] | None = None) -> dict[str, bytes]:
+        """The files under ``path`` at commit ``sha`` (those ``wanted`` names, when given: the others are
+        never read): relative path -> content. Every entry name is checked before anything is read, each
+        object's size is asked before its content (within :class:`Limits`); symlinks must stay inside the
+        repository and are read as the file they point to; submodules are skipped. One git process
+        however many files the tree has."""
+        mirror = self.mirror(url, auth)
         sub = clean_path(path)
-        async with _Batch(mirror, self._env(GitAuth(), url, mirror), self.timeout) as batch:
-            root = await batch.get(f"{sha}:{sub}" if sub else f"{sha}:")
+        limits = self.limits
+        async with _Batch(mirror, self._env(auth), self.timeout) as batch:
+            root = await batch.info(f"{sha}:{sub}" if sub else f"{sha}:")
             if root is None:
                 raise SourceError("PathNotFound", f"path {path!r} does not exist at {sha[:12]}", transient=False)
             if root[0] != "tree":
                 raise SourceError("PathNotFound", f"path {path!r} is not a directory", transient=False)
             out: dict[str, bytes] = {}
-            pending = [("", root[1])]
+            entries, total = 0, 0
+            pending = [("", root[2])]
             while pending:
-                prefix, tree = pending.pop()
-                for mode, name, oid in _tree_entries(tree, batch.id_width):
+                prefix, oid = pending.pop()
+                for mode, name, child in _tree_entries(await batch.contents(oid, limits.max_file, prefix or "."),
+                                                       batch.id_width):
+                    _check_name(name, posixpath.join(sub, prefix))
                     rel = f"{prefix}{name}"
+                    entries += 1
+                    if entries > limits.max_entries:
+                        raise SourceError("TooManyFiles", f"{path or '.'} at {sha[:12]} has more than "
+                                                          f"{limits.max_entries} entries", transient=False)
                     if mode == "40000":
-                        found = await batch.get(oid)
-                        if found is not None:
-                            pending.append((rel + "/", found[1]))
-                    elif mode != "160000":  # 160000: a submodule's commit, nothing to read here
-                        out[rel] = await self._blob(batch, sha, sub, rel, mode, oid)
+                        pending.append((rel + "/", child))
+                    elif mode != "160000" and (wanted is None or wanted(rel)):  # 160000: a submodule's commit
+                        if rel in out:
+                            raise SourceError("InvalidPath", f"InvalidPath: {posixpath.join(sub, rel)!r} appears "
+                                                             "twice in its tree; refused", transient=False)
+                        out[rel] = await self._blob(batch, sha, sub, rel, mode, child, limits.max_file)
+                        total += len(out[rel])
+                        if total > limits.max_total:
+                            raise SourceError("TreeTooLarge", f"the files under {path or '.'} at {sha[:12]} add up "
+                                                              f"to more than {limits.max_total >> 20} MiB",
+                                              transient=False)
             return out
 
     @staticmethod
-    async def _blob(batch: _Batch, sha: str, sub: str, rel: str, mode: str, oid: str) -> bytes:
-        found = await batch.get(oid)
-        data = found[1] if found else b""
+    async def _blob(batch: _Batch, sha: str, sub: str, rel: str, mode: str, oid: str, limit: int) -> bytes:
+        where = posixpath.join(sub, rel)
+        data = await batch.contents(oid, limit, where)
         if mode != "120000":
             return data
-        # a symlink: its target must stay inside the repository
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.join(sub, rel)), data.decode()))
-        if target.startswith("../") or target == ".." or data.startswith(b"/"):
-            raise SourceError("InvalidPath", f"{posixpath.join(sub, rel)} is a symlink pointing outside "
-                                             "the repository", transient=False)
-        pointed = await batch.get(f"{sha}:{target}")
+        # a symlink: its target must stay inside the repository, and is read as the file it names
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(where), data.decode(errors="replace")))
+        if target.startswith("../") or target == ".." or data.startswith(b"/") or "\0" in target:
+            raise SourceError("InvalidPath", f"InvalidPath: {where} is a symlink pointing outside the repository",
+                              transient=False)
+        pointed = await batch.info(f"{sha}:{target}")
         if pointed is None or pointed[0] != "blob":
-            raise SourceError("InvalidPath", f"symlink {posixpath.join(sub, rel)} is broken", transient=False)
-        return pointed[1]
+            raise SourceError("InvalidPath", f"symlink {where} is broken", transient=False)
+        return await batch.contents(pointed[2], limit, where)
 
-    async def read(self, url: str, sha: str, path: str) -> bytes:
-        """One file at commit ``sha``."""
-        mirror = self.mirror(url)
-        env = self._env(GitAuth(), url, mirror)
-        try:
-            return await self._git(["cat-file", "blob", "--end-of-options", f"{sha}:{clean_path(path)}"], env,
-                                   cwd=mirror)
-        except SourceError as exc:
-            if exc.reason == "InvalidPath":
-                raise
-            raise SourceError("PathNotFound", f"file {path!r} does not exist at {sha[:12]}",
-                              transient=False) from None
+    async def read(self, url: str, sha: str, path: str, auth: GitAuth) -> bytes:
+        """One file at commit ``sha`` (within the per-file limit)."""
+        where = clean_path(path)
+        async with _Batch(self.mirror(url, auth), self._env(auth), self.timeout) as batch:
+            found = await batch.info(f"{sha}:{where}")
+            if found is None or found[0] != "blob":
+                raise SourceError("PathNotFound", f"file {path!r} does not exist at {sha[:12]}", transient=False)
+            return await batch.contents(found[2], self.limits.max_file, where)
 
-    async def has_commit(self, url: str, sha: str) -> bool:
-        mirror = self.mirror(url)
+    async def has_commit(self, url: str, sha: str, auth: GitAuth) -> bool:
+        mirror = self.mirror(url, auth)
         if not (mirror / "HEAD").exists():
             return False
         try:
-            await self._git(["cat-file", "-e", f"{sha}^{{commit}}"], self._env(GitAuth(), url, mirror), cwd=mirror)
+            await self._git(["cat-file", "-e", f"{sha}^{{commit}}"], self._env(auth), cwd=mirror)
         except SourceError:
             return False
         return True
 
     def forget(self, url: str) -> None:
-        shutil.rmtree(self.mirror(url), ignore_errors=True)
+        """Drop every mirror of ``url`` (whatever credentials fetched it)."""
+        shutil.rmtree(self._mirrors(url), ignore_errors=True)
 
 
 class _Batch:
-    """One ``git cat-file --batch`` process, asked for one object at a time (a tree, then what it lists):
-    a tree read costs one process instead of one per file. Killed (with its session) on any exit."""
+    """One ``git cat-file --batch-command`` process, asked for one object at a time: its type and size
+    first (``info``, which does not inflate it), then its content only if within a limit. A tree read costs
+    one process instead of one per file. Killed (with its session) on any exit."""
 
     def __init__(self, mirror: Path, env: dict[str, str], timeout: float) -> None:
         self.mirror, self.env, self.timeout = mirror, env, timeout
@@ -338,8 +413,9 @@ class _Batch:
         self.id_width = 20  # bytes of an object id in tree objects, from the ids git answers with
 
     async def __aenter__(self) -> _Batch:
+        _fetched(self.mirror)
         self.proc = await asyncio.create_subprocess_exec(
-            "git", "cat-file", "--batch", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
+            "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
         return self
 
@@ -349,27 +425,54 @@ class _Batch:
             os.killpg(self.proc.pid, signal.SIGKILL)
         await self.proc.wait()
 
-    async def get(self, spec: str) -> tuple[str, bytes] | None:
-        """(type, content) of the object ``spec`` names (an id, or ``<commit>:<path>``); None if missing."""
+    async def info(self, spec: str) -> tuple[str, int, str] | None:
+        """(type, size, object id) of what ``spec`` names (an id, or ``<commit>:<path>``); None if missing."""
         if "\n" in spec:
             raise SourceError("InvalidPath", "a path with a line break cannot be read", transient=False)
-        try:
-            return await asyncio.wait_for(self._ask(spec), self.timeout)
-        except TimeoutError:
-            raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
-                              transient=True) from None
-
-    async def _ask(self, spec: str) -> tuple[str, bytes] | None:
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(spec.encode() + b"\n")
-        await self.proc.stdin.drain()
-        header = (await self.proc.stdout.readline()).decode().split()
+        header = await self._ask(f"info {spec}")
         if len(header) != 3:  # "<spec> missing", "<spec> ambiguous", or git ended
             return None
         oid, kind, size = header
         self.id_width = len(oid) // 2
-        data = await self.proc.stdout.readexactly(int(size) + 1)  # the content and a newline
-        return kind, data[:-1]
+        return kind, int(size), oid
+
+    async def contents(self, oid: str, limit: int, where: str) -> bytes:
+        """The content of object ``oid``, refused (unread) when larger than ``limit``."""
+        found = await self.info(oid)
+        if found is None:
+            raise SourceError("PathNotFound", f"{where}: object {oid[:12]} is missing", transient=False)
+        if found[1] > limit:
+            raise SourceError("FileTooLarge", f"{where} is {found[1] >> 20} MiB, more than the {limit >> 20} MiB "
+                                              "a file may have", transient=False)
+        header = await self._ask(f"contents {oid}")
+        if len(header) != 3:
+            raise SourceError("PathNotFound", f"{where}: object {oid[:12]} is missing", transient=False)
+        assert self.proc is not None and self.proc.stdout is not None
+        try:
+            data = await asyncio.wait_for(self.proc.stdout.readexactly(int(header[2]) + 1), self.timeout)
+        except TimeoutError:
+            raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
+                              transient=True) from None
+        return data[:-1]  # the content and a newline
+
+    async def _ask(self, command: str) -> list[str]:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command.encode(errors="surrogateescape") + b"\n")
+        try:
+            await self.proc.stdin.drain()
+            return (await asyncio.wait_for(self.proc.stdout.readline(), self.timeout)).decode().split()
+        except TimeoutError:
+            raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
+                              transient=True) from None
+        except (BrokenPipeError, ConnectionResetError):
+            return []
+
+
+def _fetched(mirror: Path | None) -> None:
+    """A mirror is read only once fetched (with the credentials it is kept for)."""
+    if mirror is not None and not mirror.is_dir():
+        raise SourceError("SourceNotReady", "the repository has not been fetched (with these credentials) yet",
+                          transient=True)
 
 
 def _tree_entries(tree: bytes, width: int) -> list[tuple[str, str, str]]:
@@ -377,12 +480,15 @@ def _tree_entries(tree: bytes, width: int) -> list[tuple[str, str, str]]:
     the id ``width`` bytes (20 for SHA-1 repositories, 32 for SHA-256 ones)."""
     entries: list[tuple[str, str, str]] = []
     pos = 0
-    while pos < len(tree):
-        space = tree.index(b" ", pos)
-        nul = tree.index(b"\0", space)
-        entries.append((tree[pos:space].decode(), tree[space + 1:nul].decode(errors="surrogateescape"),
-                        tree[nul + 1:nul + 1 + width].hex()))
-        pos = nul + 1 + width
+    try:
+        while pos < len(tree):
+            space = tree.index(b" ", pos)
+            nul = tree.index(b"\0", space)
+            entries.append((tree[pos:space].decode(), tree[space + 1:nul].decode(errors="surrogateescape"),
+                            tree[nul + 1:nul + 1 + width].hex()))
+            pos = nul + 1 + width
+    except (ValueError, UnicodeDecodeError):
+        raise SourceError("InvalidPath", "a tree object of the repository is corrupt", transient=False) from None
     return entries
 
 
@@ -410,11 +516,27 @@ def _error(text: str, url: str) -> SourceError:
 
 
 def write_tree(files: dict[str, bytes], dest: Path) -> None:
-    """Materialise ``files`` (from :meth:`GitCache.files`) under ``dest``."""
+    """Materialise ``files`` (from :meth:`GitCache.files`) under ``dest``, a directory this process has just
+    created: every name is checked again, directories and files are created, never opened if they
+    exist, and no symlink is followed (each step opens the next component relative to its parent,
+    ``O_NOFOLLOW``), so no entry can write outside ``dest``."""
     for rel, data in files.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        *folders, name = rel.split("/")
+        for part in (*folders, name):
+            _check_name(part, "")
+        parent = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for folder in folders:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, 0o755, dir_fd=parent)
+                child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+                os.close(parent)
+                parent = child
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        finally:
+            os.close(parent)
 
 
 def tree_digest(files: dict[str, bytes]) -> str:

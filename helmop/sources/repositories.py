@@ -30,6 +30,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
 
+from helmop.api import bounded
 from helmop.api.errors import describe
 
 from . import index
@@ -44,16 +45,45 @@ _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 _SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few kilobytes
 
 
+# helm's own limits on what a chart archive may expand to (pkg/chart/loader: MaxDecompressedChartSize,
+# MaxDecompressedFileSize), and a ratio no real chart comes near (they compress five- to twentyfold).
+MAX_CHART_EXPANDED = 100 << 20
+MAX_CHART_FILE = 5 << 20
+MAX_CHART_RATIO = 200
+
+
 def _check_archive(data: bytes, what: str) -> None:
-    """A chart archive is a gzipped tar with a Chart.yaml at its top folder; anything else is named here
-    (and never cached) rather than left for helm's "unable to load chart archive"."""
+    """A chart archive is a gzipped tar of regular files and folders under one top folder that has a
+    Chart.yaml; anything else is named here (and never cached) rather than left for helm: entries that
+    would land outside the chart (absolute, ``..``, backslashes, control characters), links and devices,
+    and archives that expand beyond helm's limits. The tar is streamed (headers are checked before any
+    content is inflated), so a bomb costs neither memory nor much time."""
+    total, tops, has_chart = 0, set(), False
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            names = archive.getnames()
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
+            for member in archive:
+                name = member.name
+                parts = name.split("/")
+                if name.startswith("/") or ".." in parts or "\\" in name or any(ord(c) < 32 for c in name):
+                    raise SourceError("InvalidPath", f"InvalidPath: {what} has an entry {name!r} outside the chart; "
+                                                     "refused", transient=False)
+                if not (member.isfile() or member.isdir()):
+                    raise SourceError("InvalidPath", f"InvalidPath: {what} has an entry {name!r} that is a link or "
+                                                     "a device, not a file; refused", transient=False)
+                if member.size > MAX_CHART_FILE:
+                    raise SourceError("ChartTooLarge", f"{what}: {name} is larger than "
+                                                       f"{bounded.describe_size(MAX_CHART_FILE)}", transient=False)
+                total += member.size
+                if total > MAX_CHART_EXPANDED or not bounded.within_ratio(total, len(data), MAX_CHART_RATIO):
+                    raise SourceError("ChartTooLarge", f"{what} expands to more than "
+                                                       f"{bounded.describe_size(min(MAX_CHART_EXPANDED, total))}; "
+                                                       "refused as a decompression bomb", transient=False)
+                tops.add(parts[0])
+                has_chart = has_chart or (len(parts) == 2 and parts[1] == "Chart.yaml")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise SourceError("ChartInvalid", f"{what} is not a chart archive (a gzipped tar): {exc}",
                           transient=False) from None
-    if not any(name.count("/") == 1 and name.endswith("/Chart.yaml") for name in names):
+    if not has_chart or len(tops) != 1:
         raise SourceError("ChartInvalid", f"{what} has no <chart>/Chart.yaml", transient=False)
 
 
@@ -64,10 +94,20 @@ class Credentials:
     username: str = ""
     password: str = ""
     ca_pem: str = ""
+    scope: str = ""  # the Secret's "namespace/name" ("" without a Secret)
 
     @classmethod
-    def from_secret_data(cls, data: dict[str, str]) -> Credentials:
-        return cls(*(decoded(data, key) for key in ("username", "password", "ca.crt")))
+    def from_secret_data(cls, data: dict[str, str], scope: str = "") -> Credentials:
+        return cls(decoded(data, "username"), decoded(data, "password"), decoded(data, "ca.crt"), scope)
+
+    def key(self) -> str:
+        """What was fetched with these credentials may be served to: "anonymous", or the Secret and a digest
+        of its content. Bytes fetched with one tenant's credentials never answer another's request, or
+        one without credentials (an exact OCI version included: that request goes to the registry)."""
+        if not (self.scope or self.username or self.password or self.ca_pem):
+            return "anonymous"
+        secret = "\0".join((self.username, self.password, self.ca_pem))
+        return f"{self.scope}#{hashlib.sha256(secret.encode()).hexdigest()}"
 
     def secrets(self) -> list[str]:
         """Values to scrub from any message that might echo them."""
@@ -126,10 +166,8 @@ def _validators(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def _credential_key(url: str, creds: Credentials) -> str:
-    """Indexes are cached per repository URL *and* credentials: a tenant without them must not be
-    answered from an index that another tenant's credentials fetched."""
-    secret = "\0".join((creds.username, creds.password, creds.ca_pem))
-    return url + "#" + hashlib.sha256(secret.encode()).hexdigest()[:16]
+    """Indexes and archives are cached per repository URL *and* credentials (:meth:`Credentials.key`)."""
+    return hashlib.sha256(f"{url}\0{creds.key()}".encode()).hexdigest()
 
 
 @dataclass
@@ -149,6 +187,8 @@ class Repositories:
     chart_max_size: int = 64 << 20
     _indexes: dict[str, _Index] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    # archives written by this process: path -> ((inode, size, mtime), sha256); others are fetched again
+    _written: dict[Path, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
     index_fetches: int = 0
@@ -246,19 +286,41 @@ class Repositories:
         if status >= 400:
             raise SourceError("RepositoryUnreachable", f"{what}: HTTP {status}", transient=status >= 500)
 
-    def cached_path(self, chart: ResolvedChart) -> Path:
-        key = hashlib.sha256(chart.repository.encode()).hexdigest()[:16]
-        return self.cache_dir / "charts" / key / f"{chart.name}-{chart.version}.tgz"
+    def cached_path(self, chart: ResolvedChart, creds: Credentials) -> Path:
+        """Where the archive of an exact version is kept for these credentials: names hashed (an index's
+        names and versions are not for choosing paths)."""
+        folder = _credential_key(chart.repository, creds)[:32]
+        file = hashlib.sha256(f"{chart.name}\0{chart.version}".encode()).hexdigest()[:32]
+        return self.cache_dir / "charts" / folder / f"{file}.tgz"
+
+    def _verified(self, path: Path) -> bool:
+        """Whether ``path`` is an archive this process wrote and checked, unchanged since: its digest is
+        computed again whenever the file's identity (inode, size, mtime) is not the one recorded."""
+        known = self._written.get(path)
+        if known is None:
+            return False
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return False
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if identity == known[0]:
+            return True
+        if hashlib.sha256(path.read_bytes()).hexdigest() != known[1]:
+            return False
+        self._written[path] = (identity, known[1])
+        return True
 
     async def fetch(self, chart: ResolvedChart, url: str, creds: Credentials, insecure: bool = False) -> Path:
-        """The chart archive in the cache, downloaded on first use of this exact version."""
-        path = self.cached_path(chart)
-        if path.exists():
+        """The chart archive in the cache, downloaded on first use of this exact version with these
+        credentials; written once, and served only while its digest is the one checked when written."""
+        path = self.cached_path(chart, creds)
+        if self._verified(path):
             self.hits += 1
             return path
         lock = self._locks.setdefault(str(path), asyncio.Lock())
         async with lock:
-            if path.exists():
+            if self._verified(path):
                 self.hits += 1
                 return path
             self.misses += 1
@@ -270,7 +332,10 @@ class Repositories:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(data)
+            partial.chmod(0o444)
             partial.replace(path)
+            stat = path.stat()
+            self._written[path] = ((stat.st_ino, stat.st_size, stat.st_mtime_ns), hashlib.sha256(data).hexdigest())
         return path
 
     async def _download(self, chart: ResolvedChart, creds: Credentials) -> bytes:
@@ -379,7 +444,8 @@ async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason:
     """The body, read in chunks up to ``limit`` bytes (into ``sink`` when given): a server that sends more,
     or never stops, costs a bounded amount of memory and gets a specific error."""
     flag = {"IndexTooLarge": " (--helm-index-max-size)", "ChartTooLarge": " (--helm-chart-max-size)"}.get(reason, "")
-    too_large = SourceError(reason, f"{what} is larger than {_size(limit)}, the limit{flag}", transient=False)
+    too_large = SourceError(reason, f"{what} is larger than {bounded.describe_size(limit)}, the limit{flag}",
+                            transient=False)
     if r.content_length is not None and r.content_length > limit:
         raise too_large
     body, total = bytearray(), 0
@@ -393,8 +459,3 @@ async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason:
             sink.write(chunk)
         await asyncio.sleep(0)  # a fast server fills the buffer faster than this loop empties it: let others run
     return bytes(body)
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
-

@@ -10,6 +10,8 @@ import pytest
 
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, GitRef, check_url, clean_path
+
+ANON = GitAuth()
 from tests.gitserver import GitServer, Repo
 
 
@@ -35,25 +37,25 @@ async def test_refs_resolve_and_fetch_is_incremental(repo: Repo, tmp_path: Path)
     other = repo.commit({"other.txt": "x"}, branch="feature")
     cache = GitCache(tmp_path / "cache")
     mirror = await cache.fetch(repo.url, GitAuth())
-    assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == second
-    assert await cache.resolve(repo.url, GitRef(tag="v1.0.0")) == (f"v1.0.0@sha1:{first}", first)
-    assert await cache.resolve(repo.url, GitRef(semver="^1")) == (f"v1.2.0@sha1:{second}", second)
-    assert (await cache.resolve(repo.url, GitRef(commit=first)))[1] == first
-    assert (await cache.resolve(repo.url, GitRef(branch="feature")))[1] == other
-    assert await cache.files(repo.url, first, "app") == {"a.yaml": b"a: 1\n"}
+    assert (await cache.resolve(repo.url, GitRef(branch="main"), ANON))[1] == second
+    assert await cache.resolve(repo.url, GitRef(tag="v1.0.0"), ANON) == (f"v1.0.0@sha1:{first}", first)
+    assert await cache.resolve(repo.url, GitRef(semver="^1"), ANON) == (f"v1.2.0@sha1:{second}", second)
+    assert (await cache.resolve(repo.url, GitRef(commit=first), ANON))[1] == first
+    assert (await cache.resolve(repo.url, GitRef(branch="feature"), ANON))[1] == other
+    assert await cache.files(repo.url, first, "app", ANON) == {"a.yaml": b"a: 1\n"}
     # A force-pushed branch: the mirror follows it.
     repo.git("reset", "-q", "--hard", first)
     rewritten = repo.commit({"app/b.yaml": "b: 1\n"}, "rewrite")
     objects_before = sum(1 for _ in (mirror / "objects").rglob("*"))
     await cache.fetch(repo.url, GitAuth())
-    assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == rewritten
-    assert await cache.files(repo.url, rewritten, "app") == {"a.yaml": b"a: 1\n", "b.yaml": b"b: 1\n"}
+    assert (await cache.resolve(repo.url, GitRef(branch="main"), ANON))[1] == rewritten
+    assert await cache.files(repo.url, rewritten, "app", ANON) == {"a.yaml": b"a: 1\n", "b.yaml": b"b: 1\n"}
     assert sum(1 for _ in (mirror / "objects").rglob("*")) > objects_before  # fetched into the same mirror
     with pytest.raises(SourceError) as missing:
-        await cache.resolve(repo.url, GitRef(branch="nope"))
+        await cache.resolve(repo.url, GitRef(branch="nope"), ANON)
     assert missing.value.reason == "RefNotFound"
     with pytest.raises(SourceError) as no_path:
-        await cache.files(repo.url, rewritten, "missing/dir")
+        await cache.files(repo.url, rewritten, "missing/dir", ANON)
     assert no_path.value.reason == "PathNotFound"
 
 
@@ -62,7 +64,7 @@ async def test_refs_resolve_and_fetch_is_incremental(repo: Repo, tmp_path: Path)
                                  "file:///etc", "https://host/repo with space"])
 def test_dangerous_urls_are_refused(url: str) -> None:
     with pytest.raises(SourceError) as err:
-        check_url(url, allow_file=False)
+        check_url(url)
     assert err.value.reason == "InvalidURL"
 
 
@@ -73,7 +75,7 @@ async def test_option_injection_through_refs_and_paths_is_refused(repo: Repo, tm
     for ref in (GitRef(branch="--upload-pack=touch /tmp/pwned"), GitRef(tag="-x"), GitRef(branch="a..b"),
                 GitRef(commit="--all")):
         with pytest.raises(SourceError) as err:
-            await cache.resolve(repo.url, ref)
+            await cache.resolve(repo.url, ref, ANON)
         assert err.value.reason == "InvalidRef"
     for path in ("../outside", "/etc", "a/../../b"):
         with pytest.raises(SourceError) as err:
@@ -89,12 +91,12 @@ async def test_option_injection_through_refs_and_paths_is_refused(repo: Repo, tm
     (repo.work / "x" / "in").symlink_to("a")
     sha = repo.commit({}, "symlink in")
     await cache.fetch(repo.url, GitAuth())
-    assert await cache.files(repo.url, sha, "x") == {"a": b"1", "in": b"1"}
+    assert await cache.files(repo.url, sha, "x", ANON) == {"a": b"1", "in": b"1"}
 
 
 async def _files(cache: GitCache, repo: Repo, sha: str) -> dict[str, bytes]:
     await cache.fetch(repo.url, GitAuth())
-    return await cache.files(repo.url, sha, "x")
+    return await cache.files(repo.url, sha, "x", ANON)
 
 
 async def test_credentials_stay_out_of_urls_config_and_messages(tmp_path: Path) -> None:
@@ -104,8 +106,11 @@ async def test_credentials_stay_out_of_urls_config_and_messages(tmp_path: Path) 
         repo = Repo(server, "private", tmp_path / "work")
         sha = repo.commit({"a": "1"})
         cache = GitCache(tmp_path / "cache")
-        mirror = await cache.fetch(repo.url, GitAuth(username="robot", password="s3cr3t-pass"))
-        assert (await cache.resolve(repo.url, GitRef(branch="main")))[1] == sha
+        robot = GitAuth(username="robot", password="s3cr3t-pass", scope="team/robot")
+        mirror = await cache.fetch(repo.url, robot)
+        assert (await cache.resolve(repo.url, GitRef(branch="main"), robot))[1] == sha
+        with pytest.raises(SourceError):  # what was fetched with credentials is not read without them
+            await cache.resolve(repo.url, GitRef(branch="main"), ANON)
         config = (mirror / "config").read_text()
         assert "s3cr3t" not in config and "robot" not in config
         with pytest.raises(SourceError) as err:
@@ -126,9 +131,9 @@ async def test_file_urls_need_the_allow_flag(repo: Repo, tmp_path: Path) -> None
     url = f"file://{repo.bare}"
     with pytest.raises(SourceError):
         await GitCache(tmp_path / "c1").fetch(url, GitAuth())
-    cache = GitCache(tmp_path / "c2", allow_file=True)
+    cache = GitCache(tmp_path / "c2", file_roots=(repo.bare.parent,))
     await cache.fetch(url, GitAuth())
-    assert (await cache.resolve(url, GitRef(branch="main")))[1] == sha
+    assert (await cache.resolve(url, GitRef(branch="main"), ANON))[1] == sha
 
 
 @pytest.fixture
@@ -192,7 +197,7 @@ async def test_a_tree_is_read_by_one_git_process(repo: Repo, tmp_path: Path, mon
     wrapper.write_text(f'#!/bin/sh\necho "$1" >> {log}\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
-    read = await cache.files(repo.url, sha, "chart")
+    read = await cache.files(repo.url, sha, "chart", ANON)
     assert read == {path.removeprefix("chart/"): text.encode() for path, text in files.items()
                     if path.startswith("chart/")}
     assert log.read_text().split() == ["cat-file"]

@@ -1,0 +1,23 @@
+"""The environment helmop gives the programs it runs (helm, git): what they need to reach a network and
+a cluster, and nothing else of the operator's. A tenant's chart or repository can make them run code
+(a post-renderer, a git helper) or print their environment into a message; the operator's own variables
+(tokens, cloud credentials, configuration) are not theirs to see."""
+
+from __future__ import annotations
+
+import os
+
+# Variables a program may need to reach its servers: where to find programs and certificates, proxies,
+# the locale, and the in-cluster API address (helm's client configuration reads it).
+PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+          "http_proxy", "https_proxy", "no_proxy", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+
+
+def minimal_env(home: str, **extra: str) -> dict[str, str]:
+    """The passed-on variables that are set, a scratch ``HOME`` (no dotfiles of the operator's user are
+    read), and ``extra``."""
+    env = {key: os.environ[key] for key in PASSED if key in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env["HOME"] = home
+    env.update(extra)
+    return env
