@@ -28,9 +28,5 @@ def gunzip(data: bytes, *, max_size: int, max_ratio: int, what: str) -> bytes:
     return out
 
 
-def within_ratio(expanded: int, compressed: int, max_ratio: int) -> bool:
-    return expanded <= max(RATIO_FLOOR, max_ratio * compressed)
-
-
 def describe_size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"

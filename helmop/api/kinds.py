@@ -6,6 +6,7 @@ version and plural are never spelled out anywhere else.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 GROUP = "helmop.dev"
@@ -21,6 +22,19 @@ FORCE_AT = "helmop.dev/forceAt"
 FINALIZER = "helmop.dev/finalizer"
 # Which operator replica set handles a resource (`helmop run --shard NAME`); unlabelled: the default one.
 SHARD_LABEL = "helmop.dev/shard"
+
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # RFC 1123 label: what a namespace is named
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_namespace_name(text: str) -> bool:
+    return bool(_LABEL.match(text))
+
+
+def is_object_name(text: str) -> bool:
+    """A DNS subdomain (RFC 1123), the name of most objects, helmop's kinds included."""
+    return len(text) <= 253 and bool(_SUBDOMAIN.match(text))
 
 
 @dataclass(frozen=True)

@@ -1,40 +1,64 @@
 """Masking secret values in text that leaves helmop (status messages, Events, logs).
 
-A chart can echo a value it was given in transformed form (``upper``, ``b64enc``, ``trunc 10``,
-``quote``, ``toJson``), so exact matching is not enough. A secret is looked for as itself, in any
-letter case, base64-encoded (standard and URL-safe, with or without padding) and JSON-escaped; and
-any fragment of 8 or more characters of any of those forms is masked too. Pure.
+A chart can echo a value it was given in transformed form (``upper``, ``b64enc``, ``trunc 7``, ``quote``,
+``toJson``, ``urlquery``, ``wrap``, a hex or base32 dump, inside a longer string), so exact matching is not
+enough. A secret is looked for as itself, in any letter case, JSON-escaped, URL-encoded, hex, base32, and
+base64 (standard and URL-safe, with or without padding, at each of the three alignments it can have
+inside a longer encoded string); whitespace in the text is ignored while matching (a wrapped or split
+value still matches), and any fragment of 6 or more characters of any of those forms is masked too. Pure.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
-FRAGMENT = 8  # the shortest piece of a secret that is masked on its own
+FRAGMENT = 6  # the shortest piece of a secret that is masked on its own
 _SHORTEST = 4  # shorter values are too common to mask without mangling ordinary text
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    """The secret's base64 as it appears when the secret starts 0, 1 or 2 bytes into what was encoded:
+    only the characters made of the secret's bits alone (the first ones carry the preceding bytes' bits,
+    the last ones the following bytes')."""
+    out = set()
+    for offset, skip in ((0, 0), (1, 2), (2, 3)):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * offset + raw).decode()
+            if offset == 0:
+                out |= {text, text.rstrip("=")}
+            whole = (offset + len(raw)) // 3 * 4  # characters of complete groups
+            out.add(text[skip:whole])
+    return {form for form in out if form}
 
 
 def _forms(secret: str) -> set[str]:
     raw = secret.encode()
-    encoded = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-    return {secret, json.dumps(secret)[1:-1], *encoded, *(e.rstrip("=") for e in encoded)}
+    base32 = base64.b32encode(raw).decode()
+    return {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret, safe=""), raw.hex(),
+            base32, base32.rstrip("="), *_base64_forms(raw)}
 
 
 def redact(text: str, secrets: list[str]) -> str:
     """``text`` with every occurrence of a secret, in any of the forms above, replaced by ``***``."""
     low = text.lower()
+    kept = [i for i, c in enumerate(low) if not c.isspace()]  # positions of the text without whitespace
+    squeezed = "".join(low[i] for i in kept)
     masked = [False] * len(text)
     for secret in {s for s in secrets if len(s) >= _SHORTEST}:
         for form in _forms(secret):
-            form = form.lower()
+            form = "".join(form.lower().split())
+            if not form:
+                continue
             pieces = {form} if len(form) < FRAGMENT else {form[i:i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1)}
             for piece in pieces:
-                start = low.find(piece)
+                start = squeezed.find(piece)
                 while start >= 0:
-                    masked[start:start + len(piece)] = [True] * len(piece)
-                    start = low.find(piece, start + 1)
+                    first, last = kept[start], kept[start + len(piece) - 1]
+                    masked[first:last + 1] = [True] * (last + 1 - first)
+                    start = squeezed.find(piece, start + 1)
     out, i = [], 0
     while i < len(text):
         if masked[i]:

@@ -12,6 +12,7 @@ from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
+from .celworker import CelWorker
 from .events import Recorder
 from .kube import Kube
 
@@ -53,6 +54,7 @@ class Context:
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
     tenancy: Tenancy = field(default_factory=Tenancy)
+    cel: CelWorker = field(default_factory=CelWorker)  # spec.healthCheckExprs, off the event loop
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)

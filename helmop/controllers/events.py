@@ -36,8 +36,12 @@ class Recorder:
         if self._last.get(uid) == (kind, reason, message):
             return
         self._last[uid] = (kind, reason, message)
+        # A failure's message can carry what a chart printed, including what it read with `lookup` (with the
+        # operator's rights, by default): it is for the object's readers (status, Event), not the operator's
+        # log, which names only the reason.
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, "%s/%s %s: %s",
-                meta.get("namespace", ""), meta.get("name"), reason, message,
+                meta.get("namespace", ""), meta.get("name"), reason,
+                "(message in the object's status and Events)" if kind == "Warning" else message,
                 extra={"k8s_kind": obj.get("kind"), "k8s_namespace": meta.get("namespace"),
                        "k8s_name": meta.get("name")})
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -55,4 +59,5 @@ class Recorder:
         try:
             await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
         except KubeError as exc:  # Events are auxiliary: never fail a reconcile over one
-            log.warning("could not post an Event for %s/%s: %s", namespace, meta.get("name"), exc)
+            log.warning("could not post an Event for %s/%s: %s %s", namespace, meta.get("name"), exc.status,
+                        exc.reason)

@@ -275,7 +275,7 @@ class Reconciler:
         event = self.ctx.events.normal if result.ok else self.ctx.events.warning
         await event(job.body, result.reason, result.message)
         if job.decision.remediation and result.ok:
-            log.info("%s/%s remediated: %s", job.namespace, job.name, result.message)
+            log.info("%s/%s remediated: %s", job.namespace, job.name, result.reason)
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> None:
         status = copy.deepcopy(body.get("status") or {})

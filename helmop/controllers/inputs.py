@@ -21,6 +21,7 @@ from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.sources import parse_git_repository
+from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
 from helmop.helm.engine import HelmError
 from helmop.sources.errors import SourceError
@@ -195,6 +196,18 @@ async def source_revision(ctx: Context, namespace: str, name: str) -> Source:
     return source
 
 
+def _chart_metadata(files: dict[str, bytes], path: str) -> tuple[dict[str, Any], Any]:
+    """Chart.yaml (a map) and Chart.lock (if any) of a chart's files."""
+    try:
+        meta = yamlc.load(files["Chart.yaml"]) or {}
+        lock = yamlc.load(files["Chart.lock"]) if "Chart.lock" in files else None
+    except yaml.YAMLError as exc:
+        raise InputError("ChartInvalid", f"{path}/Chart.yaml or Chart.lock is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise InputError("ChartInvalid", f"{path}/Chart.yaml is not a map")
+    return meta, lock
+
+
 async def git_chart(ctx: Context, namespace: str,
                     chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
     """The chart directory at the source's revision, materialised once per content digest (with its
@@ -214,12 +227,14 @@ async def git_chart(ctx: Context, namespace: str,
         except ValueError as exc:
             raise InputError("ValuesInvalid", str(exc)) from None
     digest = tree_digest({**files, **{f"\0values/{k}": v for k, v in extra.items()}})
-    try:
-        meta = yamlc.load(files["Chart.yaml"]) or {}
-    except yaml.YAMLError:
-        raise InputError("ChartInvalid", f"{chart.path}/Chart.yaml is not valid YAML") from None
+    meta, lock = _chart_metadata(files, chart.path)
+    outside = chartdeps.outside_the_chart(meta, lock)
+    if outside:
+        raise InputError("InvalidChart", f"{chart.path}: file:// dependencies must stay inside the chart's folder: "
+                                         f"{', '.join(outside)}; refused")
     resolved = ResolvedChart(safe_url(url), str(meta.get("name", "")), str(meta.get("version", "")))
-    target = ctx.repos.cache_dir / "gitcharts" / tree_digest(files)[7:31] / (resolved.name or "chart")
+    # The folder's name is fixed: Chart.yaml's name is the tenant's to choose, a path is not.
+    target = ctx.repos.cache_dir / "gitcharts" / tree_digest(files)[7:31] / "chart"
     if not target.exists():
         staging = Path(tempfile.mkdtemp(prefix="chart-", dir=ctx.repos.cache_dir))
         try:
@@ -227,8 +242,8 @@ async def git_chart(ctx: Context, namespace: str,
             if meta.get("dependencies"):
                 try:
                     await ctx.engine.dependency_build(staging)
-                except HelmError as exc:
-                    raise InputError("DependencyBuildFailed", str(exc)) from None
+                except HelmError as exc:  # helm names the staging folder: the user knows the chart's path
+                    raise InputError("DependencyBuildFailed", str(exc).replace(str(staging), chart.path)) from None
             target.parent.mkdir(parents=True, exist_ok=True)
             staging.rename(target)
         finally:

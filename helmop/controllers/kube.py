@@ -122,6 +122,14 @@ def _check_exists(path: str | Path | None) -> None:
         raise KubeconfigError(f"KUBECONFIG names {', '.join(listed)}, which does not exist")
 
 
+def _check_path(path: str) -> None:
+    """Paths are built from names, some of them a user's: one with a "." or ".." segment, or a character
+    no Kubernetes name has that a URL would act on, could address another object than the one named."""
+    segments = path.split("/")
+    if any(seg in (".", "..") for seg in segments) or any(c in path for c in "?#%\\") or "//" in path[1:]:
+        raise KubeError(400, "BadRequest", f"refused to request {path!r}: not a path of object names")
+
+
 def _reply(text: str) -> dict[str, Any]:
     """An answer's body: JSON, or its text as the message."""
     try:
@@ -238,6 +246,7 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
                       content_type: str = "application/json", attempts: int = 5, accept: str = "") -> dict[str, Any]:
         """One API call under the retry policy (``attempts=1``: no retry, e.g. for a probe)."""
+        _check_path(path)
         data = None if body is None else (body if isinstance(body, str | bytes) else json.dumps(body))
         headers = {"Content-Type": content_type} if data is not None else {}
         if accept:

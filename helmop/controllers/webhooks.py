@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from helmop.api.kinds import GITREPOSITORY, REQUESTED_AT
+from helmop.api.kinds import GITREPOSITORY, REQUESTED_AT, is_namespace_name, is_object_name
 
 from .context import Context
 
@@ -38,7 +38,12 @@ def signature_valid(token: bytes, body: bytes, headers: dict[str, str]) -> bool:
 
 def app(ctx: Context) -> web.Application:
     async def hook(request: web.Request) -> web.Response:
+        # aiohttp decoded the path once (%2F is a "/" inside a segment now): anything but a namespace and a
+        # name is refused before any lookup, with the same answer as a bad signature.
         namespace, name = request.match_info["namespace"], request.match_info["name"]
+        if not (is_namespace_name(namespace) and is_object_name(name)):
+            log.warning("webhook refused: %r is not a namespace/name path", request.path[:300])
+            return web.json_response({"error": "invalid or missing signature"}, status=401)
         body = await request.read()
         repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
         secret_name = ((((repo or {}).get("spec") or {}).get("webhook") or {}).get("secretRef") or {}).get("name")

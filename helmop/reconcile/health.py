@@ -1,11 +1,11 @@
 """Whether an object of a release is healthy, as kstatus judges it (Current, InProgress, Failed), with
-CEL expressions (spec.healthCheckExprs, evaluated by the ``cel`` library) for kinds kstatus cannot
-judge. Pure: an object in, a verdict out; the controllers fetch the objects and wait.
+CEL expressions (spec.healthCheckExprs) for kinds kstatus cannot judge. Pure: an object in, a verdict
+out; the controllers fetch the objects, evaluate the expressions (off the event loop, bounded) and wait.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import re
 from typing import Any
 
 import cel
@@ -15,30 +15,62 @@ from helmop.api.helmrelease import HealthExpr, SpecError
 CURRENT, IN_PROGRESS, FAILED = "Current", "InProgress", "Failed"
 
 
-@lru_cache(maxsize=256)
-def _program(expression: str) -> Any:
-    return cel.compile(expression)
+# What an expression may cost, judged before it ever runs (Kubernetes estimates CEL's cost statically and
+# refuses rules over budget): its length, and how deeply comprehensions nest (each level multiplies the
+# work by the size of a list: three levels over a few hundred items is already minutes).
+MAX_EXPRESSION = 4096
+MAX_NESTING = 2
+_MACROS = re.compile(r"\.\s*(map|filter|all|exists|exists_one)\s*\(")
+
+
+def cost_problem(expression: str) -> str:
+    """Why ``expression`` is over the cost budget ("" when it is not)."""
+    if len(expression) > MAX_EXPRESSION:
+        return f"longer than {MAX_EXPRESSION} characters"
+    depth, deepest, stack = 0, 0, []
+    code = re.sub(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"", "''", expression)  # string literals say nothing
+    macros = {m.end() - 1 for m in _MACROS.finditer(code)}
+    for i, c in enumerate(code):
+        if c == "(":
+            stack.append(i in macros)
+            depth += i in macros
+            deepest = max(deepest, depth)
+        elif c == ")" and stack:
+            depth -= stack.pop()
+    if deepest > MAX_NESTING:
+        return f"comprehensions (map, filter, all, exists) nest {deepest} deep; at most {MAX_NESTING} are allowed"
+    return ""
 
 
 def check_exprs(exprs: tuple[HealthExpr, ...]) -> None:
-    """SpecError naming the first spec.healthCheckExprs expression that does not compile."""
+    """SpecError naming the first spec.healthCheckExprs expression that does not compile or is over the
+    cost budget."""
     for i, expr in enumerate(exprs):
         for field, text in (("current", expr.current), ("inProgress", expr.in_progress), ("failed", expr.failed)):
+            if not text:
+                continue
+            problem = cost_problem(text)
+            if problem:
+                raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].{field}: over the cost budget: {problem}")
             try:
-                if text:
-                    _program(text)
+                cel.compile(text)
             except ValueError as exc:
                 raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].{field}: "
                                                f"{str(exc).splitlines()[0]}") from None
 
 
-def _true(expression: str, obj: dict[str, Any]) -> bool:
-    if not expression:
-        return False
-    try:
-        return _program(expression).execute({"self": obj}) is True
-    except (KeyError, ValueError, TypeError):  # a field the object does not have yet: not true (yet)
-        return False
+def expression_for(obj: dict[str, Any], exprs: tuple[HealthExpr, ...]) -> HealthExpr | None:
+    """The spec.healthCheckExprs entry that judges ``obj`` (by apiVersion and kind), if any."""
+    return next((e for e in exprs if (e.api_version, e.kind) == (obj.get("apiVersion"), obj.get("kind"))), None)
+
+
+def by_expression(expr: HealthExpr, failed: bool, current: bool) -> tuple[str, str]:
+    """The verdict of an expression entry, given whether its ``failed`` and ``current`` expressions hold."""
+    if failed:
+        return FAILED, f"healthCheckExprs: failed ({expr.failed})"
+    if current:
+        return CURRENT, ""
+    return IN_PROGRESS, f"healthCheckExprs: not current yet ({expr.current})"
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -77,16 +109,9 @@ def _workload(obj: dict[str, Any]) -> tuple[str, str]:
     return (CURRENT, "") if ready >= wanted else (IN_PROGRESS, f"{ready}/{wanted} replicas ready")
 
 
-def judge(obj: dict[str, Any], exprs: tuple[HealthExpr, ...] = ()) -> tuple[str, str]:
-    """(Current | InProgress | Failed, why) for one live object."""
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    for expr in exprs:
-        if (expr.api_version, expr.kind) == (api_version, kind):
-            if _true(expr.failed, obj):
-                return FAILED, f"healthCheckExprs: failed ({expr.failed})"
-            if _true(expr.current, obj):
-                return CURRENT, ""
-            return IN_PROGRESS, f"healthCheckExprs: not current yet ({expr.current})"
+def judge(obj: dict[str, Any]) -> tuple[str, str]:
+    """(Current | InProgress | Failed, why) for one live object, by kstatus' rules."""
+    kind = obj.get("kind")
     status = obj.get("status") or {}
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
         return _workload(obj)

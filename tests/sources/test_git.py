@@ -10,9 +10,9 @@ import pytest
 
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, GitRef, check_url, clean_path
+from tests.gitserver import GitServer, Repo
 
 ANON = GitAuth()
-from tests.gitserver import GitServer, Repo
 
 
 @pytest.fixture

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from helmop.api.helmrelease import HealthExpr, SpecError
-from helmop.reconcile.health import CURRENT, FAILED, IN_PROGRESS, check_exprs, judge
+from helmop.controllers.celworker import CelTimeout, CelWorker
+from helmop.reconcile.health import (
+    CURRENT,
+    FAILED,
+    IN_PROGRESS,
+    by_expression,
+    check_exprs,
+    expression_for,
+    judge,
+)
 
 
 def obj(kind: str, spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,
@@ -41,11 +50,53 @@ def test_kstatus_rules(thing: dict[str, Any], verdict: str) -> None:
     assert judge(thing)[0] == verdict
 
 
-def test_cel_expressions_decide_for_their_kind() -> None:
-    exprs = (HealthExpr("x.io/v1", "Gizmo", current="self.status.phase == 'Ready'",
-                        failed="has(self.status.error) && self.status.error != ''"),)
-    assert judge(obj("Gizmo", api_version="x.io/v1"), exprs)[0] == IN_PROGRESS  # no status yet: not an error
-    assert judge(obj("Gizmo", api_version="x.io/v1", status={"phase": "Ready"}), exprs)[0] == CURRENT
-    assert judge(obj("Gizmo", api_version="x.io/v1", status={"phase": "Ready", "error": "boom"}), exprs)[0] == FAILED
+async def test_cel_expressions_decide_for_their_kind() -> None:
+    expr = HealthExpr("x.io/v1", "Gizmo", current="self.status.phase == 'Ready'",
+                      failed="has(self.status.error) && self.status.error != ''")
+    worker = CelWorker()
+
+    async def verdict(thing: dict[str, Any]) -> str:
+        assert expression_for(thing, (expr,)) is expr
+        failed, current = await worker.evaluate([expr.failed, expr.current], thing)
+        return by_expression(expr, failed, current)[0]
+
+    try:
+        assert await verdict(obj("Gizmo", api_version="x.io/v1")) == IN_PROGRESS  # no status yet: not an error
+        assert await verdict(obj("Gizmo", api_version="x.io/v1", status={"phase": "Ready"})) == CURRENT
+        assert await verdict(obj("Gizmo", api_version="x.io/v1", status={"phase": "Ready", "error": "boom"})) == FAILED
+    finally:
+        await worker.close()
+    assert expression_for(obj("Deployment"), (expr,)) is None
     with pytest.raises(SpecError, match=r"healthCheckExprs\[0\]\.failed"):
         check_exprs((HealthExpr("x.io/v1", "Gizmo", current="true", failed="self.status =="),))
+
+
+NESTED = "[1,2,3,4,5,6,7,8,9,10].map(a, [1,2,3,4,5,6,7,8,9,10].map(b, [1,2,3,4,5,6,7,8,9,10].map(c, a+b+c)))"
+
+
+@pytest.mark.parametrize("expression,problem", [
+    (NESTED + ".size() > 0", "nest 3 deep"),
+    ("'" + "x" * 5000 + "' == self.kind", "longer than 4096"),
+    ("self.items.all(i, i.names.exists(n, n == 'a'))", ""),  # two levels: allowed
+    ("self.note == '.map(.map(.map('", ""),  # in a string literal: not a comprehension
+])
+def test_cost_budget_is_judged_before_running(expression: str, problem: str) -> None:
+    if problem:
+        with pytest.raises(SpecError, match=problem):
+            check_exprs((HealthExpr("x.io/v1", "Gizmo", current=expression),))
+    else:
+        check_exprs((HealthExpr("x.io/v1", "Gizmo", current=expression),))
+
+
+async def test_a_runaway_expression_is_stopped_and_the_worker_recovers() -> None:
+    """Two levels of comprehension pass the static budget but can still be slow over big lists: the
+    evaluation is cut at the time limit in the child process, and the next evaluation gets a new child."""
+    worker = CelWorker(timeout=0.5)
+    slow = "self.spec.xs.map(a, self.spec.xs.map(b, a * b)).size() > 0"
+    big = obj("Gizmo", {"xs": list(range(3000))}, api_version="x.io/v1")
+    try:
+        with pytest.raises(CelTimeout):
+            await worker.evaluate([slow], big)
+        assert await worker.evaluate(["self.kind == 'Gizmo'"], big) == [True]
+    finally:
+        await worker.close()

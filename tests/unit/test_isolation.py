@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import textwrap
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -20,7 +22,11 @@ SYMBOLS = 'p>>?w0rd~~~~"s3cr3t>?'  # base64 with + and /, and a quote to escape
 @pytest.mark.parametrize("form", [
     SECRET, SECRET.upper(), SECRET.lower(), base64.b64encode(SECRET.encode()).decode(),
     base64.urlsafe_b64encode(SYMBOLS.encode()).decode().rstrip("="), base64.b64encode(SYMBOLS.encode()).decode(),
-    json.dumps(SYMBOLS), SECRET[:10], SECRET[3:12], base64.b64encode(SECRET.encode()).decode()[:9]])
+    json.dumps(SYMBOLS), SECRET[:10], SECRET[3:12], base64.b64encode(SECRET.encode()).decode()[:9],
+    SECRET[:7], SECRET[5:11], SECRET.encode().hex(), SECRET.encode().hex().upper(),
+    base64.b32encode(SECRET.encode()).decode(), base64.b32encode(SECRET.encode()).decode().rstrip("="),
+    quote(SYMBOLS, safe=""), quote_plus(SYMBOLS), " ".join(SECRET), "\n".join(textwrap.wrap(SECRET, 5)),
+    *(base64.b64encode(prefix.encode() + SECRET.encode()).decode()[4:] for prefix in ("a:", "ab:", "abc:"))])
 def test_secret_forms_are_masked(form: str) -> None:
     masked = redact(f"error: value {form} is not allowed", [SECRET, SYMBOLS])
     assert masked.startswith("error: value ") and masked.endswith(" is not allowed")
@@ -30,7 +36,7 @@ def test_secret_forms_are_masked(form: str) -> None:
 
 
 def test_short_fragments_and_unrelated_text_are_left_alone() -> None:
-    assert redact("S3cr3tV is seven characters", [SECRET]) == "S3cr3tV is seven characters"
+    assert redact("S3cr3 is five characters", [SECRET]) == "S3cr3 is five characters"
     assert redact("nothing to see", [SECRET, "abc"]) == "nothing to see"
     assert redact("user=robot", ["robot"]) == "user=***"
 

@@ -9,8 +9,9 @@ import asyncio
 import time
 from typing import Any
 
-from helmop.reconcile.health import FAILED, IN_PROGRESS, judge
+from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge
 
+from ..celworker import CelTimeout
 from ..kube import KubeError
 from . import Cancelled, Job
 
@@ -26,6 +27,19 @@ def _objects(inventory: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return out
 
 
+async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
+    """kstatus' verdict, or that of the spec.healthCheckExprs entry for the object's kind (evaluated in the
+    bounded CEL worker: an expression that runs away fails the check, not the operator)."""
+    expr = expression_for(live, job.spec.health_check_exprs)
+    if expr is None:
+        return judge(live)
+    try:
+        failed, current = await job.ctx.cel.evaluate([expr.failed or "false", expr.current or "false"], live)
+    except CelTimeout as exc:
+        return FAILED, f"healthCheckExprs: {exc}"
+    return by_expression(expr, failed, current)
+
+
 async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
     """"" once every object is Current; else, at the first Failed object or at the timeout, what is wrong."""
     kube = job.ctx.kube.acting_as(job.acting_as)
@@ -39,7 +53,7 @@ async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
             except KubeError as exc:
                 waiting.append(f"{kind}/{name}: {exc.message}")
                 continue
-            state, why = (IN_PROGRESS, "not found") if live is None else judge(live, job.spec.health_check_exprs)
+            state, why = (IN_PROGRESS, "not found") if live is None else await _judge(job, live)
             if state == FAILED:
                 return f"{kind} {namespace}/{name} is not healthy: {why}"
             if state == IN_PROGRESS:
