@@ -31,7 +31,7 @@ from helmop.controllers.operator import run as run_operator
 from helmop.helm.engine import Engine
 from helmop.sandbox import Sandbox
 
-from . import logs, releases, verbs
+from . import logs, releases, tenancy, verbs
 from .errors import Failed
 
 T = TypeVar("T")
@@ -159,6 +159,13 @@ async def _suspend(pair: Any) -> int:
     kind = verbs.kind_of(args.kind)  # helmop's own kinds: an app resource's spec is its chart's values
     print(await verbs.set_suspended(kube, kind, _namespace(args) or "default", args.name, args.verb == "suspend"))
     return 0
+
+
+async def _check_tenancy(pair: Any) -> int:
+    args, kube = pair
+    report, confined = await tenancy.check(kube, _namespace(args) or "default", args.default_service_account)
+    print(report)
+    return 0 if confined else 1
 
 
 def _engine() -> Engine:
@@ -294,6 +301,12 @@ def parser() -> argparse.ArgumentParser:
                       help="manifests (file or directory, repeatable) holding HelmReleases or app resources; "
                            "valuesFrom is read from the cluster")
     diff.add_argument("--apps", help="app kinds file, to diff app resources too")
+
+    check = cluster_verb("check", "check a namespace's tenancy: the ServiceAccounts helmop acts as there may not "
+                                  "grant themselves more or reach outside it; exit 0 confined, 1 not", _check_tenancy)
+    check.add_argument("what", choices=["tenancy"])
+    check.add_argument("--default-service-account", metavar="NAME", default="",
+                       help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")
 
     render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
                                description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "

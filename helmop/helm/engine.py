@@ -273,8 +273,8 @@ class Engine:
         plugins = self.runtime / "helm-plugins"
         # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)
         self.post_renderer = postrender.install_plugin(plugins)
-        self.runtime_digest = postrender.digest(self.runtime)
         postrender.freeze(self.runtime)
+        self.runtime_digest = postrender.digest(self.runtime)
         self.configs = Path(tempfile.mkdtemp(prefix="helmop-postrender-"))  # data only, never executed
         self.helm_home = helm_home or Path(tempfile.mkdtemp(prefix="helmop-helm-"))
         self.command.env = helm_env(self.helm_home, HELM_PLUGINS=str(plugins))

@@ -55,19 +55,26 @@ OWNER_UID = "helmop.dev/configsync-uid"
 ADOPT = "helmop.dev/adopt"  # "true" on an existing object: a ConfigSync may take it over
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
 def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> tuple[str, str]:
     """Without a ServiceAccount to act as, a ConfigSync writes only namespaced objects into its own
-    namespace. ("", "") when ``objects`` (id -> file:line) keep to that; else the reason and a message
-    listing every offender."""
+    namespace, and no RBAC objects (written with the operator's rights, a RoleBinding to cluster-admin or
+    a Role granting everything would escape Kubernetes' own escalation checks). ("", "") when ``objects``
+    (id -> file:line) keep to that; else the reason and a message listing every offender."""
     outside = [f"{objects[o]}: {o} is cluster-scoped" for o in sorted(objects) if o in cluster_scoped]
     reason = "ClusterScopedObject" if outside else ""
     outside += [f"{objects[o]}: {o} is in namespace {o.namespace!r}" for o in sorted(objects)
                 if o not in cluster_scoped and o.namespace != namespace]
-    if not outside:
+    reason = reason or ("ObjectOutsideNamespace" if outside else "")
+    rbac = [f"{objects[o]}: {o} is an RBAC object" for o in sorted(objects)
+            if o not in cluster_scoped and o.api_version.split("/")[0] == RBAC_GROUP]
+    if not outside and not rbac:
         return "", ""
-    return reason or "ObjectOutsideNamespace", (
-        f"without spec.serviceAccountName a ConfigSync only writes namespaced objects in its own namespace "
-        f"{namespace!r}; refused, nothing applied: " + "; ".join(outside))
+    return reason or "RBACObjectRefused", (
+        f"without spec.serviceAccountName a ConfigSync only writes namespaced objects other than Roles and "
+        f"RoleBindings in its own namespace {namespace!r}; refused, nothing applied: " + "; ".join(outside + rbac))
 
 
 def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool) -> bool:

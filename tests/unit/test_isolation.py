@@ -51,6 +51,11 @@ def test_confinement_without_a_service_account() -> None:
     assert "a.yaml:3: ClusterRoleBinding/grab is cluster-scoped" in message
     assert "b.yaml:7: ConfigMap/kube-system/planted is in namespace 'kube-system'" in message
     assert confinement({theirs: "b.yaml:7"}, "team", set())[0] == "ObjectOutsideNamespace"
+    # Roles and RoleBindings of its own namespace would be written with the operator's rights: refused too.
+    for kind in ("Role", "RoleBinding"):
+        rbac = ObjectId("rbac.authorization.k8s.io/v1", kind, "team", "grab")
+        reason, message = confinement({rbac: "r.yaml:1", mine: "a.yaml:1"}, "team", set())
+        assert reason == "RBACObjectRefused" and f"r.yaml:1: {kind}/team/grab is an RBAC object" in message
 
 
 def test_ownership_needs_the_uid_not_just_the_label() -> None:
