@@ -146,6 +146,15 @@ class Reconciler:
         except HelmopError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)
             return Outcome(self._next_backoff(key) if exc.transient else None)
+        try:
+            return await self._converge(body, key, spec, inputs, waiting)
+        except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
+            await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)  # write Secrets there)
+            return Outcome(self._next_backoff(key) if exc.transient else None)
+
+    async def _converge(self, body: dict[str, Any], key: Key, spec: HelmReleaseSpec, inputs: Inputs,
+                        waiting: tuple[str, ...]) -> Outcome:
+        """Decide and act, round after round, until the release is as wanted or an action ends the reconcile."""
         marked = False
         for _ in range(MAX_ROUNDS):
             observed = self._observed(body, spec, await release_secrets(self.ctx, spec))

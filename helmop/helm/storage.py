@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from helmop.api import bounded, yamlc
 
 from .engine import HelmError
@@ -46,6 +48,12 @@ class ReleaseRecord:
 
 def selector(release: str) -> str:
     return f"owner=helm,name={release}"
+
+
+def revision_of(secret: dict[str, Any]) -> int:
+    """The revision a storage Secret's ``version`` label names (0 when it names none)."""
+    version = str((secret.get("metadata", {}).get("labels") or {}).get("version", ""))
+    return int(version) if version.isdigit() else 0
 
 
 def latest(secrets: list[dict[str, Any]]) -> ReleaseRecord | None:
@@ -84,8 +92,14 @@ def test_result(record: dict[str, Any]) -> str:
 
 
 def manifest_objects(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The objects of a release record's manifest (what helm applied; hooks are kept apart)."""
-    return [d for d in yamlc.load_all(str(record.get("manifest") or "")) if isinstance(d, dict) and d.get("kind")]
+    """The objects of a release record's manifest (what helm applied; hooks are kept apart): documents with
+    an apiVersion, a kind and a name (a forged record may hold anything else, which is passed over)."""
+    try:
+        documents = yamlc.load_all(str(record.get("manifest") or ""))
+    except yaml.YAMLError as exc:
+        raise HelmError("ReleaseRecordInvalid", f"the release record's manifest does not parse: {exc}") from None
+    return [d for d in documents if isinstance(d, dict) and isinstance(d.get("metadata"), dict)
+            and all(isinstance(v, str) and v for v in (d.get("apiVersion"), d.get("kind"), d["metadata"].get("name")))]
 
 
 # A record is at most a Secret's 1 MiB (compressed): real ones inflate about tenfold. Anyone who may write

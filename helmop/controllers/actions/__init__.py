@@ -153,7 +153,7 @@ async def latest_record(job: Job) -> storage.ReleaseRecord | None:
 
 def history(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Snapshots of the release's newest revisions (chart, digest, status, deployed times, tests)."""
-    ordered = sorted(secrets, key=lambda s: int((s["metadata"].get("labels") or {}).get("version", "0")), reverse=True)
+    ordered = sorted(secrets, key=storage.revision_of, reverse=True)
     return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
 
 
