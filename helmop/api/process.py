@@ -6,6 +6,7 @@ a cluster, and nothing else of the operator's. A tenant's chart or repository ca
 from __future__ import annotations
 
 import os
+import shutil
 
 # Variables a program may need to reach its servers: where to find programs and certificates, proxies,
 # the locale, and the in-cluster API address (helm's client configuration reads it).
@@ -21,3 +22,9 @@ def minimal_env(home: str, **extra: str) -> dict[str, str]:
     env["HOME"] = home
     env.update(extra)
     return env
+
+
+# What helmop runs on tenants' behalf (helm, git, CEL) runs at a lower CPU priority than the operator: in a
+# pod they share its CPU, and a reconcile loop waiting for CPU behind them answers probes and watches late.
+# (nice execs the program, so all of its threads have the priority.)
+NICE = ["nice", "-n", "10"] if shutil.which("nice") else []

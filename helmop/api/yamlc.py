@@ -13,11 +13,18 @@ Every document is hostile until checked. Before anything is built, one pass over
   otherwise expand, wherever the data is copied, serialized or merged, to gigabytes);
 * an anchor whose value contains its own alias (a cycle);
 * nesting deeper than go-yaml's 10000 levels (libyaml's composer recurses on the C stack: a deeply
-  nested flow collection of a few hundred kilobytes crashes the process).
+  nested flow collection of a few hundred kilobytes crashes the process);
+* flow collections (``[...]``, ``{...}``) nested deeply *and* long: libyaml's scanner does work in
+  proportion to the flow depth for every token, so a few hundred kilobytes of nested brackets hold
+  the parser (and the event loop) for seconds. That work is counted and capped.
+
+A document that is JSON (as values and manifests often are) is read by the JSON parser: libyaml takes
+over a hundred times longer on large JSON, for the same value.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +37,7 @@ MAX_DEPTH = 10000  # go-yaml's limit on nested collections
 # decoded ones, the share of nodes decoded through an alias may not exceed 99% up to 400,000 decoded
 # nodes, falling linearly to 10% at 4,000,000.
 _RATIO_LOW, _RATIO_HIGH = 400_000, 4_000_000
+FLOW_WORK = 2_000_000  # the sum, over the document's events, of the flow depth they are at (~50 ms of parsing)
 
 
 class YamlBomb(yaml.YAMLError):
@@ -54,9 +62,13 @@ def check(text: str | bytes) -> None:
     each anchored collection's expanded size computed once (so the check itself is linear)."""
     sizes: dict[str, int] = {}  # anchor -> nodes decoded when it is expanded
     open_anchors: set[str] = set()
-    stack: list[list[Any]] = []  # open collections: [anchor or None, expanded size so far]
-    decoded = aliased = 0
+    stack: list[list[Any]] = []  # open collections: [anchor or None, expanded size so far, flow style]
+    decoded = aliased = flow = work = 0
     for event in yaml.parse(text, Loader=SafeLoader):
+        work += flow
+        if work > FLOW_WORK:
+            raise YamlBomb("flow collections ([...] or {...}) nested too deeply for the document's length; write "
+                           "it in block style or as JSON", event.start_mark)
         if isinstance(event, yaml.DocumentStartEvent):  # anchors and counts are per document
             sizes.clear()
             decoded = aliased = 0
@@ -82,9 +94,11 @@ def check(text: str | bytes) -> None:
                 raise YamlBomb(f"nesting deeper than {MAX_DEPTH} levels", event.start_mark)
             if event.anchor:
                 open_anchors.add(str(event.anchor))
-            stack.append([event.anchor, 1])
+            stack.append([event.anchor, 1, bool(event.flow_style)])
+            flow += bool(event.flow_style)
         elif isinstance(event, yaml.CollectionEndEvent):
-            anchor, size = stack.pop()
+            anchor, size, flowing = stack.pop()
+            flow -= flowing
             if anchor:
                 open_anchors.discard(str(anchor))
                 sizes[str(anchor)] = size
@@ -92,7 +106,23 @@ def check(text: str | bytes) -> None:
                 stack[-1][1] += size
 
 
+def _json(text: str | bytes) -> tuple[bool, Any]:
+    """(True, value) when ``text`` is a JSON document (an object or an array), else (False, None)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "[", b"{", b"["):
+        return False, None
+    try:
+        return True, json.loads(text)
+    except RecursionError:
+        raise YamlBomb("nesting too deep") from None
+    except ValueError:  # YAML that looks like JSON at first (a flow collection): the YAML parser decides
+        return False, None
+
+
 def load(text: str | bytes) -> Any:
+    is_json, value = _json(text)
+    if is_json:
+        return value
     try:
         check(text)
         return yaml.load(text, Loader=SafeLoader)
@@ -103,6 +133,9 @@ def load(text: str | bytes) -> Any:
 
 
 def load_all(text: str | bytes) -> list[Any]:
+    is_json, value = _json(text)
+    if is_json:
+        return [value]
     try:
         check(text)
         return list(yaml.load_all(text, Loader=SafeLoader))

@@ -14,8 +14,8 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
+import subprocess
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -27,7 +27,7 @@ from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
 
 from helmop.api.errors import HelmopError
-from helmop.api.process import minimal_env
+from helmop.api.process import NICE, minimal_env
 
 from . import postrender
 
@@ -190,10 +190,6 @@ def classify(exc: helm_errors.Error, action: str) -> HelmError:
 
 
 _RUNNING: set[int] = set()  # process groups of the helm processes running now
-# helm runs at a lower CPU priority than the operator (nice execs it, so all of helm's threads have it):
-# in a pod, helm shares the operator's CPU, and a reconcile loop that waits for CPU behind ten helm
-# processes answers probes and watches late (the benchmark measured the event loop's lag at 300 ms).
-_NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
 
 
 def signal_running(signum: int) -> None:
@@ -219,7 +215,7 @@ class _Command(Command):  # type: ignore[misc]
 
     async def run(self, command: list[str], input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
         self.check()
-        argv = [*_NICE, self._executable, *map(str, command)]
+        argv = [*NICE, self._executable, *map(str, command)]
         if self._kubeconfig:
             argv += ["--kubeconfig", str(self._kubeconfig)]
         log.debug("running helm %s", " ".join(map(str, command[:2])))
@@ -268,7 +264,6 @@ class Engine:
     def __init__(self, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None) -> None:
         self.executable = executable
         self.command = _Command(executable=executable, kubeconfig=kubeconfig)
-        self.major = int(self.command.client_version().major)
         self.runtime = Path(tempfile.mkdtemp(prefix="helmop-runtime-"))
         plugins = self.runtime / "helm-plugins"
         # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)
@@ -280,6 +275,10 @@ class Engine:
         self.command.env = helm_env(self.helm_home, HELM_PLUGINS=str(plugins))
         self.command.check = self._check_runtime
         weakref.finalize(self, postrender.remove, self.runtime, self.configs)
+        # asked here rather than with pyhelm3's client_version(), which runs helm with the whole environment
+        version = subprocess.run([executable, "version", "--template", "{{ .Version }}"], env=self.command.env,
+                                 capture_output=True, text=True, check=True).stdout
+        self.major = int(version.strip().lstrip("v").split(".")[0])
 
     def _check_runtime(self) -> None:
         if postrender.digest(self.runtime) != self.runtime_digest:

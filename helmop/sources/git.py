@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from helmop.api.process import minimal_env
+from helmop.api.process import NICE, minimal_env
 from helmop.api.redaction import redact
 
 from .errors import SourceError
@@ -234,8 +234,8 @@ class GitCache:
         _fetched(cwd)
         # A session of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
         # killing git alone would leave wait() hanging until the helper gave up by itself).
-        proc = await asyncio.create_subprocess_exec("git", *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE,
+        proc = await asyncio.create_subprocess_exec(*NICE, "git", *args, cwd=cwd, env=env,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                     stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
         limit = timeout or self.timeout
         try:
@@ -415,7 +415,7 @@ class _Batch:
     async def __aenter__(self) -> _Batch:
         _fetched(self.mirror)
         self.proc = await asyncio.create_subprocess_exec(
-            "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
+            *NICE, "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
         return self
 

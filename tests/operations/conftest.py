@@ -48,11 +48,12 @@ class Replica:
     """One `helmop run` process with its probes on a port of its own."""
 
     def __init__(self, sandbox: Sandbox, workdir: Path, *args: str, helm: Path | None = None,
-                 kubeconfig: Path | None = None) -> None:
+                 kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.log = workdir / "operator.log"
-        env = {**os.environ, "HELMOP_HELM": str(helm or TOOLS / "helm"), "PATH": f"{TOOLS}:{os.environ['PATH']}"}
+        env = {**os.environ, "HELMOP_HELM": str(helm or TOOLS / "helm"), "PATH": f"{TOOLS}:{os.environ['PATH']}",
+               **(env or {})}
         self.proc = subprocess.Popen(
             [str(HELMOP), "run", "--kubeconfig", str(kubeconfig or sandbox.kubeconfig), "--cache-dir",
              str(workdir / "cache"), "--metrics-port", str(self.port), "--bind-address", "127.0.0.1", *args],
