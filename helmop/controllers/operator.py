@@ -153,6 +153,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             if election is not None:
                 await election.release()
         finally:
+            await ctx.cel.close()
             metrics.REGISTRY.unregister(collector)
             for runner in servers:
                 if runner is not None:
@@ -167,7 +168,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
 
 
 async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
-    # pyhelm3 runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
+    # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
     engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm")
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
