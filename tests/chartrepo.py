@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import os
 import shutil
 import subprocess
@@ -38,6 +39,32 @@ def chart_version(archive: Path) -> str:
         data = tgz.extractfile(member)
         assert data is not None
         return str(yaml.safe_load(data.read())["version"])
+
+
+def tiny_chart(source: Path, values: str, data: str) -> Path:
+    """A chart of one ConfigMap named after the release, with ``values`` and ``data`` (the ConfigMap's data
+    block, a template): installs cost helm little, so tests can run many."""
+    (source / "templates").mkdir(parents=True)
+    (source / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
+    (source / "values.yaml").write_text(values)
+    (source / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n" + data)
+    return source
+
+
+def tar_gz(entries: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
+    """A gzipped tar of exactly these entries (names unchecked, as an attacker writes them) and symlinks."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for path, data in entries.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        for path, target in (links or {}).items():
+            info = tarfile.TarInfo(path)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            archive.addfile(info)
+    return out.getvalue()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from helmop.sandbox import Sandbox
-from tests.chartrepo import ChartRepo
+from tests.chartrepo import ChartRepo, tiny_chart
 from tests.conftest import ROOT, TOOLS, Run, _runner, tool
 
 HELMOP = Path(sys.executable).with_name("helmop")
@@ -138,13 +138,7 @@ def kubectl(cluster: Sandbox) -> Run:
 def tiny_charts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     """A repository with a chart of one ConfigMap: installs cost helm little, so tests can run many."""
     root = tmp_path_factory.mktemp("tiny")
-    source = root / "src"
-    (source / "templates").mkdir(parents=True)
-    (source / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
-    (source / "values.yaml").write_text("greeting: hello\n")
-    (source / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n"
-        "  greeting: {{ .Values.greeting | quote }}\n")
+    source = tiny_chart(root / "src", "greeting: hello\n", "  greeting: {{ .Values.greeting | quote }}\n")
     repo = ChartRepo(root, source, tool("helm"))
     repo.publish("tiny", "0.1.0")
     yield repo

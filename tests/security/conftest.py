@@ -31,7 +31,7 @@ import requests
 import yaml
 
 from helmop.sandbox import Sandbox
-from tests.chartrepo import ChartRepo
+from tests.chartrepo import ChartRepo, tar_gz, tiny_chart
 from tests.conftest import ROOT, TOOLS, Run, _runner, tool
 from tests.controllers.conftest import condition, eventually, get
 from tests.controllers.test_lockdown import tenant as readme_tenant
@@ -84,18 +84,8 @@ def push_tree(repo: Repo, tree: Tree) -> str:
 
 def chart_archive(name: str, files: dict[str, bytes], *, links: dict[str, str] | None = None) -> bytes:
     """A gzipped tar as a chart archive is, with whatever entries it is given (names unchecked)."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as archive:
-        for path, data in {f"{name}/Chart.yaml": f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n".encode(),
-                           **files}.items():
-            info = tarfile.TarInfo(path)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-        for path, target in (links or {}).items():
-            info = tarfile.TarInfo(path)
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            archive.addfile(info)
-    return out.getvalue()
+    chart = f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n".encode()
+    return tar_gz({f"{name}/Chart.yaml": chart, **files}, links)
 
 
 def zero_bomb_archive(name: str, size: int) -> bytes:
@@ -256,13 +246,8 @@ def _lockdown_kubeconfig(sandbox: Sandbox, admin: Run, work: Path) -> Path:
 def workbench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """What both modes share: the chart repositories, the git server, the OCI registry."""
     root = tmp_path_factory.mktemp("security")
-    source = root / "tiny"
-    (source / "templates").mkdir(parents=True)
-    (source / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
-    (source / "values.yaml").write_text("data: {greeting: hello}\n")
-    (source / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n"
-        "{{- range $k, $v := .Values.data }}\n  {{ $k }}: {{ $v | quote }}\n{{- end }}\n")
+    source = tiny_chart(root / "tiny", "data: {greeting: hello}\n",
+                        "{{- range $k, $v := .Values.data }}\n  {{ $k }}: {{ $v | quote }}\n{{- end }}\n")
     charts = ChartRepo(root, source, tool("helm"))
     charts.publish("tiny", "0.1.0")
     raw = RawChartRepository(root / "raw")

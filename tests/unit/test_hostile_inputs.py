@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import base64
 import gzip
-import io
 import json
 import os
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from helmop.helm.engine import HelmError, helm_env
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_url, write_tree
 from helmop.sources.repositories import Credentials, _check_archive
+from tests.chartrepo import tar_gz
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -92,30 +91,16 @@ def test_release_manifests_keep_only_named_objects() -> None:
     assert storage.revision_of({"metadata": {"labels": {"version": "x"}}}) == 0
 
 
-def archive(entries: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, data in entries.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info)
-    return out.getvalue()
-
-
 CHART_YAML = {"c/Chart.yaml": b"apiVersion: v2\nname: c\nversion: 0.1.0\n"}
 
 
 @pytest.mark.parametrize("data,reason", [
-    (archive({**CHART_YAML, "c/../../etc/x": b"x"}), "InvalidPath"),
-    (archive({**CHART_YAML, "/etc/x": b"x"}), "InvalidPath"),
-    (archive({**CHART_YAML, "c\\..\\x": b"x"}), "InvalidPath"),
-    (archive(CHART_YAML, links={"c/templates/x.yaml": "/etc/passwd"}), "InvalidPath"),
-    (archive({**CHART_YAML, "c/big": bytes(6 << 20)}), "ChartTooLarge"),
-    (archive({**CHART_YAML, "d/Chart.yaml": b"x"}), "ChartInvalid"),
+    (tar_gz({**CHART_YAML, "c/../../etc/x": b"x"}), "InvalidPath"),
+    (tar_gz({**CHART_YAML, "/etc/x": b"x"}), "InvalidPath"),
+    (tar_gz({**CHART_YAML, "c\\..\\x": b"x"}), "InvalidPath"),
+    (tar_gz(CHART_YAML, links={"c/templates/x.yaml": "/etc/passwd"}), "InvalidPath"),
+    (tar_gz({**CHART_YAML, "c/big": bytes(6 << 20)}), "ChartTooLarge"),
+    (tar_gz({**CHART_YAML, "d/Chart.yaml": b"x"}), "ChartInvalid"),
     (b"\x1f\x8b not really", "ChartInvalid"),
 ])
 def test_chart_archives_are_checked_entry_by_entry(data: bytes, reason: str) -> None:
@@ -125,7 +110,7 @@ def test_chart_archives_are_checked_entry_by_entry(data: bytes, reason: str) -> 
 
 
 def test_a_good_archive_passes() -> None:
-    _check_archive(archive({**CHART_YAML, "c/templates/cm.yaml": b"kind: ConfigMap\n"}), "chart c")
+    _check_archive(tar_gz({**CHART_YAML, "c/templates/cm.yaml": b"kind: ConfigMap\n"}), "chart c")
 
 
 @pytest.mark.parametrize("name", ["..", ".", "a\\b", "a\x00b", "a\nb", ""])
