@@ -9,9 +9,10 @@ import os
 import shutil
 
 # Variables a program may need to reach its servers: where to find programs and certificates, proxies,
-# the locale, and the in-cluster API address (helm's client configuration reads it).
+# the locale, and the cluster helm acts on (the in-cluster API address, or the kubeconfig's path).
 PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-          "http_proxy", "https_proxy", "no_proxy", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+          "http_proxy", "https_proxy", "no_proxy", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+          "KUBECONFIG")
 
 
 def minimal_env(home: str, **extra: str) -> dict[str, str]:
