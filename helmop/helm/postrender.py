@@ -24,7 +24,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from helmop.api import yamlc
+from helmop.api import k8syaml, yamlc
 
 PLUGIN = "helmop-postrender"
 
@@ -90,7 +90,7 @@ def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 
 def render(text: str, config: dict[str, Any]) -> str:
     docs = [d for d in yamlc.load_all(text) if isinstance(d, dict)]
-    return yaml.safe_dump_all([apply(d, config) for d in docs], sort_keys=False)
+    return k8syaml.dump_all([apply(d, config) for d in docs])
 
 
 def config_file(directory: Path, config: dict[str, Any]) -> Path:

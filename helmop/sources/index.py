@@ -42,7 +42,7 @@ def parse(source: IO[bytes]) -> dict[str, list[Entry]]:
     """The charts of an index read from ``source``: name -> its versions, in the file's order."""
     body = source.read()
     try:
-        return _Reader(yaml.parse(body, Loader=yamlc.SafeLoader)).document()
+        return _Reader(yaml.parse(body, Loader=yamlc.Events)).document()
     except yaml.YAMLError as exc:
         raise IndexInvalid(f"not valid YAML: {exc}") from None
 

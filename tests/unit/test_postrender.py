@@ -20,7 +20,8 @@ def test_strategic_merge_json6902_and_targets() -> None:
         {"target": {"kind": "Deployment", "group": "apps"}, "patch": yaml.safe_dump({"spec": {"template": {"spec": {
             "containers": [{"name": "app", "image": "app:2", "env": [{"name": "B", "value": "2"}]},
                            {"name": "sidecar", "$patch": "delete"}]}}}})},
-        {"target": {"labelSelector": "app=web"}, "patch": "- {op: add, path: /metadata/annotations, value: {x: y}}"},
+        # (a bare y would be the boolean true, as in kubectl patch files)
+        {"target": {"labelSelector": "app=web"}, "patch": "- {op: add, path: /metadata/annotations, value: {x: 'y'}}"},
         {"target": {"name": "nope"}, "patch": "{data: {never: applied}}"}]}
     deploy, cm = list(yaml.safe_load_all(render(yaml.safe_dump_all([DEPLOY, CM]), config)))
     containers = deploy["spec"]["template"]["spec"]["containers"]
