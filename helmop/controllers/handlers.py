@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,6 +37,9 @@ from . import configsyncs, gitrepositories, metrics
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
+from .status import report
+
+log = logging.getLogger(__name__)
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
 Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
@@ -53,6 +58,7 @@ def _interval(body: kopf.Body, default: float) -> float:
 def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind, default_interval: float,
                    reconcile: Reconcile, finalize: Finalize, shard: str) -> None:
     seen: dict[Key, tuple[Any, ...]] = {}
+    failures: dict[Key, int] = {}  # unexpected errors in a row, for the backoff
     kind, group, version, plural = resource.kind, resource.group, resource.version, resource.plural
     # A replica with --shard handles only what carries that label; without, only what carries none.
     labels = {SHARD_LABEL: shard or kopf.ABSENT}
@@ -96,13 +102,21 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
                 with contextlib.suppress(asyncio.CancelledError):
                     await work
                 return
-            retry = work.result()
+            try:
+                retry = work.result()
+                failures.pop(key_of(body), None)
+            except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
+                retry = await _unexpected(ctx, resource, dict(body), exc, "reconcile", failures)
             metrics.RECONCILE.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
             await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
     async def deleted(body: kopf.Body, **_: Any) -> None:
-        done = await finalize(dict(body))
+        try:
+            done = await finalize(dict(body))
+        except Exception as exc:
+            delay = await _unexpected(ctx, resource, dict(body), exc, "clean-up", failures)
+            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=delay) from None
         if done is not True:
             raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15 if done is False else done)
 
@@ -114,19 +128,50 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
     async def reconcile_release(body: dict[str, Any]) -> float | None:
         return (await releases.reconcile(body)).retry_after
 
+    async def finalize_release(body: dict[str, Any]) -> bool | float:
+        return await releases.finalize(body)
+
     async def finalize_git(body: dict[str, Any]) -> bool:
         await gitrepositories.finalize(ctx, body)
         return True
 
-    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, releases.finalize, shard)
+    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, finalize_release, shard)
     _kind_handlers(registry, ctx, GITREPOSITORY, 300.0, lambda body: gitrepositories.reconcile(ctx, body),
                    finalize_git, shard)
     _kind_handlers(registry, ctx, CONFIGSYNC, 300.0, lambda body: configsyncs.reconcile(ctx, body),
                    lambda body: configsyncs.finalize(ctx, body), shard)
 
     for app in apps:
-        controller = AppController(ctx, app)
-        _kind_handlers(registry, ctx, app.kind.resource, 600.0, controller.reconcile, controller.finalize, shard)
+        _kind_handlers(registry, ctx, app.kind.resource, 600.0, *_app_handlers(AppController(ctx, app)), shard)
+
+
+def _app_handlers(controller: AppController) -> tuple[Reconcile, Finalize]:
+    # Methods looked up at each call (not bound once here), like the other kinds' module functions.
+    async def reconcile(body: dict[str, Any]) -> float | None:
+        return await controller.reconcile(body)
+
+    async def finalize(body: dict[str, Any]) -> bool | float:
+        return await controller.finalize(body)
+
+    return reconcile, finalize
+
+
+async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str,
+                      failures: dict[Key, int]) -> float:
+    """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
+    what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. Returns the
+    delay before the next attempt (exponential: 5 s doubling up to 5 min)."""
+    meta = body["metadata"]
+    key = (resource.kind, meta.get("namespace") or "", meta.get("name") or "")
+    failures[key] = failures.get(key, 0) + 1
+    metrics.RECONCILE_ERRORS.labels(resource.kind).inc()
+    log.error("%s %s/%s: %s raised %s", resource.kind, key[1], key[2], action, type(exc).__name__, exc_info=exc)
+    message = f"the {action} raised {type(exc).__name__}: {exc}"[:1024]
+    try:
+        await report(ctx, resource, body, copy.deepcopy(body.get("status") or {}), False, "ReconcileError", message)
+    except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same
+        log.warning("could not report the error on %s %s/%s: %s", resource.kind, key[1], key[2], failed)
+    return float(min(300, 5 * 2 ** (failures[key] - 1)))
 
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

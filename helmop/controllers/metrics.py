@@ -21,6 +21,8 @@ from .context import Context
 REGISTRY = CollectorRegistry(auto_describe=True)
 RECONCILE = Histogram("helmop_reconcile_duration_seconds", "Time spent in one reconcile.", ["kind", "result"],
                       registry=REGISTRY, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+RECONCILE_ERRORS = Counter("helmop_reconcile_errors_total", "Reconciles and clean-ups that ended in an unexpected "
+                           "error (reported as ReconcileError).", ["kind"], registry=REGISTRY)
 HELM_ACTIONS = Counter("helmop_helm_actions_total", "helm actions run.", ["action", "result"], registry=REGISTRY)
 HELM_DURATION = Histogram("helmop_helm_action_duration_seconds", "Duration of helm actions.", ["action", "result"],
                           registry=REGISTRY, buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))

@@ -1,0 +1,113 @@
+"""No silent failure: an exception that escapes any kind's reconcile or clean-up is said on the object
+(Ready=False, reason ReconcileError, the exception), as a Warning Event and in
+helmop_reconcile_errors_total, and retried with backoff; once the fault is gone the resource recovers
+(and a deleted one goes)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from helmop.controllers import configsyncs, gitrepositories
+from helmop.controllers.apps import AppController
+from helmop.controllers.helmreleases import Reconciler
+from helmop.sandbox import Sandbox
+from tests.chartrepo import ChartRepo
+from tests.conftest import Run, _runner
+from tests.controllers.conftest import Operator, condition, eventually, get
+from tests.gitserver import GitServer, Repo
+
+GROUP = "helmop.dev/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[tuple[Operator, Run]]:
+    workdir = tmp_path_factory.mktemp("unexpected")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        op = Operator(sandbox, "helm", workdir, chart_repo)
+        op.start()
+        yield op, _runner(sandbox)
+        op.close()
+
+
+async def _boom(*_: Any, **__: Any) -> Any:
+    raise RuntimeError("injected fault")
+
+
+def errors(operator: Operator, kind: str) -> float:
+    for line in requests.get(operator.metrics_url + "/metrics", timeout=5).text.splitlines():
+        if line.startswith(f'helmop_reconcile_errors_total{{kind="{kind}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _objects(chart_repo: ChartRepo, repo: Repo) -> list[tuple[str, str, dict[str, Any], Any]]:
+    """(kubectl kind, Kind, manifest, the class or module whose reconcile/finalize the fault replaces) for one
+    resource of each kind."""
+    chart = {"repository": {"url": chart_repo.url, "name": "demo", "version": "0.1.0"}}
+    return [
+        ("hr", "HelmRelease", {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
+                               "spec": {"interval": "1h", "chart": chart,
+                                        "values": {"fullnameOverride": "web"}}}, Reconciler),
+        ("gitrepo", "GitRepository", {"apiVersion": GROUP, "kind": "GitRepository", "metadata": {"name": "src"},
+                                      "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
+         gitrepositories),
+        ("csync", "ConfigSync", {"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": "apps"},
+                                 "spec": {"sourceRef": {"name": "src"}, "path": "apps", "interval": "1h"}},
+         configsyncs),
+        ("jenkins", "Jenkins", {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins",
+                                "metadata": {"name": "ci"}, "spec": {"project": "p", "interval": "1h"}},
+         AppController),
+    ]
+
+
+def test_an_exception_in_any_kind_is_reported_and_retried(running: tuple[Operator, Run], chart_repo: ChartRepo,
+                                                          tmp_path_factory: pytest.TempPathFactory,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    operator, kube = running
+    server = GitServer(tmp_path_factory.mktemp("git"))
+    try:
+        repo = Repo(server, "config", tmp_path_factory.mktemp("work") / "w")
+        repo.commit({"apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\ndata: {a: b}\n"})
+        ns = f"errors-{uuid.uuid4().hex[:5]}"
+        kube("kubectl", "create", "namespace", ns)
+        objects = _objects(chart_repo, repo)
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([o[2] for o in objects]))
+        for short, _kind, manifest, _target in objects:
+            name = manifest["metadata"]["name"]
+            eventually(lambda s=short, n=name: condition(get(kube, ns, s, n)).get("status") == "True", timeout=120)
+
+        for short, kind, manifest, target in objects:  # a reconcile that raises
+            name = manifest["metadata"]["name"]
+            before = errors(operator, kind)
+            monkeypatch.setattr(target, "reconcile", _boom)
+            kube("kubectl", "-n", ns, "annotate", "--overwrite", short, name,
+                 f"helmop.dev/requestedAt={uuid.uuid4()}")
+            failed = eventually(lambda s=short, n=name: (o := get(kube, ns, s, n))
+                                and condition(o).get("reason") == "ReconcileError" and o)
+            assert "the reconcile raised RuntimeError: injected fault" in condition(failed)["message"]
+            assert not condition(failed, "Reconciling")  # no stale "in progress"
+            assert any(e["reason"] == "ReconcileError" and e["type"] == "Warning"
+                       for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name)
+            assert errors(operator, kind) > before
+            monkeypatch.undo()  # the fault is gone: the retry (after its backoff) succeeds
+            eventually(lambda s=short, n=name: condition(get(kube, ns, s, n)).get("status") == "True", timeout=60)
+
+        for short, _kind, manifest, target in reversed(objects):  # a clean-up that raises
+            name = manifest["metadata"]["name"]
+            monkeypatch.setattr(target, "finalize", _boom)
+            kube("kubectl", "-n", ns, "delete", short, name, "--wait=false")
+            failed = eventually(lambda s=short, n=name: (o := get(kube, ns, s, n))
+                                and condition(o).get("reason") == "ReconcileError" and o)
+            assert "the clean-up raised RuntimeError: injected fault" in condition(failed)["message"]
+            monkeypatch.undo()
+            eventually(lambda s=short, n=name: not get(kube, ns, s, n), timeout=60)
+        assert json.dumps(get(kube, ns, "events")).count("ReconcileError") >= 8
+    finally:
+        server.close()
