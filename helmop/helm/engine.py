@@ -157,15 +157,27 @@ class HelmError(HelmopError):
     """A failed helm action: ``reason`` for the condition, ``transient`` if retrying may help."""
 
 
-_NOISE = re.compile(r"^(WARNING|W\d{4}|I\d{4}).*$", re.MULTILINE)
+# helm's own log lines (helm 4's slog: level=WARN msg=..., client-go's klog: W1124 ..., helm 3's WARNING:)
+_LOG_LINE = re.compile(r"^(level=[A-Z]+ |time=\S+ |WARNING:|[WIE]\d{4} )")
+# helm names the action in its error ("UPGRADE FAILED: ..."): helmop's message names it already, once
+_ACTION_PREFIX = re.compile(r"^(UPGRADE|INSTALLATION|ROLLBACK|UNINSTALLATION|INSTALL|UNINSTALL) FAILED: "
+                            r"|^(install|upgrade|rollback|uninstall) failed: ", re.IGNORECASE)
+_MULTI = re.compile(r"^\d+ errors? occurred:; ")  # helm 3 wraps errors in a multierror list
 
 
 def _message(stderr: bytes | str) -> str:
+    """helm's error, without its log: the text from the last ``Error:`` line on (helm's log lines, which
+    repeat the error among other things, go to helmop's debug log)."""
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
-    text = _NOISE.sub("", text).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    joined = "; ".join(lines) or "helm failed without a message"
-    return joined.removeprefix("Error: ")[:1500]
+    logged = [line for line in lines if _LOG_LINE.match(line)]
+    if logged:
+        log.debug("helm logged: %s", " | ".join(logged)[:2000])
+    kept = [line for line in lines if not _LOG_LINE.match(line)]
+    start = max((i for i, line in enumerate(kept) if line.startswith("Error: ")), default=0)
+    joined = "; ".join(line.removeprefix("* ") for line in kept[start:]).removeprefix("Error: ")
+    joined = _MULTI.sub("", _ACTION_PREFIX.sub("", joined))
+    return joined[:1500] or "helm failed without a message"
 
 
 def classify(exc: helm_errors.Error, action: str) -> HelmError:
