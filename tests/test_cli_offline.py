@@ -62,6 +62,13 @@ def test_render_validate_names_file_and_line(tmp_path: Path) -> None:
            "'boolean'" in failed.stderr
     # Without --validate the typo would be pruned by the API server, silently: render goes ahead.
     assert helmop("render", str(tmp_path)).returncode == 0
+    # A value helmop cannot use at all: the same file:line message, with or without --validate, no traceback.
+    (tmp_path / "apps" / "web.yaml").write_text(typo.replace("  intervall: 5m", "  maxHistory: three"))
+    for args in (["render"], ["render", "--validate"]):
+        broken = helmop(*args, str(tmp_path))
+        assert broken.returncode == 1 and "Traceback" not in broken.stderr, broken.stderr
+        assert "error: apps/web.yaml:8: HelmRelease shop/web: spec.maxHistory: 'three' is not of type 'integer'" \
+            in broken.stderr, broken.stderr
 
 
 def _listening(port: int) -> set[str]:

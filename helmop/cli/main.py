@@ -195,18 +195,28 @@ async def _diff(pair: Any) -> int:
 def _render(args: argparse.Namespace) -> int:
     try:
         apps = _apps(args)
-        if args.validate:
-            problems = validation.tree(releases.read_tree([Path(args.path)]))
-            for problem in problems:
-                print(f"error: {problem}", file=sys.stderr)
-            if problems:
-                return 1
+        if args.validate and _schema_problems(args.path):
+            return 1
         ok = asyncio.run(releases.render(Path(args.path), [Path(p) for p in args.values_dir or []], _engine(),
                                          verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
     except (Failed, SpecError) as exc:
         print(f"✗ {exc}", file=sys.stderr)
         return 1
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # A resource of a type the API server would refuse (a string where a number goes, say): the schema
+        # names its file and line, as --validate does; a traceback would not.
+        if not _schema_problems(args.path):
+            print(f"✗ {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0 if ok else 1
+
+
+def _schema_problems(path: str) -> bool:
+    """Print the tree's problems against the CRD schemas (file:line); whether there were any."""
+    problems = validation.tree(releases.read_tree([Path(path)]))
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return bool(problems)
 
 
 def parser() -> argparse.ArgumentParser:
