@@ -105,7 +105,9 @@ def _change_flags(major: int, *, wait: bool, disable_hooks: bool, force: bool, c
     if disable_hooks:
         args.append("--no-hooks")
     if force:
-        args.append("--force-replace" if major >= 4 else "--force")
+        # helm 4 replaces objects only with client-side apply ("cannot use server-side apply and force replace
+        # together"): a forced action is a client-side one, as `helm upgrade --force-replace` needs by hand.
+        args += ["--force-replace", "--server-side=false"] if major >= 4 else ["--force"]
     if cleanup_on_fail:
         args.append("--cleanup-on-fail")
     return args

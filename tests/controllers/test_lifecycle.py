@@ -224,10 +224,16 @@ def test_reset_force_and_requested(operator: Operator, kube: Run, ns: str, chart
     assert len(operator.helm_actions()) == before  # up to date: a reconcile, no helm process
     kube("kubectl", "-n", ns, "annotate", "hr", "ann", "helmop.dev/forceAt=once")
     eventually(lambda: status_of(kube, ns, "ann").get("lastHandledForceAt") == "once")
-    assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # one forced upgrade
+    history = helm_history(kube, ns, "ann")
+    assert [(h["revision"], h["status"]) for h in history][-1] == (2, "deployed"), history  # one forced upgrade
     assert any("--force" in a for a in operator.helm_actions()[before:])
+    assert condition(get(kube, ns, "hr", "ann")).get("status") == "True"
     time.sleep(2)
     assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # and only one
+    # spec.upgrade.force: every upgrade is forced, and succeeds
+    apply(kube, ns, release("ann", chart_repo, flaky, upgrade={"force": True}, values={"replicaCount": 2}))
+    ready(kube, ns, "ann", generation=2)
+    assert [(h["revision"], h["status"]) for h in helm_history(kube, ns, "ann")][-1] == (3, "deployed")
 
 
 def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo, flaky: str) -> None:
