@@ -21,6 +21,8 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 # Kinds whose names must be DNS labels (63 chars, no dots) rather than subdomains.
 _LABEL_NAMED = {"Namespace", "Service"}
+# Kinds whose names need only be a path segment (ValidatePathSegmentName): RBAC's, as in system:controller:...
+_SEGMENT_NAMED = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 _IPS = (str(ip) for ip in itertools.islice(ipaddress.ip_network("10.96.0.0/12").hosts(), 10, None))
 _NODE_PORTS = itertools.count(30000)
 
@@ -42,6 +44,11 @@ def metadata_problems(obj: dict[str, Any], kind: str, namespaced: bool) -> list[
     if not name:
         causes.append(Cause("FieldValueRequired", "Required value: name or generateName is required",
                             "metadata.name"))
+    elif kind in _SEGMENT_NAMED:
+        segment = ("may not be '.'" if name == "." else "may not be '..'" if name == ".." else
+                   next((f"may not contain '{c}'" for c in "/%" if c in name), ""))
+        if segment:
+            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": {segment}', "metadata.name"))
     else:
         rule, limit, pattern = (("RFC 1123 label", 63, _DNS_LABEL) if kind in _LABEL_NAMED
                                 else ("RFC 1123 subdomain", 253, _DNS_SUBDOMAIN))

@@ -476,3 +476,24 @@ def test_error_bodies_are_byte_for_byte_the_api_servers(sandbox: Sandbox, namesp
     assert reply.content.endswith(b'"code":422}\n') and b'"group":""' not in reply.content  # omitempty
     assert b'"details":{"name":"caf' in reply.content and b'"kind":"ConfigMap","causes":[{"reason":' in reply.content
     assert "caf\u00e9".encode() in reply.content  # UTF-8, not \\u escapes
+
+
+def test_rbac_names_are_path_segments(http: Raw, namespace: str) -> None:
+    """RBAC objects are named like system:controller:..., as kube-apiserver validates them
+    (ValidatePathSegmentName: not "." or "..", no "/" or "%")."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    code, _ = http("POST", f"{rbac}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                                    "metadata": {"name": f"metallb:{namespace}"}, "rules": []})
+    assert code == 201
+    code, _ = http("POST", f"{rbac}/namespaces/{namespace}/roles",
+                   {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "Mixed:Case"},
+                    "rules": []})
+    assert code == 201
+    for bad in ("..", "a%b"):
+        code, answer = http("POST", f"{rbac}/namespaces/{namespace}/roles",
+                            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": bad},
+                             "rules": []})
+        assert code == 422 and "may not" in answer["message"], answer
+    code, _ = http("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                   {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a:b"}})
+    assert code == 422  # other kinds keep DNS names
