@@ -35,13 +35,13 @@ def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _owner_ref(obj: Obj) -> dict[str, Any]:
+def owner_ref(obj: Obj) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "name": meta["name"],
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
-def _knobs(owner: Obj) -> dict[str, str]:
+def knobs(owner: Obj) -> dict[str, str]:
     """The owner's simulation knobs, which reach what it creates (a failing Job's Pods fail too)."""
     return {k: v for k, v in (owner["metadata"].get("annotations") or {}).items()
             if k.startswith("sandbox.helmop.dev/")}
@@ -103,8 +103,8 @@ class Batch:
                   CONTROLLER_UID: meta["uid"], "controller-uid": meta["uid"]}
         name = f"{meta['name']}-{secrets.token_hex(3)[:5]}"
         pod = {"metadata": {"name": name, "labels": labels,
-                            "annotations": {**(pod_meta.get("annotations") or {}), **_knobs(job)},
-                            "ownerReferences": [_owner_ref(job)]},
+                            "annotations": {**(pod_meta.get("annotations") or {}), **knobs(job)},
+                            "ownerReferences": [owner_ref(job)]},
                "spec": template.get("spec") or {}}
         self.api.create(self.api.type_of(PODS), meta["namespace"], pod, self.c.manager)
         self.recorder.emit(job, "SuccessfulCreate", f"Created pod: {name}", "job-controller")
@@ -161,8 +161,8 @@ class Batch:
         name = f"{meta['name']}-{int(due.timestamp()) // 60}"
         job = {"metadata": {"name": name, "labels": (template.get("metadata") or {}).get("labels") or {},
                             "annotations": {**((template.get("metadata") or {}).get("annotations") or {}),
-                                            SCHEDULED: stamp(due), **_knobs(cronjob)},
-                            "ownerReferences": [_owner_ref(cronjob)]},
+                                            SCHEDULED: stamp(due), **knobs(cronjob)},
+                            "ownerReferences": [owner_ref(cronjob)]},
                "spec": template.get("spec") or {}}
         created = self.api.create(self.api.type_of(JOBS), meta["namespace"], job, self.c.manager)
         status.setdefault("active", []).append({"kind": "Job", "namespace": meta["namespace"], "name": name,

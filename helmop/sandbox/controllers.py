@@ -5,7 +5,7 @@
 * a ``default`` ServiceAccount in every namespace, one Ready node;
 * workloads that become ready after a delay, so ``helm --wait``, ``--wait-for-jobs``, ``helm test``
   and ``kubectl wait`` work: Deployments (with their ReplicaSet, which helm 3 inspects),
-  StatefulSets (with PVCs from volumeClaimTemplates), DaemonSets, ReplicaSets, Jobs, Pods,
+  StatefulSets (ordinal Pods with their PVCs from volumeClaimTemplates), DaemonSets, ReplicaSets, Jobs, Pods,
   PersistentVolumeClaims, Services (cluster IP, Endpoints, load balancer address).
 
 The annotation ``sandbox.helmop.dev/simulate: fail`` makes an object never become ready (Jobs and
@@ -25,12 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .apiserver import CRD_FINALIZER, CRD_KEY, NAMESPACE_KEY, ApiServer, DeleteOptions, WriteOptions, now
-from .batch import CRONJOBS, JOBS, Batch, stamp
+from .batch import CRONJOBS, JOBS, PODS, Batch, knobs, owner_ref, stamp
 from .errors import ApiError
 from .events import Recorder
 from .kinds import ResourceType
 from .rollouts import Rollouts, template_hash
 from .store import Event, Key, Obj
+
+REVISION_LABEL = "controller-revision-hash"
 
 log = logging.getLogger(__name__)
 
@@ -374,10 +376,45 @@ class Controllers:
                             "spec": copy.deepcopy(tmpl.get("spec") or {})}
                     self.api.create(pvc_rt, meta["namespace"], body, MANAGER)
         revision = f"{meta['name']}-{template_hash(spec.get('template'))}"
+        self._statefulset_pods(obj, replicas, revision)
         self.write_status(rt, obj, {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
                                "readyReplicas": ready, "currentReplicas": replicas,
                                "updatedReplicas": replicas, "availableReplicas": ready,
                                "currentRevision": revision, "updateRevision": revision, "collisionCount": 0})
+
+    def _statefulset_pods(self, obj: Obj, replicas: int, revision: str) -> None:
+        """Pods <name>-0 .. <name>-(replicas-1), each with its claims of the volumeClaimTemplates mounted; a
+        pod of an older revision is replaced, pods past the replicas are deleted (their claims are kept, as
+        the default persistentVolumeClaimRetentionPolicy keeps them)."""
+        spec, meta = obj.get("spec") or {}, obj["metadata"]
+        pods_rt = self.api.type_of(PODS)
+        existing = {p["metadata"]["name"]: p for p in self.owned(obj, PODS)}
+        for i in range(replicas):
+            name = f"{meta['name']}-{i}"
+            current = existing.pop(name, None)
+            if current is not None and (current["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision:
+                continue
+            if current is not None:  # an older revision: replaced
+                self.delete_dependent(PODS, current)
+            template = copy.deepcopy(spec.get("template") or {})
+            pod_spec = template.get("spec") or {}
+            pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *(
+                {"name": t["metadata"]["name"],
+                 "persistentVolumeClaim": {"claimName": f"{t['metadata']['name']}-{name}"}}
+                for t in spec.get("volumeClaimTemplates") or [])]
+            pod_spec.setdefault("hostname", name)
+            pod_spec.setdefault("subdomain", spec.get("serviceName", ""))
+            labels = {**((template.get("metadata") or {}).get("labels") or {}), REVISION_LABEL: revision,
+                      "statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": str(i)}
+            pod = {"metadata": {"name": name, "labels": labels, "annotations": {
+                       **((template.get("metadata") or {}).get("annotations") or {}), **knobs(obj)},
+                                "ownerReferences": [owner_ref(obj)]}, "spec": pod_spec}
+            with contextlib.suppress(ApiError):  # being deleted still: the next pass creates it
+                self.api.create(pods_rt, meta["namespace"], pod, MANAGER)
+                self.recorder.emit(obj, "SuccessfulCreate", f"create Pod {name} in StatefulSet {meta['name']} "
+                                   "successful", "statefulset-controller")
+        for extra in existing.values():
+            self.delete_dependent(PODS, extra)
 
     def _daemonset(self, rt: ResourceType, obj: Obj) -> None:
         ready = 0 if _failing(obj) else 1

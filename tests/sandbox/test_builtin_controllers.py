@@ -153,3 +153,45 @@ def test_every_namespace_has_the_root_ca(run: Run, namespace: str, sandbox: Sand
     run("kubectl", "-n", namespace, "delete", "configmap", "kube-root-ca.crt")
     _until(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", check=False)
            .returncode == 0)
+
+
+STATEFULSET = """apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: c, image: "postgres:16"}]}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"""
+
+
+def test_statefulsets_run_ordinal_pods_with_their_claims(run: Run, namespace: str) -> None:
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=STATEFULSET)
+    run("kubectl", "-n", namespace, "rollout", "status", "sts/db", "--timeout=15s")
+    pods = _until(lambda: (p := _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
+                  and len(p) == 2 and p)
+    assert sorted(p["metadata"]["name"] for p in pods) == ["db-0", "db-1"]
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
+        assert {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}} in pod["spec"]["volumes"]
+        assert pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == name
+    claims = _json(run, "-n", namespace, "get", "pvc")["items"]
+    assert sorted(c["metadata"]["name"] for c in claims) == ["data-db-0", "data-db-1"]
+    first = {p["metadata"]["name"]: p["metadata"]["labels"]["controller-revision-hash"] for p in pods}
+    run("kubectl", "-n", namespace, "set", "image", "sts/db", "c=postgres:17")  # a new revision: pods replaced
+    _until(lambda: all(p["metadata"]["labels"]["controller-revision-hash"] != first["db-0"] and
+                       p["spec"]["containers"][0]["image"] == "postgres:17"
+                       for p in _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"]))
+    run("kubectl", "-n", namespace, "scale", "sts/db", "--replicas=1")
+    _until(lambda: [p["metadata"]["name"] for p in _json(run, "-n", namespace, "get", "pods", "-l", "app=db")
+                    ["items"]] == ["db-0"])
+    run("kubectl", "-n", namespace, "delete", "sts", "db")
+    _until(lambda: not _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
+    assert len(_json(run, "-n", namespace, "get", "pvc")["items"]) == 2  # claims outlive their pods, as upstream
