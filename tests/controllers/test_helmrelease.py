@@ -267,3 +267,44 @@ def test_service_account_impersonation(operator: Operator, kube: Run, ns: str, c
     kube("kubectl", "-n", ns, "annotate", "hr", "imp", "helmop.dev/resetAt=granted")  # one more try
     ready(kube, ns, "imp")
     assert get(kube, ns, "deploy", "imp")
+
+
+ENUM_CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rules.{{ .Values.group }}}
+spec:
+  group: {{ .Values.group }}
+  scope: Namespaced
+  names: {plural: rules, singular: rule, kind: Rule}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          op:
+            type: string
+            enum:
+            - =
+            - "!="
+            - y
+            - "on"
+            - 0777
+"""
+
+
+def test_a_chart_whose_yaml_only_go_reads_right_installs(operator: Operator, kube: Run, ns: str,
+                                                         chart_repo: ChartRepo) -> None:
+    """YAML 1.1's "=" (which PyYAML cannot build), y/on (booleans to Go) and 0777 (octal to Go) in a chart's
+    manifest: helm installs it, and helmop reads the manifest as Go does (no exception, the inventory)."""
+    chart = f"enums-{ns}"
+    chart_repo.publish(chart, "0.1.0", templates={"crd.yaml": ENUM_CRD})
+    apply(kube, ns, hr("enums", chart_repo, chart=chart, version="0.1.0", values={"group": f"{ns}.example.com"}))
+    obj = ready(kube, ns, "enums")
+    ids = [e["id"] for e in obj["status"]["inventory"]["entries"]]
+    assert f"_rules.{ns}.example.com_apiextensions.k8s.io_CustomResourceDefinition" in ids
+    served = json.loads(kube("kubectl", "get", "crd", f"rules.{ns}.example.com", "-o", "json").stdout)
+    enum = served["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["op"]["enum"]
+    assert enum == ["=", "!=", True, "on", 511]  # what Go made of it: helm and helmop agree

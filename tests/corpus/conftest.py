@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 RESULTS: list[dict[str, str]] = []
-COLUMNS = ("chart", "version", "raw helm", "helmop", "upgrade", "seconds")
+COLUMNS = ("chart", "version", "raw helm", "helmop", "upgrade", "helm test", "seconds")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

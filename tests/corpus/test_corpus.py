@@ -34,23 +34,28 @@ TIMEOUT = "180s"
 WAITING = ("", "Progressing", "Reconciling")
 
 
+# A values change every chart takes: a label or annotation map of the chart's own values, if it has one.
+_CHANGEABLE = ("commonLabels", "commonAnnotations", "podLabels", "podAnnotations")
+
+
 @dataclass(frozen=True)
 class Chart:
     archive: Path
     name: str
     version: str
     has_tests: bool
+    changeable: str  # a map of the chart's values an upgrade adds a key to
 
     @classmethod
     def read(cls, archive: Path) -> Chart:
         with tarfile.open(archive) as tgz:
             names = tgz.getnames()
             top = names[0].split("/")[0]
-            member = tgz.extractfile(f"{top}/Chart.yaml")
-            assert member is not None
-            meta = yaml.safe_load(member.read())
+            meta, values = (yaml.safe_load(member.read()) if (member := tgz.extractfile(f"{top}/{file}")) else {}
+                            for file in ("Chart.yaml", "values.yaml"))
         has_tests = any(n.startswith(f"{top}/templates/tests/") for n in names)
-        return cls(archive, str(meta["name"]), str(meta["version"]), has_tests)
+        changeable = next((k for k in _CHANGEABLE if k in (values or {})), "helmopCorpus")
+        return cls(archive, str(meta["name"]), str(meta["version"]), has_tests, changeable)
 
 
 @pytest.fixture(scope="module")
@@ -137,12 +142,13 @@ def test_helmop_agrees_with_raw_helm(archive: Path | None, sides: tuple[Run, Ope
     if chart.has_tests:
         tested = raw("helm", "test", chart.name, "-n", ns, "--timeout", TIMEOUT, check=False, timeout=400)
         assert (obj["status"]["history"][0].get("tests") == "passed") == (tested.returncode == 0), tested.stderr
+        row["helm test"] = "passed" if tested.returncode == 0 else "failed on both"
 
     # an upgrade: a values change
     upgraded = raw("helm", "upgrade", chart.name, str(archive), "-n", ns, "--reuse-values", "--set",
-                   "commonAnnotations.helmop-corpus=upgraded", "--wait", "--timeout", TIMEOUT, check=False,
+                   f"{chart.changeable}.helmop-corpus=upgraded", "--wait", "--timeout", TIMEOUT, check=False,
                    timeout=400)
-    spec["values"] = {"commonAnnotations": {"helmop-corpus": "upgraded"}}
+    spec["values"] = {chart.changeable: {"helmop-corpus": "upgraded"}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=json.dumps(hr))
     obj = _settled(kube, ns, chart.name, 2)
     assert (condition(obj).get("status") == "True") == (upgraded.returncode == 0), (upgraded.stderr[-2000:],
