@@ -118,6 +118,10 @@ def test_a_failed_first_install_is_never_counted_as_an_upgrade(operator: Operato
     assert (status["installFailures"], status.get("upgradeFailures", 0)) == (1, 0)
     assert status["lastAttemptedReleaseAction"] == "install"
     assert [h["status"] for h in helm_history(kube, ns, "once")] == ["failed"]
+    # helm's error, not its log, and the action named once
+    for message in [e["message"] for e in events(kube, ns, "once") if e["type"] == "Warning"]:
+        assert "level=" not in message and "Error:" not in message and "FAILED:" not in message, message
+        assert message.lower().count("install failed") <= 1, message
     assert reasons(kube, ns, "once").count("InstallFailed") + reasons(kube, ns, "once").count("Timeout") == 1
 
 
