@@ -159,7 +159,7 @@ class _WaitRetryAfter(wait_base):
     """Jittered exponential backoff, but never shorter than the server's Retry-After."""
 
     def __init__(self) -> None:
-        self.backoff = wait_exponential_jitter(initial=0.2, max=5, jitter=0.5)
+        self.backoff = wait_exponential_jitter(multiplier=0.2, max=5, jitter=0.5)
 
     def __call__(self, retry_state: RetryCallState) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None

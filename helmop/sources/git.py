@@ -524,19 +524,28 @@ def write_tree(files: dict[str, bytes], dest: Path) -> None:
         *folders, name = rel.split("/")
         for part in (*folders, name):
             _check_name(part, "")
-        parent = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            for folder in folders:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(folder, 0o755, dir_fd=parent)
-                child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-                os.close(parent)
-                parent = child
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-        finally:
+            _write_file(dest, folders, name, data)
+        except OSError as exc:  # a name too long for the file system, a path too deep, a link in the way
+            raise SourceError("InvalidPath", f"InvalidPath: {rel[:200]!r} cannot be written: {exc.strerror}",
+                              transient=False) from None
+
+
+def _write_file(dest: Path, folders: list[str], name: str, data: bytes) -> None:
+    """One file, each folder on the way opened relative to its parent without following links."""
+    parent = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for folder in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, 0o755, dir_fd=parent)
+            child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
             os.close(parent)
+            parent = child
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+    finally:
+        os.close(parent)
 
 
 def tree_digest(files: dict[str, bytes]) -> str:

@@ -50,12 +50,25 @@ def parse(source: IO[bytes]) -> dict[str, list[Entry]]:
 class _Reader:
     def __init__(self, events: Iterator[yaml.Event]) -> None:
         self.events = events
+        self.styles: list[bool] = []  # of the open collections: flow style or not
+        self.flow = self.work = 0  # open flow collections; their depth summed over the events so far
 
     def next(self) -> yaml.Event:
         try:
-            return next(self.events)
+            event = next(self.events)
         except StopIteration:
             raise IndexInvalid("the document ends early") from None
+        # libyaml works in proportion to the flow depth for each token: a hostile index nesting [[[...]]]
+        # would hold a thread for minutes (helm writes block style: its work here stays 0)
+        if isinstance(event, yaml.CollectionStartEvent):
+            self.styles.append(bool(event.flow_style))
+            self.flow += self.styles[-1]
+        elif isinstance(event, yaml.CollectionEndEvent) and self.styles:
+            self.flow -= self.styles.pop()
+        self.work += self.flow
+        if self.work > yamlc.FLOW_WORK * 10:
+            raise IndexInvalid("flow collections nested too deeply for the file's length")
+        return event
 
     def skip(self, event: yaml.Event) -> None:
         """Consume the rest of the node ``event`` starts."""

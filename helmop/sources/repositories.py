@@ -10,6 +10,7 @@ helm process runs and no credentials reach a command line.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import functools
 import gzip
@@ -51,6 +52,7 @@ _SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few 
 MAX_CHART_EXPANDED = 100 << 20
 MAX_CHART_FILE = 5 << 20
 MAX_CHART_RATIO = 200
+MAX_CHART_ENTRIES = 20_000  # empty files cost nothing by size, but each is a header to read
 
 
 def _check_archive(data: bytes, what: str) -> None:
@@ -60,12 +62,16 @@ def _check_archive(data: bytes, what: str) -> None:
     and archives that expand beyond helm's limits. The tar is streamed (headers are checked before any
     content is inflated), so a bomb costs neither memory nor much time."""
     limit = min(MAX_CHART_EXPANDED, max(bounded.RATIO_FLOOR, MAX_CHART_RATIO * len(data)))
-    total, tops, has_chart = 0, set(), False
+    total, tops, has_chart, entries = 0, set(), False, 0
     try:
         # gzip.GzipFile rather than tarfile's "r|gz": tarfile's stream reader misreads the gzip extra field
         # helm writes into the archives it packages.
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflated, tarfile.open(fileobj=inflated, mode="r|") as archive:
             for member in archive:
+                entries += 1
+                if entries > MAX_CHART_ENTRIES:
+                    raise SourceError("ChartTooLarge", f"{what} has more than {MAX_CHART_ENTRIES} entries",
+                                      transient=False)
                 name = member.name
                 parts = name.split("/")
                 if name.startswith("/") or ".." in parts or "\\" in name or any(ord(c) < 32 for c in name):
@@ -112,6 +118,12 @@ class Credentials:
             return "anonymous"
         secret = "\0".join((self.username, self.password, self.ca_pem))
         return f"{self.scope}#{hashlib.sha256(secret.encode()).hexdigest()}"
+
+    def basic_auth(self) -> dict[str, str]:
+        """The Authorization header of HTTP basic auth (RFC 7617, UTF-8), or none without a username."""
+        if not self.username:
+            return {}
+        return {"Authorization": "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()}
 
     def secrets(self) -> list[str]:
         """Values to scrub from any message that might echo them."""
@@ -201,8 +213,10 @@ class Repositories:
         """``basic``: send the credentials as basic auth on every request (HTTP repositories; OCI
         registries get them only at their token endpoint)."""
         ctx = False if insecure else _tls(creds.ca_pem)
-        auth = aiohttp.BasicAuth(creds.username, creds.password) if creds.username and basic else None
-        return aiohttp.ClientSession(timeout=_TIMEOUT, auth=auth, connector=aiohttp.TCPConnector(ssl=ctx),
+        # A default header rather than aiohttp's (deprecated) BasicAuth: aiohttp drops it, as it drops auth,
+        # on a redirect to another origin.
+        headers = creds.basic_auth() if basic else {}
+        return aiohttp.ClientSession(timeout=_TIMEOUT, headers=headers, connector=aiohttp.TCPConnector(ssl=ctx),
                                      trust_env=False)
 
     async def resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
@@ -391,8 +405,7 @@ class Repositories:
         realm = fields.pop("realm", "")
         if not realm:
             return None
-        auth = aiohttp.BasicAuth(creds.username, creds.password) if creds.username else None
-        async with http.get(realm, params=fields, auth=auth) as r:
+        async with http.get(realm, params=fields, headers=creds.basic_auth()) as r:
             if r.status != 200:
                 return None
             body = json.loads(await _read_capped(r, _SMALL_BODY, "the registry's token", "ResponseTooLarge"))

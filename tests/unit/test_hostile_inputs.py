@@ -101,6 +101,7 @@ CHART_YAML = {"c/Chart.yaml": b"apiVersion: v2\nname: c\nversion: 0.1.0\n"}
     (tar_gz(CHART_YAML, links={"c/templates/x.yaml": "/etc/passwd"}), "InvalidPath"),
     (tar_gz({**CHART_YAML, "c/big": bytes(6 << 20)}), "ChartTooLarge"),
     (tar_gz({**CHART_YAML, "d/Chart.yaml": b"x"}), "ChartInvalid"),
+    (tar_gz({**CHART_YAML, **{f"c/f{i}": b"" for i in range(20_001)}}), "ChartTooLarge"),
     (b"\x1f\x8b not really", "ChartInvalid"),
 ])
 def test_chart_archives_are_checked_entry_by_entry(data: bytes, reason: str) -> None:
@@ -127,9 +128,11 @@ def test_tree_materialisation_follows_no_link(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "templates").symlink_to(outside)  # were one there, nothing would be written through it
-    with pytest.raises(OSError):
+    with pytest.raises(SourceError, match="InvalidPath"):
         write_tree({"templates/x.yaml": b"x"}, dest)
     assert not list(outside.iterdir())
+    with pytest.raises(SourceError, match="InvalidPath"):  # a name the file system cannot hold
+        write_tree({"a" * 300: b"x"}, dest)
     write_tree({"Chart.yaml": b"a", "templates2/x.yaml": b"b"}, dest)
     assert (dest / "templates2" / "x.yaml").read_bytes() == b"b"
 
