@@ -192,6 +192,8 @@ def test_helm_and_git_get_a_minimal_environment(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "canary")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
     monkeypatch.setenv("HELM_DRIVER", "secret")
+    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):  # other tests' operators set them
+        monkeypatch.delenv(var, raising=False)
     env = minimal_env(str(tmp_path))
     assert "AWS_SECRET_ACCESS_KEY" not in env and env["HOME"] == str(tmp_path) and env["HTTPS_PROXY"]
     helm = helm_env(tmp_path, HELM_PLUGINS="/plugins")
