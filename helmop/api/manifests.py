@@ -5,6 +5,7 @@ Pure: parsing and checking only. Errors name the file and line so a broken push 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,15 +61,22 @@ def is_manifest(path: str) -> bool:
     return path.endswith((".yaml", ".yml"))
 
 
-def parse(files: dict[str, bytes]) -> tuple[list[Manifest], list[str]]:
-    """Every object in the ``.yaml``/``.yml`` files, and a list of ``file:line: problem`` errors."""
+Loaded = list[tuple[int, Any]] | yaml.YAMLError  # (first line, data) of each document, or why none
+
+
+def parse(files: dict[str, bytes], loaded: Mapping[str, Loaded] | None = None) -> tuple[list[Manifest], list[str]]:
+    """Every object in the ``.yaml``/``.yml`` files, and a list of ``file:line: problem`` errors. ``loaded``:
+    files whose documents were loaded elsewhere already (large ones, in a worker process)."""
     found: list[Manifest] = []
     errors: list[str] = []
     for path in sorted(files):
         if not is_manifest(path):
             continue
         try:
-            docs = _documents(files[path].decode())
+            given = (loaded or {}).get(path)
+            if isinstance(given, yaml.YAMLError):
+                raise given
+            docs = given if given is not None else _documents(files[path].decode())
         except UnicodeDecodeError:
             errors.append(f"{path}: not UTF-8 text")
             continue

@@ -20,7 +20,9 @@ import posixpath
 import re
 from typing import Any
 
-from helmop.api import manifests
+import yaml
+
+from helmop.api import manifests, yamlc
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
@@ -37,9 +39,10 @@ from helmop.reconcile.sync import (
 from helmop.sources.errors import SourceError
 
 from .context import Context
-from .inputs import InputError, source_revision
+from .inputs import LARGE_YAML, InputError, source_revision
 from .kube import Kube, KubeError
 from .status import report
+from .worker import WorkerTimeout
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-configsync"
@@ -54,6 +57,21 @@ def owner_label(namespace: str, name: str) -> str:
 
 async def object_path(kube: Kube, oid: ObjectId) -> str:
     return await kube.path_of(oid.api_version, oid.kind, oid.namespace, oid.name)
+
+
+async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:
+    """The documents of the large manifest files, loaded in the YAML worker process (a few hundred kilobytes
+    of dense YAML hold the event loop for a noticeable time)."""
+    loaded: dict[str, manifests.Loaded] = {}
+    for path, data in files.items():
+        if manifests.is_manifest(path) and len(data) > LARGE_YAML:
+            try:
+                loaded[path] = await ctx.yaml.documents(data.decode())
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:  # reported as parse() reports the file
+                loaded[path] = exc if isinstance(exc, yaml.YAMLError) else yamlc.YamlBomb("not UTF-8 text")
+            except WorkerTimeout as exc:
+                loaded[path] = yamlc.YamlBomb(f"loading it {exc}")
+    return loaded
 
 
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
@@ -86,7 +104,8 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         return 15.0 if exc.transient else None
     status["lastAttemptedRevision"] = revision
     # Repository-relative names, so messages point at the file as the user knows it.
-    found, errors = manifests.parse({posixpath.join(spec.path, rel): data for rel, data in files.items()})
+    named = {posixpath.join(spec.path, rel): data for rel, data in files.items()}
+    found, errors = manifests.parse(named, await _load_large(ctx, named))
     if errors:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
         await report(ctx, CONFIGSYNC, body, status, False, "ManifestInvalid", message, stalled=True)

@@ -12,9 +12,9 @@ from helmop.helm.engine import Engine
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
-from .celworker import CelWorker
 from .events import Recorder
 from .kube import Kube
+from .worker import Worker
 
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
 Key = tuple[str, str, str]
@@ -45,6 +45,9 @@ class Links:
         return self.holders.get(target, set())
 
 
+YAML_TIMEOUT = 30.0  # seconds to load one large document (a few MiB of dense YAML take a few seconds)
+
+
 @dataclass
 class Context:
     kube: Kube
@@ -54,7 +57,8 @@ class Context:
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
     tenancy: Tenancy = field(default_factory=Tenancy)
-    cel: CelWorker = field(default_factory=CelWorker)  # spec.healthCheckExprs, off the event loop
+    cel: Worker = field(default_factory=Worker)  # spec.healthCheckExprs, off the event loop
+    yaml: Worker = field(default_factory=lambda: Worker(timeout=YAML_TIMEOUT))  # large YAML, off the event loop
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     backoff: dict[Key, float] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)

@@ -8,6 +8,7 @@ to run at all, and the secret strings to scrub from any message.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from helmop.api import yamlc
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
+from helmop.api.manifests import YamlProblem
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
@@ -30,6 +32,7 @@ from helmop.sources.repositories import Credentials, ResolvedChart
 
 from .context import Context
 from .kube import Kube
+from .worker import Worker, WorkerTimeout
 
 
 class InputError(HelmopError):
@@ -79,32 +82,61 @@ async def _reference(kube: Kube, namespace: str, ref: ValuesReference) -> tuple[
 MAX_VALUES_BYTES = 4 << 20
 
 
-def compose_values(pieces: list[tuple[ValuesReference, str]], spec: HelmReleaseSpec,
-                   base: dict[str, Any] | None = None) -> dict[str, Any]:
+# A valuesFrom document larger than this is loaded in the YAML worker process: libyaml's composer holds the
+# GIL, and a few hundred kilobytes of dense YAML already hold the event loop for a noticeable time.
+LARGE_YAML = 64 << 10
+
+
+def _check_size(pieces: list[tuple[ValuesReference, str]]) -> None:
     size = sum(len(text) for _, text in pieces)
-    if size > MAX_VALUES_BYTES:  # checked before parsing: a parse of that size would hold the event loop
+    if size > MAX_VALUES_BYTES:  # checked before parsing: a parse of that size would cost seconds
         raise InputError("ValuesTooLarge", f"spec.valuesFrom adds up to {size / (1 << 20):.1f} MiB, more than "
                                            f"{MAX_VALUES_BYTES >> 20} MiB (helm keeps the values in a release "
                                            "record, a Secret of at most 1 MiB compressed)")
+
+
+def compose_values(pieces: list[tuple[ValuesReference, str]], spec: HelmReleaseSpec,
+                   base: dict[str, Any] | None = None) -> dict[str, Any]:
+    _check_size(pieces)
     try:
         return helm_values.compose(pieces, spec.values, base)
     except ValueError as exc:
         raise InputError("ValuesInvalid", str(exc)) from None
 
 
-async def values_pieces(kube: Kube, namespace: str,
-                        spec: HelmReleaseSpec) -> tuple[list[tuple[ValuesReference, str]], list[str]]:
-    """The texts of spec.valuesFrom from the cluster, in order, and the secret strings among them."""
+async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec,
+                        worker: Worker | None = None) -> tuple[list[tuple[ValuesReference, str]], list[str]]:
+    """The texts of spec.valuesFrom from the cluster, in order, and the secret strings among them. With a
+    ``worker``, a large document is loaded there and handed on as JSON (which loads in milliseconds)."""
     pieces: list[tuple[ValuesReference, str]] = []
-    secrets: list[str] = []
+    refs_secrets: list[int] = []  # the pieces that came from Secrets
     for ref in spec.values_from:
         text, from_secret = await _reference(kube, namespace, ref)
-        if text is None:
-            continue
-        pieces.append((ref, text))
-        if from_secret:
-            secrets += _secret_strings(text if ref.target_path else _parsed_or_text(text))
+        if text is not None:
+            pieces.append((ref, text))
+            _check_size(pieces)
+            if worker is not None and not ref.target_path and len(text) > LARGE_YAML:
+                pieces[-1] = (ref, await _as_json(worker, ref, text))
+            if from_secret:
+                refs_secrets.append(len(pieces) - 1)
+    secrets = [s for i in refs_secrets for s in _secret_strings(
+        pieces[i][1] if pieces[i][0].target_path else _parsed_or_text(pieces[i][1]))]
     return pieces, secrets
+
+
+async def _as_json(worker: Worker, ref: ValuesReference, text: str) -> str:
+    """A values document loaded in the worker, as JSON text; InputError as parsing it here would give."""
+    where = f"{ref.kind} {ref.name} key {ref.values_key}"
+    try:
+        documents = await worker.documents(text)
+    except yaml.YAMLError as exc:
+        found = YamlProblem.of(exc)
+        raise InputError("ValuesInvalid", f"{where} is not valid YAML{found.at}: {found.problem}") from None
+    except WorkerTimeout as exc:
+        raise InputError("ValuesInvalid", f"{where}: loading it {exc}") from None
+    if len(documents) > 1:
+        raise InputError("ValuesInvalid", f"{where} holds {len(documents)} YAML documents; values are one")
+    return json.dumps(documents[0][1]) if documents else ""
 
 
 def _parsed_or_text(text: str) -> Any:
@@ -137,7 +169,7 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
 async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
     """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
     for an explicit reconcile request made at ``asked_at``, fetched after it."""
-    pieces, secrets = await values_pieces(ctx.kube, namespace, spec)
+    pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml)
     values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
     try:

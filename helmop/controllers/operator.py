@@ -154,6 +154,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
                 await election.release()
         finally:
             await ctx.cel.close()
+            await ctx.yaml.close()
             metrics.REGISTRY.unregister(collector)
             for runner in servers:
                 if runner is not None:

@@ -24,14 +24,20 @@ Values = dict[str, Any]
 def merge(base: Values, override: Values) -> Values:
     """``override`` over ``base``, as ``helm -f base -f override`` does; a null deletes a key."""
     out = copy.deepcopy(base)
+    _merge_into(out, override, owned=False)
+    return out
+
+
+def _merge_into(out: Values, override: Values, *, owned: bool) -> None:
+    """``override`` merged into ``out`` in place; its values are copied unless ``owned`` (built for this
+    merge alone). One copy at most, whatever the depth: large values documents merge in linear time."""
     for key, value in override.items():
         if value is None:
             out.pop(key, None)
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
+            _merge_into(out[key], value, owned=owned)
         else:
-            out[key] = copy.deepcopy(value)
-    return out
+            out[key] = value if owned else copy.deepcopy(value)
 
 
 def parse_values(text: str, where: str) -> Values:
@@ -118,9 +124,10 @@ def compose(pieces: list[tuple[ValuesReference, str]], inline: Values, base: Val
     for ref, text in pieces:
         if ref.target_path:
             values = set_path(values, ref.target_path, typed(text))
-        else:
-            values = merge(values, parse_values(text, f"{ref.kind} {ref.name} key {ref.values_key}"))
-    return merge(values, inline)
+        else:  # a document parsed here and now: merged without copying it
+            _merge_into(values, parse_values(text, f"{ref.kind} {ref.name} key {ref.values_key}"), owned=True)
+    _merge_into(values, inline, owned=False)
+    return values
 
 
 def digest(*parts: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from helmop.api.helmrelease import HealthExpr, SpecError
-from helmop.controllers.celworker import CelTimeout, CelWorker
+from helmop.controllers.worker import Worker, WorkerTimeout
 from helmop.reconcile.health import (
     CURRENT,
     FAILED,
@@ -53,7 +53,7 @@ def test_kstatus_rules(thing: dict[str, Any], verdict: str) -> None:
 async def test_cel_expressions_decide_for_their_kind() -> None:
     expr = HealthExpr("x.io/v1", "Gizmo", current="self.status.phase == 'Ready'",
                       failed="has(self.status.error) && self.status.error != ''")
-    worker = CelWorker()
+    worker = Worker()
 
     async def verdict(thing: dict[str, Any]) -> str:
         assert expression_for(thing, (expr,)) is expr
@@ -91,11 +91,11 @@ def test_cost_budget_is_judged_before_running(expression: str, problem: str) -> 
 async def test_a_runaway_expression_is_stopped_and_the_worker_recovers() -> None:
     """Two levels of comprehension pass the static budget but can still be slow over big lists: the
     evaluation is cut at the time limit in the child process, and the next evaluation gets a new child."""
-    worker = CelWorker(timeout=0.5)
+    worker = Worker(timeout=0.5)
     slow = "self.spec.xs.map(a, self.spec.xs.map(b, a * b)).size() > 0"
     big = obj("Gizmo", {"xs": list(range(3000))}, api_version="x.io/v1")
     try:
-        with pytest.raises(CelTimeout):
+        with pytest.raises(WorkerTimeout):
             await worker.evaluate([slow], big)
         assert await worker.evaluate(["self.kind == 'Gizmo'"], big) == [True]
     finally:

@@ -11,8 +11,8 @@ from typing import Any
 
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge
 
-from ..celworker import CelTimeout
 from ..kube import KubeError
+from ..worker import WorkerTimeout
 from . import Cancelled, Job
 
 POLL = 1.0
@@ -35,8 +35,8 @@ async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
         return judge(live)
     try:
         failed, current = await job.ctx.cel.evaluate([expr.failed or "false", expr.current or "false"], live)
-    except CelTimeout as exc:
-        return FAILED, f"healthCheckExprs: {exc}"
+    except WorkerTimeout as exc:
+        return FAILED, f"healthCheckExprs: the expressions {exc}"
     return by_expression(expr, failed, current)
 
 

@@ -1,0 +1,142 @@
+"""Work on tenants' input that could hold the event loop, done in a child process with a time and a memory
+limit: CEL health expressions, and large YAML documents.
+
+* The ``cel`` library evaluates in Rust while holding the GIL, with no cost limit: a short expression of
+  nested comprehensions runs for minutes, and neither a thread nor asyncio can interrupt it. Kubernetes
+  bounds CEL by an estimated cost before running it and a runtime cost budget while it runs; helmop
+  refuses expressions over a static budget when the spec is read (:func:`helmop.reconcile.health.cost_problem`)
+  and runs the rest here.
+* libyaml's composer holds the GIL too, and a few MiB of dense YAML take seconds to load. Large documents
+  (values, ConfigSync files) are loaded here; Kubernetes' YAML gives JSON data (:mod:`helmop.api.k8syaml`),
+  so what comes back is JSON.
+
+One long-lived child per :class:`Worker` (``python -m helmop.controllers.worker``) answers one JSON line per
+request; a request that takes longer than ``timeout`` kills it (the next request starts a new one), and its
+address space is capped, so runaway input costs a bounded time and memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from helmop.api import yamlc
+
+MEMORY = 512 << 20  # the child's address space
+TIMEOUT = 1.0  # seconds for one object's expressions
+_LINE = 256 << 20  # a reply: an object is at most 1.5 MiB in etcd, a parsed document a few times its text
+
+
+class WorkerTimeout(Exception):
+    """The work did not finish in time (or the child died at its memory limit)."""
+
+
+@dataclass
+class Worker:
+    timeout: float = TIMEOUT
+    memory: int = MEMORY
+    _proc: asyncio.subprocess.Process | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def evaluate(self, expressions: list[str], obj: dict[str, Any]) -> list[bool]:
+        """Whether each CEL expression is true of ``obj`` (``self``); an expression that fails is not true."""
+        answers: list[bool] = (await self._ask({"op": "cel", "expressions": expressions, "self": obj}))["ok"]
+        return answers
+
+    async def documents(self, text: str) -> list[tuple[int, Any]]:
+        """(first line, data) of each YAML document of ``text``, as :func:`yamlc.documents` reads them; a
+        ``yaml.YAMLError`` (with the line and column of the problem) when it does not parse."""
+        answer = await self._ask({"op": "yaml", "text": text})
+        if "error" in answer:
+            raise yamlc.YamlBomb(answer["error"]["problem"], _Mark(answer["error"]["line"], answer["error"]["column"]))
+        return [(int(line), data) for line, data in answer["ok"]]
+
+    async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        line = json.dumps(request).encode() + b"\n"
+        async with self._lock:
+            proc = await self._started()
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(line)
+                await proc.stdin.drain()
+                reply = await asyncio.wait_for(proc.stdout.readline(), self.timeout)
+            except (TimeoutError, ConnectionError) as exc:
+                await self.close()
+                raise WorkerTimeout(f"did not finish within {self.timeout:g}s") from exc
+            if not reply:  # the child died (its memory limit)
+                await self.close()
+                raise WorkerTimeout(f"exceeded the {self.memory >> 20} MiB it may use")
+            answer: dict[str, Any] = json.loads(reply)
+            return answer
+
+    async def _started(self) -> asyncio.subprocess.Process:
+        if self._proc is None or self._proc.returncode is not None:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "helmop.controllers.worker", str(self.memory),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                limit=_LINE, start_new_session=True)
+        return self._proc
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """Where a YAML problem is (0-based, as PyYAML's marks), for the messages callers write."""
+
+    line: int
+    column: int
+
+
+def _yaml(text: str) -> dict[str, Any]:
+    try:
+        return {"ok": [(node.start_mark.line + 1, data) for node, data in yamlc.documents(text)]}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["invalid YAML"])[0]
+        return {"error": {"problem": str(problem), "line": mark.line if mark else 0,
+                          "column": mark.column if mark else 0}}
+
+
+def main() -> None:
+    """The child: cap the address space and the priority, then answer each request line."""
+    memory = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    os.nice(10)  # runaway input competes with the operator's loop for CPU until it is killed
+    import cel  # after the cap: what it allocates counts
+
+    programs: dict[str, Any] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "yaml":
+            answer = _yaml(request["text"])
+        else:
+            answers = []
+            for expression in request["expressions"]:
+                try:
+                    if len(programs) > 256:
+                        programs.clear()
+                    program = programs.get(expression) or programs.setdefault(expression, cel.compile(expression))
+                    answers.append(program.execute({"self": request["self"]}) is True)
+                except Exception:  # a field the object does not have yet, a type error: not true (yet)
+                    answers.append(False)
+            answer = {"ok": answers}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
