@@ -133,7 +133,9 @@ class RawChartRepository:
         (self.root / f"{name}-0.1.0.tgz").write_bytes(data)
         self.entries[name] = [{"name": name, "version": "0.1.0", "apiVersion": "v2",
                                "urls": [f"{self.url}/{name}-0.1.0.tgz"], "digest": hashlib.sha256(data).hexdigest()}]
-        (self.root / "index.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "entries": self.entries}))
+        partial = self.root / "index.yaml.part"  # replaced whole: a reader never sees it half written
+        partial.write_text(yaml.safe_dump({"apiVersion": "v1", "entries": self.entries}))
+        partial.replace(self.root / "index.yaml")
 
     def close(self) -> None:
         self.server.shutdown()
