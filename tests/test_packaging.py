@@ -39,7 +39,7 @@ def test_json_logs_carry_the_object_and_nothing_else() -> None:
     # Through the real logging call path, as the Event recorder logs (a clash with LogRecord's own
     # attributes would raise here).
     logging.getLogger("probe").info("x", extra={"k8s_kind": "HelmRelease", "k8s_namespace": "a", "k8s_name": "b"})
-    record = logging.LogRecord("helmop.controllers.events", logging.WARNING, __file__, 1, "%s/%s %s: %s",
+    record = logging.LogRecord("helmop.infra.events", logging.WARNING, __file__, 1, "%s/%s %s: %s",
                                ("shop", "web", "RenderFailed", "bad password ***"), None)
     record.k8s_kind, record.k8s_namespace, record.k8s_name = "HelmRelease", "shop", "web"
     line = json.loads(JsonFormatter().format(record))

@@ -5,7 +5,6 @@ labels and identity), so what they show is what the operator would deploy."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import difflib
 import sys
@@ -17,14 +16,12 @@ from helmop.api import jenkins, manifests
 from helmop.api.apps import AppKind
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SpecError, parse_spec
 from helmop.api.kinds import HELMRELEASE
-from helmop.controllers.context import Context
-from helmop.controllers.events import Recorder
-from helmop.controllers.inputs import InputError, gather
-from helmop.controllers.kube import Kube
 from helmop.helm import values as helm_values
 from helmop.helm.apps import release_spec
 from helmop.helm.engine import Engine, HelmError
+from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
 from helmop.helm.request import upgrade_request
+from helmop.infra.kube import Kube
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Credentials, Repositories
@@ -162,12 +159,18 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     return ok
 
 
-def _context(kube: Kube, engine: Engine, cache: Path) -> Context:
-    return Context(kube=kube, engine=engine, repos=Repositories(cache), git=GitCache(cache), events=Recorder(kube),
-                   slots=asyncio.Semaphore(1))
+def _readers(kube: Kube, engine: Engine, cache: Path) -> StandaloneReaders:
+    return StandaloneReaders(kube=kube, engine=engine, repos=Repositories(cache), git=GitCache(cache))
 
 
-async def diff_release(ctx: Context, release: Planned) -> str:
+async def _diff_all(readers: StandaloneReaders, releases: list[Planned]) -> str:
+    try:
+        return "".join([await diff_release(readers, release) for release in releases])
+    finally:
+        await readers.yaml.close()
+
+
+async def diff_release(ctx: Readers, release: Planned) -> str:
     """Unified diff from the live release's manifest to what ``release`` renders now (a server-side
     dry run with the operator's flags and identity); "" when they are the same."""
     spec = release.spec
@@ -197,7 +200,7 @@ async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, nam
         spec = parse_spec(obj.get("spec") or {}, name, namespace)
     except SpecError as exc:
         raise Failed(f"HelmRelease {namespace}/{name}: {exc}") from None
-    return await diff_release(_context(kube, engine, cache), Planned("spec", namespace, name, spec))
+    return await _diff_all(_readers(kube, engine, cache), [Planned("spec", namespace, name, spec)])
 
 
 async def diff_files(kube: Kube, engine: Engine, cache: Path, paths: list[Path], apps: list[AppKind],
@@ -210,5 +213,4 @@ async def diff_files(kube: Kube, engine: Engine, cache: Path, paths: list[Path],
         raise Failed("; ".join(errors + problems))
     if not releases:
         raise Failed(f"no HelmRelease or app resource in {', '.join(map(str, paths))}")
-    ctx = _context(kube, engine, cache)
-    return "".join([await diff_release(ctx, release) for release in releases])
+    return await _diff_all(_readers(kube, engine, cache), releases)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.kinds import BUILTIN
-from helmop.controllers.kube import Kube, KubeError
+from helmop.infra.kube import Kube, KubeError
 
 from .errors import Failed
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
-from helmop.controllers.kube import Connection, Kube, KubeconfigError, KubeError
+from helmop.infra.kube import Connection, Kube, KubeconfigError, KubeError
 
 from .errors import Failed
 

@@ -19,10 +19,10 @@ from helmop.api.apps import AppKind
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import HELMRELEASE, REQUESTED_AT
 from helmop.helm.apps import release_spec
+from helmop.helm.inputs import InputError
+from helmop.infra.kube import KubeError
 
 from .context import Context
-from .inputs import InputError
-from .kube import KubeError
 from .status import report, requested, write_status
 
 MANAGER = "helmop-apps"

@@ -26,6 +26,9 @@ from helmop.api import manifests, yamlc
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
+from helmop.helm.inputs import LARGE_YAML, InputError, source_revision
+from helmop.infra.kube import Kube, KubeError
+from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.sync import (
     OWNER_LABEL,
     OWNER_UID,
@@ -39,10 +42,7 @@ from helmop.reconcile.sync import (
 from helmop.sources.errors import SourceError
 
 from .context import Context
-from .inputs import LARGE_YAML, InputError, source_revision
-from .kube import Kube, KubeError
 from .status import report
-from .worker import WorkerTimeout
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-configsync"

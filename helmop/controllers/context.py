@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
+from helmop.infra.events import Recorder
+from helmop.infra.kube import Kube
+from helmop.infra.metrics import Metrics
+from helmop.infra.worker import Worker
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
-
-from .events import Recorder
-from .kube import Kube
-from .worker import Worker
 
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
 Key = tuple[str, str, str]
@@ -57,6 +57,7 @@ class Context:
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
     tenancy: Tenancy = field(default_factory=Tenancy)
+    metrics: Metrics = field(default_factory=Metrics)
     cel: Worker = field(default_factory=Worker)  # spec.healthCheckExprs, off the event loop
     yaml: Worker = field(default_factory=lambda: Worker(timeout=YAML_TIMEOUT))  # large YAML, off the event loop
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)

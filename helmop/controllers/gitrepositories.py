@@ -14,12 +14,11 @@ from helmop.api import conditions as cond
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.sources import parse_git_repository
+from helmop.helm.inputs import InputError, git_auth
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef, check_ref
 
-from . import metrics
 from .context import Context
-from .inputs import InputError, git_auth
 from .status import report, with_ready, write_status
 
 log = logging.getLogger(__name__)
@@ -55,9 +54,9 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         try:
             await ctx.git.fetch(spec.url, auth, timeout=spec.timeout)
         except SourceError:
-            metrics.GIT_FETCH.labels("failure").observe(time.monotonic() - started)
+            ctx.metrics.git_fetch.labels("failure").observe(time.monotonic() - started)
             raise
-        metrics.GIT_FETCH.labels("success").observe(time.monotonic() - started)
+        ctx.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
         revision, _sha = await ctx.git.resolve(spec.url, ref, auth)
     except (SourceError, InputError) as exc:
         await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)

@@ -33,7 +33,7 @@ from helmop.api.kinds import (
     Kind,
 )
 
-from . import configsyncs, gitrepositories, metrics
+from . import configsyncs, gitrepositories
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
@@ -71,9 +71,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
         key = key_of(body)
         if type == "DELETED":
             seen.pop(key, None)
-            metrics.forget_resource(*key)
+            ctx.metrics.forget_resource(*key)
             return
-        metrics.observe_resource(kind, body)
+        ctx.metrics.observe_resource(kind, body)
         annotations = body.metadata.annotations or {}
         token = (body.metadata.get("generation"), tuple(annotations.get(a) for a in ASKED),
                  FINALIZER in (body.metadata.get("finalizers") or []))
@@ -107,7 +107,7 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
                 failures.pop(key_of(body), None)
             except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
                 retry = await _unexpected(ctx, resource, dict(body), exc, "reconcile", failures)
-            metrics.RECONCILE.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
+            ctx.metrics.reconcile.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
             await _sleep(wake, stopped, retry or _interval(body, default_interval))
 
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
@@ -164,7 +164,7 @@ async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: E
     meta = body["metadata"]
     key = (resource.kind, meta.get("namespace") or "", meta.get("name") or "")
     failures[key] = failures.get(key, 0) + 1
-    metrics.RECONCILE_ERRORS.labels(resource.kind).inc()
+    ctx.metrics.reconcile_errors.labels(resource.kind).inc()
     log.error("%s %s/%s: %s raised %s", resource.kind, key[1], key[2], action, type(exc).__name__, exc_info=exc)
     message = f"the {action} raised {type(exc).__name__}: {exc}"[:1024]
     try:

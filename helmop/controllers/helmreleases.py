@@ -22,6 +22,8 @@ from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, parse_spec
 from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
 from helmop.helm import storage
+from helmop.helm.inputs import Inputs, gather
+from helmop.infra.kube import KubeError
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 from helmop.reconcile.health import check_exprs
 
@@ -46,8 +48,6 @@ from .actions import (
     upgrade,
 )
 from .context import Context, Key
-from .inputs import Inputs, gather
-from .kube import KubeError
 from .status import annotation, pending_request, requested, write_status
 
 log = logging.getLogger(__name__)

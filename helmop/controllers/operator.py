@@ -13,26 +13,28 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-from aiohttp import web
 
 from helmop.api import crds, jenkins
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
 from helmop.api.tenancy import Tenancy
-from helmop.helm.engine import Engine
+from helmop.helm.engine import Engine, signal_running
+from helmop.infra import webhooks
+from helmop.infra.events import Recorder
+from helmop.infra.kube import Connection, Kube, KubeError
+from helmop.infra.leader import Election, identity, lease_name
+from helmop.infra.metrics import CacheCounts
+from helmop.infra.probes import Probes
+from helmop.infra.serving import Server, serve
+from helmop.infra.termination import handle_signals
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
 
-from . import metrics, referrers, webhooks
+from . import referrers
 from .apps import generic_app, jenkins_app
 from .context import Context
-from .events import Recorder
 from .handlers import register
 from .helmreleases import Reconciler
-from .kube import Connection, Kube, KubeError
-from .leader import Election, identity, lease_name
-from .probes import Probes
-from .termination import handle_signals
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop"
@@ -88,37 +90,19 @@ def _settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def _serve(app: web.Application, address: str, port: int | None) -> web.AppRunner | None:
-    if port is None:
-        return None
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, address, port).start()
-    log.info("serving %s on %s:%s", ", ".join(sorted({r.canonical for r in app.router.resources()})), address,
-             runner.addresses[0][1])
-    return runner
-
-
-async def _start_webhooks(cfg: OperatorConfig, ctx: Context) -> web.AppRunner | None:
-    runner = await _serve(webhooks.app(ctx), cfg.webhook_address, cfg.webhook_port)
-    if runner is not None:
-        cfg.bound_webhook_port = runner.addresses[0][1]
-    return runner
-
-
 async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event | None = None,
               ready_flag: threading.Event | asyncio.Event | None = None) -> None:
     """Run until ``stop_flag`` is set, a signal arrives, or (with leader election) the Lease is lost."""
     kube = Kube(Connection.from_kubeconfig(cfg.kubeconfig))
     halt = asyncio.Event()  # every reason to stop ends up here
-    rearm = handle_signals(halt)
+    rearm = handle_signals(halt, signal_running)
     background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
             await install_crds(kube)
         ctx = await _context(cfg, kube)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
-        probes = Probes(kube)
+        probes = Probes(kube, ctx.metrics)
         background.append(asyncio.create_task(probes.run()))
         election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity())
                     if cfg.leader_election else None)
@@ -129,13 +113,16 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             # A standby is ready when the API is: it answers webhooks, and a rollout must not wait for it.
             return probes.api_ready() if ready.is_set() or standing_by else "starting"
 
-        collector = metrics.CacheCollector(ctx)
-        metrics.REGISTRY.register(collector)
-        servers = [await _serve(metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port)]
-        if servers[0] is not None:
-            cfg.bound_metrics_port = servers[0].addresses[0][1]
+        repos = ctx.repos
+        ctx.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches))
+        servers: list[Server] = []
         try:
-            servers.append(await _start_webhooks(cfg, ctx))
+            if cfg.metrics_port is not None:
+                servers.append(await serve(ctx.metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port))
+                cfg.bound_metrics_port = servers[-1].port
+            if cfg.webhook_port is not None:
+                servers.append(await serve(webhooks.app(ctx.kube), cfg.webhook_address, cfg.webhook_port))
+                cfg.bound_webhook_port = servers[-1].port
             if election is not None and not await election.acquire(halt):
                 return  # stopped while standing by
             standing_by, lost = False, asyncio.Event()
@@ -155,10 +142,8 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         finally:
             await ctx.cel.close()
             await ctx.yaml.close()
-            metrics.REGISTRY.unregister(collector)
-            for runner in servers:
-                if runner is not None:
-                    await runner.cleanup()
+            for server in servers:
+                await server.stop()
     except KubeError as exc:
         raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
     finally:

@@ -18,8 +18,9 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from helmop.infra.kube import KubeError
+
 from .context import Context
-from .kube import KubeError
 
 log = logging.getLogger(__name__)
 _ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"

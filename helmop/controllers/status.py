@@ -10,9 +10,9 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.kinds import REQUESTED_AT, Kind
+from helmop.infra.kube import KubeError
 
 from .context import Context
-from .kube import KubeError
 
 
 def annotation(body: dict[str, Any], name: str) -> str:

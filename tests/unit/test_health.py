@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from helmop.api.helmrelease import HealthExpr, SpecError
-from helmop.controllers.worker import Worker, WorkerTimeout
+from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.reconcile.health import (
     CURRENT,
     FAILED,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from helmop.controllers import kube as kube_module
-from helmop.controllers.kube import Connection, Kube, KubeError, Unreachable
+from helmop.infra import kube as kube_module
+from helmop.infra.kube import Connection, Kube, KubeError, Unreachable
 
 Answer = Callable[[web.Request, int], web.Response]
 

@@ -92,7 +92,7 @@ spec:
 
 
 def test_values_from_is_capped_before_it_is_parsed() -> None:
-    from helmop.controllers.inputs import MAX_VALUES_BYTES, InputError, compose_values
+    from helmop.helm.inputs import MAX_VALUES_BYTES, InputError, compose_values
 
     spec = parse_spec({"chart": {"repository": {"url": "https://x", "name": "c"}}}, "r", "ns")
     piece = (ValuesReference("ConfigMap", "big"), "a: " + "x" * (MAX_VALUES_BYTES // 4) + "\n")

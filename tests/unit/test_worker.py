@@ -10,7 +10,7 @@ import yaml
 
 from helmop.api import yamlc
 from helmop.api.manifests import YamlProblem
-from helmop.controllers.worker import Worker, WorkerTimeout
+from helmop.infra.worker import Worker, WorkerTimeout
 
 
 def dense(count: int) -> str:

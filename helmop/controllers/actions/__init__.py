@@ -21,12 +21,11 @@ from helmop.api.helmrelease import HelmReleaseSpec
 from helmop.api.kinds import FORCE_AT, RESET_AT
 from helmop.api.redaction import redact
 from helmop.helm import storage
+from helmop.helm.inputs import Inputs
+from helmop.infra.kube import KubeError
 from helmop.reconcile import Decision
 
-from .. import metrics
 from ..context import Context
-from ..inputs import Inputs
-from ..kube import KubeError
 from ..status import annotation
 
 HISTORY_KEPT = 5
@@ -118,8 +117,8 @@ async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
             result = "failure"
             raise
         finally:
-            metrics.HELM_ACTIONS.labels(action, result).inc()
-            metrics.HELM_DURATION.labels(action, result).observe(time.monotonic() - started)
+            job.ctx.metrics.helm_actions.labels(action, result).inc()
+            job.ctx.metrics.helm_duration.labels(action, result).observe(time.monotonic() - started)
 
 
 async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, ok_message: str) -> Result:

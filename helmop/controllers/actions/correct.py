@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.infra.kube import KubeError
 from helmop.reconcile.drift import HELM_MANAGERS, differences, ignored_paths, owned_by_others
 
-from ..kube import KubeError
 from . import Job, Result, Step, begin, condition, release_objects
 
 MANAGER = HELM_MANAGERS[0]  # re-applied as helm's own manager, so helm's next upgrade owns the fields again

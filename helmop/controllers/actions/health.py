@@ -9,10 +9,10 @@ import asyncio
 import time
 from typing import Any
 
+from helmop.infra.kube import KubeError
+from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge
 
-from ..kube import KubeError
-from ..worker import WorkerTimeout
 from . import Cancelled, Job
 
 POLL = 1.0

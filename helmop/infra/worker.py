@@ -10,7 +10,7 @@ limit: CEL health expressions, and large YAML documents.
   (values, ConfigSync files) are loaded here; Kubernetes' YAML gives JSON data (:mod:`helmop.api.k8syaml`),
   so what comes back is JSON.
 
-One long-lived child per :class:`Worker` (``python -m helmop.controllers.worker``) answers one JSON line per
+One long-lived child per :class:`Worker` (``python -m helmop.infra.worker``) answers one JSON line per
 request; a request that takes longer than ``timeout`` kills it (the next request starts a new one), and its
 address space is capped, so runaway input costs a bounded time and memory.
 """
@@ -80,7 +80,7 @@ class Worker:
     async def _started(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "helmop.controllers.worker", str(self.memory),
+                sys.executable, "-m", "helmop.infra.worker", str(self.memory),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
                 limit=_LINE, start_new_session=True)
         return self._proc

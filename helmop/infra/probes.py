@@ -14,22 +14,14 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from prometheus_client import Gauge
-
 from .kube import Kube, KubeError
-from .metrics import REGISTRY
-
-LOOP_LAG = Gauge("helmop_event_loop_lag_seconds", "How late the event loop ran a timer, last measured.",
-                 registry=REGISTRY)
-LOOP_LAG_MAX = Gauge("helmop_event_loop_lag_max_seconds", "The largest event loop lag since the start.",
-                     registry=REGISTRY)
-API_READY = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API server succeeded.",
-                  registry=REGISTRY)
+from .metrics import Metrics
 
 
 @dataclass
 class Probes:
     kube: Kube
+    metrics: Metrics
     tick: float = 0.1  # how often the loop's lag is measured
     api_every: float = 5.0  # how often the API server is asked
     api_problem: str = "not checked yet"
@@ -37,7 +29,7 @@ class Probes:
 
     async def run(self) -> None:
         """Measure until cancelled."""
-        LOOP_LAG_MAX.set(0)
+        self.metrics.loop_lag_max.set(0)
         tasks = [asyncio.create_task(self._measure_lag()), asyncio.create_task(self._check_api())]
         try:
             await asyncio.gather(*tasks)
@@ -55,8 +47,8 @@ class Probes:
             await asyncio.sleep(self.tick)
             lag = max(0.0, loop.time() - due)
             worst = max(worst, lag)
-            LOOP_LAG.set(lag)
-            LOOP_LAG_MAX.set(worst)
+            self.metrics.loop_lag.set(lag)
+            self.metrics.loop_lag_max.set(worst)
 
     async def _check_api(self) -> None:
         while True:
@@ -69,7 +61,7 @@ class Probes:
             except TimeoutError:
                 self.api_problem = f"the API server did not answer within {self.api_every:g} s"
             self.api_checked = time.monotonic()
-            API_READY.set(0 if self.api_problem else 1)
+            self.metrics.api_reachable.set(0 if self.api_problem else 1)
             await asyncio.sleep(self.api_every)
 
     def api_ready(self) -> str:

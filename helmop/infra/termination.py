@@ -22,15 +22,14 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from helmop.helm.engine import signal_running
-
 log = logging.getLogger(__name__)
 DEADLINE = 4.5  # seconds; a pod's default grace period is 30, the operator promises 5
 
 
-def handle_signals(halt: asyncio.Event) -> Callable[[], None]:
-    """Install the handler (main thread only); returns a function that installs it again (kopf puts
-    its own in place when it starts)."""
+def handle_signals(halt: asyncio.Event, signal_children: Callable[[int], None]) -> Callable[[], None]:
+    """Install the handler (main thread only); ``signal_children(signum)`` passes a signal on to the
+    processes the operator started. Returns a function that installs the handler again (kopf puts its
+    own in place when it starts)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     loop = asyncio.get_running_loop()
@@ -38,10 +37,11 @@ def handle_signals(halt: asyncio.Event) -> Callable[[], None]:
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         loop.call_soon_threadsafe(halt.set)
-        signal_running(signal.SIGTERM)
+        signal_children(signal.SIGTERM)
         if not received:
             received.append(signum)
-            threading.Thread(target=_deadline, args=(signum,), name="termination-deadline", daemon=True).start()
+            threading.Thread(target=_deadline, args=(signum, signal_children), name="termination-deadline",
+                             daemon=True).start()
 
     def install() -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -51,9 +51,9 @@ def handle_signals(halt: asyncio.Event) -> Callable[[], None]:
     return install
 
 
-def _deadline(signum: int) -> None:
+def _deadline(signum: int, signal_children: Callable[[int], None]) -> None:
     time.sleep(DEADLINE)
-    signal_running(signal.SIGKILL)
+    signal_children(signal.SIGKILL)
     log.warning("not stopped within %.1f s of signal %d: exiting now", DEADLINE, signum)
     logging.shutdown()
     os._exit(128 + signum)

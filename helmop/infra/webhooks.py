@@ -19,7 +19,7 @@ from aiohttp import web
 
 from helmop.api.kinds import GITREPOSITORY, REQUESTED_AT, is_namespace_name, is_object_name
 
-from .context import Context
+from .kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def signature_valid(token: bytes, body: bytes, headers: dict[str, str]) -> bool:
     return False
 
 
-def app(ctx: Context) -> web.Application:
+def app(kube: Kube) -> web.Application:
     async def hook(request: web.Request) -> web.Response:
         # aiohttp decoded the path once (%2F is a "/" inside a segment now): anything but a namespace and a
         # name is refused before any lookup, with the same answer as a bad signature.
@@ -45,9 +45,9 @@ def app(ctx: Context) -> web.Application:
             log.warning("webhook refused: %r is not a namespace/name path", request.path[:300])
             return web.json_response({"error": "invalid or missing signature"}, status=401)
         body = await request.read()
-        repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
+        repo = await kube.get(GITREPOSITORY.path(namespace, name))
         secret_name = ((((repo or {}).get("spec") or {}).get("webhook") or {}).get("secretRef") or {}).get("name")
-        secret = await ctx.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}") if secret_name else None
+        secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}") if secret_name else None
         raw = ((secret or {}).get("data") or {}).get("token")
         headers = {k: v for k, v in request.headers.items()}
         if not raw or not signature_valid(base64.b64decode(raw), body, headers):
@@ -59,7 +59,7 @@ def app(ctx: Context) -> web.Application:
         # Recorded on the object as a reconcile request rather than only woken here: the replica that
         # answered may be a standby (or another shard's), and the one that acts sees the annotation.
         stamp = datetime.now(UTC).isoformat()
-        await ctx.kube.merge_patch(GITREPOSITORY.path(namespace, name),
+        await kube.merge_patch(GITREPOSITORY.path(namespace, name),
                                    {"metadata": {"annotations": {REQUESTED_AT: stamp}}})
         return web.json_response({"ok": True}, status=202)
 

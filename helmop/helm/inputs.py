@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -25,14 +25,34 @@ from helmop.api.manifests import YamlProblem
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
-from helmop.helm.engine import HelmError
+from helmop.helm.engine import Engine, HelmError
+from helmop.infra.kube import Kube
+from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitAuth, safe_url, tree_digest, write_tree
-from helmop.sources.repositories import Credentials, ResolvedChart
+from helmop.sources.git import GitAuth, GitCache, safe_url, tree_digest, write_tree
+from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 
-from .context import Context
-from .kube import Kube
-from .worker import Worker, WorkerTimeout
+
+class Readers(Protocol):
+    """Where inputs are read from: the API, the chart and git caches, helm (dependency builds) and the
+    worker process that loads large YAML. The operator's context is one; the CLI builds its own."""
+
+    kube: Kube
+    repos: Repositories
+    git: GitCache
+    engine: Engine
+    yaml: Worker
+
+
+@dataclass
+class StandaloneReaders:
+    """Readers outside the operator (the CLI's diff)."""
+
+    kube: Kube
+    repos: Repositories
+    git: GitCache
+    engine: Engine
+    yaml: Worker = field(default_factory=Worker)
 
 
 class InputError(HelmopError):
@@ -166,7 +186,7 @@ async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Cre
         scope=f"{namespace}/{chart.secret_ref}")
 
 
-async def gather(ctx: Context, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
+async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
     """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
     for an explicit reconcile request made at ``asked_at``, fetched after it."""
     pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml)
@@ -209,7 +229,7 @@ class Source:
     auth: GitAuth
 
 
-async def source_revision(ctx: Context, namespace: str, name: str) -> Source:
+async def source_revision(ctx: Readers, namespace: str, name: str) -> Source:
     """The source's current artifact, its commit in the mirror (fetched again if the mirror lacks it)."""
     repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
     if repo is None:
@@ -240,7 +260,7 @@ def _chart_metadata(files: dict[str, bytes], path: str) -> tuple[dict[str, Any],
     return meta, lock
 
 
-async def git_chart(ctx: Context, namespace: str,
+async def git_chart(ctx: Readers, namespace: str,
                     chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
     """The chart directory at the source's revision, materialised once per content digest (with its
     dependencies built), and the values files merged in order."""

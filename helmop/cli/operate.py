@@ -1,0 +1,85 @@
+"""The verbs that run helmop's processes: ``helmop run`` (the operator, against a cluster or an embedded
+sandbox) and ``helmop sandbox``. The only CLI module that imports the operator's controllers; every other
+verb works through the API client, helm and the api models."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from helmop.api.apps import parse_apps
+from helmop.api.tenancy import Tenancy
+from helmop.controllers.operator import OperatorConfig
+from helmop.controllers.operator import run as run_operator
+from helmop.infra.kube import KubeconfigError
+from helmop.sandbox import Sandbox
+
+from . import logs
+
+
+def sandbox(args: argparse.Namespace) -> int:
+    try:
+        sandbox = Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay,
+                          state_dir=args.state_dir, faults=args.faults)
+    except ValueError as exc:  # a bad --faults spec
+        print(f"helmop sandbox: {exc}", file=sys.stderr)
+        return 2
+    if args.faults:  # each injected fault is logged, so a run can be read afterwards
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    with sandbox:
+        print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
+        print(f"server: {sandbox.url}", flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup(args.log_format)
+    # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
+    address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
+    cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+                         namespaces=[] if args.all_namespaces else (args.namespace or []),
+                         concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
+                         webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
+                         metrics_address=address, allow_file_git=tuple(map(Path, args.allow_file_git)),
+                         tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
+                         helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
+                         helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
+                         leader_election=args.leader_elect,
+                         leader_election_namespace=args.leader_election_namespace or _own_namespace())
+    if args.cache_dir:
+        cfg.cache_dir = Path(args.cache_dir)
+    if args.apps:
+        cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
+    repository = cfg.jenkins_chart["repository"]
+    cfg.jenkins_chart = {"repository": {**repository, "url": args.jenkins_chart_repository or repository["url"],
+                                        "version": args.jenkins_chart_version or repository["version"]}}
+    if not args.sandbox:
+        try:
+            asyncio.run(run_operator(cfg))
+        except KubeconfigError as exc:
+            print(f"helmop: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    with Sandbox(kubeconfig=args.kubeconfig) as sandbox:
+        print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
+        cfg.kubeconfig = sandbox.kubeconfig
+        asyncio.run(run_operator(cfg))
+    return 0
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (downward API variable, or the service account's), else "default"."""
+    account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return os.environ.get("POD_NAMESPACE") or (account.read_text().strip() if account.is_file() else "default")
