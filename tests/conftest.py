@@ -15,6 +15,17 @@ pytest_plugins = ["helmop.sandbox.testing"]
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
+TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's tier marker, from its folder (tests/<folder>/...; anything else is integration)."""
+    for item in items:
+        parts = item.path.relative_to(ROOT).parts
+        folder = parts[1] if parts[0] == "tests" and len(parts) > 2 else ""
+        item.add_marker(TIERS.get(folder, "integration"))
+
+
 def tool(name: str) -> str:
     path = TOOLS / name
     if not path.exists():

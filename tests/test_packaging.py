@@ -35,6 +35,17 @@ def test_image_runs_as_non_root_and_starts_the_operator() -> None:
     assert "XDG_CACHE_HOME=/var/cache" in env and "HELMOP_HELM=" in env  # caches off the root filesystem
 
 
+def test_image_carries_what_the_operator_uses_and_no_more() -> None:
+    steps = _instructions()
+    assert all("--platform=linux/amd64" in arg for op, arg in steps if op == "FROM")  # the helm binary is x86-64
+    runs = " ".join(arg for op, arg in steps if op == "RUN")
+    assert "openssh-client" in runs  # ssh:// GitRepositories
+    assert "install-tools v35" in runs  # helm 4 only: no helm 3 download
+    # The cache volume belongs to the runtime user (a volume created from the image keeps the owner).
+    user = next(arg for op, arg in reversed(steps) if op == "USER").split(":")[0]
+    assert f"-o {user} -g {user}" in runs and "/var/cache/helmop" in runs
+
+
 def test_json_logs_carry_the_object_and_nothing_else() -> None:
     # Through the real logging call path, as the Event recorder logs (a clash with LogRecord's own
     # attributes would raise here).

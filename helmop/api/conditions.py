@@ -35,5 +35,10 @@ def remove_condition(conditions: list[dict[str, Any]], kind: str) -> list[dict[s
     return [c for c in conditions if c.get("type") != kind]
 
 
+def condition_of(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The object's condition of type ``kind`` ({} when it has none)."""
+    return get_condition((obj.get("status") or {}).get("conditions") or [], kind) or {}
+
+
 def get_condition(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c.get("type") == kind), None)

@@ -273,7 +273,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         rollback=_options(spec.get("rollback"), "spec.rollback"),
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
-        depends_on=_depends_on(spec.get("dependsOn"), name, namespace),
+        depends_on=depends_on(spec.get("dependsOn"), name, namespace),
         health_check_exprs=_health_exprs(spec.get("healthCheckExprs")),
         post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers")),
         **_drift(spec.get("driftDetection")),
@@ -332,7 +332,7 @@ def _health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
     return tuple(out)
 
 
-def _depends_on(raw: Any, name: str, namespace: str) -> tuple[tuple[str, str], ...]:
+def depends_on(raw: Any, name: str, namespace: str) -> tuple[tuple[str, str], ...]:
     out = []
     for i, ref in enumerate(raw or []):
         if not isinstance(ref, dict) or not ref.get("name"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 MASK = "***"
 FRAGMENT = 6  # the shortest piece of a secret that is masked on its own
@@ -69,3 +69,12 @@ def redact(text: str, secrets: list[str]) -> str:
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def safe_url(url: str) -> str:
+    """The URL without user:password, for messages and status."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

@@ -20,7 +20,7 @@ from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.helmrelease import SpecError
 from helmop.api.kinds import BUILTIN
-from helmop.helm.engine import Engine
+from helmop.helm.engine import Engine, default_executable
 from helmop.infra.kube import KubeError
 
 from . import operate, releases, tenancy, verbs
@@ -100,7 +100,7 @@ async def _check_tenancy(pair: Any) -> int:
 
 
 def _engine() -> Engine:
-    return Engine(os.environ.get("HELMOP_HELM", "helm"))
+    return Engine(default_executable())
 
 
 def _apps(args: argparse.Namespace) -> list[AppKind]:
@@ -109,7 +109,7 @@ def _apps(args: argparse.Namespace) -> list[AppKind]:
 
 async def _diff(pair: Any) -> int:
     args, kube = pair
-    engine = Engine(os.environ.get("HELMOP_HELM", "helm"), Path(args.kubeconfig) if args.kubeconfig else None)
+    engine = Engine(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")

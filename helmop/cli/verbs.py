@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
 from helmop.infra.kube import Connection, Kube, KubeconfigError, KubeError
 
@@ -48,10 +49,6 @@ async def resolve_kind(kube: Kube, text: str) -> Kind:
     raise Failed(f"unknown kind {text!r}: use one of {SHORT}, or an app kind the cluster serves")
 
 
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
-
-
 def _revision(obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
     return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
@@ -68,7 +65,7 @@ async def get(kube: Kube, kinds: list[Kind], namespace: str | None) -> str:
                 continue  # the CRD is not installed
             raise
         for obj in items:
-            meta, ready = obj["metadata"], _condition(obj, "Ready")
+            meta, ready = obj["metadata"], condition_of(obj, "Ready")
             row = [f"{kind.kind.lower()}/{meta['name']}", _revision(obj),
                    str(bool((obj.get("spec") or {}).get("suspend"))), ready.get("status", "Unknown"),
                    ready.get("message", "")]
@@ -82,9 +79,9 @@ async def get(kube: Kube, kinds: list[Kind], namespace: str | None) -> str:
 def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
     """The Ready condition once the reconcile asked for at ``stamp`` has an outcome, else None."""
     status = obj.get("status") or {}
-    if status.get("lastHandledReconcileAt") != stamp or _condition(obj, "Reconciling").get("status") == "True":
+    if status.get("lastHandledReconcileAt") != stamp or condition_of(obj, "Reconciling").get("status") == "True":
         return None
-    return _condition(obj, "Ready")
+    return condition_of(obj, "Ready")
 
 
 async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_source: bool, timeout: float,

@@ -23,6 +23,7 @@ from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
 
 from .context import Context
+from .outcome import DONE, FAILED, Outcome, after
 from .status import report, requested, write_status
 
 MANAGER = "helmop-apps"
@@ -81,7 +82,7 @@ class AppController:
         self.ctx = ctx
         self.app = app
 
-    async def reconcile(self, body: dict[str, Any]) -> float | None:
+    async def reconcile(self, body: dict[str, Any]) -> Outcome:
         meta, spec = body["metadata"], body.get("spec") or {}
         namespace, name = meta["namespace"], meta["name"]
         kind = self.app.kind
@@ -92,7 +93,7 @@ class AppController:
         except (SpecError, InputError) as exc:
             transient = isinstance(exc, InputError) and exc.transient
             await report(self.ctx, kind.resource, body, status, False, exc.reason, str(exc), stalled=not transient)
-            return 15.0 if transient else None
+            return FAILED if transient else DONE
         hr_name = kind.release_object_name(name)
         annotations = {REQUESTED_AT: requested(body)} if requested(body) else {}  # asked of the app: of its release
         obj = {"apiVersion": HELMRELEASE.api_version, "kind": HELMRELEASE.kind,
@@ -106,10 +107,10 @@ class AppController:
         except KubeError as exc:
             await report(self.ctx, kind.resource, body, status, False, "HelmReleaseRejected", exc.message,
                          stalled=exc.status == 422)
-            return None if exc.status == 422 else 15.0
+            return DONE if exc.status == 422 else FAILED
         live = await self.ctx.kube.get(HELMRELEASE.path(namespace, hr_name)) or {}
         await self._mirror(body, status, live, extra)
-        return None
+        return DONE
 
     async def _mirror(self, body: dict[str, Any], status: dict[str, Any], hr: dict[str, Any],
                       extra: dict[str, Any]) -> None:
@@ -133,7 +134,7 @@ class AppController:
                       revision=history[0].get("revision", 0), chartVersion=hr_status.get("lastAppliedRevision", ""))
         await write_status(self.ctx, self.app.kind.resource, body, status)
 
-    async def finalize(self, body: dict[str, Any]) -> bool:
+    async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
         meta = body["metadata"]
         path = HELMRELEASE.path(meta["namespace"], self.app.kind.release_object_name(meta["name"]))
@@ -142,9 +143,9 @@ class AppController:
             await self.ctx.kube.request("DELETE", path)
         except KubeError as exc:
             if exc.status != 404:
-                return False
-        for _ in range(600):
+                return FAILED
+        for _ in range(60):  # most uninstalls end within this; the rest are looked at again
             if await self.ctx.kube.get(path) is None:
-                return True
+                return DONE
             await asyncio.sleep(0.5)
-        return False
+        return after(self.ctx.tunables.cleanup_wait)

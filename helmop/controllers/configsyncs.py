@@ -42,6 +42,7 @@ from helmop.reconcile.sync import (
 from helmop.sources.errors import SourceError
 
 from .context import Context
+from .outcome import DONE, FAILED, Outcome
 from .status import report
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, b
     return ctx.kube.acting_as(actor), bool(actor)
 
 
-async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
+async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], str(meta.get("uid", ""))
     status = copy.deepcopy(body.get("status") or {})
@@ -89,9 +90,9 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         ctx.tenancy.check_reference(namespace, spec.source_namespace, "spec.sourceRef")
     except SpecError as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
-        return None
+        return DONE
     if spec.suspend:
-        return None
+        return DONE
     source_namespace = spec.source_namespace or namespace
     ctx.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
     try:
@@ -101,7 +102,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         files = await ctx.git.files(source.url, source.sha, spec.path, source.auth, wanted=manifests.is_manifest)
     except (InputError, SourceError) as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return 15.0 if exc.transient else None
+        return FAILED if exc.transient else DONE
     status["lastAttemptedRevision"] = revision
     # Repository-relative names, so messages point at the file as the user knows it.
     named = {posixpath.join(spec.path, rel): data for rel, data in files.items()}
@@ -109,7 +110,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     if errors:
         message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
         await report(ctx, CONFIGSYNC, body, status, False, "ManifestInvalid", message, stalled=True)
-        return None
+        return DONE
     kube, impersonating = _client(ctx, namespace, spec)
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
@@ -148,7 +149,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     if refusal[0]:
         await report(ctx, CONFIGSYNC, body, status, False, refusal[0], f"revision {revision}: {refusal[1]}",
                      stalled=True)
-        return None
+        return DONE
     # The inventory records each object's own uid too: an object deleted and re-created by someone else
     # under the same name (even with copied marks) is not the one this ConfigSync applied.
     for oid in apply_order(list(objects)):
@@ -169,12 +170,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         status["inventory"] += [_entry(oid, applied_uids) for oid in pending]
         message = f"revision {revision}: " + "; ".join(failures[:10])
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
-        return 30.0
+        return FAILED
     changed = status.get("lastAppliedRevision") != revision
     status["lastAppliedRevision"] = revision
     message = f"applied revision {revision}: {len(objects)} object(s)"
     await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
-    return None
+    return DONE
 
 
 def _uids(inventory: list[dict[str, Any]]) -> dict[ObjectId, str]:
@@ -217,21 +218,21 @@ async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: s
     return ""
 
 
-async def finalize(ctx: Context, body: dict[str, Any]) -> bool:
+async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """With prune, a deleted ConfigSync takes its objects with it (as Flux's Kustomization does)."""
     meta = body["metadata"]
     ctx.drop(("ConfigSync", meta["namespace"], meta["name"]))
     raw = body.get("spec") or {}
     if not raw.get("prune", True) or raw.get("suspend"):
-        return True
+        return DONE
     try:
         kube, _ = _client(ctx, meta["namespace"], parse_config_sync(raw))
     except SpecError:
-        return True  # an invalid spec never applied anything
+        return DONE  # an invalid spec never applied anything
     label = owner_label(meta["namespace"], meta["name"])
     entries = (body.get("status") or {}).get("inventory") or []
     uids = _uids(entries)
     inventory = [ObjectId.from_json(x) for x in entries]
     problems = [p for oid in reversed(apply_order(inventory))
                 if (p := await _delete(kube, oid, str(meta.get("uid", "")), label, uids.get(oid, "")))]
-    return not problems
+    return FAILED if problems else DONE

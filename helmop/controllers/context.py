@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.infra.events import Recorder
@@ -45,9 +46,6 @@ class Links:
         return self.holders.get(target, set())
 
 
-YAML_TIMEOUT = 30.0  # seconds to load one large document (a few MiB of dense YAML take a few seconds)
-
-
 @dataclass
 class Context:
     kube: Kube
@@ -57,11 +55,11 @@ class Context:
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
     tenancy: Tenancy = field(default_factory=Tenancy)
+    tunables: Tunables = field(default_factory=Tunables)
     metrics: Metrics = field(default_factory=Metrics)
-    cel: Worker = field(default_factory=Worker)  # spec.healthCheckExprs, off the event loop
-    yaml: Worker = field(default_factory=lambda: Worker(timeout=YAML_TIMEOUT))  # large YAML, off the event loop
+    cel: Worker = field(init=False)  # spec.healthCheckExprs, off the event loop
+    yaml: Worker = field(init=False)  # large YAML, off the event loop
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
-    backoff: dict[Key, float] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
     # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
     # old one is stopped rather than left to wait out its timeout.
@@ -71,6 +69,10 @@ class Context:
     # (helm changing them during an action must not stop that action).
     observers: Links = field(default_factory=Links)
     watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
+
+    def __post_init__(self) -> None:
+        self.cel = Worker(timeout=self.tunables.cel_timeout)
+        self.yaml = Worker(timeout=self.tunables.yaml_timeout)
 
     def lock(self, key: Key) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())
@@ -111,5 +113,5 @@ class Context:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.observers.assign(key, [])
-        for table in (self.locks, self.backoff, self.wakers, self.supersessions):
+        for table in (self.locks, self.wakers, self.supersessions):
             table.pop(key, None)

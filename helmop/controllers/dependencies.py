@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.helmrelease import SpecError
+from helmop.api.helmrelease import SpecError, depends_on
 from helmop.api.kinds import HELMRELEASE
 
 from .context import Context
@@ -20,10 +20,12 @@ def _ready(obj: dict[str, Any]) -> bool:
     return ready.get("status") == "True" and ready.get("observedGeneration") == obj["metadata"].get("generation")
 
 
-def _depends_on(obj: dict[str, Any]) -> list[tuple[str, str]]:
-    namespace = obj["metadata"]["namespace"]
-    return [(str(d.get("namespace") or namespace), str(d.get("name", "")))
-            for d in (obj.get("spec") or {}).get("dependsOn") or [] if isinstance(d, dict)]
+def _depends_on(obj: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    meta = obj["metadata"]
+    try:
+        return depends_on((obj.get("spec") or {}).get("dependsOn"), meta["name"], meta["namespace"])
+    except SpecError:  # that release reports its own invalid spec; it depends on nothing here
+        return ()
 
 
 async def waiting_for(ctx: Context, namespace: str, name: str,

@@ -19,6 +19,7 @@ from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef, check_ref
 
 from .context import Context
+from .outcome import DONE, FAILED, Outcome
 from .status import report, with_ready, write_status
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def webhook_path(namespace: str, name: str) -> str:
     return f"/hooks/{namespace}/{name}"
 
 
-async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
+async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     """Returns a retry delay after a transient failure, else None (come back at the interval)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -37,14 +38,14 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         spec = parse_git_repository(body.get("spec") or {})
     except SpecError as exc:
         await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=True)
-        return None
+        return DONE
     if spec.webhook_secret_ref:
         status["webhookPath"] = webhook_path(namespace, name)
     else:
         status.pop("webhookPath", None)
     if spec.suspend:
         await write_status(ctx, GITREPOSITORY, body, status)
-        return None
+        return DONE
     ctx.refer(("GitRepository", namespace, name), [(namespace, "Secret", spec.secret_ref)] if spec.secret_ref else [])
     try:
         ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
@@ -60,7 +61,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
         revision, _sha = await ctx.git.resolve(spec.url, ref, auth)
     except (SourceError, InputError) as exc:
         await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return 15.0 if exc.transient else None
+        return FAILED if exc.transient else DONE
     previous = (status.get("artifact") or {}).get("revision")
     status["lastFetchedAt"] = cond.now()
     if previous != revision:
@@ -70,10 +71,10 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> float | None:
     if previous != revision:
         await ctx.events.normal(body, "NewArtifact", message)
         ctx.wake_referrers(namespace, "GitRepository", name)
-    return None
+    return DONE
 
 
-async def finalize(ctx: Context, body: dict[str, Any]) -> None:
+async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """Drop the mirror when no other GitRepository uses the same URL."""
     meta = body["metadata"]
     ctx.drop(("GitRepository", meta["namespace"], meta["name"]))
@@ -83,3 +84,4 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> None:
                        for o in others):
         ctx.git.forget(url)
         log.info("dropped the git cache of %s/%s", meta["namespace"], meta["name"])
+    return DONE

@@ -15,7 +15,6 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -32,20 +31,18 @@ from helmop.api.kinds import (
     SHARD_LABEL,
     Kind,
 )
+from helmop.api.settings import Tunables
 
 from . import configsyncs, gitrepositories
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
+from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
 from .status import report
 
 log = logging.getLogger(__name__)
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
-Reconcile = Callable[[dict[str, Any]], Awaitable[float | None]]
-# True: the finalizer may go; False: the clean-up failed (retried in 15 s); a number: waiting for
-# something under way (dependents being uninstalled), retried after that many seconds.
-Finalize = Callable[[dict[str, Any]], Awaitable[bool | float]]
 
 
 def _interval(body: kopf.Body, default: float) -> float:
@@ -55,10 +52,30 @@ def _interval(body: kopf.Body, default: float) -> float:
         return default
 
 
+class _Failures:
+    """Failures in a row per object, turned into the next delay by the settings' backoffs."""
+
+    def __init__(self, tunables: Tunables) -> None:
+        self.tunables = tunables
+        self.counts: dict[Key, int] = {}
+
+    def delay(self, key: Key, outcome: Outcome, done: float) -> float:
+        """The delay after ``outcome``; ``done`` when there is nothing to come back for sooner."""
+        if not outcome.failed:
+            self.counts.pop(key, None)
+            return done if outcome.retry_after is None else outcome.retry_after
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return self.tunables.failure_backoff.after(self.counts[key])
+
+    def unexpected(self, key: Key) -> float:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return self.tunables.error_backoff.after(self.counts[key])
+
+
 def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind, default_interval: float,
                    reconcile: Reconcile, finalize: Finalize, shard: str) -> None:
     seen: dict[Key, tuple[Any, ...]] = {}
-    failures: dict[Key, int] = {}  # unexpected errors in a row, for the backoff
+    failures = _Failures(ctx.tunables)
     kind, group, version, plural = resource.kind, resource.group, resource.version, resource.plural
     # A replica with --shard handles only what carries that label; without, only what carries none.
     labels = {SHARD_LABEL: shard or kopf.ABSENT}
@@ -87,11 +104,12 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
 
     @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None, labels=labels)
     async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        wake = ctx.waker(key_of(body))
+        key = key_of(body)
+        wake = ctx.waker(key)
         while not stopped:
             if FINALIZER not in (body.metadata.get("finalizers") or []):
                 # Never act before the finalizer is there: it is what guarantees the clean-up.
-                await _sleep(wake, stopped, 5)
+                await _sleep(wake, stopped, ctx.tunables.finalizer_wait)
                 continue
             wake.clear()
             started = time.monotonic()
@@ -103,67 +121,61 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
                     await work
                 return
             try:
-                retry = work.result()
-                failures.pop(key_of(body), None)
+                outcome = work.result()
+                delay = failures.delay(key, outcome, _interval(body, default_interval))
             except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
-                retry = await _unexpected(ctx, resource, dict(body), exc, "reconcile", failures)
-            ctx.metrics.reconcile.labels(kind, "retry" if retry else "done").observe(time.monotonic() - started)
-            await _sleep(wake, stopped, retry or _interval(body, default_interval))
+                await _unexpected(ctx, resource, dict(body), exc, "reconcile")
+                outcome, delay = FAILED, failures.unexpected(key)
+            ctx.metrics.reconcile.labels(kind, "retry" if outcome.failed else "done").observe(
+                time.monotonic() - started)
+            await _sleep(wake, stopped, delay)
 
     @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
     async def deleted(body: kopf.Body, **_: Any) -> None:
+        key = key_of(body)
         try:
-            done = await finalize(dict(body))
+            outcome = await finalize(dict(body))
         except Exception as exc:
-            delay = await _unexpected(ctx, resource, dict(body), exc, "clean-up", failures)
-            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=delay) from None
-        if done is not True:
-            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying", delay=15 if done is False else done)
+            await _unexpected(ctx, resource, dict(body), exc, "clean-up")
+            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=failures.unexpected(key)) from None
+        if outcome != DONE:
+            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying",
+                                      delay=failures.delay(key, outcome, 0.0))
+        failures.counts.pop(key, None)
 
     del changed, loop, deleted  # registered; kept only by kopf
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App],
              shard: str = "") -> None:
-    async def reconcile_release(body: dict[str, Any]) -> float | None:
-        return (await releases.reconcile(body)).retry_after
-
-    async def finalize_release(body: dict[str, Any]) -> bool | float:
-        return await releases.finalize(body)
-
-    async def finalize_git(body: dict[str, Any]) -> bool:
-        await gitrepositories.finalize(ctx, body)
-        return True
-
-    _kind_handlers(registry, ctx, HELMRELEASE, 600.0, reconcile_release, finalize_release, shard)
-    _kind_handlers(registry, ctx, GITREPOSITORY, 300.0, lambda body: gitrepositories.reconcile(ctx, body),
-                   finalize_git, shard)
-    _kind_handlers(registry, ctx, CONFIGSYNC, 300.0, lambda body: configsyncs.reconcile(ctx, body),
+    # Methods and module functions looked up at each call (not bound once here).
+    t = ctx.tunables
+    _kind_handlers(registry, ctx, HELMRELEASE, t.release_interval, lambda body: releases.reconcile(body),
+                   lambda body: releases.finalize(body), shard)
+    _kind_handlers(registry, ctx, GITREPOSITORY, t.source_interval, lambda body: gitrepositories.reconcile(ctx, body),
+                   lambda body: gitrepositories.finalize(ctx, body), shard)
+    _kind_handlers(registry, ctx, CONFIGSYNC, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
                    lambda body: configsyncs.finalize(ctx, body), shard)
-
     for app in apps:
-        _kind_handlers(registry, ctx, app.kind.resource, 600.0, *_app_handlers(AppController(ctx, app)), shard)
+        _kind_handlers(registry, ctx, app.kind.resource, t.release_interval, *_app_handlers(AppController(ctx, app)),
+                       shard)
 
 
 def _app_handlers(controller: AppController) -> tuple[Reconcile, Finalize]:
-    # Methods looked up at each call (not bound once here), like the other kinds' module functions.
-    async def reconcile(body: dict[str, Any]) -> float | None:
+    async def reconcile(body: dict[str, Any]) -> Outcome:
         return await controller.reconcile(body)
 
-    async def finalize(body: dict[str, Any]) -> bool | float:
+    async def finalize(body: dict[str, Any]) -> Outcome:
         return await controller.finalize(body)
 
     return reconcile, finalize
 
 
-async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str,
-                      failures: dict[Key, int]) -> float:
+async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:
     """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
-    what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. Returns the
-    delay before the next attempt (exponential: 5 s doubling up to 5 min)."""
+    what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log."""
     meta = body["metadata"]
     key = (resource.kind, meta.get("namespace") or "", meta.get("name") or "")
-    failures[key] = failures.get(key, 0) + 1
     ctx.metrics.reconcile_errors.labels(resource.kind).inc()
     log.error("%s %s/%s: %s raised %s", resource.kind, key[1], key[2], action, type(exc).__name__, exc_info=exc)
     message = f"the {action} raised {type(exc).__name__}: {exc}"[:1024]
@@ -171,7 +183,6 @@ async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: E
         await report(ctx, resource, body, copy.deepcopy(body.get("status") or {}), False, "ReconcileError", message)
     except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same
         log.warning("could not report the error on %s %s/%s: %s", resource.kind, key[1], key[2], failed)
-    return float(min(300, 5 * 2 ** (failures[key] - 1)))
 
 
 async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

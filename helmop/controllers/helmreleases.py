@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import copy
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from helmop.api import conditions as cond
@@ -48,25 +48,15 @@ from .actions import (
     upgrade,
 )
 from .context import Context, Key
+from .outcome import DONE, FAILED, Outcome, after
 from .status import annotation, pending_request, requested, write_status
 
 log = logging.getLogger(__name__)
 
-RETRY_MIN, RETRY_MAX = 2.0, 300.0  # backoff after a failure: doubling from 2 s to 5 min
-DEPENDENCY_RECHECK = 30.0
-DEPENDENTS_WAIT = 2.0  # a deleted HelmRelease looks again this soon whether its dependents are gone
-PROGRESS_AFTER = 2.0
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 STEPS: dict[Action, Step] = {Action.INSTALL: install.STEP, Action.UPGRADE: upgrade.STEP, Action.TEST: test.STEP,
                              Action.ROLLBACK: rollback.STEP, Action.UNINSTALL: uninstall.STEP,
                              Action.UNLOCK: unlock.STEP, Action.CORRECT: correct.STEP}
-
-
-@dataclass
-class Outcome:
-    """What the caller should do next: come back after ``retry_after`` seconds (None: at interval)."""
-
-    retry_after: float | None = None
 
 
 class Reconciler:
@@ -84,11 +74,10 @@ class Reconciler:
                 return await self._reconcile(copy.deepcopy(body))
             except KubeError as exc:  # the API itself failed us: try again soon
                 log.warning("%s/%s: API error: %s", meta["namespace"], meta["name"], exc)
-                return Outcome(self._next_backoff(key))
+                return FAILED
 
-    async def finalize(self, body: dict[str, Any]) -> bool | float:
-        """Uninstall for a deleted HelmRelease; True when the finalizer may go, False when the uninstall
-        failed, seconds to come back after while its dependents are being uninstalled first."""
+    async def finalize(self, body: dict[str, Any]) -> Outcome:
+        """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
         meta = body["metadata"]
         key = ("HelmRelease", meta["namespace"], meta["name"])
         async with self.ctx.lock(key):
@@ -96,25 +85,25 @@ class Reconciler:
             try:
                 spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
             except SpecError:
-                return True  # nothing helmop could have installed
+                return DONE  # nothing helmop could have installed
             first = await dependencies.dependents_being_deleted(self.ctx, meta["namespace"], meta["name"])
             if first:
                 log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
                          ", ".join(first))
-                return DEPENDENTS_WAIT
+                return after(self.ctx.tunables.dependents_wait)
             secrets = await release_secrets(self.ctx, spec)
             desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
                               suspended=spec.suspend, deleting=True)
             decision = decide(desired, Observed(self._release(secrets)))
             if decision.action is not Action.UNINSTALL:
                 log.info("%s/%s deleted: %s", meta["namespace"], meta["name"], decision.message)
-                return True
+                return DONE
             job = Job(self.ctx, body, spec, decision)
             result = await uninstall.STEP.run(job)
             await self._report(job, result)
             if not result.ok:
                 await self._write_status(body, uninstall.STEP.settle(body.get("status") or {}, job, result))
-            return result.ok
+            return DONE if result.ok else FAILED
 
     # --- the reconcile -----------------------------------------------------------------------------
 
@@ -130,27 +119,27 @@ class Reconciler:
             check_exprs(spec.health_check_exprs)
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
-            return Outcome()
+            return DONE
         self._remember_references(key, spec)
         self._observe(key, spec, body)
         if spec.suspend:
-            return Outcome()
+            return DONE
         try:
             waiting = await dependencies.waiting_for(self.ctx, meta["namespace"], meta["name"], spec.depends_on)
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
-            return Outcome()
+            return DONE
         try:
             inputs = await gather(self.ctx, meta["namespace"], spec, asked_at=pending_request(body))
             await self._check_namespace(spec)
         except HelmopError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)
-            return Outcome(self._next_backoff(key) if exc.transient else None)
+            return FAILED if exc.transient else DONE
         try:
             return await self._converge(body, key, spec, inputs, waiting)
         except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)  # write Secrets there)
-            return Outcome(self._next_backoff(key) if exc.transient else None)
+            return FAILED if exc.transient else DONE
 
     async def _converge(self, body: dict[str, Any], key: Key, spec: HelmReleaseSpec, inputs: Inputs,
                         waiting: tuple[str, ...]) -> Outcome:
@@ -168,7 +157,7 @@ class Reconciler:
             if step is None:
                 await self._settle_terminal(body, spec, inputs, decision)
                 if waiting:
-                    return Outcome(DEPENDENCY_RECHECK)  # also woken when a dependency's status changes
+                    return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
                 break
             progress, writing = None, asyncio.Event()
             if not marked and decision.action is not Action.UNLOCK:
@@ -187,11 +176,10 @@ class Reconciler:
             self._observe(key, spec, body)
             await self._report(job, result)
             if result.cancelled:
-                return Outcome(0.01)  # the newer revision is reconciled at once
+                return after(0.01)  # the newer revision is reconciled at once
             if not result.ok:
-                return Outcome(self._next_backoff(key))
-        self.ctx.backoff.pop(key, None)
-        return Outcome()
+                return FAILED
+        return DONE
 
     async def _check_namespace(self, spec: HelmReleaseSpec) -> None:
         if spec.install.create_namespace:
@@ -298,9 +286,9 @@ class Reconciler:
         await self.ctx.events.warning(body, reason, message)
 
     async def _mark_reconciling(self, body: dict[str, Any], message: str, writing: asyncio.Event) -> None:
-        """Reconciling=True, for an action that is still running after PROGRESS_AFTER seconds (most end
+        """Reconciling=True, for an action that is still running after ``tunables.progress_after`` seconds (most end
         sooner, and one write of their outcome is all their status needs)."""
-        await asyncio.sleep(PROGRESS_AFTER)
+        await asyncio.sleep(self.ctx.tunables.progress_after)
         writing.set()
         status = copy.deepcopy(body.get("status") or {})
         generation = body["metadata"].get("generation", 0)
@@ -323,10 +311,6 @@ class Reconciler:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _next_backoff(self, key: Key) -> float:
-        delay = min(RETRY_MAX, max(RETRY_MIN, self.ctx.backoff.get(key, RETRY_MIN / 2) * 2))
-        self.ctx.backoff[key] = delay
-        return delay
 
     def _observe(self, key: Key, spec: HelmReleaseSpec, body: dict[str, Any]) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the

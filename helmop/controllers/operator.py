@@ -17,8 +17,9 @@ import kopf
 from helmop.api import crds, jenkins
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
+from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
-from helmop.helm.engine import Engine, signal_running
+from helmop.helm.engine import Engine, default_executable, signal_running
 from helmop.infra import webhooks
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Connection, Kube, KubeError
@@ -45,8 +46,9 @@ class OperatorConfig:
     kubeconfig: Path | None = None
     namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
     concurrency: int = 10
-    cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "helmop"
-    helm: str = os.environ.get("HELMOP_HELM", "helm")
+    cache_dir: Path = field(default_factory=lambda: Path(os.environ.get("XDG_CACHE_HOME",
+                                                                        Path.home() / ".cache")) / "helmop")
+    helm: str = field(default_factory=default_executable)
     install_crds: bool = False
     allow_file_git: tuple[Path, ...] = ()  # directories file:// GitRepositories may name (tests, one machine)
     webhook_port: int | None = None  # None: no webhook server; 0: any free port
@@ -64,6 +66,7 @@ class OperatorConfig:
     helm_cache_ttl: float = 900.0  # seconds a repository index is used before it is revalidated
     helm_index_max_size: int = 64 << 20
     helm_chart_max_size: int = 64 << 20
+    tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
 async def install_crds(kube: Kube) -> None:
@@ -95,17 +98,19 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     """Run until ``stop_flag`` is set, a signal arrives, or (with leader election) the Lease is lost."""
     kube = Kube(Connection.from_kubeconfig(cfg.kubeconfig))
     halt = asyncio.Event()  # every reason to stop ends up here
-    rearm = handle_signals(halt, signal_running)
+    rearm = handle_signals(halt, signal_running, cfg.tunables.termination_deadline)
     background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
             await install_crds(kube)
         ctx = await _context(cfg, kube)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
-        probes = Probes(kube, ctx.metrics)
+        probes = Probes(kube, ctx.metrics, api_every=cfg.tunables.api_check)
         background.append(asyncio.create_task(probes.run()))
-        election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity())
-                    if cfg.leader_election else None)
+        t = cfg.tunables
+        election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity(),
+                             lease_duration=t.lease_duration, renew_deadline=t.renew_deadline,
+                             retry_period=t.retry_period) if cfg.leader_election else None)
 
         standing_by = election is not None
 
@@ -132,6 +137,9 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             ctx.watch_kind = watches.watch_kind
             background.append(asyncio.create_task(watches.run()))
             background.append(asyncio.create_task(_started(ready, rearm)))
+            # kopf gives the tasks started after it a grace period of 5 s when it stops; helmop's own
+            # (probes, watches) are stopped as soon as the operator is told to stop.
+            background.append(asyncio.create_task(_cancel_on(halt, list(background))))
             await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
                                 clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
                                 stop_flag=halt, ready_flag=ready)
@@ -160,7 +168,8 @@ async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
     return Context(kube=kube, engine=engine, repos=repos, git=git,
-                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy)
+                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy,
+                   tunables=cfg.tunables)
 
 
 def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
@@ -190,6 +199,12 @@ async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyn
     else:
         return
     halt.set()
+
+
+async def _cancel_on(halt: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> None:
+    await halt.wait()
+    for task in tasks:
+        task.cancel()
 
 
 async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) -> None:

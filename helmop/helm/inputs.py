@@ -22,6 +22,8 @@ from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.manifests import YamlProblem
+from helmop.api.redaction import safe_url
+from helmop.api.settings import Tunables
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
@@ -29,7 +31,7 @@ from helmop.helm.engine import Engine, HelmError
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitAuth, GitCache, safe_url, tree_digest, write_tree
+from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 
 
@@ -52,7 +54,7 @@ class StandaloneReaders:
     repos: Repositories
     git: GitCache
     engine: Engine
-    yaml: Worker = field(default_factory=Worker)
+    yaml: Worker = field(default_factory=lambda: Worker(timeout=Tunables().yaml_timeout))
 
 
 class InputError(HelmopError):

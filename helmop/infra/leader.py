@@ -24,7 +24,6 @@ from typing import Any
 from .kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
-LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0  # controller-runtime's defaults
 
 
 def lease_name(shard: str) -> str:
@@ -46,9 +45,9 @@ class Election:
     namespace: str
     name: str
     identity: str
-    lease_duration: float = LEASE_DURATION
-    renew_deadline: float = RENEW_DEADLINE
-    retry_period: float = RETRY_PERIOD
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
     _observed: dict[str, Any] = field(default_factory=dict)  # the Lease's spec as last read
     _observed_at: float = 0.0  # local monotonic time the spec last changed
 

@@ -2,7 +2,7 @@
 
 On SIGTERM (or SIGINT) the operator stops reconciling, tells the helm processes it started to stop
 (helm records their releases as failed or leaves them pending; the next leader unlocks them), and
-exits. If that has not happened within ``DEADLINE`` seconds, a thread kills what is left and exits
+exits. If that has not happened within the deadline (4.5 s by default), a thread kills what is left and exits
 the process: the kubelet's SIGKILL would come anyway, and this way no helm process outlives the
 operator (helm runs in sessions of its own, so it would not get the kubelet's signal).
 
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from types import FrameType
 
 log = logging.getLogger(__name__)
-DEADLINE = 4.5  # seconds; a pod's default grace period is 30, the operator promises 5
 
 
-def handle_signals(halt: asyncio.Event, signal_children: Callable[[int], None]) -> Callable[[], None]:
+def handle_signals(halt: asyncio.Event, signal_children: Callable[[int], None],
+                   deadline: float) -> Callable[[], None]:
     """Install the handler (main thread only); ``signal_children(signum)`` passes a signal on to the
     processes the operator started. Returns a function that installs the handler again (kopf puts its
     own in place when it starts)."""
@@ -40,7 +40,7 @@ def handle_signals(halt: asyncio.Event, signal_children: Callable[[int], None]) 
         signal_children(signal.SIGTERM)
         if not received:
             received.append(signum)
-            threading.Thread(target=_deadline, args=(signum, signal_children), name="termination-deadline",
+            threading.Thread(target=_deadline, args=(signum, signal_children, deadline), name="termination-deadline",
                              daemon=True).start()
 
     def install() -> None:
@@ -51,9 +51,9 @@ def handle_signals(halt: asyncio.Event, signal_children: Callable[[int], None]) 
     return install
 
 
-def _deadline(signum: int, signal_children: Callable[[int], None]) -> None:
-    time.sleep(DEADLINE)
+def _deadline(signum: int, signal_children: Callable[[int], None], deadline: float) -> None:
+    time.sleep(deadline)
     signal_children(signal.SIGKILL)
-    log.warning("not stopped within %.1f s of signal %d: exiting now", DEADLINE, signum)
+    log.warning("not stopped within %.1f s of signal %d: exiting now", deadline, signum)
     logging.shutdown()
     os._exit(128 + signum)

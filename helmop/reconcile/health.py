@@ -10,6 +10,7 @@ from typing import Any
 
 import cel
 
+from helmop.api.conditions import condition_of
 from helmop.api.helmrelease import HealthExpr, SpecError
 
 CURRENT, IN_PROGRESS, FAILED = "Current", "InProgress", "Failed"
@@ -73,10 +74,6 @@ def by_expression(expr: HealthExpr, failed: bool, current: bool) -> tuple[str, s
     return IN_PROGRESS, f"healthCheckExprs: not current yet ({expr.current})"
 
 
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
-
-
 def _generation_observed(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
     return int(status.get("observedGeneration", 0)) >= int(obj["metadata"].get("generation", 0))
@@ -91,7 +88,7 @@ def _workload(obj: dict[str, Any]) -> tuple[str, str]:
     if not _generation_observed(obj):
         return IN_PROGRESS, "the controller has not seen the newest generation yet"
     if kind == "Deployment":
-        progressing = _condition(obj, "Progressing")
+        progressing = condition_of(obj, "Progressing")
         if progressing.get("reason") == "ProgressDeadlineExceeded":
             return FAILED, "progress deadline exceeded"
         ready = min(int(status.get("updatedReplicas", 0)), int(status.get("availableReplicas", 0)))
@@ -116,15 +113,15 @@ def judge(obj: dict[str, Any]) -> tuple[str, str]:
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
         return _workload(obj)
     if kind == "Job":
-        if _condition(obj, "Failed").get("status") == "True":
+        if condition_of(obj, "Failed").get("status") == "True":
             return FAILED, "the Job failed"
-        done = _condition(obj, "Complete").get("status") == "True"
+        done = condition_of(obj, "Complete").get("status") == "True"
         return (CURRENT, "") if done else (IN_PROGRESS, "the Job has not completed")
     if kind == "Pod":
         phase = status.get("phase")
         if phase == "Failed":
             return FAILED, "the Pod failed"
-        ready = phase == "Succeeded" or _condition(obj, "Ready").get("status") == "True"
+        ready = phase == "Succeeded" or condition_of(obj, "Ready").get("status") == "True"
         return (CURRENT, "") if ready else (IN_PROGRESS, f"the Pod is {phase or 'pending'}")
     if kind == "PersistentVolumeClaim":
         return (CURRENT, "") if status.get("phase") == "Bound" else (IN_PROGRESS, "the claim is not bound")
@@ -132,9 +129,9 @@ def judge(obj: dict[str, Any]) -> tuple[str, str]:
         assigned = (status.get("loadBalancer") or {}).get("ingress")
         return (CURRENT, "") if assigned else (IN_PROGRESS, "no load balancer assigned")
     # kstatus' generic rules for anything else: Stalled/Ready conditions when there are any
-    if _condition(obj, "Stalled").get("status") == "True":
-        return FAILED, str(_condition(obj, "Stalled").get("message") or "Stalled")
-    ready = _condition(obj, "Ready")
+    if condition_of(obj, "Stalled").get("status") == "True":
+        return FAILED, str(condition_of(obj, "Stalled").get("message") or "Stalled")
+    ready = condition_of(obj, "Ready")
     if ready and ready.get("status") != "True":
         return IN_PROGRESS, str(ready.get("message") or "not Ready")
     if "observedGeneration" in status and not _generation_observed(obj):

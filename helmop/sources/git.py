@@ -34,7 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from helmop.api.process import NICE, minimal_env
-from helmop.api.redaction import redact
+from helmop.api.redaction import redact, safe_url
 
 from .errors import SourceError
 from .secrets import decoded
@@ -150,14 +150,6 @@ def clean_path(path: str) -> str:
     if normal == ".." or normal.startswith("../"):
         raise SourceError("InvalidPath", f"path {path!r} leaves the repository", transient=False)
     return "" if normal == "." else normal
-
-
-def safe_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=host).geturl()
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 import aiohttp
 
 from helmop.api import bounded
 from helmop.api.errors import describe
+from helmop.api.redaction import safe_url
 
 from . import index
 from .errors import SourceError
@@ -137,15 +138,6 @@ class ResolvedChart:
     version: str
     urls: tuple[str, ...] = ()
     digest: str = ""  # sha256 hex from the index, when given
-
-
-def safe_url(url: str) -> str:
-    """The URL without user:password, for messages and status."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 def _wants_exact(version: str) -> bool:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from helmop.api.apps import parse_apps
+from helmop.api.settings import Backoff, Tunables
 from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
@@ -24,6 +26,10 @@ from tests.conftest import ROOT, TOOLS, Run, _runner, tool
 from tests.gitserver import GitServer, Repo
 
 JENKINS_STAND_IN_VERSION = "0.1.0"
+# The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
+# wait it out), a clean-up looks again after 0.2 s.
+FAST = Tunables(failure_backoff=Backoff(0.2, 5.0), error_backoff=Backoff(0.5, 5.0), dependency_recheck=2.0,
+                dependents_wait=0.2, cleanup_wait=0.2, finalizer_wait=0.5)
 
 
 @pytest.fixture(params=["stand-in", "official"])
@@ -87,7 +93,8 @@ class Operator:
         self.config = OperatorConfig(kubeconfig=kubeconfig or sandbox.kubeconfig, concurrency=4,
                                      cache_dir=workdir / "cache",
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
-                                     webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1")
+                                     webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1",
+                                     tunables=FAST)
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
                                                     "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.
@@ -118,6 +125,12 @@ class Operator:
     def webhook_url(self) -> str:
         return f"http://127.0.0.1:{self.config.bound_webhook_port}"
 
+    def reconciles(self, kind: str) -> float:
+        """Reconciles of ``kind`` finished so far (helmop_reconcile_duration_seconds_count)."""
+        text = urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=10).read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("helmop_reconcile_duration_seconds_count{") and f'kind="{kind}"' in line)
+
     def helm_actions(self) -> list[str]:
         """helm processes the operator started for actions (the version probe is not one)."""
         if not self.log.exists():
@@ -129,7 +142,15 @@ class Operator:
         self.thread.join(30)
 
 
-@pytest.fixture(scope="module", params=["helm", "helm3"])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The operator runs helm 4; tests marked ``helm_versions`` (helm's own behaviour: actions,
+    remediation, storage) run with helm 3 as well."""
+    if "operator" in metafunc.fixturenames:
+        helms = ["helm", "helm3"] if metafunc.definition.get_closest_marker("helm_versions") else ["helm"]
+        metafunc.parametrize("operator", helms, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
 def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
              chart_repo: ChartRepo) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
@@ -182,6 +203,18 @@ def eventually(check: Callable[[], Any], timeout: float = 60.0, interval: float 
             return last
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+def settled(kube: Run, ns: str, kind: str, name: str, timeout: float = 60.0) -> None:
+    """Ask ``kind/name`` for a reconcile and wait until it has handled that request: whatever its current
+    spec and inputs lead to has been done. How a test shows that something did *not* happen, without
+    sleeping."""
+    import uuid
+
+    stamp = uuid.uuid4().hex
+    kube("kubectl", "-n", ns, "annotate", kind, name, f"helmop.dev/requestedAt={stamp}", "--overwrite")
+    eventually(lambda: (get(kube, ns, kind, name).get("status") or {}).get("lastHandledReconcileAt") == stamp,
+               timeout)
 
 
 def get(kube: Run, ns: str, *what: str) -> dict[str, Any]:

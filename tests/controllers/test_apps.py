@@ -4,14 +4,13 @@ stand-in chart (tests/charts/jenkins), and again with the official chart when HE
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 import yaml
 
 from tests.conftest import Run
-from tests.controllers.conftest import Operator, condition, eventually, get
+from tests.controllers.conftest import Operator, condition, eventually, get, settled
 
 
 def jenkins(name: str, project: str, **spec: Any) -> str:
@@ -69,7 +68,7 @@ def test_jenkins_per_project(operator: Operator, kube: Run, ns: str, jenkins_cha
     # Same spec again: nothing to do, no helm process.
     before = len(operator.helm_actions())
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("ci", "alpha", **spec))
-    time.sleep(2)
+    settled(kube, ns, "jenkins", "ci")
     assert len(operator.helm_actions()) == before
     # A plugin change: an upgrade.
     spec["plugins"] = ["ansicolor:1.0.5", "git:5.10.1"]

@@ -16,7 +16,7 @@ import requests
 import yaml
 
 from tests.conftest import Run, tool
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
 from tests.gitserver import GitServer, Repo
 
 TOKEN = "webhook-token-123"
@@ -117,7 +117,7 @@ def test_chart_from_git_upgrades_only_when_the_chart_changes(operator: Operator,
     unrelated = repo.commit({"docs/README.md": "nothing to see"})
     push_hook(operator, ns, "config")
     eventually(lambda: revision(kube, ns, "config").endswith(unrelated))
-    time.sleep(2)
+    settled(kube, ns, "hr", "gitapp")
     assert len(operator.helm_actions()) == before
     assert get(kube, ns, "hr", "gitapp")["status"]["history"][0]["revision"] == 1
 

@@ -6,13 +6,13 @@ Every test runs once with helm 4 and once with helm 3 (the module-scoped ``opera
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.conftest import Run
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
 
 
 def hr(name: str, repo: ChartRepo, *, chart: str = "demo", version: str = "", values: dict[str, Any] | None = None,
@@ -56,6 +56,7 @@ def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
     return [e for e in items if e["involvedObject"]["name"] == name]
 
 
+@pytest.mark.helm_versions
 def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 2}))
     obj = ready(kube, ns, "web")
@@ -72,7 +73,7 @@ def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: s
     before = len(operator.helm_actions())
     apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 2}))
     kube("kubectl", "-n", ns, "label", "hr", "web", "team=a")
-    time.sleep(2)
+    settled(kube, ns, "hr", "web")
     assert len(operator.helm_actions()) == before
 
     # A values change: an upgrade to revision 2 that changes the objects.
@@ -157,6 +158,7 @@ def test_bad_inputs_give_specific_conditions_and_recover(operator: Operator, kub
     assert not condition(obj, "Stalled")
 
 
+@pytest.mark.helm_versions
 def test_wait_timeout_is_reported(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, hr("slow", chart_repo, version="0.1.0", timeout="3s"))
     ready(kube, ns, "slow")
@@ -181,6 +183,7 @@ def test_secret_values_never_reach_status_or_events(operator: Operator, kube: Ru
     assert "hunter2" not in everything
 
 
+@pytest.mark.helm_versions
 def test_release_of_someone_else_is_not_taken_over(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
                                                    tmp_path: Any) -> None:
     kube("helm", "install", "taken", "demo", "--repo", chart_repo.url, "--version", "0.1.0", "-n", ns)
@@ -208,15 +211,17 @@ def test_suspend_and_requested_at(operator: Operator, kube: Run, ns: str, chart_
     eventually(lambda: "sus" in kube("helm", "list", "-n", ns, "-q").stdout.split())
     eventually(lambda: get(kube, ns, "hr", "sus")["status"].get("lastHandledReconcileAt") == "one")
     # Suspended: changes are not acted on, and deletion leaves the release in place.
-    apply(kube, ns, hr("sus", chart_repo, version="0.1.0", suspend=True, values={"replicaCount": 5}))
+    reconciles = operator.reconciles("HelmRelease")
     before = len(operator.helm_actions())
-    time.sleep(2)
+    apply(kube, ns, hr("sus", chart_repo, version="0.1.0", suspend=True, values={"replicaCount": 5}))
+    eventually(lambda: operator.reconciles("HelmRelease") > reconciles)  # the new generation was looked at
     assert len(operator.helm_actions()) == before
     assert get(kube, ns, "deploy", "sus")["spec"]["replicas"] == 1
     kube("kubectl", "-n", ns, "delete", "hr", "sus", "--timeout=30s")
     assert "sus" in kube("helm", "list", "-n", ns, "-q").stdout.split()
 
 
+@pytest.mark.helm_versions
 def test_release_stuck_pending_is_unlocked(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, hr("stuck", chart_repo, version="0.1.0"))
     ready(kube, ns, "stuck")
@@ -255,6 +260,7 @@ def test_metrics_and_health_endpoints(operator: Operator, kube: Run, ns: str, ch
     assert requests.get(f"{operator.metrics_url}/readyz", timeout=5).status_code == 200
 
 
+@pytest.mark.helm_versions
 def test_service_account_impersonation(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
     apply(kube, ns, hr("imp", chart_repo, version="0.1.0", serviceAccountName="deployer"))
@@ -295,6 +301,7 @@ spec:
 """
 
 
+@pytest.mark.helm_versions
 def test_a_chart_whose_yaml_only_go_reads_right_installs(operator: Operator, kube: Run, ns: str,
                                                          chart_repo: ChartRepo) -> None:
     """YAML 1.1's "=" (which PyYAML cannot build), y/on (booleans to Go) and 0777 (octal to Go) in a chart's

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from tests.conftest import Run
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
 from tests.controllers.test_helmrelease import apply, events, ready
+
+pytestmark = pytest.mark.helm_versions  # remediation, rollback, tests, CRDs, drift: helm's own behaviour
 
 DEPLOYMENT = """apiVersion: apps/v1
 kind: Deployment
@@ -113,7 +115,7 @@ def test_a_failed_first_install_is_never_counted_as_an_upgrade(operator: Operato
                                                               chart_repo: ChartRepo, flaky: str) -> None:
     apply(kube, ns, release("once", chart_repo, flaky, values={"fail": True}))
     eventually(lambda: condition(get(kube, ns, "hr", "once"), "Stalled").get("reason") == "RetriesExceeded")
-    time.sleep(6)  # a reconcile after the backoff must not try again as an "upgrade"
+    settled(kube, ns, "hr", "once")  # a reconcile after the backoff must not try again as an "upgrade"
     status = status_of(kube, ns, "once")
     assert (status["installFailures"], status.get("upgradeFailures", 0)) == (1, 0)
     assert status["lastAttemptedReleaseAction"] == "install"
@@ -210,7 +212,8 @@ def test_a_new_revision_cancels_a_stuck_rollout(operator: Operator, kube: Run, n
     ready(kube, ns, "stuck")
     apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"fail": True, "replicaCount": 3}))
     eventually(lambda: condition(get(kube, ns, "hr", "stuck"), "Reconciling").get("status") == "True")
-    time.sleep(2)  # helm is now waiting for a rollout that never becomes ready (for up to 5 minutes)
+    # helm is now waiting for a rollout that never becomes ready (for up to 5 minutes)
+    eventually(lambda: any(a.startswith("upgrade stuck") for a in operator.helm_actions()[-1:]))
     started = time.monotonic()
     apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"replicaCount": 2}))
     ready(kube, ns, "stuck", generation=3)
@@ -232,7 +235,7 @@ def test_reset_force_and_requested(operator: Operator, kube: Run, ns: str, chart
     assert [(h["revision"], h["status"]) for h in history][-1] == (2, "deployed"), history  # one forced upgrade
     assert any("--force" in a for a in operator.helm_actions()[before:])
     assert condition(get(kube, ns, "hr", "ann")).get("status") == "True"
-    time.sleep(2)
+    settled(kube, ns, "hr", "ann")
     assert [h["revision"] for h in helm_history(kube, ns, "ann")][-1] == 2  # and only one
     # spec.upgrade.force: every upgrade is forced, and succeeds
     apply(kube, ns, release("ann", chart_repo, flaky, upgrade={"force": True}, values={"replicaCount": 2}))
@@ -247,7 +250,7 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
                          == "DependencyNotReady" and o)
     assert f"{ns}/db" in condition(waiting)["message"]
     eventually(lambda: condition(get(kube, ns, "hr", "db")).get("status") == "False")
-    time.sleep(3)
+    settled(kube, ns, "hr", "app")
     assert not helm_history(kube, ns, "app")  # no helm process for app while db is failing
     apply(kube, ns, release("db", chart_repo, flaky))  # db fixed: app follows without being touched
     ready(kube, ns, "db", generation=2)
@@ -303,7 +306,7 @@ def test_health_of_custom_resources_by_cel(operator: Operator, kube: Run, ns: st
 
     apply(kube, ns, gizmo(1))
     eventually(lambda: get(kube, ns, "gizmo", "giz"))
-    time.sleep(2)
+    eventually(lambda: [h["status"] for h in helm_history(kube, ns, "giz")] == ["deployed"])
     assert condition(get(kube, ns, "hr", "giz")).get("status") != "True"  # helm is done; the gizmo is not
     kube("kubectl", "-n", ns, "patch", "gizmo", "giz", "--type=merge", "-p", '{"status": {"phase": "Ready"}}')
     ready(kube, ns, "giz")
@@ -400,12 +403,12 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
                                "spec": {"ports": [{"port": 1}]}}))
     check()
     eventually(lambda: get(kube, ns, "svc", "drift"))
-    time.sleep(2)
+    settled(kube, ns, "hr", "drift")
     assert get(kube, ns, "deploy", "drift")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:ignored"
     kube("kubectl", "-n", ns, "apply", "--server-side", "--field-manager=autoscaler", "--force-conflicts", "-f", "-",
          stdin=yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "drift"},
                                "spec": {"replicas": 3}}))
     check()
-    time.sleep(3)
+    settled(kube, ns, "hr", "drift")
     assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 3  # owned by the autoscaler now: not drift
     assert len(helm_history(kube, ns, "drift")) == revisions  # no helm revision for any of it

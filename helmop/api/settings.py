@@ -1,0 +1,37 @@
+"""Every time the operator waits, in one object handed to what waits: production's values are the
+defaults; tests shorten them instead of waiting them out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first: float
+    limit: float
+
+    def after(self, failures: int) -> float:
+        """The delay after ``failures`` failures in a row (1 for the first): doubling up to the limit."""
+        return float(min(self.limit, self.first * 2 ** max(0, failures - 1)))
+
+
+@dataclass(frozen=True)
+class Tunables:
+    # A reconcile that failed (every kind) and an unexpected error (a bug, reported as ReconcileError).
+    failure_backoff: Backoff = field(default_factory=lambda: Backoff(2.0, 300.0))
+    error_backoff: Backoff = field(default_factory=lambda: Backoff(5.0, 300.0))
+    release_interval: float = 600.0  # HelmReleases and app kinds without spec.interval
+    source_interval: float = 300.0  # GitRepositories and ConfigSyncs without spec.interval
+    dependency_recheck: float = 30.0  # a release waiting for dependsOn (also woken when they change)
+    dependents_wait: float = 2.0  # a deleted release looks again this soon whether its dependents are gone
+    cleanup_wait: float = 2.0  # a clean-up waiting for what it deleted to go
+    progress_after: float = 2.0  # Reconciling=True for a helm action still running after this
+    finalizer_wait: float = 5.0  # an object without helmop's finalizer yet (kopf adds it)
+    lease_duration: float = 15.0  # leader election, controller-runtime's defaults
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    api_check: float = 5.0  # how often readiness asks the API server
+    termination_deadline: float = 4.5  # after SIGTERM; a pod's default grace period is 30 s
+    cel_timeout: float = 1.0  # one object's health expressions
+    yaml_timeout: float = 30.0  # one large YAML document (a few MiB of dense YAML take a few seconds)
