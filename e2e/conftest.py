@@ -9,18 +9,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
-
-ROOT = Path(__file__).resolve().parent.parent
-TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
+from tests.tools import TOOLS, Run, runner
 
 
 @pytest.fixture(scope="session")
@@ -37,22 +32,8 @@ def kubeconfig() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def run(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    home = tmp_path_factory.mktemp("helm-home")
-    env = {**os.environ, "KUBECONFIG": kubeconfig, "HELM_CACHE_HOME": str(home / "cache"),
-           "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
-
-    def run(*args: str, check: bool = True, stdin: str | None = None,
-            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        binary = TOOLS / args[0]
-        if not binary.exists():
-            pytest.fail(f"{binary} is missing: run scripts/install-tools")
-        done = subprocess.run([str(binary), *args[1:]], env=env, capture_output=True, text=True,
-                              input=stdin, timeout=timeout)
-        if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}")
-        return done
-
-    return run
+    """kubectl, helm and helm3 against the cluster."""
+    return runner(kubeconfig, tmp_path_factory.mktemp("helm-home"), default_timeout=180)
 
 
 @pytest.fixture

@@ -1,20 +1,16 @@
-"""Shared fixtures: the sandbox (helmop.sandbox.testing), the real binaries, a Python client."""
+"""Shared fixtures: the sandbox (helmop.sandbox.testing), the real binaries (tests/tools.py), a Python client."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from helmop.sandbox import Sandbox
+from tests.tools import ROOT, Run, runner
 
 pytest_plugins = ["helmop.sandbox.testing"]
 
-ROOT = Path(__file__).resolve().parent.parent
-TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
 
 
@@ -26,30 +22,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(TIERS.get(folder, "integration"))
 
 
-def tool(name: str) -> str:
-    path = TOOLS / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/install-tools (the test command does)")
-    return str(path)
-
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
 def _runner(sandbox: Sandbox) -> Run:
-    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "HELM_CACHE_HOME": str(sandbox.workdir / "helm-cache"),
-           "HELM_CONFIG_HOME": str(sandbox.workdir / "helm-config"),
-           "HELM_DATA_HOME": str(sandbox.workdir / "helm-data")}
-
-    def run(*args: str, check: bool = True, timeout: float = 120,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = [tool(args[0]), *args[1:]]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
-        if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    return run
+    return runner(sandbox.kubeconfig, sandbox.workdir)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from helmop.api import crds, kinds
-from tests.conftest import ROOT
+from tests.tools import ROOT
 
 BIN = ROOT / ".venv" / "bin"
 

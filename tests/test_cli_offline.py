@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import TOOLS, tool
+from tests.tools import TOOLS, tool
 
 
 def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import tool
+from tests.tools import tool
 
 
 def test_sandbox_command_serves_kubectl(tmp_path: Path) -> None:

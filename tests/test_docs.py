@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helmop.api import crds, reference
-from tests.conftest import ROOT, Run
+from tests.tools import ROOT, Run
 
 
 def test_readme_crd_reference_matches_the_schemas() -> None:

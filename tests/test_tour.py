@@ -9,7 +9,7 @@ import re
 import subprocess
 import textwrap
 
-from tests.conftest import ROOT
+from tests.tools import ROOT
 
 
 def tour_commands() -> str:

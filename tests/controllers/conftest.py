@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from helmop.api.apps import parse_apps
 from helmop.api.settings import Backoff, Tunables
 from helmop.controllers.operator import OperatorConfig, run
 from helmop.sandbox import Sandbox
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
-from tests.conftest import ROOT, TOOLS, Run, _runner, tool
+from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo
+from tests.tools import ROOT, TOOLS, Run, tool
 
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
@@ -224,3 +226,44 @@ def get(kube: Run, ns: str, *what: str) -> dict[str, Any]:
 
 def condition(obj: dict[str, Any], kind: str = "Ready") -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def hr(name: str, repo: ChartRepo, *, chart: str = "demo", version: str = "", values: dict[str, Any] | None = None,
+       **spec: Any) -> str:
+    body: dict[str, Any] = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                            "spec": {"interval": "1h", "timeout": "60s",
+                                     "chart": {"repository": {"url": repo.url, "name": chart, "version": version}},
+                                     **spec}}
+    # Objects are named after the release (helm create's chart would say <release>-<chart>).
+    body["spec"]["values"] = {"fullnameOverride": spec.get("releaseName", name), **(values or {})}
+    return yaml.safe_dump(body)
+
+
+def apply(kube: Run, ns: str, manifest: str) -> None:
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=manifest)
+
+
+def ready(kube: Run, ns: str, name: str, *, generation: int | None = None) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, "hr", name)
+        c = condition(obj)
+        wanted = generation or obj.get("metadata", {}).get("generation")
+        return obj if c.get("status") == "True" and c.get("observedGeneration") == wanted else None
+
+    result: dict[str, Any] = eventually(check)
+    return result
+
+
+def failing(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, "hr", name)
+        c = condition(obj)
+        return obj if c.get("status") == "False" and c.get("reason") == reason else None
+
+    result: dict[str, Any] = eventually(check)
+    return result
+
+
+def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
+    items = get(kube, ns, "events").get("items") or []
+    return [e for e in items if e["involvedObject"]["name"] == name]

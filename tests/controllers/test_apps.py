@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import Run
 from tests.controllers.conftest import Operator, condition, eventually, get, settled
+from tests.tools import Run
 
 
 def jenkins(name: str, project: str, **spec: Any) -> str:

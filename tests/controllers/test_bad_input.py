@@ -24,9 +24,10 @@ import yaml
 from helmop.api.tenancy import Tenancy
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import ROOT, _runner, tool
+from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
+from tests.tools import ROOT, tool
 
 GROUP = "helmop.dev/v1alpha1"
 SECRET_VALUE = "s3cr3t-catalogue-value"

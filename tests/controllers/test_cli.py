@@ -9,9 +9,19 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import TOOLS, Run
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, helm_calls, helm_wrapper
-from tests.controllers.test_helmrelease import apply, hr, ready
+from tests.controllers.conftest import (
+    ChartRepo,
+    Operator,
+    apply,
+    condition,
+    eventually,
+    get,
+    helm_calls,
+    helm_wrapper,
+    hr,
+    ready,
+)
+from tests.tools import TOOLS, Run
 
 
 def helmop(operator: Operator, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,9 +15,9 @@ from typing import Any
 import requests
 import yaml
 
-from tests.conftest import Run, tool
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
 from tests.gitserver import GitServer, Repo
+from tests.tools import Run, tool
 
 TOKEN = "webhook-token-123"
 

@@ -1,6 +1,6 @@
 """HelmRelease end to end: kubectl apply -> the operator (real kopf) -> real helm -> the sandbox.
 
-Every test runs once with helm 4 and once with helm 3 (the module-scoped ``operator`` fixture).
+Tests of helm's own behaviour (marked helm_versions) run with helm 4 and with helm 3.
 """
 
 from __future__ import annotations
@@ -9,51 +9,21 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import Run
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
-
-
-def hr(name: str, repo: ChartRepo, *, chart: str = "demo", version: str = "", values: dict[str, Any] | None = None,
-       **spec: Any) -> str:
-    body: dict[str, Any] = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
-                            "spec": {"interval": "1h", "timeout": "60s",
-                                     "chart": {"repository": {"url": repo.url, "name": chart, "version": version}},
-                                     **spec}}
-    # Objects are named after the release (helm create's chart would say <release>-<chart>).
-    body["spec"]["values"] = {"fullnameOverride": spec.get("releaseName", name), **(values or {})}
-    return yaml.safe_dump(body)
-
-
-def apply(kube: Run, ns: str, manifest: str) -> None:
-    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=manifest)
-
-
-def ready(kube: Run, ns: str, name: str, *, generation: int | None = None) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj = get(kube, ns, "hr", name)
-        c = condition(obj)
-        wanted = generation or obj.get("metadata", {}).get("generation")
-        return obj if c.get("status") == "True" and c.get("observedGeneration") == wanted else None
-
-    result: dict[str, Any] = eventually(check)
-    return result
-
-
-def failing(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj = get(kube, ns, "hr", name)
-        c = condition(obj)
-        return obj if c.get("status") == "False" and c.get("reason") == reason else None
-
-    result: dict[str, Any] = eventually(check)
-    return result
-
-
-def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
-    items = get(kube, ns, "events").get("items") or []
-    return [e for e in items if e["involvedObject"]["name"] == name]
+from tests.controllers.conftest import (
+    ChartRepo,
+    Operator,
+    apply,
+    condition,
+    events,
+    eventually,
+    failing,
+    get,
+    hr,
+    ready,
+    settled,
+)
+from tests.tools import Run
 
 
 @pytest.mark.helm_versions

@@ -13,9 +13,10 @@ import yaml
 
 from helmop.sandbox import Sandbox
 from helmop.sandbox.rbac import rule_allows
-from tests.conftest import ROOT, Run, _runner
+from tests.conftest import _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
+from tests.tools import ROOT, Run
 
 RELEASES_ROLE = """
 apiVersion: rbac.authorization.k8s.io/v1

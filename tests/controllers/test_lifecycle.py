@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Run
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
-from tests.controllers.test_helmrelease import apply, events, ready
+from tests.controllers.conftest import ChartRepo, Operator, apply, condition, events, eventually, get, ready, settled
+from tests.tools import Run
 
 pytestmark = pytest.mark.helm_versions  # remediation, rollback, tests, CRDs, drift: helm's own behaviour
 

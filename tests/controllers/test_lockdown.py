@@ -5,7 +5,6 @@ releases): a tenant's releases and repositories get what its namespace's RBAC gr
 from __future__ import annotations
 
 import json
-import shlex
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,13 +14,14 @@ import yaml
 
 from helmop.api.tenancy import Tenancy
 from helmop.sandbox import Sandbox
-from tests.conftest import ROOT, Run, _runner
+from tests.conftest import _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
-from tests.controllers.test_tenancy import CLUSTER_ADMIN_GRAB, stalled, sync
+from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync, tenant
 from tests.gitserver import Repo
+from tests.tools import ROOT, Run
 
 
-@pytest.fixture(scope="module", params=["helm", "helm3"])
+@pytest.fixture(scope="module")
 def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
            chart_repo: ChartRepo) -> Iterator[tuple[Operator, Run]]:
     workdir = tmp_path_factory.mktemp("locked")
@@ -37,24 +37,13 @@ def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         config = yaml.safe_load(sandbox.kubeconfig.read_text())
         config["users"][0]["user"]["token"] = token
         (workdir / "kubeconfig").write_text(yaml.safe_dump(config))
-        op = Operator(sandbox, request.param, workdir, chart_repo, kubeconfig=workdir / "kubeconfig")
+        op = Operator(sandbox, "helm", workdir, chart_repo, kubeconfig=workdir / "kubeconfig")
         op.config.tenancy = Tenancy("helmop-tenant", no_cross_namespace_refs=True)  # what the chart's args say
         op.start()
         yield op, admin
         op.close()
 
 
-def tenant(kube: Run) -> str:
-    """A team namespace set up exactly as the README's "Multi-tenancy" section says."""
-    readme = (ROOT / "README.md").read_text()
-    loop = readme[readme.index("for team in alpha beta; do"):]
-    loop = loop[:loop.index("done")].replace("\\\n", " ")
-    ns = f"team-{uuid.uuid4().hex[:5]}"
-    for line in loop.splitlines()[1:]:
-        args = shlex.split(line.replace("$team", ns))
-        assert args[0] == "kubectl", line
-        kube(*args)
-    return ns
 
 
 def release(name: str, repo: ChartRepo, chart: str = "demo", **spec: Any) -> str:

@@ -9,38 +9,15 @@ import base64
 import json
 import logging
 import uuid
-from typing import Any
 
 import pytest
 import requests
 import yaml
 
-from tests.conftest import Run
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync
 from tests.gitserver import Repo
-
-CLUSTER_ADMIN_GRAB = """apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: grab-NS}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: default, namespace: NS}]
-"""
-
-
-def sync(kube: Run, ns: str, repo: Repo, name: str = "apps", **spec: Any) -> None:
-    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
-         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": name},
-         "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h", **spec}}]))
-
-
-def stalled(kube: Run, ns: str, kind: str, name: str, reason: str) -> str:
-    obj = eventually(lambda: (o := get(kube, ns, kind, name)) and condition(o).get("reason") == reason and o)
-    assert condition(obj, "Stalled").get("status") == "True"
-    events = [e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name]
-    assert any(e["reason"] == reason and e["type"] == "Warning" for e in events), events
-    return str(condition(obj)["message"])
+from tests.tools import Run
 
 
 def resync(kube: Run, ns: str, name: str) -> None:

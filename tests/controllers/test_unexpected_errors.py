@@ -19,9 +19,10 @@ from helmop.controllers.apps import AppController
 from helmop.controllers.helmreleases import Reconciler
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import Run, _runner
+from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
+from tests.tools import Run
 
 GROUP = "helmop.dev/v1alpha1"
 

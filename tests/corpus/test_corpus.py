@@ -22,8 +22,9 @@ import yaml
 
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import Run, _runner, tool
+from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get
+from tests.tools import Run, tool
 
 from .conftest import RESULTS
 

@@ -39,9 +39,9 @@ import requests
 import yaml
 
 from tests.chartrepo import ChartRepo
-from tests.conftest import ROOT, TOOLS
 from tests.gitserver import GitServer, Repo
 from tests.operations.conftest import free_port
+from tests.tools import ROOT, TOOLS
 
 HELMOP = Path(sys.executable).with_name("helmop")
 SECRET = "chaos-secret-value-8d1f"

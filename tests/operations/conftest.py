@@ -18,7 +18,8 @@ import requests
 
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo, tiny_chart
-from tests.conftest import ROOT, TOOLS, Run, _runner, tool
+from tests.conftest import _runner
+from tests.tools import ROOT, TOOLS, Run, tool
 
 HELMOP = Path(sys.executable).with_name("helmop")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.chartrepo import ChartRepo
-from tests.conftest import tool
 from tests.operations.chaos import Chaos, chart_source
+from tests.tools import tool
 
 FAULTS = "seed=7,error=0.1,conflict=0.1,timeout=0.05,latency=0.1:0.3,drop=0.3"
 

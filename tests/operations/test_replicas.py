@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import Run
+from tests.tools import Run
 
 from .conftest import Replica, helm_recorder, helmrelease, ready_condition
 

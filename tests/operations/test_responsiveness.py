@@ -18,7 +18,7 @@ import pytest
 
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
-from tests.conftest import Run
+from tests.tools import Run
 
 from .conftest import Replica, free_port, helm_recorder, helmrelease, ready_condition
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helmop.sandbox.tls import make_serving_cert
-from tests.conftest import Run
+from tests.tools import Run
 
 
 class Webhook:

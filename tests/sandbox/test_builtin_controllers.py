@@ -9,7 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 from helmop.sandbox import Sandbox
-from tests.conftest import Run, _runner
+from tests.conftest import _runner
+from tests.tools import Run
 
 
 def _until(check: Any, timeout: float = 15.0) -> Any:

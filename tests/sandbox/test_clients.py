@@ -11,7 +11,7 @@ from kopf.testing import KopfRunner
 from kubernetes import client, watch
 
 from helmop.sandbox import Sandbox
-from tests.conftest import Run
+from tests.tools import Run
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

@@ -10,7 +10,7 @@ import yaml
 
 from helmop.api import crds
 from helmop.cli.main import parser
-from tests.conftest import ROOT, Run
+from tests.tools import ROOT, Run
 
 CHART = ROOT / "deploy" / "helmop"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox.test_semantics import Raw, http  # noqa: F401  (fixture)
+from tests.sandbox.conftest import Raw
 
 SKIPPED_GROUPS = {"gateway.networking.k8s.io", "metrics.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 
@@ -20,7 +20,7 @@ def _real_discovery() -> list[dict[str, Any]]:
     return json.loads(gzip.decompress(raw))
 
 
-def test_builtin_resources_match_a_real_server(http: Raw) -> None:  # noqa: F811
+def test_builtin_resources_match_a_real_server(http: Raw) -> None:
     compared = 0
     for real in _real_discovery():
         gv = real["groupVersion"]
@@ -50,7 +50,7 @@ def test_builtin_resources_match_a_real_server(http: Raw) -> None:  # noqa: F811
     assert compared > 60
 
 
-def test_api_group_list_and_version(http: Raw) -> None:  # noqa: F811
+def test_api_group_list_and_version(http: Raw) -> None:
     _, groups = http("GET", "/apis")
     names = {g["name"]: g for g in groups["groups"]}
     assert {"apps", "batch", "apiextensions.k8s.io", "rbac.authorization.k8s.io"} <= set(names)
@@ -59,7 +59,7 @@ def test_api_group_list_and_version(http: Raw) -> None:  # noqa: F811
     assert version["major"] == "1" and version["minor"] == "35"
 
 
-def test_openapi_v3_declares_server_side_field_validation(http: Raw) -> None:  # noqa: F811
+def test_openapi_v3_declares_server_side_field_validation(http: Raw) -> None:
     code, root = http("GET", "/openapi/v3")
     url = root["paths"]["apis/apps/v1"]["serverRelativeURL"]
     assert "?hash=" in url
@@ -73,7 +73,7 @@ def test_openapi_v3_declares_server_side_field_validation(http: Raw) -> None:  #
     assert '"type": [' not in json.dumps(doc)
 
 
-def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:  # noqa: F811
+def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "probes.disco.test"},
            "spec": {"group": "disco.test", "scope": "Cluster",
@@ -101,7 +101,7 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:  # noq
     ({"metadata": {"name": "wrong.disco.test"}}, "spec.names.plural"),
     ({"spec": {"versions": []}}, "exactly one version"),
 ])
-def test_invalid_crds_are_rejected(http: Raw, bad: dict[str, Any], message: str) -> None:  # noqa: F811
+def test_invalid_crds_are_rejected(http: Raw, bad: dict[str, Any], message: str) -> None:
     crd: dict[str, Any] = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                            "metadata": {"name": "bad.disco.test"},
                            "spec": {"group": "disco.test", "scope": "Namespaced",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.chartrepo import chart_version, official_jenkins_chart
-from tests.conftest import Run
+from tests.tools import Run
 
 HELMS = ["helm", "helm3"]
 

@@ -7,7 +7,7 @@ import subprocess
 
 import yaml
 
-from tests.conftest import Run
+from tests.tools import Run
 
 DEPLOYMENT = """
 apiVersion: apps/v1

@@ -14,7 +14,7 @@ import requests
 
 from helmop.sandbox import protobuf, wire
 from helmop.sandbox.testing import Sandbox
-from tests.conftest import Run
+from tests.tools import Run
 
 CREATE = [
     ("deployment web --image=nginx:1 --replicas=2", "deploy/web", "spec.replicas", 2),

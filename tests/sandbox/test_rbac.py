@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.conftest import Run
+from tests.tools import Run
 
 ROLE = """
 apiVersion: rbac.authorization.k8s.io/v1

@@ -19,7 +19,7 @@ import yaml
 
 from helmop.sandbox import Sandbox
 from helmop.sandbox.faults import Faults
-from tests.conftest import tool
+from tests.tools import tool
 
 
 @contextmanager

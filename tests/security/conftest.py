@@ -32,12 +32,13 @@ import yaml
 
 from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo, tar_gz, tiny_chart
-from tests.conftest import ROOT, TOOLS, Run, _runner, tool
+from tests.conftest import _runner
 from tests.controllers.conftest import condition, eventually, get
-from tests.controllers.test_lockdown import tenant as readme_tenant
-from tests.controllers.test_oci import Registry
+from tests.controllers.tenants import tenant as readme_tenant
 from tests.gitserver import GitServer, Repo
 from tests.operations.conftest import Replica, free_port
+from tests.registry import Registry
+from tests.tools import ROOT, TOOLS, Run, tool
 
 GROUP = "helmop.dev/v1alpha1"
 HOOK_TOKEN = "hook-token-of-the-attacker"

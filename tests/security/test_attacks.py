@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.controllers.conftest import condition, eventually, get
-from tests.controllers.test_oci import Registry
 from tests.operations.conftest import HELMOP
+from tests.registry import Registry
 
 from .conftest import (
     CANARY,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from helmop.api import yamlc
-from tests.conftest import Run
+from tests.tools import Run
 
 SCALARS = ["=", "yes", "y", "Y", "n", "N", "on", "Off", "NO", "true", "TRUE", "tRUE", "~", "null", "", "2024-01-02",
            "2001-12-14t21:59:43.10-05:00", "2002-12-14", "12:30:45", "1:20", "0777", "0o17", "0x1F", "0b101", "09",

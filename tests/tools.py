@@ -1,0 +1,38 @@
+"""The real binaries and how tests run them: shared by tests/ and e2e/ (no sandbox here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def tool(name: str) -> str:
+    path = TOOLS / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/install-tools (the test command does)")
+    return str(path)
+
+
+def runner(kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> Run:
+    """Run kubectl, helm or helm3 against ``kubeconfig``, helm's cache, config and data under ``home``."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": str(home / "helm-cache"),
+           "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data")}
+
+    def run(*args: str, check: bool = True, timeout: float = default_timeout,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        cmd = [tool(args[0]), *args[1:]]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        return done
+
+    return run
