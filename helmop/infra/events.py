@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,13 +17,16 @@ from .kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
 COMPONENT = "helmop"
+REMEMBERED = 10000
 
 
 class Recorder:
     def __init__(self, kube: Kube, instance: str = "") -> None:
         self.kube = kube
         self.instance = instance or f"helmop-{uuid.uuid4().hex[:8]}"
-        self._last: dict[str, tuple[str, str, str]] = {}
+        # The last Event of each object, to post no repeats; the least recently used are forgotten past
+        # REMEMBERED objects (a deleted object's entry ages out instead of staying for the process's life).
+        self._last: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
 
     async def normal(self, obj: dict[str, Any], reason: str, message: str) -> None:
         await self.post(obj, "Normal", reason, message)
@@ -34,8 +38,12 @@ class Recorder:
         meta = obj["metadata"]
         uid = meta.get("uid", "")
         if self._last.get(uid) == (kind, reason, message):
+            self._last.move_to_end(uid)
             return
         self._last[uid] = (kind, reason, message)
+        self._last.move_to_end(uid)
+        while len(self._last) > REMEMBERED:
+            self._last.popitem(last=False)
         # A failure's message can carry what a chart printed, including what it read with `lookup` (with the
         # operator's rights, by default): it is for the object's readers (status, Event), not the operator's
         # log, which names only the reason.

@@ -3,6 +3,8 @@ turns it into the next delay (the failure backoff for every kind, the interval a
 
 from __future__ import annotations
 
+from typing import Any
+
 from helmop.api.conditions import condition_of
 from helmop.api.redaction import safe_url
 from helmop.api.settings import Backoff, Tunables
@@ -36,3 +38,24 @@ def test_condition_lookup() -> None:
 def test_urls_lose_their_credentials() -> None:
     assert safe_url("https://user:pw@git.example:8443/a.git?x=1") == "https://git.example:8443/a.git?x=1"
     assert safe_url("https://git.example/a.git") == "https://git.example/a.git"
+
+
+async def test_event_repeats_are_dropped_and_the_memory_of_them_is_bounded(monkeypatch: Any) -> None:
+    from helmop.infra import events
+
+    posted: list[str] = []
+
+    class Kube:
+        async def request(self, _method: str, _path: str, body: dict[str, Any]) -> None:
+            posted.append(f"{body['involvedObject']['uid']}:{body['reason']}")
+
+    monkeypatch.setattr(events, "REMEMBERED", 2)
+    recorder = events.Recorder(Kube())  # type: ignore[arg-type]
+
+    def obj(uid: str) -> dict[str, Any]:
+        return {"kind": "HelmRelease", "metadata": {"uid": uid, "name": uid, "namespace": "ns"}}
+
+    for uid in ("a", "a", "b", "c", "a"):
+        await recorder.normal(obj(uid), "Installed", "done")
+    assert posted == ["a:Installed", "b:Installed", "c:Installed", "a:Installed"]  # "a" was forgotten
+    assert len(recorder._last) == 2
