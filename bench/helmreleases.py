@@ -34,7 +34,8 @@ from operator_process import ROOT, TOOLS, kubectl, start_operator
 
 sys.path.insert(0, str(ROOT))
 
-from helmop.sandbox import Sandbox
+from helmop_sandbox import Sandbox
+
 from tests.chartrepo import ChartRepo
 
 RESULTS = ROOT / "bench" / "results"

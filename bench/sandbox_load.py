@@ -16,8 +16,7 @@ import ssl
 import time
 
 import aiohttp
-
-from helmop.sandbox import Sandbox
+from helmop_sandbox import Sandbox
 
 
 async def _main(args: argparse.Namespace) -> None:

@@ -26,7 +26,8 @@ from operator_process import ROOT, TOOLS, free_port, kubectl, start_operator
 
 sys.path.insert(0, str(ROOT))
 
-from helmop.sandbox import Sandbox
+from helmop_sandbox import Sandbox
+
 from tests.gitserver import GitServer, Repo
 
 TOKEN = b"bench-token"

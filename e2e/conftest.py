@@ -24,7 +24,7 @@ def kubeconfig() -> Iterator[str]:
     if given:
         yield given
         return
-    from helmop.sandbox import Sandbox
+    from helmop_sandbox import Sandbox
 
     with Sandbox() as sandbox:
         yield str(sandbox.kubeconfig)

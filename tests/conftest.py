@@ -1,15 +1,14 @@
-"""Shared fixtures: the sandbox (helmop.sandbox.testing), the real binaries (tests/tools.py), a Python client."""
+"""Shared fixtures: the sandbox (helmop_sandbox's pytest plugin), the real binaries (tests/tools.py), a
+Python client."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from helmop_sandbox import Sandbox
 
-from helmop.sandbox import Sandbox
 from tests.tools import ROOT, Run, runner
-
-pytest_plugins = ["helmop.sandbox.testing"]
 
 TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
 

@@ -23,8 +23,8 @@ VIOLATIONS = {
     "helmop/controllers/status.py": "import kopf",  # kopf only in the handlers' wiring
     "helmop/helm/storage.py": "import pyhelm3",  # pyhelm3 only in the engine
     "helmop/helm/_probe.py": "import aiohttp",  # HTTP only in clients and servers
-    "helmop/sandbox/_probe.py": "import helmop.cli",  # the sandbox stands alone
-    "helmop/infra/_probe.py": "import helmop.sandbox",  # the operator never depends on the sandbox
+    "helmop_sandbox/_probe.py": "import helmop.cli",  # the sandbox stands alone
+    "helmop/infra/_probe.py": "import helmop_sandbox",  # the operator never depends on the sandbox
 }
 CONTRACTS = 9  # the sub-layer violations above break the same contract
 
@@ -43,7 +43,8 @@ def test_import_contracts_hold() -> None:
 def test_import_contracts_catch_violations(tmp_path: Path) -> None:
     # Each rule must be able to fail: the package is copied (tests never write into the source tree) and
     # each contract gets one import that breaks it.
-    shutil.copytree(ROOT / "helmop", tmp_path / "helmop", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    for package, source in (("helmop", ROOT / "helmop"), ("helmop_sandbox", ROOT / "sandbox" / "helmop_sandbox")):
+        shutil.copytree(source, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "data"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     for name, line in VIOLATIONS.items():
         path = tmp_path / name

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 from helmop.cli.logs import JsonFormatter
@@ -56,3 +60,22 @@ def test_json_logs_carry_the_object_and_nothing_else() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert line["kind"] == "HelmRelease" and line["namespace"] == "shop" and line["name"] == "web"
     assert line["level"] == "WARNING" and line["message"] == "shop/web RenderFailed: bad password ***"
+
+
+def test_the_operator_wheel_holds_the_operator_and_not_the_sandbox(tmp_path: Path) -> None:
+    # Built from a copy (tests never write into the source tree) by the same backend pip uses.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source)
+    shutil.copytree(ROOT / "helmop", source / "helmop", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("helmop-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "helmop/controllers/operator.py" in names and "helmop/api/crds/helmreleases.helmop.dev.yaml" in names
+    assert not [n for n in names if "sandbox" in n.split("/")[0] or "/sandbox/" in n], names
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert not [r for r in requires if r.startswith(("kubernetes-validate", "croniter", "cryptography"))], requires

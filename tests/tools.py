@@ -25,7 +25,9 @@ def tool(name: str) -> str:
 def runner(kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> Run:
     """Run kubectl, helm or helm3 against ``kubeconfig``, helm's cache, config and data under ``home``."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": str(home / "helm-cache"),
-           "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data")}
+           "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data"),
+           # kubectl's discovery cache is keyed by host:port, and a port is reused by the next sandbox
+           "KUBECACHEDIR": str(home / "kube-cache")}
 
     def run(*args: str, check: bool = True, timeout: float = default_timeout,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,6 @@ _.standalone  # type: ignore[name-defined]  # noqa: B018, F821
 OperatorConfig.bound_webhook_port  # noqa: B018
 OperatorConfig.bound_metrics_port  # noqa: B018
 # pytest calls the sandbox plugin's hook by name.
-from helmop.sandbox import testing  # noqa: E402
+from helmop_sandbox import testing  # noqa: E402
 
 testing.pytest_addoption  # noqa: B018

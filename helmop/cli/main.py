@@ -156,15 +156,7 @@ def parser() -> argparse.ArgumentParser:
     verbs_ = top.add_subparsers(dest="verb", required=True)
 
     sb = verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the foreground")
-    sb.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
-    sb.add_argument("--kubeconfig", help="where to write the kubeconfig (default: a temporary file)")
-    sb.add_argument("--ready-delay", type=float, default=0.2,
-                    help="seconds before simulated workloads report ready (default 0.2)")
-    sb.add_argument("--state-dir", help="keep objects, resourceVersions, the CA, tokens and the port here across "
-                                        "restarts (default: nothing survives the process)")
-    sb.add_argument("--faults", metavar="SPEC", help="inject API faults, e.g. 'seed=7,error=0.05,conflict=0.05,"
-                                                     "latency=0.1:0.5,drop=0.1' (README: The sandbox)")
-    sb.set_defaults(run=operate.sandbox)
+    operate.sandbox_verb(sb)
 
     run = verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")
     run.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); "

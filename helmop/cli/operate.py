@@ -1,17 +1,14 @@
 """The verbs that run helmop's processes: ``helmop run`` (the operator, against a cluster or an embedded
-sandbox) and ``helmop sandbox``. The only CLI module that imports the operator's controllers; every other
-verb works through the API client, helm and the api models."""
+sandbox) and ``helmop sandbox`` (the helmop-sandbox distribution's server). The only CLI module that
+imports the operator's controllers or the sandbox; every other verb works through the API client, helm
+and the api models."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import logging
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from helmop.api.apps import parse_apps
@@ -19,29 +16,25 @@ from helmop.api.tenancy import Tenancy
 from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
 from helmop.infra.kube import KubeconfigError
-from helmop.sandbox import Sandbox
 
 from . import logs
 
 
-def sandbox(args: argparse.Namespace) -> int:
+def sandbox_verb(parser: argparse.ArgumentParser) -> None:
+    """``helmop sandbox``: the helmop-sandbox distribution's server, when it is installed (set-up installs it
+    for tests and the demo; the operator's image does not have it)."""
     try:
-        sandbox = Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay,
-                          state_dir=args.state_dir, faults=args.faults)
-    except ValueError as exc:  # a bad --faults spec
-        print(f"helmop sandbox: {exc}", file=sys.stderr)
-        return 2
-    if args.faults:  # each injected fault is logged, so a run can be read afterwards
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-        logging.getLogger("aiohttp").setLevel(logging.WARNING)
-    with sandbox:
-        print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
-        print(f"server: {sandbox.url}", flush=True)
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-    return 0
+        from helmop_sandbox import __main__ as standalone
+    except ImportError:
+        parser.set_defaults(run=lambda _args: _no_sandbox())
+        return
+    standalone.add_arguments(parser)
+    parser.set_defaults(run=standalone.serve)
+
+
+def _no_sandbox() -> int:
+    print("helmop: the sandbox is not installed: pip install ./sandbox (scripts/setup does)", file=sys.stderr)
+    return 2
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"helmop: {exc}", file=sys.stderr)
             return 1
         return 0
+    try:
+        from helmop_sandbox import Sandbox
+    except ImportError:
+        return _no_sandbox()
     with Sandbox(kubeconfig=args.kubeconfig) as sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
         cfg.kubeconfig = sandbox.kubeconfig

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
 from helmop.api.apps import parse_apps
 from helmop.api.settings import Backoff, Tunables
 from helmop.controllers.operator import OperatorConfig, run
-from helmop.sandbox import Sandbox
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from helmop_sandbox import Sandbox
 
 from helmop.api.tenancy import Tenancy
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get

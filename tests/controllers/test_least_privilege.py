@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
+from helmop_sandbox.rbac import rule_allows
 
-from helmop.sandbox import Sandbox
-from helmop.sandbox.rbac import rule_allows
 from tests.conftest import _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
 from helmop.api.tenancy import Tenancy
-from helmop.sandbox import Sandbox
 from tests.conftest import _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync, tenant

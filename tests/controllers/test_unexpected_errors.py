@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from helmop_sandbox import Sandbox
 
 from helmop.controllers import configsyncs, gitrepositories
 from helmop.controllers.apps import AppController
 from helmop.controllers.helmreleases import Reconciler
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
 from tests.controllers.conftest import Operator, condition, eventually, get

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from helmop_sandbox import Sandbox
 
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo, tiny_chart
 from tests.conftest import _runner
 from tests.tools import ROOT, TOOLS, Run, tool

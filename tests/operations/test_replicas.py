@@ -8,7 +8,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from helmop.sandbox import Sandbox
+from helmop_sandbox import Sandbox
+
 from tests.chartrepo import ChartRepo
 from tests.tools import Run
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helmop_sandbox import Sandbox
 
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 from tests.tools import Run
 

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from helmop_sandbox import Sandbox
 
-from helmop.sandbox import Sandbox
 from tests.chartrepo import ChartRepo, tar_gz, tiny_chart
 from tests.conftest import _runner
 from tests.controllers.conftest import condition, eventually, get

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helmop.sandbox.rbac import Attributes, rule_allows
+from helmop_sandbox.rbac import Attributes, rule_allows
 
 
 def test_non_resource_urls_exact_and_prefix() -> None:

@@ -6,8 +6,7 @@ import json
 import subprocess
 
 import yaml
-
-from tests.tools import Run
+from support import Run
 
 DEPLOYMENT = """
 apiVersion: apps/v1

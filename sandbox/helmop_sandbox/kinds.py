@@ -88,7 +88,7 @@ def _split(field_text: str) -> tuple[str, ...]:
 
 
 def builtin_types() -> list[ResourceType]:
-    text = resources.files("helmop.sandbox").joinpath("data/builtin-resources.txt").read_text()
+    text = resources.files("helmop_sandbox").joinpath("data/builtin-resources.txt").read_text()
     defs = definition_for_kind()
     out = []
     for line in text.splitlines():

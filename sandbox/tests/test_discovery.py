@@ -8,8 +8,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
-
-from tests.sandbox.conftest import Raw
+from support import Raw
 
 SKIPPED_GROUPS = {"gateway.networking.k8s.io", "metrics.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 

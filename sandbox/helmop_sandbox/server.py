@@ -35,6 +35,7 @@ from .selectors import field_matcher, label_matcher, single_name
 from .store import Event, Obj, VersionCache, Watcher
 
 log = logging.getLogger(__name__)
+CUT_AFTER = web.RequestKey("cut_after", float)  # seconds into a watch after which a fault cuts it
 
 PATCH_TYPES = {
     "application/json-patch+json": "json",
@@ -270,7 +271,8 @@ class HttpApi:
             await asyncio.sleep(decision.delay)
         if decision.error is not None:
             raise decision.error
-        request["cut_after"] = decision.cut_after
+        if decision.cut_after is not None:
+            request[CUT_AFTER] = decision.cut_after
         response = await self._serve(request, t, who)
         if decision.lose_reply and response.status < 300:
             raise LOST_REPLY
@@ -597,7 +599,7 @@ class HttpApi:
         self._streams.add(response)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
-        cut = loop.time() + request["cut_after"] if request.get("cut_after") is not None else None
+        cut = loop.time() + cut_after if (cut_after := request.get(CUT_AFTER)) is not None else None
         try:
             for synthetic in current:
                 await self._send(response, t, synthetic, table, partial)

@@ -7,11 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helmop_sandbox import Sandbox
 from kopf.testing import KopfRunner
 from kubernetes import client, watch
-
-from helmop.sandbox import Sandbox
-from tests.tools import Run
+from support import Run
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

@@ -8,9 +8,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from helmop.sandbox import Sandbox
-from tests.conftest import _runner
-from tests.tools import Run
+from helmop_sandbox import Sandbox
+from support import Run, runner
 
 
 def _until(check: Any, timeout: float = 15.0) -> Any:
@@ -70,7 +69,7 @@ def test_a_failing_job_retries_up_to_its_backoff_limit(run: Run, namespace: str)
 
 def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
     with Sandbox(ready_delay=0.05) as sandbox:
-        run = _runner(sandbox)
+        run = runner(sandbox)
         assert sandbox.controllers is not None
         run("kubectl", "create", "cronjob", "tick", "--image=busybox:1", "--schedule=*/5 * * * *", "--", "date")
         time.sleep(1.5)

@@ -3,7 +3,7 @@
 The field numbers of every built-in kind are facts of upstream's ``generated.proto`` files. Go programs
 built with gogo protobuf (k8s.io/api up to 0.32) carry those files compiled, as gzipped
 ``FileDescriptorProto`` messages; helm 3.17, which ``scripts/install-tools`` installs, is one.
-``python -m helmop.sandbox.wire BINARY`` extracts them into ``data/wire.json`` (``scripts/setup`` runs it):
+``python -m helmop_sandbox.wire BINARY`` extracts them into ``data/wire.json`` (``scripts/setup`` runs it):
 per message, its fields' numbers, JSON names and types, and whether Go holds a scalar as a pointer
 (gogoproto's ``nullable``), which decides whether a zero value means "unset".
 
@@ -127,7 +127,7 @@ def build(binary: bytes) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m helmop.sandbox.wire GO_BINARY", file=sys.stderr)
+        print("usage: python -m helmop_sandbox.wire GO_BINARY", file=sys.stderr)
         return 2
     table = build(Path(argv[0]).read_bytes())
     TABLE.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""A pytest plugin: ``pytest_plugins = ["helmop.sandbox.testing"]`` gives tests a ``sandbox``.
+"""A pytest plugin: ``pytest_plugins = ["helmop_sandbox.testing"]`` gives tests a ``sandbox``.
 
 One sandbox serves the whole session (starting one costs a TLS key pair and the schema load);
 tests keep apart by using namespaces of their own (the ``namespace`` fixture). ``pytest
@@ -17,7 +17,7 @@ from .embedded import Sandbox
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sandbox-faults", metavar="SPEC", default=None,
-                     help="run the session's sandbox with injected API faults (see helmop.sandbox.faults)")
+                     help="run the session's sandbox with injected API faults (see helmop_sandbox.faults)")
 
 
 @pytest.fixture(scope="session")

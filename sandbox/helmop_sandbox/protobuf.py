@@ -25,7 +25,7 @@ from .store import VersionCache
 
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
-_TABLE = Path(__file__).parent / "data" / "wire.json"  # written by `python -m helmop.sandbox.wire`
+_TABLE = Path(__file__).parent / "data" / "wire.json"  # written by `python -m helmop_sandbox.wire`
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 _UNKNOWN = "k8s.io.apimachinery.pkg.runtime.Unknown"
 _INTEGERS = {"int64", "int32", "uint64", "uint32", "sint32", "sint64"}
@@ -43,7 +43,7 @@ def _table() -> tuple[dict[str, str], dict[str, dict[int, Field]], dict[str, dic
         raw = json.loads(_TABLE.read_text())
     except FileNotFoundError:
         raise ApiError("UnsupportedMediaType", "the sandbox's protobuf table is not built "
-                       "(python -m helmop.sandbox.wire <helm 3 binary>, as scripts/setup does); send JSON") from None
+                       "(python -m helmop_sandbox.wire <helm 3 binary>, as scripts/setup does); send JSON") from None
     by_number: dict[str, dict[int, Field]] = {}
     by_name: dict[str, dict[str, Field]] = {}
     for message, entries in raw["messages"].items():

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import yaml
-
-from tests.tools import Run
+from support import Run
 
 ROLE = """
 apiVersion: rbac.authorization.k8s.io/v1

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 import requests
-
-from helmop.sandbox import Sandbox
-from tests.sandbox.conftest import Raw
+from helmop_sandbox import Sandbox
+from support import Raw
 
 
 def cm(name: str, **extra: Any) -> dict[str, Any]:

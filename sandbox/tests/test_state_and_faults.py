@@ -16,15 +16,14 @@ from typing import Any
 import pytest
 import requests
 import yaml
-
-from helmop.sandbox import Sandbox
-from helmop.sandbox.faults import Faults
-from tests.tools import tool
+from helmop_sandbox import Sandbox
+from helmop_sandbox.faults import Faults
+from support import tool
 
 
 @contextmanager
 def _sandbox_process(state: Path, kubeconfig: Path) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "sandbox", "--state-dir", str(state),
+    proc = subprocess.Popen([sys.executable, "-m", "helmop_sandbox", "--state-dir", str(state),
                              "--kubeconfig", str(kubeconfig)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -172,6 +171,6 @@ def test_dropped_watches(tmp_path: Path) -> None:
 
 
 def test_bad_fault_spec_on_the_command_line() -> None:
-    done = subprocess.run([sys.executable, "-m", "helmop.cli", "sandbox", "--faults", "error=5"],
+    done = subprocess.run([sys.executable, "-m", "helmop_sandbox", "--faults", "error=5"],
                           capture_output=True, text=True, timeout=60, env={**os.environ})
     assert done.returncode == 2 and "between 0 and 1" in done.stderr

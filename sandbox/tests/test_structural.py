@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmop.sandbox.structural import check
+from helmop_sandbox.structural import check
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from helmop.sandbox.tls import make_serving_cert
-from tests.tools import Run
+from helmop_sandbox.tls import make_serving_cert
+from support import Run
 
 
 class Webhook:
