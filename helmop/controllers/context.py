@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
+from helmop.helm.releases import Gateway
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
@@ -59,6 +60,7 @@ class Context:
     metrics: Metrics = field(default_factory=Metrics)
     cel: Worker = field(init=False)  # spec.healthCheckExprs, off the event loop
     yaml: Worker = field(init=False)  # large YAML, off the event loop
+    releases: Gateway = field(init=False)  # helm's storage, read and written through the API
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
     # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
@@ -73,6 +75,7 @@ class Context:
     def __post_init__(self) -> None:
         self.cel = Worker(timeout=self.tunables.cel_timeout)
         self.yaml = Worker(timeout=self.tunables.yaml_timeout)
+        self.releases = Gateway(self.kube)
 
     def lock(self, key: Key) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())

@@ -21,8 +21,9 @@ from helmop.api import conditions as cond
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, parse_spec
 from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
-from helmop.helm import storage
+from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
+from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
 from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
 from helmop.reconcile.health import check_exprs
@@ -35,11 +36,9 @@ from .actions import (
     begin,
     condition,
     correct,
-    history,
     install,
-    inventory,
-    inventory_objects,
-    release_secrets,
+    objects,
+    read_release,
     rollback,
     stalled,
     test,
@@ -91,14 +90,14 @@ class Reconciler:
                 log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
                          ", ".join(first))
                 return after(self.ctx.tunables.dependents_wait)
-            secrets = await release_secrets(self.ctx, spec)
-            desired = Desired(config_digest="", owner=storage.owner_token(meta["namespace"], meta["name"]),
+            state = await read_release(self.ctx, spec)
+            desired = Desired(config_digest="", owner=releases.owner_token(meta["namespace"], meta["name"]),
                               suspended=spec.suspend, deleting=True)
-            decision = decide(desired, Observed(self._release(secrets)))
+            decision = decide(desired, Observed(self._release(state)))
             if decision.action is not Action.UNINSTALL:
                 log.info("%s/%s deleted: %s", meta["namespace"], meta["name"], decision.message)
                 return DONE
-            job = Job(self.ctx, body, spec, decision)
+            job = Job(self.ctx, body, spec, decision, state)
             result = await uninstall.STEP.run(job)
             await self._report(job, result)
             if not result.ok:
@@ -145,17 +144,18 @@ class Reconciler:
                         waiting: tuple[str, ...]) -> Outcome:
         """Decide and act, round after round, until the release is as wanted or an action ends the reconcile."""
         marked = False
+        state = await read_release(self.ctx, spec)  # then read again only after an action changed it
         for _ in range(MAX_ROUNDS):
-            observed = self._observed(body, spec, await release_secrets(self.ctx, spec))
+            observed = self._observed(body, spec, state)
             desired = self._desired(body, spec, inputs, waiting)
             decision = decide(desired, observed)
             if decision.reason == "UpToDate" and spec.drift_mode != "disabled":
                 # deployed as wanted: is it still live as helm left it? (API reads, no helm process)
-                job = Job(self.ctx, body, spec, decision, inputs)
+                job = Job(self.ctx, body, spec, decision, state, inputs)
                 decision = decide(desired, replace(observed, drift=await correct.detect(job)))
             step = STEPS.get(decision.action)
             if step is None:
-                await self._settle_terminal(body, spec, inputs, decision)
+                await self._settle_terminal(body, spec, inputs, decision, state)
                 if waiting:
                     return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
                 break
@@ -163,7 +163,7 @@ class Reconciler:
             if not marked and decision.action is not Action.UNLOCK:
                 progress = asyncio.create_task(self._mark_reconciling(body, decision.message, writing))
                 marked = True
-            job = Job(self.ctx, body, spec, decision, inputs)
+            job = Job(self.ctx, body, spec, decision, state, inputs)
             try:
                 result = await step.run(job)
             finally:
@@ -179,6 +179,7 @@ class Reconciler:
                 return after(0.01)  # the newer revision is reconciled at once
             if not result.ok:
                 return FAILED
+            state = result.state or await read_release(self.ctx, spec)
         return DONE
 
     async def _check_namespace(self, spec: HelmReleaseSpec) -> None:
@@ -189,27 +190,26 @@ class Reconciler:
                                                    "(set spec.install.createNamespace to create it)", transient=True)
 
     @staticmethod
-    def _release(secrets: list[dict[str, Any]], tests: bool = False) -> Release | None:
-        record = storage.latest(secrets)
+    def _release(state: ReleaseState, tests: bool = False) -> Release | None:
+        record = state.latest
         if record is None:
             return None
-        result = storage.test_result(storage.decode(record.secret)) if tests and record.status == "deployed" else ""
         return Release(record.status, record.owner, record.config_digest, record.revision,
-                       last_good=storage.last_good(secrets, below=record.revision), tests=result)
+                       last_good=state.last_good(), tests=state.tests() if tests else "")
 
     @staticmethod
     def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:
         meta = body["metadata"]
-        return Desired(config_digest=storage.digest_token(inputs.digest),
-                       owner=storage.owner_token(meta["namespace"], meta["name"]), suspended=spec.suspend,
+        return Desired(config_digest=releases.digest_token(inputs.digest),
+                       owner=releases.owner_token(meta["namespace"], meta["name"]), suspended=spec.suspend,
                        install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable,
                        waiting_for=waiting, drift_mode=spec.drift_mode)
 
-    def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, secrets: list[dict[str, Any]]) -> Observed:
+    def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, state: ReleaseState) -> Observed:
         status = body.get("status") or {}
         reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
-        return Observed(release=self._release(secrets, tests=spec.test.enable),
-                        last_attempted_digest=storage.digest_token(status.get("lastAttemptedConfigDigest", "")),
+        return Observed(release=self._release(state, tests=spec.test.enable),
+                        last_attempted_digest=releases.digest_token(status.get("lastAttemptedConfigDigest", "")),
                         last_action=str(status.get("lastAttemptedReleaseAction", "")),
                         install_failures=int(status.get("installFailures", 0)),
                         upgrade_failures=int(status.get("upgradeFailures", 0)),
@@ -219,12 +219,12 @@ class Reconciler:
     # --- outcomes ----------------------------------------------------------------------------------
 
     async def _settle_terminal(self, body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs,
-                               decision: Decision) -> None:
+                               decision: Decision, state: ReleaseState) -> None:
         """Status for an answer that runs nothing: up to date, suspended, refused, or stalled."""
         if decision.action is Action.REFUSE:
             await self._fail(body, decision.reason, decision.message, stalled=True)
             return
-        job = Job(self.ctx, body, spec, decision, inputs)
+        job = Job(self.ctx, body, spec, decision, state, inputs)
         status = begin(body.get("status") or {}, job)
         if decision.action is Action.STALL:
             ready = cond.get_condition(status.get("conditions") or [], cond.READY) or {}
@@ -252,12 +252,12 @@ class Reconciler:
             # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)
             message = f"Release {job.release} is deployed with chart {job.chart} ({decision.message})"
             status.update(lastAppliedRevision=inputs.chart.version, lastAttemptedConfigDigest=inputs.digest,
-                          history=history(await release_secrets(self.ctx, spec)))
+                          history=state.history())
             for kind in (cond.READY, cond.RELEASED):
                 condition(status, job, kind, True, "UpToDate", message)
             stalled(status, job)
         if "inventory" not in status:  # e.g. a release installed before helmop recorded inventories
-            status["inventory"] = await inventory(job)
+            status["inventory"] = releases.inventory([obj for _, obj in await objects(job)])
         await self._write_status(body, status)
 
     async def _publish(self, body: dict[str, Any], status: dict[str, Any], decision: Decision, *,
@@ -315,8 +315,8 @@ class Reconciler:
     def _observe(self, key: Key, spec: HelmReleaseSpec, body: dict[str, Any]) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the
         interval does), so `kubectl scale` or a deleted Service is noticed within moments."""
-        objects = inventory_objects(body.get("status") or {}) if spec.drift_mode != "disabled" else []
-        self.ctx.observe(key, objects)
+        inventory = (body.get("status") or {}).get("inventory")
+        self.ctx.observe(key, releases.inventory_objects(inventory) if spec.drift_mode != "disabled" else [])
 
     def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
         namespace = key[1]

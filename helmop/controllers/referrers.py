@@ -18,6 +18,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from helmop.helm.releases import NOT_STORAGE
 from helmop.infra.kube import KubeError
 
 from .context import Context
@@ -25,7 +26,7 @@ from .context import Context
 log = logging.getLogger(__name__)
 _ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 _LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-INPUTS = (("v1", "ConfigMap", ""), ("v1", "Secret", "type!=helm.sh/release.v1"))
+INPUTS = (("v1", "ConfigMap", ""), ("v1", "Secret", NOT_STORAGE))  # helm's records are not inputs
 
 
 @dataclass

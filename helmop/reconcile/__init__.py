@@ -63,7 +63,7 @@ class Release:
 
 @dataclass(frozen=True)
 class Desired:
-    config_digest: str  # digest label form (see helm.storage.digest_token)
+    config_digest: str  # digest label form (see helm.releases.digest_token)
     owner: str
     suspended: bool = False
     deleting: bool = False

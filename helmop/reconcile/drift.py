@@ -14,15 +14,15 @@ from typing import Any
 # Bookkeeping the API server keeps; never drift.
 _IGNORED = ("/status", "/metadata/managedFields", "/metadata/resourceVersion", "/metadata/generation",
             "/metadata/uid", "/metadata/creationTimestamp", "/metadata/selfLink")
-HELM_MANAGERS = ("helm", "helmop-drift")
 
 
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def owned_by_others(managed_fields: list[dict[str, Any]]) -> set[str]:
-    """JSON pointers of the fields that managers other than helm's own took with a server-side apply."""
+def owned_by_others(managed_fields: list[dict[str, Any]], ours: tuple[str, ...]) -> set[str]:
+    """JSON pointers of the fields that managers other than ``ours`` (the release's own) took with a
+    server-side apply."""
     out: set[str] = set()
 
     def walk(node: dict[str, Any], prefix: str) -> None:
@@ -39,7 +39,7 @@ def owned_by_others(managed_fields: list[dict[str, Any]]) -> set[str]:
                 out.add(prefix)
 
     for entry in managed_fields:
-        if entry.get("operation") == "Apply" and entry.get("manager") not in HELM_MANAGERS:
+        if entry.get("operation") == "Apply" and entry.get("manager") not in ours:
             walk(entry.get("fieldsV1") or {}, "")
     return out
 

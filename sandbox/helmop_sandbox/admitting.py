@@ -17,17 +17,18 @@ then ValidatingAdmissionPolicies (CEL) and validating admission webhooks.
 from __future__ import annotations
 
 import base64
+import json
 import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import jsonpatch
 
 from . import celrules
 from .errors import ApiError
 from .kinds import ResourceType
+from .patching import TestFailed, json_patch
 from .rbac import Identity
 from .selectors import selector_matches
 from .store import Obj, Store
@@ -121,10 +122,10 @@ class Admission:
                     continue
                 response = await self._call(hook, req)
                 if response is not None and response.get("patch"):
-                    patch = jsonpatch.JsonPatch.from_string(base64.b64decode(response["patch"]).decode())
+                    # The same JSON patch the API applies to PATCH requests (one implementation in the sandbox).
                     try:
-                        req.obj = patch.apply(req.obj)
-                    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                        req.obj = json_patch(req.obj, json.loads(base64.b64decode(response["patch"])))
+                    except (ApiError, TestFailed, ValueError) as exc:
                         raise ApiError("InternalError", f'Internal error occurred: admission webhook '
                                        f'"{hook.get("name")}" attempted to modify the object, which is not '
                                        f"supported for this operation: {exc}") from None

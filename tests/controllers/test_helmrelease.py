@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from helmop.helm.releases import Gateway, ReleaseState
 from tests.controllers.conftest import (
     ChartRepo,
     Operator,
@@ -60,6 +61,27 @@ def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: s
     assert not get(kube, ns, "hr", "web")
     assert json.loads(kube("helm", "list", "-n", ns, "-o", "json").stdout) == []
     assert not get(kube, ns, "deploy", "web")
+
+
+def test_helms_storage_is_read_once_per_action(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release gateway reads helm's storage Secrets once for a decision and once after an action (the
+    next decision's state): an upgrade costs two lists of them, whatever status, history and inventory need."""
+    reads: list[tuple[str, str]] = []
+    read = Gateway.read
+
+    async def counting(self: Gateway, release: str, namespace: str) -> ReleaseState:
+        reads.append((release, namespace))
+        return await read(self, release, namespace)
+
+    monkeypatch.setattr(Gateway, "read", counting)
+    apply(kube, ns, hr("counted", chart_repo, version="0.1.0"))
+    ready(kube, ns, "counted")
+    reads.clear()
+    apply(kube, ns, hr("counted", chart_repo, version="0.1.0", values={"replicaCount": 2}))
+    obj = ready(kube, ns, "counted", generation=2)
+    assert obj["status"]["history"][0]["revision"] == 2 and obj["status"]["inventory"]["entries"]
+    assert reads == [("counted", ns), ("counted", ns)]
 
 
 def test_values_from_configmap_and_secret(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:

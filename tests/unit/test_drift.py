@@ -17,7 +17,7 @@ def test_differences_ignore_bookkeeping_rules_and_foreign_appliers() -> None:
     managed = [{"manager": "hpa", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
                {"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {"f:template": {}}}},
                {"manager": "helm", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]
-    assert owned_by_others(managed) == {"/spec/replicas"}
+    assert owned_by_others(managed, ("helm", "helmop-drift")) == {"/spec/replicas"}
     assert differences(wanted, live, foreign={"/spec/replicas"}) == ["/spec/template/spec/containers/0/image"]
 
 

@@ -20,26 +20,27 @@ from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec
 from helmop.api.kinds import FORCE_AT, RESET_AT
 from helmop.api.redaction import redact
-from helmop.helm import storage
+from helmop.helm import releases
 from helmop.helm.inputs import Inputs
-from helmop.infra.kube import KubeError
+from helmop.helm.releases import ReleaseState
 from helmop.reconcile import Decision
 
 from ..context import Context
 from ..status import annotation
 
-HISTORY_KEPT = 5
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Job:
-    """Everything one action needs: the HelmRelease, its parsed spec, its inputs, and the decision."""
+    """Everything one action needs: the HelmRelease, its parsed spec, the release as helm keeps it, its
+    inputs, and the decision (the plan)."""
 
     ctx: Context
     body: dict[str, Any]
     spec: HelmReleaseSpec
     decision: Decision
+    state: ReleaseState  # helm's storage of the release, as read for this decision
     inputs: Inputs | None = None  # None when deleting
 
     @property
@@ -76,6 +77,7 @@ class Result:
     cancelled: bool = False  # stopped for a newer revision of the spec or values
     history: list[dict[str, Any]] = field(default_factory=list)  # release revisions after the action
     inventory: dict[str, Any] | None = None  # the objects of the release after the action (None: unknown)
+    state: ReleaseState | None = None  # the release as read after the action (None: not read)
 
 
 @dataclass(frozen=True)
@@ -133,72 +135,22 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
         failed = exc.reason if exc.reason not in ("UpgradeFailed", "InstallFailed") else f"{action.capitalize()}Failed"
         return Result(False, failed, redact(f"Helm {action} failed for release {job.release} with chart {job.chart}: "
                                             f"{exc}", secrets), transient=exc.transient)
-    stored = await release_secrets(job.ctx, job.spec)  # once, for both the history and the inventory
-    revisions = history(stored)
+    state = await read_release(job.ctx, job.spec)  # once: the history, the inventory and the next decision
+    revisions = state.history()
     revision = revisions[0]["revision"] if revisions else 0
     return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions,
-                  inventory=await inventory(job, stored))
+                  inventory=releases.inventory([obj for _, obj in await objects(job, state)]), state=state)
 
 
-async def release_secrets(ctx: Context, spec: HelmReleaseSpec) -> list[dict[str, Any]]:
-    """helm's storage Secrets of the release: one API list, no helm process."""
-    return await ctx.kube.list(f"/api/v1/namespaces/{spec.storage_namespace}/secrets",
-                               storage.selector(spec.release_name))
+async def objects(job: Job, state: ReleaseState | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(REST path, object) of each object of the release (of ``state``, else of the job's), resolved as the
+    identity the release acts as."""
+    return await releases.located(state or job.state, job.ctx.kube.acting_as(job.acting_as),
+                                  job.spec.target_namespace)
 
 
-async def latest_record(job: Job) -> storage.ReleaseRecord | None:
-    return storage.latest(await release_secrets(job.ctx, job.spec))
-
-
-def history(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Snapshots of the release's newest revisions (chart, digest, status, deployed times, tests)."""
-    ordered = sorted(secrets, key=storage.revision_of, reverse=True)
-    return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
-
-
-async def release_objects(job: Job, secrets: list[dict[str, Any]] | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """(REST path, object) for each object of the release's current manifest, read from helm's record (no
-    helm process; hooks are not part of it), namespaced ones with their namespace filled in. ``secrets``:
-    the release's storage Secrets when the caller has just read them."""
-    record = storage.latest(secrets) if secrets is not None else await latest_record(job)
-    if record is None or record.status == "uninstalled":
-        return []
-    kube = job.ctx.kube.acting_as(job.acting_as)
-    out = []
-    for obj in storage.manifest_objects(storage.decode(record.secret)):
-        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
-        meta = obj.setdefault("metadata", {})
-        try:
-            if (await kube.resource(api_version, kind))[1]:
-                meta.setdefault("namespace", job.spec.target_namespace)
-            out.append((await kube.path_of(api_version, kind, meta.get("namespace", ""), meta["name"]), obj))
-        except KubeError:
-            continue  # a kind the cluster does not serve (any more)
-    return out
-
-
-async def inventory(job: Job, secrets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The objects of the release's current revision, as Flux records them: ``entries`` of
-    ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}``."""
-    entries = set()
-    for _path, obj in await release_objects(job, secrets):
-        group, _, version = str(obj["apiVersion"]).rpartition("/")
-        meta = obj["metadata"]
-        entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
-    return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
-
-
-def inventory_objects(status: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(apiVersion, namespace, kind, name) of each object in ``status.inventory`` (ids are
-    ``<namespace>_<name>_<group>_<kind>``; none of those parts can contain an underscore)."""
-    out = []
-    for entry in (status.get("inventory") or {}).get("entries") or []:
-        parts = str(entry.get("id", "")).split("_")
-        if len(parts) == 4:
-            namespace, name, group, kind = parts
-            version = str(entry.get("v", ""))
-            out.append((f"{group}/{version}" if group else version, namespace, kind, name))
-    return out
+async def read_release(ctx: Context, spec: HelmReleaseSpec) -> ReleaseState:
+    return await ctx.releases.read(spec.release_name, spec.storage_namespace)
 
 
 # --- pure status pieces every action's settle uses -----------------------------------------------

@@ -8,37 +8,31 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.helm.releases import FIELD_MANAGER, FIELD_MANAGERS, as_helm_applies
 from helmop.infra.kube import KubeError
-from helmop.reconcile.drift import HELM_MANAGERS, differences, ignored_paths, owned_by_others
+from helmop.reconcile.drift import differences, ignored_paths, owned_by_others
 
-from . import Job, Result, Step, begin, condition, release_objects
-
-MANAGER = HELM_MANAGERS[0]  # re-applied as helm's own manager, so helm's next upgrade owns the fields again
+from . import Job, Result, Step, begin, condition, objects
 
 
 def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object with what helm itself adds to everything it applies (not in the manifest it records)."""
-    meta = obj["metadata"]
-    meta.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "Helm"
-    meta.setdefault("annotations", {}).update({"meta.helm.sh/release-name": job.spec.release_name,
-                                               "meta.helm.sh/release-namespace": job.spec.target_namespace})
-    return obj
+    return as_helm_applies(obj, job.spec.release_name, job.spec.target_namespace)
 
 
 async def detect(job: Job) -> tuple[str, ...]:
     """"Kind/name: /path, ..." for every drifted object ("deleted" for a missing one)."""
     kube = job.ctx.kube.acting_as(job.acting_as)
     found = []
-    for path, obj in await release_objects(job):
+    for path, obj in await objects(job):
         obj = _as_helm_applies(job, obj)
         what = f"{obj['kind']}/{obj['metadata']['name']}"
         live = await kube.get(path)
         if live is None:
             found.append(f"{what}: deleted")
             continue
-        wanted = await kube.apply(path, obj, MANAGER, dry_run=True)
+        wanted = await kube.apply(path, obj, FIELD_MANAGER, dry_run=True)
         diffs = differences(wanted, live, ignored_paths(job.spec.drift_ignore, live),
-                            owned_by_others(live["metadata"].get("managedFields") or []))
+                            owned_by_others(live["metadata"].get("managedFields") or [], FIELD_MANAGERS))
         if diffs:
             found.append(f"{what}: {', '.join(diffs)}")
     return tuple(found)
@@ -48,9 +42,9 @@ async def run(job: Job) -> Result:
     kube = job.ctx.kube.acting_as(job.acting_as)
     drifted = {entry.partition(":")[0] for entry in job.decision.drifted}
     try:
-        for path, obj in await release_objects(job):
+        for path, obj in await objects(job):
             if f"{obj['kind']}/{obj['metadata']['name']}" in drifted:
-                await kube.apply(path, _as_helm_applies(job, obj), MANAGER)
+                await kube.apply(path, _as_helm_applies(job, obj), FIELD_MANAGER)
     except KubeError as exc:
         return Result(False, "DriftCorrectionFailed", f"correcting drift of {job.release} failed: {exc.message}",
                       transient=True)

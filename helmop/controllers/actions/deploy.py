@@ -21,12 +21,10 @@ from . import (
     drop,
     failures_key,
     health,
-    history,
     observed,
     outcome,
-    release_secrets,
+    read_release,
     stalled,
-    unlock,
 )
 
 MANAGER = "helmop-crds"
@@ -70,9 +68,11 @@ async def run(job: Job, installing: bool) -> Result:
         return cancelled(job, "health check")
     if not problem:
         return result
-    await unlock.mark_failed(job, f"health check failed: {problem}")
+    assert result.state is not None
+    await job.ctx.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
+    state = await read_release(job.ctx, job.spec)
     return Result(False, "HealthCheckFailed", f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
-                  history=history(await release_secrets(job.ctx, job.spec)), inventory=result.inventory)
+                  history=state.history(), inventory=result.inventory, state=state)
 
 
 def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import asyncio
 import time
 from typing import Any
 
+from helmop.helm.releases import inventory_objects
 from helmop.infra.kube import KubeError
 from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge
@@ -16,15 +17,6 @@ from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expressi
 from . import Cancelled, Job
 
 POLL = 1.0
-
-
-def _objects(inventory: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(apiVersion, kind, namespace, name) of the inventory's entries."""
-    out = []
-    for entry in inventory.get("entries") or []:
-        namespace, name, group, kind = str(entry["id"]).split("_", 3)
-        out.append((f"{group}/{entry['v']}" if group else str(entry["v"]), kind, namespace, name))
-    return out
 
 
 async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
@@ -47,7 +39,7 @@ async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while True:
         waiting = []
-        for api_version, kind, namespace, name in _objects(inventory):
+        for api_version, namespace, kind, name in inventory_objects(inventory):
             try:
                 live = await kube.get(await kube.path_of(api_version, kind, namespace, name))
             except KubeError as exc:

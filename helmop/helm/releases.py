@@ -1,0 +1,159 @@
+"""The release gateway: the one place outside the engine that knows how helm keeps a release.
+
+helm stores each revision in a Secret of type ``helm.sh/release.v1`` labelled ``owner=helm``,
+``name``, ``status`` and ``version`` (helmop adds its owner and config-digest labels through
+``--labels``); it applies objects under the field manager ``helm`` and stamps them with
+``app.kubernetes.io/managed-by: Helm`` and the ``meta.helm.sh/release-*`` annotations. Everything
+that reads or writes any of that goes through here: a :class:`ReleaseState` is read with one API list
+per action and answers every question about the release (latest revision, history, objects,
+inventory, tests); the writes (unlocking a stuck release, re-applying objects as helm would) are
+methods of :class:`Gateway`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from helmop.infra.kube import Kube, KubeError
+
+from . import storage
+
+SECRET_TYPE = "helm.sh/release.v1"
+NOT_STORAGE = f"type!={SECRET_TYPE}"  # a field selector for the Secrets that are not helm's records
+FIELD_MANAGER = "helm"  # helm's own field manager; drift is corrected under it, so helm owns the fields again
+FIELD_MANAGERS = (FIELD_MANAGER, "helmop-drift")  # what applies of these own is the release's, not another's
+HISTORY_KEPT = 5  # revisions shown in status.history
+
+ObjectRef = tuple[str, str, str, str]  # (apiVersion, namespace, kind, name)
+
+
+def owner_token(namespace: str, name: str) -> str:
+    """The label value that says which HelmRelease a release belongs to."""
+    return storage.owner_token(namespace, name)
+
+
+def digest_token(config_digest: str) -> str:
+    """The config digest in its label form (what a release's record carries)."""
+    return storage.digest_token(config_digest)
+
+
+@dataclass(frozen=True)
+class ReleaseState:
+    """One release as helm's storage has it, read once: every revision's Secret."""
+
+    name: str
+    namespace: str  # where helm keeps the records (the storage namespace)
+    secrets: tuple[dict[str, Any], ...] = ()
+    _decoded: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def latest(self) -> storage.ReleaseRecord | None:
+        return storage.latest(list(self.secrets))
+
+    @property
+    def exists(self) -> bool:
+        return self.latest is not None
+
+    def last_good(self) -> int:
+        """The newest revision before the latest that was deployed successfully (0: none)."""
+        latest = self.latest
+        return storage.last_good(list(self.secrets), below=latest.revision) if latest else 0
+
+    def record(self, secret: dict[str, Any]) -> dict[str, Any]:
+        """A revision's decoded record (decoded once per state)."""
+        name = str((secret.get("metadata") or {}).get("name", ""))
+        if name not in self._decoded:
+            self._decoded[name] = storage.decode(secret)
+        return self._decoded[name]
+
+    def tests(self) -> str:
+        """How the last ``helm test`` of the deployed latest revision went: "", "passed" or "failed"."""
+        latest = self.latest
+        if latest is None or latest.status != "deployed":
+            return ""
+        return storage.test_result(self.record(latest.secret))
+
+    def history(self) -> list[dict[str, Any]]:
+        """Snapshots of the newest revisions (chart, digest, status, deployed times, tests)."""
+        ordered = sorted(self.secrets, key=storage.revision_of, reverse=True)
+        return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The objects of the latest revision's manifest (hooks are not part of it); [] when uninstalled."""
+        latest = self.latest
+        if latest is None or latest.status == "uninstalled":
+            return []
+        return storage.manifest_objects(self.record(latest.secret))
+
+
+def inventory(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The objects as Flux records them: ``entries`` of ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}``."""
+    entries = set()
+    for obj in objects:
+        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        meta = obj["metadata"]
+        entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
+    return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
+
+
+def inventory_objects(recorded: dict[str, Any] | None) -> list[ObjectRef]:
+    """(apiVersion, namespace, kind, name) of each entry of an inventory (none of an id's parts can contain
+    an underscore); malformed entries are passed over."""
+    out = []
+    for entry in (recorded or {}).get("entries") or []:
+        parts = str(entry.get("id", "")).split("_")
+        if len(parts) == 4:
+            namespace, name, group, kind = parts
+            version = str(entry.get("v", ""))
+            out.append((f"{group}/{version}" if group else version, namespace, kind, name))
+    return out
+
+
+async def located(state: ReleaseState, kube: Kube, target_namespace: str) -> list[tuple[str, dict[str, Any]]]:
+    """(REST path, object) for each object of the latest manifest, namespaced ones with their namespace
+    filled in (``kube``: the identity the release acts as, which resolves the kinds)."""
+    out = []
+    for obj in state.manifest():
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        meta = obj.setdefault("metadata", {})
+        try:
+            if (await kube.resource(api_version, kind))[1]:
+                meta.setdefault("namespace", target_namespace)
+            out.append((await kube.path_of(api_version, kind, meta.get("namespace", ""), meta["name"]), obj))
+        except KubeError:
+            continue  # a kind the cluster does not serve (any more)
+    return out
+
+
+def as_helm_applies(obj: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
+    """``obj`` with what helm adds to everything it applies (and does not record in the manifest)."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "Helm"
+    meta.setdefault("annotations", {}).update({"meta.helm.sh/release-name": release,
+                                               "meta.helm.sh/release-namespace": namespace})
+    return obj
+
+
+class Gateway:
+    """Reads and writes helm's storage through the API (no helm process)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    async def read(self, release: str, namespace: str) -> ReleaseState:
+        """Every revision of ``release`` in ``namespace``: one API list."""
+        secrets = await self.kube.list(f"/api/v1/namespaces/{namespace}/secrets", storage.selector(release))
+        return ReleaseState(release, namespace, tuple(secrets))
+
+    async def unlock(self, state: ReleaseState, why: str) -> bool:
+        """Record the newest revision as failed in helm's own storage, as Flux does for a release stuck
+        ``pending-*`` (or one helmop judged unhealthy); False when there is none."""
+        latest = state.latest
+        if latest is None:
+            return False
+        secret = storage.unlocked(latest.secret, why)
+        meta = secret["metadata"]
+        await self.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}", secret)
+        return True
+
