@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from . import yamlc
-from .helmrelease import SpecError, parse_spec
+from .errors import SpecError
+from .helmrelease import parse_spec
 from .kinds import Kind
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from .errors import SpecError
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -26,3 +29,14 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"invalid size {text!r}: expected bytes or a quantity such as 64Mi or 1Gi")
     return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+def duration_field(spec: dict[str, Any], key: str, default: float | None, where: str = "spec") -> float | None:
+    """Seconds in the duration field ``key`` of ``spec``; SpecError naming ``where.key`` if malformed."""
+    raw = spec.get(key)
+    if raw is None:
+        return default
+    try:
+        return parse_duration(str(raw))
+    except ValueError as exc:
+        raise SpecError("InvalidSpec", f"{where}.{key}: {exc}") from None

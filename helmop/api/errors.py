@@ -14,6 +14,14 @@ class HelmopError(Exception):
         self.retry_after = retry_after  # seconds until a retry makes sense; None: the usual backoff
 
 
+class SpecError(HelmopError, ValueError):
+    """A spec (of any kind) cannot be acted on; ``reason`` is the condition reason, the message says why.
+    Never transient: only a change of the spec helps."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(reason, message)
+
+
 def describe(exc: BaseException) -> str:
     """A network error in one line: aiohttp appends OS error details in brackets; the part before says it."""
     return (str(exc) or type(exc).__name__).split(" [")[0]

@@ -15,21 +15,13 @@ from typing import Any
 import yaml
 
 from . import yamlc
-from .durations import parse_duration
-from .errors import HelmopError
+from .durations import duration_field
+from .errors import SpecError
 
 DEFAULT_INTERVAL = 600.0  # 10m
 DEFAULT_TIMEOUT = 300.0  # 5m, as helm
 DEFAULT_MAX_HISTORY = 5
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-class SpecError(HelmopError, ValueError):
-    """The spec cannot be acted on; ``reason`` is the condition reason, the message says why. Never
-    transient: only a change of the spec helps."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(reason, message)
 
 
 @dataclass(frozen=True)
@@ -79,17 +71,46 @@ class Remediation:
         return self.retries >= 0 and failures > self.retries
 
 
+# One type per action, with the fields the CRD gives that action (spec.install, .upgrade, .rollback,
+# .uninstall): a rollback has no CRD policy, an uninstall no remediation.
+
+
 @dataclass(frozen=True)
-class ActionOptions:
+class InstallOptions:
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    timeout: float | None = None
+    create_namespace: bool = False
+    remediation: Remediation = Remediation()
+    crds: str = "Create"  # Skip | Create | CreateReplace
+
+
+@dataclass(frozen=True)
+class UpgradeOptions:
     disable_hooks: bool = False
     disable_wait: bool = False
     timeout: float | None = None
     force: bool = False
     cleanup_on_fail: bool = False
-    create_namespace: bool = False
-    keep_history: bool = False
     remediation: Remediation = Remediation()
-    crds: str = "Create"  # install/upgrade: Skip | Create | CreateReplace
+    crds: str = "Skip"  # Skip | Create | CreateReplace
+
+
+@dataclass(frozen=True)
+class RollbackOptions:
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    timeout: float | None = None
+    force: bool = False
+    cleanup_on_fail: bool = False
+
+
+@dataclass(frozen=True)
+class UninstallOptions:
+    disable_hooks: bool = False
+    disable_wait: bool = False
+    timeout: float | None = None
+    keep_history: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,10 +144,10 @@ class HelmReleaseSpec:
     suspend: bool = False
     timeout: float = DEFAULT_TIMEOUT
     max_history: int = DEFAULT_MAX_HISTORY
-    install: ActionOptions = ActionOptions()
-    upgrade: ActionOptions = ActionOptions()
-    uninstall: ActionOptions = ActionOptions()
-    rollback: ActionOptions = ActionOptions()
+    install: InstallOptions = InstallOptions()
+    upgrade: UpgradeOptions = UpgradeOptions()
+    uninstall: UninstallOptions = UninstallOptions()
+    rollback: RollbackOptions = RollbackOptions()
     test: TestOptions = TestOptions()
     service_account_name: str = ""
     depends_on: tuple[tuple[str, str], ...] = ()  # (namespace, name) of HelmReleases to be Ready first
@@ -147,17 +168,6 @@ def default_release_name(name: str, target_namespace: str, namespace: str) -> st
     return f"{full[:40]}-{hashlib.sha256(full.encode()).hexdigest()[:12]}"
 
 
-def duration_field(spec: dict[str, Any], key: str, default: float | None, where: str = "spec") -> float | None:
-    """Seconds in the duration field ``key`` of ``spec``; SpecError naming ``where.key`` if malformed."""
-    raw = spec.get(key)
-    if raw is None:
-        return default
-    try:
-        return parse_duration(str(raw))
-    except ValueError as exc:
-        raise SpecError("InvalidSpec", f"{where}.{key}: {exc}") from None
-
-
 def _remediation(raw: dict[str, Any], where: str, tests_ignored: bool, upgrade: bool) -> Remediation:
     retries = int(raw.get("retries", 0))
     strategy = str(raw.get("strategy") or "rollback")
@@ -171,23 +181,45 @@ def _remediation(raw: dict[str, Any], where: str, tests_ignored: bool, upgrade: 
                        ignore_test_failures=bool(ignore) if ignore is not None else tests_ignored)
 
 
-def _options(raw: Any, where: str, *, crds: str = "Create", tests_ignored: bool = False,
-             upgrade: bool = False) -> ActionOptions:
-    raw = raw or {}
-    policy = str(raw.get("crds") or crds)
+def _crds(raw: dict[str, Any], where: str, default: str) -> str:
+    policy = str(raw.get("crds") or default)
     if policy not in CRD_POLICIES:
         raise SpecError("InvalidSpec", f"{where}.crds must be one of {', '.join(CRD_POLICIES)}, not {policy!r}")
-    return ActionOptions(
-        disable_hooks=bool(raw.get("disableHooks", False)),
-        disable_wait=bool(raw.get("disableWait", False)),
-        timeout=duration_field(raw, "timeout", None, where),
-        force=bool(raw.get("force", False)),
-        cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
-        create_namespace=bool(raw.get("createNamespace", False)),
-        keep_history=bool(raw.get("keepHistory", False)),
-        remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored, upgrade),
-        crds=policy,
-    )
+    return policy
+
+
+def _common(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields every action has."""
+    return {"disable_hooks": bool(raw.get("disableHooks", False)), "disable_wait": bool(raw.get("disableWait", False)),
+            "timeout": duration_field(raw, "timeout", None, where)}
+
+
+def _install(raw: Any, tests_ignored: bool) -> InstallOptions:
+    raw, where = raw or {}, "spec.install"
+    return InstallOptions(**_common(raw, where), create_namespace=bool(raw.get("createNamespace", False)),
+                          remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored,
+                                                   upgrade=False),
+                          crds=_crds(raw, where, "Create"))
+
+
+def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
+    raw, where = raw or {}, "spec.upgrade"
+    return UpgradeOptions(**_common(raw, where), force=bool(raw.get("force", False)),
+                          cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+                          remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored,
+                                                   upgrade=True),
+                          crds=_crds(raw, where, "Skip"))
+
+
+def _rollback(raw: Any) -> RollbackOptions:
+    raw = raw or {}
+    return RollbackOptions(**_common(raw, "spec.rollback"), force=bool(raw.get("force", False)),
+                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)))
+
+
+def _uninstall(raw: Any) -> UninstallOptions:
+    raw = raw or {}
+    return UninstallOptions(**_common(raw, "spec.uninstall"), keep_history=bool(raw.get("keepHistory", False)))
 
 
 def _tests(raw: Any) -> TestOptions:
@@ -266,11 +298,10 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         suspend=bool(spec.get("suspend", False)),
         timeout=duration_field(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,
         max_history=max_history,
-        install=_options(spec.get("install"), "spec.install", tests_ignored=tests.ignore_failures),
-        upgrade=_options(spec.get("upgrade"), "spec.upgrade", crds="Skip", tests_ignored=tests.ignore_failures,
-                         upgrade=True),
-        uninstall=_options(spec.get("uninstall"), "spec.uninstall"),
-        rollback=_options(spec.get("rollback"), "spec.rollback"),
+        install=_install(spec.get("install"), tests.ignore_failures),
+        upgrade=_upgrade(spec.get("upgrade"), tests.ignore_failures),
+        uninstall=_uninstall(spec.get("uninstall")),
+        rollback=_rollback(spec.get("rollback")),
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=depends_on(spec.get("dependsOn"), name, namespace),

@@ -12,7 +12,7 @@ import yaml
 
 from . import yamlc
 from .apps import AppKind
-from .helmrelease import SpecError
+from .errors import SpecError
 from .kinds import JENKINS
 from .manifests import YamlProblem
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .helmrelease import SpecError, duration_field
+from .durations import duration_field
+from .errors import SpecError
 
 DEFAULT_INTERVAL = 300.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .helmrelease import SpecError
+from .errors import SpecError
 
 
 @dataclass(frozen=True)

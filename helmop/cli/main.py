@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from helmop.api import validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
-from helmop.api.helmrelease import SpecError
+from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN
 from helmop.helm.engine import Engine, default_executable
 from helmop.infra.kube import KubeError

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api import jenkins, manifests
+from helmop.api.actions import Action
 from helmop.api.apps import AppKind
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SpecError, parse_spec
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, parse_spec
 from helmop.api.kinds import HELMRELEASE
 from helmop.helm import values as helm_values
 from helmop.helm.apps import release_spec
@@ -143,7 +145,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
             chart, base = await _offline_chart(spec, root, repos)
             values = helm_values.compose(pieces, spec.values, base)
             request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
-                                      installing=True)
+                                      action=Action.INSTALL)
             rendered = await engine.template(request)
         except (InputError, SourceError, HelmError, ValueError) as exc:
             print(f"error: {release.origin}: HelmRelease {release.namespace}/{release.name}: {exc}", file=err)
@@ -177,8 +179,9 @@ async def diff_release(ctx: Readers, release: Planned) -> str:
     try:
         inputs = await gather(ctx, release.namespace, spec)
         live = await ctx.engine.manifest(spec.release_name, spec.target_namespace)
+        action = Action.UPGRADE if live else Action.INSTALL
         request = upgrade_request(spec, release.namespace, release.name, chart=inputs.chart_path,
-                                  values=inputs.values, digest=inputs.digest, installing=not live)
+                                  values=inputs.values, digest=inputs.digest, action=action)
         wanted = await ctx.engine.rendered(request)
     except (SpecError, InputError, HelmError) as exc:
         raise Failed(f"HelmRelease {release.namespace}/{release.name}: {exc}") from None

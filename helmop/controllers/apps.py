@@ -16,7 +16,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api import jenkins
 from helmop.api.apps import AppKind
-from helmop.api.helmrelease import SpecError
+from helmop.api.errors import SpecError
 from helmop.api.kinds import HELMRELEASE, REQUESTED_AT
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from helmop.api import manifests, yamlc
-from helmop.api.helmrelease import SpecError
+from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.helm.inputs import LARGE_YAML, InputError, source_revision

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.helmrelease import SpecError, depends_on
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import depends_on
 from helmop.api.kinds import HELMRELEASE
 
 from .context import Context

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.helmrelease import SpecError
+from helmop.api.errors import SpecError
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.sources import parse_git_repository
 from helmop.helm.inputs import InputError, git_auth

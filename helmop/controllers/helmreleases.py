@@ -18,14 +18,15 @@ from dataclasses import replace
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.errors import HelmopError
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, parse_spec
+from helmop.api.actions import Action
+from helmop.api.errors import HelmopError, SpecError
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, parse_spec
 from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
-from helmop.reconcile import Action, Decision, Desired, Observed, Release, decide
+from helmop.reconcile import Decision, Desired, Observed, Reason, Release, decide
 from helmop.reconcile.health import check_exprs
 
 from . import dependencies
@@ -149,7 +150,7 @@ class Reconciler:
             observed = self._observed(body, spec, state)
             desired = self._desired(body, spec, inputs, waiting)
             decision = decide(desired, observed)
-            if decision.reason == "UpToDate" and spec.drift_mode != "disabled":
+            if decision.reason is Reason.UP_TO_DATE and spec.drift_mode != "disabled":
                 # deployed as wanted: is it still live as helm left it? (API reads, no helm process)
                 job = Job(self.ctx, body, spec, decision, state, inputs)
                 decision = decide(desired, replace(observed, drift=await correct.detect(job)))
@@ -210,7 +211,7 @@ class Reconciler:
         reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
         return Observed(release=self._release(state, tests=spec.test.enable),
                         last_attempted_digest=releases.digest_token(status.get("lastAttemptedConfigDigest", "")),
-                        last_action=str(status.get("lastAttemptedReleaseAction", "")),
+                        last_action=Action.deploy(str(status.get("lastAttemptedReleaseAction", ""))),
                         install_failures=int(status.get("installFailures", 0)),
                         upgrade_failures=int(status.get("upgradeFailures", 0)),
                         reset_requested=bool(reset) and reset != status.get("lastHandledResetAt"),
@@ -233,16 +234,16 @@ class Reconciler:
             stalled(status, job, decision.reason, decision.message)
             await self._publish(body, status, decision, warning=True)
             return
-        if decision.reason == "DependencyNotReady":
+        if decision.reason is Reason.DEPENDENCY_NOT_READY:
             condition(status, job, cond.READY, False, decision.reason, decision.message)
             stalled(status, job)
             await self._publish(body, status, decision, warning=False)
             return
-        if decision.reason == "DriftDetected":  # warn mode: report, change nothing
+        if decision.reason is Reason.DRIFT_DETECTED:  # warn mode: report, change nothing
             condition(status, job, cond.DRIFTED, True, decision.reason, decision.message)
             await self._publish(body, status, decision, warning=True)
             return
-        if decision.reason != "UpToDate":
+        if decision.reason is not Reason.UP_TO_DATE:
             return
         drifted = cond.get_condition(status.get("conditions") or [], cond.DRIFTED)
         if drifted and drifted.get("status") == "True":

@@ -19,13 +19,14 @@ import subprocess
 import tempfile
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
 
+from helmop.api.actions import Action
 from helmop.api.errors import HelmopError
 from helmop.api.process import NICE, minimal_env
 
@@ -321,17 +322,17 @@ class Engine:
         except helm_errors.Error as exc:
             raise classify(exc, action) from None
 
-    async def upgrade(self, req: UpgradeRequest, *, installing: bool) -> dict[str, Any]:
-        out = await self._run(upgrade_args(req, self.major) + self._post_render_args(req), req.values,
-                              "install" if installing else "upgrade")
+    async def upgrade(self, req: UpgradeRequest, action: Action) -> dict[str, Any]:
+        """``helm upgrade --install``; ``action`` (install or upgrade) names what failed in an error."""
+        out = await self._run(upgrade_args(req, self.major) + self._post_render_args(req), req.values, action.value)
         start = out.find(b"{")
         release: dict[str, Any] = json.loads(out[start:]) if start >= 0 else {}
         return release
 
     async def rendered(self, req: UpgradeRequest) -> str:
         """The manifest an upgrade would apply now (a server-side dry run: real capabilities, lookups)."""
-        args = upgrade_args(req, self.major) + self._post_render_args(req)
-        args = [a for a in args if a not in ("--wait", "--wait=watcher", "--wait-for-jobs")] + ["--dry-run=server"]
+        # a dry run creates nothing to wait for: the request without waiting, rather than flags filtered out
+        args = upgrade_args(replace(req, wait=False), self.major) + self._post_render_args(req) + ["--dry-run=server"]
         out = await self._run(args, req.values, "render")
         release: dict[str, Any] = json.loads(out[out.find(b"{"):])
         return str(release.get("manifest", ""))

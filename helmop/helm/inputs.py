@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import yaml
 
 from helmop.api import yamlc
-from helmop.api.errors import HelmopError
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, SpecError, ValuesReference
+from helmop.api.errors import HelmopError, SpecError
+from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, ValuesReference
 from helmop.api.kinds import GITREPOSITORY
 from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url

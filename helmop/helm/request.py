@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helmop.api.helmrelease import HelmReleaseSpec
+from helmop.api.actions import Action
+from helmop.api.helmrelease import HelmReleaseSpec, UpgradeOptions
 from helmop.api.tenancy import Tenancy
 
 from . import storage
@@ -14,14 +15,16 @@ from .engine import UpgradeRequest
 
 
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
-                    digest: str, installing: bool, tenancy: Tenancy | None = None) -> UpgradeRequest:
+                    digest: str, action: Action, tenancy: Tenancy | None = None) -> UpgradeRequest:
     """``helm upgrade --install`` for HelmRelease ``namespace/name``: the install or the upgrade options,
     the ownership and config-digest labels stored on the release record, and the identity helm acts as."""
-    opts = spec.install if installing else spec.upgrade
+    opts = spec.install if action is Action.INSTALL else spec.upgrade
+    forced = isinstance(opts, UpgradeOptions) and opts.force
     return UpgradeRequest(
         release=spec.release_name, namespace=spec.target_namespace, chart=chart, values=values,
         timeout=opts.timeout or spec.timeout, wait=not opts.disable_wait, disable_hooks=opts.disable_hooks,
-        force=opts.force, cleanup_on_fail=opts.cleanup_on_fail, create_namespace=spec.install.create_namespace,
+        force=forced, cleanup_on_fail=isinstance(opts, UpgradeOptions) and opts.cleanup_on_fail,
+        create_namespace=spec.install.create_namespace,
         max_history=spec.max_history,
         labels={storage.OWNER_LABEL: storage.owner_token(namespace, name),
                 storage.DIGEST_LABEL: storage.digest_token(digest)},

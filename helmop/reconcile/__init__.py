@@ -27,22 +27,29 @@ The rules, in order (README, "When things fail", says the same in words):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
+from helmop.api.actions import Action
 from helmop.api.helmrelease import Remediation
 
 
-class Action(Enum):
-    NONE = "none"
-    INSTALL = "install"
-    UPGRADE = "upgrade"
-    TEST = "test"
-    CORRECT = "correct"  # re-apply the objects that drifted from the release (no new helm revision)
-    ROLLBACK = "rollback"
-    UNINSTALL = "uninstall"
-    UNLOCK = "unlock"  # mark a release stuck in pending-* as failed, then decide again
-    REFUSE = "refuse"  # the release belongs to someone else
-    STALL = "stall"  # retries used up: wait for a change
+class Reason(StrEnum):
+    """Why a decision was made: the condition and Event reason it leads to."""
+
+    SUSPENDED = "Suspended"
+    RELEASE_ABSENT = "ReleaseAbsent"
+    OWNED_ELSEWHERE = "ReleaseOwnedElsewhere"
+    UNINSTALLING = "Uninstalling"
+    LOCKED = "ReleaseLocked"
+    DEPENDENCY_NOT_READY = "DependencyNotReady"
+    INSTALL_REMEDIATION = "InstallRemediation"
+    UPGRADE_REMEDIATION = "UpgradeRemediation"
+    RETRIES_EXCEEDED = "RetriesExceeded"
+    INSTALLING = "Installing"
+    UPGRADING = "Upgrading"
+    TESTING = "Testing"
+    DRIFT_DETECTED = "DriftDetected"
+    UP_TO_DATE = "UpToDate"
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,7 @@ class Desired:
 class Observed:
     release: Release | None
     last_attempted_digest: str = ""  # label form, from status
-    last_action: str = ""  # lastAttemptedReleaseAction: "install" | "upgrade" | ""
+    last_action: Action = Action.INSTALL  # lastAttemptedReleaseAction (install when nothing was attempted)
     install_failures: int = 0  # with last_attempted_digest
     upgrade_failures: int = 0
     reset_requested: bool = False  # a new helmop.dev/resetAt: count failures afresh
@@ -89,7 +96,7 @@ class Observed:
 @dataclass(frozen=True)
 class Decision:
     action: Action
-    reason: str
+    reason: Reason
     message: str
     remediation: bool = False  # the action repairs a failed release (condition Remediated)
     target_revision: int = 0  # ROLLBACK: the revision to go back to
@@ -97,15 +104,15 @@ class Decision:
     drifted: tuple[str, ...] = ()  # CORRECT: the drifted objects, "Kind/name: what differs"
 
 
-def _remediate(last_action: str, policy: Remediation, release: Release, why: str) -> Decision:
-    if last_action == "install":
-        return Decision(Action.UNINSTALL, "InstallRemediation", f"{why}; uninstalling the failed install",
+def _remediate(last_action: Action, policy: Remediation, release: Release, why: str) -> Decision:
+    if last_action is Action.INSTALL:
+        return Decision(Action.UNINSTALL, Reason.INSTALL_REMEDIATION, f"{why}; uninstalling the failed install",
                         remediation=True)
     if policy.strategy == "rollback" and release.last_good:
-        return Decision(Action.ROLLBACK, "UpgradeRemediation",
+        return Decision(Action.ROLLBACK, Reason.UPGRADE_REMEDIATION,
                         f"{why}; rolling back to revision {release.last_good}", remediation=True,
                         target_revision=release.last_good)
-    return Decision(Action.UNINSTALL, "UpgradeRemediation", f"{why}; uninstalling the failed release",
+    return Decision(Action.UNINSTALL, Reason.UPGRADE_REMEDIATION, f"{why}; uninstalling the failed release",
                     remediation=True)
 
 
@@ -115,54 +122,54 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     ours = present and release is not None and release.owner == desired.owner
     if desired.deleting:
         if desired.suspended:
-            return Decision(Action.NONE, "Suspended", "suspended: the release is left in place")
+            return Decision(Action.NONE, Reason.SUSPENDED, "suspended: the release is left in place")
         if not present:
-            return Decision(Action.NONE, "ReleaseAbsent", "no release to uninstall")
+            return Decision(Action.NONE, Reason.RELEASE_ABSENT, "no release to uninstall")
         if not ours:
-            return Decision(Action.NONE, "ReleaseOwnedElsewhere", "the release was not installed by this "
+            return Decision(Action.NONE, Reason.OWNED_ELSEWHERE, "the release was not installed by this "
                                                                   "HelmRelease; it is left in place")
-        return Decision(Action.UNINSTALL, "Uninstalling", "uninstalling the release")
+        return Decision(Action.UNINSTALL, Reason.UNINSTALLING, "uninstalling the release")
     if desired.suspended:
-        return Decision(Action.NONE, "Suspended", "reconciliation is suspended")
+        return Decision(Action.NONE, Reason.SUSPENDED, "reconciliation is suspended")
     if present and not ours:
-        return Decision(Action.REFUSE, "ReleaseOwnedElsewhere",
+        return Decision(Action.REFUSE, Reason.OWNED_ELSEWHERE,
                         "a release with this name exists and was not installed by this HelmRelease; "
                         "helmop will not take it over")
     if present and release is not None and release.pending:
-        return Decision(Action.UNLOCK, "ReleaseLocked", f"release is stuck in {release.status}; "
+        return Decision(Action.UNLOCK, Reason.LOCKED, f"release is stuck in {release.status}; "
                                                         "marking it failed so it can proceed")
     if desired.waiting_for:
-        return Decision(Action.NONE, "DependencyNotReady",
+        return Decision(Action.NONE, Reason.DEPENDENCY_NOT_READY,
                         f"waiting for {', '.join(desired.waiting_for)} to be Ready (spec.dependsOn)")
     same = observed.last_attempted_digest == desired.config_digest and not observed.reset_requested
-    installing = observed.last_action == "install"
+    installing = observed.last_action is Action.INSTALL
     policy = desired.install if installing else desired.upgrade
     failures = (observed.install_failures if installing else observed.upgrade_failures) if same else 0
-    verb = "install" if installing else "upgrade"
+    verb = observed.last_action.value
     if failures and present and release is not None:
         failed = release.status == "failed" or (release.tests == "failed" and not policy.ignore_test_failures)
         if failed and (not policy.exhausted(failures) or policy.remediate_last_failure):
             return _remediate(observed.last_action, policy, release, f"{verb} failed ({failures}x)")
     if failures and policy.exhausted(failures):
-        return Decision(Action.STALL, "RetriesExceeded",
+        return Decision(Action.STALL, Reason.RETRIES_EXCEEDED,
                         f"{verb} failed {failures} time(s) with this configuration and no retries are left; "
                         "waiting for a change of spec or values, or a helmop.dev/resetAt annotation")
     if not present or release is None:
-        return Decision(Action.INSTALL, "Installing", "release not found; installing")
+        return Decision(Action.INSTALL, Reason.INSTALLING, "release not found; installing")
     if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:
         if observed.drift and desired.drift_mode == "enabled":
-            return Decision(Action.CORRECT, "DriftDetected", "drift: " + "; ".join(observed.drift),
+            return Decision(Action.CORRECT, Reason.DRIFT_DETECTED, "drift: " + "; ".join(observed.drift),
                             drifted=observed.drift)
         if observed.drift and desired.drift_mode == "warn":
-            return Decision(Action.NONE, "DriftDetected", "drift: " + "; ".join(observed.drift))
+            return Decision(Action.NONE, Reason.DRIFT_DETECTED, "drift: " + "; ".join(observed.drift))
         if desired.tests and not release.tests:
-            return Decision(Action.TEST, "Testing", f"running the tests of revision {release.revision}")
-        return Decision(Action.NONE, "UpToDate", f"release is deployed at revision {release.revision}")
+            return Decision(Action.TEST, Reason.TESTING, f"running the tests of revision {release.revision}")
+        return Decision(Action.NONE, Reason.UP_TO_DATE, f"release is deployed at revision {release.revision}")
     if not release.last_good and release.status != "deployed":
-        return Decision(Action.INSTALL, "Installing", f"release is {release.status} and was never deployed; "
+        return Decision(Action.INSTALL, Reason.INSTALLING, f"release is {release.status} and was never deployed; "
                                                       "installing")
     if observed.force_requested and release.digest == desired.config_digest:
-        return Decision(Action.UPGRADE, "Upgrading", "a forced upgrade was asked for (helmop.dev/forceAt)",
+        return Decision(Action.UPGRADE, Reason.UPGRADING, "a forced upgrade was asked for (helmop.dev/forceAt)",
                         force=True)
     why = "configuration changed" if release.status == "deployed" else f"release is {release.status}"
-    return Decision(Action.UPGRADE, "Upgrading", f"{why}; upgrading", force=observed.force_requested)
+    return Decision(Action.UPGRADE, Reason.UPGRADING, f"{why}; upgrading", force=observed.force_requested)

@@ -11,7 +11,8 @@ from typing import Any
 import cel
 
 from helmop.api.conditions import condition_of
-from helmop.api.helmrelease import HealthExpr, SpecError
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import HealthExpr
 
 CURRENT, IN_PROGRESS, FAILED = "Current", "InProgress", "Failed"
 

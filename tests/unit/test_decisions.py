@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from helmop.api.helmrelease import Remediation, RepositoryChart, SpecError, default_release_name, parse_spec
+from helmop.api.actions import Action
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import Remediation, RepositoryChart, default_release_name, parse_spec
 from helmop.helm import storage
 from helmop.helm.engine import UpgradeRequest, upgrade_args
 from helmop.helm.values import digest, merge, parse_values, set_path
-from helmop.reconcile import Action, Desired, Observed, Release, decide
+from helmop.reconcile import Desired, Observed, Release, decide
 from helmop.sources.semver import highest
 
+IN, UP = Action.INSTALL, Action.UPGRADE  # the last attempted action, as status records it
 CHART = {"repository": {"url": "https://charts.example.com", "name": "web", "version": "^1.2"}}
 
 
@@ -106,44 +109,44 @@ def failed(digest: str = "d1", revision: int = 3, last_good: int = 2, tests: str
     (D, Observed(Release("pending-upgrade", "me", "d1", 2)), Action.UNLOCK, "ReleaseLocked"),
     (D, Observed(Release("uninstalled", "me", "d1", 2)), Action.INSTALL, "Installing"),
     # a failed upgrade, retries 0 (Flux's default): stalled until something changes
-    (D, Observed(failed(), "d1", "upgrade", upgrade_failures=1), Action.STALL, "RetriesExceeded"),
+    (D, Observed(failed(), "d1", UP, upgrade_failures=1), Action.STALL, "RetriesExceeded"),
     # requestedAt only asks for a reconcile; resetAt counts afresh: one more try
-    (D, Observed(failed(), "d1", "upgrade", upgrade_failures=1, reset_requested=True), Action.UPGRADE, "Upgrading"),
-    (D, Observed(failed("d0"), "d0", "upgrade", upgrade_failures=3), Action.UPGRADE, "Upgrading"),  # new config
+    (D, Observed(failed(), "d1", UP, upgrade_failures=1, reset_requested=True), Action.UPGRADE, "Upgrading"),
+    (D, Observed(failed("d0"), "d0", UP, upgrade_failures=3), Action.UPGRADE, "Upgrading"),  # new config
     # THE BUG: a failed first install leaves a failed record; it is an install failure, never an upgrade's
-    (D, Observed(failed(revision=1, last_good=0), "d1", "install", install_failures=1), Action.STALL,
+    (D, Observed(failed(revision=1, last_good=0), "d1", IN, install_failures=1), Action.STALL,
      "RetriesExceeded"),
-    (Desired("d1", "me", install=R2), Observed(failed(revision=1, last_good=0), "d1", "install", install_failures=1),
+    (Desired("d1", "me", install=R2), Observed(failed(revision=1, last_good=0), "d1", IN, install_failures=1),
      Action.UNINSTALL, "InstallRemediation"),
-    (Desired("d1", "me", install=R2), Observed(None, "d1", "install", install_failures=2), Action.INSTALL,
+    (Desired("d1", "me", install=R2), Observed(None, "d1", IN, install_failures=2), Action.INSTALL,
      "Installing"),
-    (Desired("d1", "me", install=R2), Observed(failed(revision=3, last_good=0), "d1", "install", install_failures=3),
+    (Desired("d1", "me", install=R2), Observed(failed(revision=3, last_good=0), "d1", IN, install_failures=3),
      Action.UNINSTALL, "InstallRemediation"),  # the last failure is remediated too
-    (Desired("d1", "me", install=R2), Observed(None, "d1", "install", install_failures=3), Action.STALL,
+    (Desired("d1", "me", install=R2), Observed(None, "d1", IN, install_failures=3), Action.STALL,
      "RetriesExceeded"),
-    (D, Observed(failed(revision=1, last_good=0), "d0", "install", install_failures=1), Action.INSTALL,
+    (D, Observed(failed(revision=1, last_good=0), "d0", IN, install_failures=1), Action.INSTALL,
      "Installing"),  # a fix of the values: installed at once (never deployed: not an upgrade)
-    (Desired("d1", "me", install=Remediation(retries=-1)), Observed(None, "d1", "install", install_failures=99),
+    (Desired("d1", "me", install=Remediation(retries=-1)), Observed(None, "d1", IN, install_failures=99),
      Action.INSTALL, "Installing"),  # negative retries: forever
     # a failed upgrade with retries: rolled back to the last good revision, then tried again
-    (Desired("d1", "me", upgrade=R2), Observed(failed(), "d1", "upgrade", upgrade_failures=1), Action.ROLLBACK,
+    (Desired("d1", "me", upgrade=R2), Observed(failed(), "d1", UP, upgrade_failures=1), Action.ROLLBACK,
      "UpgradeRemediation"),
-    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", "upgrade",
+    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", UP,
                                                upgrade_failures=1), Action.UPGRADE, "Upgrading"),
-    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", "upgrade",
+    (Desired("d1", "me", upgrade=R2), Observed(Release("deployed", "me", "d0", 4, 2), "d1", UP,
                                                upgrade_failures=3), Action.STALL, "RetriesExceeded"),
-    (Desired("d1", "me", upgrade=UNINSTALLING), Observed(failed(), "d1", "upgrade", upgrade_failures=1),
+    (Desired("d1", "me", upgrade=UNINSTALLING), Observed(failed(), "d1", UP, upgrade_failures=1),
      Action.UNINSTALL, "UpgradeRemediation"),
-    (Desired("d1", "me", upgrade=R2), Observed(failed(last_good=0), "d1", "upgrade", upgrade_failures=1),
+    (Desired("d1", "me", upgrade=R2), Observed(failed(last_good=0), "d1", UP, upgrade_failures=1),
      Action.UNINSTALL, "UpgradeRemediation"),  # nothing to roll back to
     # tests
     (TESTED, Observed(Release("deployed", "me", "d1", 3, 2)), Action.TEST, "Testing"),
     (TESTED, Observed(Release("deployed", "me", "d1", 3, 2, tests="passed")), Action.NONE, "UpToDate"),
     (Desired("d1", "me", tests=True, upgrade=R2),
-     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", "upgrade", upgrade_failures=1),
+     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", UP, upgrade_failures=1),
      Action.ROLLBACK, "UpgradeRemediation"),
     (Desired("d1", "me", tests=True, upgrade=Remediation(ignore_test_failures=True)),
-     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", "upgrade"), Action.NONE, "UpToDate"),
+     Observed(Release("deployed", "me", "d1", 3, 2, tests="failed"), "d1", UP), Action.NONE, "UpToDate"),
     # forceAt: one forced upgrade even when up to date
     (D, Observed(Release("deployed", "me", "d1", 3, 2), force_requested=True), Action.UPGRADE, "Upgrading"),
     (Desired("d1", "me", waiting_for=("ns/db",)), Observed(None), Action.NONE, "DependencyNotReady"),
@@ -164,7 +167,7 @@ def test_decisions(desired: Desired, observed: Observed, action: Action, reason:
 
 
 def test_rollback_goes_to_the_last_good_revision_and_force_is_passed_on() -> None:
-    decision = decide(Desired("d1", "me", upgrade=R2), Observed(failed(revision=7, last_good=5), "d1", "upgrade",
+    decision = decide(Desired("d1", "me", upgrade=R2), Observed(failed(revision=7, last_good=5), "d1", UP,
                                                                 upgrade_failures=1))
     assert decision.target_revision == 5 and decision.remediation
     forced = decide(D, Observed(Release("deployed", "me", "d1", 3, 2), force_requested=True))

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from helmop.api.helmrelease import HealthExpr, SpecError
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import HealthExpr
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.reconcile.health import (
     CURRENT,

@@ -10,7 +10,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from helmop.api.helmrelease import SpecError
+from helmop.api.errors import SpecError
 from helmop.api.redaction import redact
 from helmop.api.tenancy import Tenancy
 from helmop.reconcile.sync import ADOPT, OWNER_LABEL, OWNER_UID, ObjectId, claim_problem, confinement, owned

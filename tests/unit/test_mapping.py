@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from helmop.api import jenkins, validation
+from helmop.api.actions import Action
 from helmop.api.apps import AppKind
-from helmop.api.helmrelease import SpecError, ValuesReference, parse_spec
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import ValuesReference, parse_spec
 from helmop.helm import values
 from helmop.helm.apps import release_spec
 from helmop.helm.engine import template_args, upgrade_args
@@ -36,9 +38,9 @@ def test_the_helm_request_carries_identity_labels_and_options() -> None:
                        "serviceAccountName": "deployer", "maxHistory": 2, "install": {"disableHooks": True},
                        "upgrade": {"force": True, "timeout": "90s"}}, "web", "shop")
     install = upgrade_request(spec, "shop", "web", chart=Path("/c.tgz"), values={}, digest="sha256:ab",
-                              installing=True)
+                              action=Action.INSTALL)
     upgrade = upgrade_request(spec, "shop", "web", chart=Path("/c.tgz"), values={}, digest="sha256:ab",
-                              installing=False)
+                              action=Action.UPGRADE)
     assert install.impersonate == "system:serviceaccount:shop:deployer" and install.disable_hooks
     assert not install.force and upgrade.force and upgrade.timeout == 90 and install.timeout == 300
     assert install.labels["helmop.dev/config-digest"] == "ab"

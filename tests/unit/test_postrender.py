@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from helmop.api.helmrelease import SpecError, parse_spec
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import parse_spec
 from helmop.helm.postrender import render
 
 DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from helmop.api import conditions as cond
+from helmop.api.actions import Action
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec
 from helmop.api.kinds import FORCE_AT, RESET_AT
@@ -189,7 +190,7 @@ def stalled(status: dict[str, Any], job: Job, reason: str = "", message: str = "
         drop(status, cond.STALLED)
 
 
-def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
+def attempted(status: dict[str, Any], job: Job, action: Action) -> dict[str, Any]:
     """Record an install/upgrade attempt of the job's configuration. Failures count afresh for a new
     configuration, or when a new helmop.dev/resetAt asks for it; a forceAt acted on is handled."""
     assert job.inputs is not None
@@ -197,7 +198,7 @@ def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
     fresh = status.get("lastAttemptedConfigDigest") != job.inputs.digest or (
         bool(reset) and reset != status.get("lastHandledResetAt"))
     status.update(lastAttemptedGeneration=job.generation, lastAttemptedRevision=job.inputs.chart.version,
-                  lastAttemptedConfigDigest=job.inputs.digest, lastAttemptedReleaseAction=action)
+                  lastAttemptedConfigDigest=job.inputs.digest, lastAttemptedReleaseAction=action.value)
     if fresh:
         status["installFailures"] = status["upgradeFailures"] = 0
     if reset:
@@ -207,5 +208,5 @@ def attempted(status: dict[str, Any], job: Job, action: str) -> dict[str, Any]:
     return status
 
 
-def failures_key(action: str) -> str:
-    return "installFailures" if action == "install" else "upgradeFailures"
+def failures_key(action: Action) -> str:
+    return "installFailures" if action is Action.INSTALL else "upgradeFailures"

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.actions import Action
 from helmop.helm.crds import chart_crds
 from helmop.helm.request import upgrade_request
 
@@ -30,15 +31,15 @@ from . import (
 MANAGER = "helmop-crds"
 
 
-async def _crds(job: Job, policy: str, installing: bool) -> bool:
+async def _crds(job: Job, policy: str, action: Action) -> bool:
     """Apply the chart's CRDs when the policy asks helmop to (Create on upgrade: only missing ones;
     CreateReplace: create or update); True when helm must skip its crds/ folder. Never deletes."""
     assert job.inputs is not None
     if policy == "Skip":
         return True
-    if installing and policy == "Create":
+    if action is Action.INSTALL and policy == "Create":
         return False  # helm's own behaviour on install
-    if not installing and policy not in ("Create", "CreateReplace"):
+    if action is Action.UPGRADE and policy not in ("Create", "CreateReplace"):
         return True
     kube = job.ctx.kube.acting_as(job.acting_as)
     for crd in chart_crds(job.inputs.chart_path):
@@ -48,16 +49,16 @@ async def _crds(job: Job, policy: str, installing: bool) -> bool:
     return True
 
 
-async def run(job: Job, installing: bool) -> Result:
+async def run(job: Job, action: Action) -> Result:
     assert job.inputs is not None
-    opts = job.spec.install if installing else job.spec.upgrade
-    verb = "install" if installing else "upgrade"
-    skip_crds = await _crds(job, opts.crds, installing)
+    opts = job.spec.install if action is Action.INSTALL else job.spec.upgrade
+    verb = action.value
+    skip_crds = await _crds(job, opts.crds, action)
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
-                              values=job.inputs.values, digest=job.inputs.digest, installing=installing,
+                              values=job.inputs.values, digest=job.inputs.digest, action=action,
                               tenancy=job.ctx.tenancy)
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
-    result = await outcome(job, verb, job.ctx.engine.upgrade(request, installing=installing),
+    result = await outcome(job, verb, job.ctx.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
     if not result.ok or opts.disable_wait or result.inventory is None:
@@ -75,12 +76,11 @@ async def run(job: Job, installing: bool) -> Result:
                   history=state.history(), inventory=result.inventory, state=state)
 
 
-def settle(status: dict[str, Any], job: Job, result: Result, installing: bool) -> dict[str, Any]:
+def settle(status: dict[str, Any], job: Job, result: Result, action: Action) -> dict[str, Any]:
     out = begin(status, job)
     if result.cancelled:
         condition(out, job, cond.READY, False, result.reason, result.message)
         return out
-    action = "install" if installing else "upgrade"
     attempted(out, job, action)
     observed(out, result)
     if result.ok:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from helmop.api.actions import Action
+
 from . import Job, Result, Step, deploy
 
 
 async def run(job: Job) -> Result:
-    return await deploy.run(job, installing=True)
+    return await deploy.run(job, Action.INSTALL)
 
 
 def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
-    return deploy.settle(status, job, result, installing=True)
+    return deploy.settle(status, job, result, Action.INSTALL)
 
 
 STEP = Step(run, settle)

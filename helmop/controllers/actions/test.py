@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.actions import Action
 from helmop.helm.engine import TestRequest
 
 from . import Job, Result, Step, begin, condition, failures_key, observed, outcome
@@ -26,8 +27,8 @@ def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
         condition(out, job, cond.READY, False, result.reason, result.message)
         return out
     condition(out, job, cond.TEST_SUCCESS, result.ok, result.reason, result.message)
-    action = str(out.get("lastAttemptedReleaseAction") or "install")
-    policy = (job.spec.install if action == "install" else job.spec.upgrade).remediation
+    action = Action.deploy(str(out.get("lastAttemptedReleaseAction") or ""))
+    policy = (job.spec.install if action is Action.INSTALL else job.spec.upgrade).remediation
     if result.ok or policy.ignore_test_failures:
         message = result.message if result.ok else f"{result.message} (test failures are ignored)"
         condition(out, job, cond.READY, True, result.reason, message)
