@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import gzip
 import io
 import os
 import shutil
@@ -53,9 +54,10 @@ def tiny_chart(source: Path, values: str, data: str) -> Path:
 
 
 def tar_gz(entries: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
-    """A gzipped tar of exactly these entries (names unchecked, as an attacker writes them) and symlinks."""
+    """A gzipped tar of exactly these entries (names unchecked, as an attacker writes them) and symlinks;
+    the same bytes on every call (no timestamp: tests parametrized with it collect alike on every worker)."""
     out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as archive:
         for path, data in entries.items():
             info = tarfile.TarInfo(path)
             info.size = len(data)

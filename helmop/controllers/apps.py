@@ -18,6 +18,7 @@ from helmop.api import jenkins
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
 from helmop.api.kinds import HELMRELEASE, REQUESTED_AT
+from helmop.api.objects import Resource
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
@@ -48,33 +49,28 @@ def jenkins_app(default_chart: dict[str, Any]) -> App:
     """Jenkins: its admin Secret must exist (a named one) or is generated once (owned by the Jenkins)."""
 
     async def prepare(ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
-        meta, spec = body["metadata"], body.get("spec") or {}
-        admin = jenkins.admin_secret(meta["name"], spec)
-        secret = await ctx.kube.get(f"/api/v1/namespaces/{meta['namespace']}/secrets/{admin.name}")
+        obj = Resource(body)
+        namespace, spec = obj.namespace, obj.spec
+        admin = jenkins.admin_secret(obj.name, spec)
+        secret = await ctx.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{admin.name}")
         if admin.given:
             if secret is None:
-                raise InputError("AdminSecretNotFound", f"Secret {meta['namespace']}/{admin.name} named in "
+                raise InputError("AdminSecretNotFound", f"Secret {namespace}/{admin.name} named in "
                                                         "spec.adminSecretRef does not exist", transient=True)
             missing = [k for k in (admin.user_key, admin.password_key) if k not in (secret.get("data") or {})]
             if missing:
-                raise InputError("AdminSecretInvalid", f"Secret {meta['namespace']}/{admin.name} lacks the "
+                raise InputError("AdminSecretInvalid", f"Secret {namespace}/{admin.name} lacks the "
                                                        f"key(s) {', '.join(missing)}", transient=True)
         elif secret is None:
-            await ctx.kube.request("POST", f"/api/v1/namespaces/{meta['namespace']}/secrets", {
+            await ctx.kube.request("POST", f"/api/v1/namespaces/{namespace}/secrets", {
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": admin.name, "labels": {jenkins.PROJECT_LABEL: str(spec.get("project", ""))},
-                             "ownerReferences": [_owner(body)]},
+                             "ownerReferences": [obj.owner_reference()]},
                 "type": "Opaque",
                 "stringData": {admin.user_key: "admin", admin.password_key: secrets.token_urlsafe(24)}})
-        return {"adminSecret": admin.name, "url": jenkins.url(meta["name"], meta["namespace"], spec)}
+        return {"adminSecret": admin.name, "url": jenkins.url(obj.name, namespace, spec)}
 
     return App(jenkins.app_kind(default_chart), prepare)
-
-
-def _owner(body: dict[str, Any]) -> dict[str, Any]:
-    meta = body["metadata"]
-    return {"apiVersion": body["apiVersion"], "kind": body["kind"], "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True}
 
 
 class AppController:
@@ -83,8 +79,8 @@ class AppController:
         self.app = app
 
     async def reconcile(self, body: dict[str, Any]) -> Outcome:
-        meta, spec = body["metadata"], body.get("spec") or {}
-        namespace, name = meta["namespace"], meta["name"]
+        this = Resource(body)
+        namespace, name, spec = this.namespace, this.name, this.spec
         kind = self.app.kind
         status = copy.deepcopy(body.get("status") or {})
         try:
@@ -97,7 +93,7 @@ class AppController:
         hr_name = kind.release_object_name(name)
         annotations = {REQUESTED_AT: requested(body)} if requested(body) else {}  # asked of the app: of its release
         obj = {"apiVersion": HELMRELEASE.api_version, "kind": HELMRELEASE.kind,
-               "metadata": {"name": hr_name, "namespace": namespace, "ownerReferences": [_owner(body)],
+               "metadata": {"name": hr_name, "namespace": namespace, "ownerReferences": [this.owner_reference()],
                             "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": name},
                             "annotations": annotations},
                "spec": release}
@@ -116,7 +112,8 @@ class AppController:
                       extra: dict[str, Any]) -> None:
         hr_status = hr.get("status") or {}
         current = hr_status.get("observedGeneration") == (hr.get("metadata") or {}).get("generation")
-        generation = body["metadata"].get("generation", 0)
+        this = Resource(body)
+        generation = this.generation
         conditions: list[dict[str, Any]] = []
         for c in hr_status.get("conditions") or []:
             conditions = cond.set_condition(conditions, c["type"], c.get("status") == "True", c.get("reason", ""),
@@ -130,15 +127,16 @@ class AppController:
         if hr_status.get("lastHandledReconcileAt"):
             status["lastHandledReconcileAt"] = hr_status["lastHandledReconcileAt"]
         status.update(extra, conditions=conditions, observedGeneration=generation,
-                      helmRelease=hr["metadata"]["name"] if hr else "", releaseName=body["metadata"]["name"],
+                      helmRelease=hr["metadata"]["name"] if hr else "", releaseName=this.name,
                       revision=history[0].get("revision", 0), chartVersion=hr_status.get("lastAppliedRevision", ""))
-        await write_status(self.ctx, self.app.kind.resource, body, status)
+        # the app's request is handled when its HelmRelease handled it (mirrored above), not by this write
+        await write_status(self.ctx, self.app.kind.resource, body, status, outcome=False)
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
-        meta = body["metadata"]
-        path = HELMRELEASE.path(meta["namespace"], self.app.kind.release_object_name(meta["name"]))
-        self.ctx.drop((self.app.kind.kind, meta["namespace"], meta["name"]))
+        this = Resource(body)
+        path = HELMRELEASE.path(this.namespace, self.app.kind.release_object_name(this.name))
+        self.ctx.drop((self.app.kind.kind, this.namespace, this.name))
         try:
             await self.ctx.kube.request("DELETE", path)
         except KubeError as exc:

@@ -25,6 +25,7 @@ import yaml
 from helmop.api import manifests, yamlc
 from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
+from helmop.api.objects import Resource
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.helm.inputs import LARGE_YAML, InputError, source_revision
 from helmop.infra.kube import Kube, KubeError
@@ -82,8 +83,8 @@ def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, b
 
 
 async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
-    meta = body["metadata"]
-    namespace, name, uid = meta["namespace"], meta["name"], str(meta.get("uid", ""))
+    this = Resource(body)
+    namespace, name, uid = this.namespace, this.name, this.uid
     status = copy.deepcopy(body.get("status") or {})
     try:
         spec = parse_config_sync(body.get("spec") or {})
@@ -220,19 +221,19 @@ async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: s
 
 async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """With prune, a deleted ConfigSync takes its objects with it (as Flux's Kustomization does)."""
-    meta = body["metadata"]
-    ctx.drop(("ConfigSync", meta["namespace"], meta["name"]))
+    this = Resource(body)
+    ctx.drop(("ConfigSync", this.namespace, this.name))
     raw = body.get("spec") or {}
     if not raw.get("prune", True) or raw.get("suspend"):
         return DONE
     try:
-        kube, _ = _client(ctx, meta["namespace"], parse_config_sync(raw))
+        kube, _ = _client(ctx, this.namespace, parse_config_sync(raw))
     except SpecError:
         return DONE  # an invalid spec never applied anything
-    label = owner_label(meta["namespace"], meta["name"])
+    label = owner_label(this.namespace, this.name)
     entries = (body.get("status") or {}).get("inventory") or []
     uids = _uids(entries)
     inventory = [ObjectId.from_json(x) for x in entries]
     problems = [p for oid in reversed(apply_order(inventory))
-                if (p := await _delete(kube, oid, str(meta.get("uid", "")), label, uids.get(oid, "")))]
+                if (p := await _delete(kube, oid, this.uid, label, uids.get(oid, "")))]
     return FAILED if problems else DONE

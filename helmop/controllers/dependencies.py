@@ -10,6 +10,7 @@ from helmop.api import conditions as cond
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import depends_on
 from helmop.api.kinds import HELMRELEASE
+from helmop.api.objects import Resource
 
 from .context import Context
 
@@ -18,13 +19,13 @@ MAX_CHAIN = 100  # HelmReleases followed when looking for a cycle
 
 def _ready(obj: dict[str, Any]) -> bool:
     ready = cond.get_condition((obj.get("status") or {}).get("conditions") or [], cond.READY) or {}
-    return ready.get("status") == "True" and ready.get("observedGeneration") == obj["metadata"].get("generation")
+    return ready.get("status") == "True" and ready.get("observedGeneration") == Resource(obj).generation
 
 
 def _depends_on(obj: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    meta = obj["metadata"]
+    this = Resource(obj)
     try:
-        return depends_on((obj.get("spec") or {}).get("dependsOn"), meta["name"], meta["namespace"])
+        return depends_on(this.spec.get("dependsOn"), this.name, this.namespace)
     except SpecError:  # that release reports its own invalid spec; it depends on nothing here
         return ()
 
@@ -66,6 +67,6 @@ async def dependents_being_deleted(ctx: Context, namespace: str, name: str) -> l
     """HelmReleases that depend on this one and are being deleted too: they go first."""
     out = []
     for obj in await ctx.kube.list(HELMRELEASE.path()):
-        if (namespace, name) in _depends_on(obj) and obj["metadata"].get("deletionTimestamp"):
+        if (namespace, name) in _depends_on(obj) and Resource(obj).deleting:
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

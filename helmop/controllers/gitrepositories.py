@@ -13,6 +13,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.errors import SpecError
 from helmop.api.kinds import GITREPOSITORY
+from helmop.api.objects import Resource
 from helmop.api.sources import parse_git_repository
 from helmop.helm.inputs import InputError, git_auth
 from helmop.sources.errors import SourceError
@@ -31,8 +32,8 @@ def webhook_path(namespace: str, name: str) -> str:
 
 async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     """Returns a retry delay after a transient failure, else None (come back at the interval)."""
-    meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    this = Resource(body)
+    namespace, name = this.namespace, this.name
     status = copy.deepcopy(body.get("status") or {})
     try:
         spec = parse_git_repository(body.get("spec") or {})
@@ -76,12 +77,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
 
 async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """Drop the mirror when no other GitRepository uses the same URL."""
-    meta = body["metadata"]
-    ctx.drop(("GitRepository", meta["namespace"], meta["name"]))
+    this = Resource(body)
+    ctx.drop(("GitRepository", this.namespace, this.name))
     url = str((body.get("spec") or {}).get("url", ""))
     others = await ctx.kube.list(GITREPOSITORY.path())
-    if url and not any((o.get("spec") or {}).get("url") == url and o["metadata"]["uid"] != meta.get("uid")
+    if url and not any((o.get("spec") or {}).get("url") == url and Resource(o).uid != this.uid
                        for o in others):
         ctx.git.forget(url)
-        log.info("dropped the git cache of %s/%s", meta["namespace"], meta["name"])
+        log.info("dropped the git cache of %s/%s", this.namespace, this.name)
     return DONE

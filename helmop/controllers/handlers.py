@@ -31,6 +31,7 @@ from helmop.api.kinds import (
     SHARD_LABEL,
     Kind,
 )
+from helmop.api.objects import Resource
 from helmop.api.settings import Tunables
 
 from . import configsyncs, gitrepositories
@@ -174,8 +175,8 @@ def _app_handlers(controller: AppController) -> tuple[Reconcile, Finalize]:
 async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:
     """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
     what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log."""
-    meta = body["metadata"]
-    key = (resource.kind, meta.get("namespace") or "", meta.get("name") or "")
+    this = Resource(body)
+    key = (resource.kind, this.namespace, this.name)
     ctx.metrics.reconcile_errors.labels(resource.kind).inc()
     log.error("%s %s/%s: %s raised %s", resource.kind, key[1], key[2], action, type(exc).__name__, exc_info=exc)
     message = f"the {action} raised {type(exc).__name__}: {exc}"[:1024]

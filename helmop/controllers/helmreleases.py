@@ -22,6 +22,7 @@ from helmop.api.actions import Action
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, parse_spec
 from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
+from helmop.api.objects import Resource
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
@@ -49,7 +50,7 @@ from .actions import (
 )
 from .context import Context, Key
 from .outcome import DONE, FAILED, Outcome, after
-from .status import annotation, pending_request, requested, write_status
+from .status import annotation, pending_request, with_ready, write_status
 
 log = logging.getLogger(__name__)
 
@@ -66,37 +67,37 @@ class Reconciler:
     # --- entry points ------------------------------------------------------------------------------
 
     async def reconcile(self, body: dict[str, Any]) -> Outcome:
-        meta = body["metadata"]
-        key = ("HelmRelease", meta["namespace"], meta["name"])
+        this = Resource(body)
+        key = ("HelmRelease", this.namespace, this.name)
         async with self.ctx.lock(key):
             self.ctx.superseded(key).clear()  # this reconcile reads the newest spec and inputs
             try:
                 return await self._reconcile(copy.deepcopy(body))
             except KubeError as exc:  # the API itself failed us: try again soon
-                log.warning("%s/%s: API error: %s", meta["namespace"], meta["name"], exc)
+                log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
                 return FAILED
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
-        meta = body["metadata"]
-        key = ("HelmRelease", meta["namespace"], meta["name"])
+        this = Resource(body)
+        key = ("HelmRelease", this.namespace, this.name)
         async with self.ctx.lock(key):
             self.ctx.drop(key)
             try:
-                spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
+                spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
             except SpecError:
                 return DONE  # nothing helmop could have installed
-            first = await dependencies.dependents_being_deleted(self.ctx, meta["namespace"], meta["name"])
+            first = await dependencies.dependents_being_deleted(self.ctx, this.namespace, this.name)
             if first:
-                log.info("%s/%s: waiting for %s to be uninstalled first", meta["namespace"], meta["name"],
+                log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                          ", ".join(first))
                 return after(self.ctx.tunables.dependents_wait)
             state = await read_release(self.ctx, spec)
-            desired = Desired(config_digest="", owner=releases.owner_token(meta["namespace"], meta["name"]),
+            desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name),
                               suspended=spec.suspend, deleting=True)
             decision = decide(desired, Observed(self._release(state)))
             if decision.action is not Action.UNINSTALL:
-                log.info("%s/%s deleted: %s", meta["namespace"], meta["name"], decision.message)
+                log.info("%s/%s deleted: %s", this.namespace, this.name, decision.message)
                 return DONE
             job = Job(self.ctx, body, spec, decision, state)
             result = await uninstall.STEP.run(job)
@@ -108,14 +109,14 @@ class Reconciler:
     # --- the reconcile -----------------------------------------------------------------------------
 
     async def _reconcile(self, body: dict[str, Any]) -> Outcome:
-        meta = body["metadata"]
-        key = ("HelmRelease", meta["namespace"], meta["name"])
+        this = Resource(body)
+        key = ("HelmRelease", this.namespace, this.name)
         try:
-            spec = parse_spec(body.get("spec") or {}, meta["name"], meta["namespace"])
+            spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
             if isinstance(spec.chart, SourceChart):
-                self.ctx.tenancy.check_reference(meta["namespace"], spec.chart.namespace, "spec.chart.sourceRef")
+                self.ctx.tenancy.check_reference(this.namespace, spec.chart.namespace, "spec.chart.sourceRef")
             for i, (dep_namespace, _) in enumerate(spec.depends_on):
-                self.ctx.tenancy.check_reference(meta["namespace"], dep_namespace, f"spec.dependsOn[{i}]")
+                self.ctx.tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
             check_exprs(spec.health_check_exprs)
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
@@ -125,12 +126,12 @@ class Reconciler:
         if spec.suspend:
             return DONE
         try:
-            waiting = await dependencies.waiting_for(self.ctx, meta["namespace"], meta["name"], spec.depends_on)
+            waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on)
         except SpecError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=True)
             return DONE
         try:
-            inputs = await gather(self.ctx, meta["namespace"], spec, asked_at=pending_request(body))
+            inputs = await gather(self.ctx, this.namespace, spec, asked_at=pending_request(body))
             await self._check_namespace(spec)
         except HelmopError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)
@@ -200,9 +201,9 @@ class Reconciler:
 
     @staticmethod
     def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:
-        meta = body["metadata"]
+        this = Resource(body)
         return Desired(config_digest=releases.digest_token(inputs.digest),
-                       owner=releases.owner_token(meta["namespace"], meta["name"]), suspended=spec.suspend,
+                       owner=releases.owner_token(this.namespace, this.name), suspended=spec.suspend,
                        install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable,
                        waiting_for=waiting, drift_mode=spec.drift_mode)
 
@@ -276,14 +277,8 @@ class Reconciler:
             log.info("%s/%s remediated: %s", job.namespace, job.name, result.reason)
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> None:
-        status = copy.deepcopy(body.get("status") or {})
-        generation = body["metadata"].get("generation", 0)
-        status["observedGeneration"] = generation
-        conditions = cond.set_condition(status.get("conditions") or [], cond.READY, False, reason, message, generation)
-        conditions = cond.remove_condition(conditions, cond.RECONCILING)
-        conditions = (cond.set_condition(conditions, cond.STALLED, True, reason, message, generation) if stalled
-                      else cond.remove_condition(conditions, cond.STALLED))
-        await self._write_status(body, {**status, "conditions": conditions})
+        await self._write_status(body, with_ready(body, body.get("status") or {}, False, reason, message,
+                                                  stalled=stalled))
         await self.ctx.events.warning(body, reason, message)
 
     async def _mark_reconciling(self, body: dict[str, Any], message: str, writing: asyncio.Event) -> None:
@@ -292,7 +287,7 @@ class Reconciler:
         await asyncio.sleep(self.ctx.tunables.progress_after)
         writing.set()
         status = copy.deepcopy(body.get("status") or {})
-        generation = body["metadata"].get("generation", 0)
+        generation = Resource(body).generation
         conditions = status.get("conditions") or []
         conditions = cond.set_condition(conditions, cond.RECONCILING, True, "Progressing", message, generation)
         if not cond.get_condition(conditions, cond.READY):
@@ -302,13 +297,9 @@ class Reconciler:
         await self._write_status(body, status, outcome=False)
 
     async def _write_status(self, body: dict[str, Any], status: dict[str, Any], *, outcome: bool = True) -> None:
-        if requested(body) and outcome:  # whatever the outcome, this request was handled (`helmop reconcile` waits)
-            status = {**status, "lastHandledReconcileAt": requested(body)}
-        if status == body.get("status"):
-            return
-        await write_status(self.ctx, HELMRELEASE, body, status)
-        meta = body["metadata"]
-        self.ctx.wake_referrers(meta["namespace"], "HelmRelease", meta["name"])  # apps mirror this status
+        if await write_status(self.ctx, HELMRELEASE, body, status, outcome=outcome):
+            this = Resource(body)
+            self.ctx.wake_referrers(this.namespace, "HelmRelease", this.name)  # apps mirror this status
 
     # --- bookkeeping -------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Writing a resource's status and reporting its Ready condition: shared by every kind's controller,
-so the rules (write only on change, Reconciling cleared by an outcome, Stalled set or cleared with
+"""Writing a resource's status and reporting its Ready condition: the one writer every kind's controller
+uses, so the rules (write only on change, Reconciling cleared by an outcome, Stalled set or cleared with
 it, lastHandledReconcileAt echoed on outcomes) are the same everywhere."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.kinds import REQUESTED_AT, Kind
+from helmop.api.objects import Resource
 from helmop.infra.kube import KubeError
 
 from .context import Context
@@ -17,7 +18,7 @@ from .context import Context
 
 def annotation(body: dict[str, Any], name: str) -> str:
     """The value of an annotation of the object ("" when absent)."""
-    return str((body["metadata"].get("annotations") or {}).get(name, ""))
+    return Resource(body).annotation(name)
 
 
 def requested(body: dict[str, Any]) -> str:
@@ -37,25 +38,29 @@ def pending_request(body: dict[str, Any]) -> float:
         return time.time()
 
 
-async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any]) -> None:
-    """Merge-patch ``status`` if it changed; a resource deleted meanwhile is not an error."""
+async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any], *,
+                       outcome: bool = True) -> bool:
+    """Merge-patch ``status`` if it changed (True when written); a resource deleted meanwhile is not an
+    error. An ``outcome`` (not a progress mark) also records the pending reconcile request as handled:
+    ``helmop reconcile`` waits for that, whatever the outcome."""
+    if outcome and requested(body):
+        status = {**status, "lastHandledReconcileAt": requested(body)}
     if status == body.get("status"):
-        return
-    meta = body["metadata"]
+        return False
+    obj = Resource(body)
     try:
-        await ctx.kube.merge_patch(kind.path(meta["namespace"], meta["name"]) + "/status", {"status": status})
+        await ctx.kube.merge_patch(kind.path(obj.namespace, obj.name) + "/status", {"status": status})
     except KubeError as exc:
         if exc.status != 404:
             raise
     body["status"] = status
+    return True
 
 
 def with_ready(body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str, message: str,
                *, stalled: bool = False) -> dict[str, Any]:
-    """``status`` with an outcome: Ready (and Stalled) set, Reconciling cleared, the request handled."""
-    generation = body["metadata"].get("generation", 0)
-    if requested(body):  # whatever the outcome, this request was handled (`helmop reconcile` waits for it)
-        status = {**status, "lastHandledReconcileAt": requested(body)}
+    """``status`` with an outcome: Ready (and Stalled) set, Reconciling cleared."""
+    generation = Resource(body).generation
     conditions = cond.set_condition(status.get("conditions") or [], cond.READY, ready, reason, message, generation)
     conditions = cond.remove_condition(conditions, cond.RECONCILING)
     if stalled:

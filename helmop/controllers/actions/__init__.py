@@ -20,6 +20,7 @@ from helmop.api.actions import Action
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec
 from helmop.api.kinds import FORCE_AT, RESET_AT
+from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs
@@ -46,15 +47,15 @@ class Job:
 
     @property
     def namespace(self) -> str:
-        return str(self.body["metadata"]["namespace"])
+        return Resource(self.body).namespace
 
     @property
     def name(self) -> str:
-        return str(self.body["metadata"]["name"])
+        return Resource(self.body).name
 
     @property
     def generation(self) -> int:
-        return int(self.body["metadata"].get("generation", 0))
+        return Resource(self.body).generation
 
     @property
     def acting_as(self) -> str:

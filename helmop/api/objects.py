@@ -1,0 +1,64 @@
+"""A typed view of a Kubernetes object's body: what controllers read of every object, by name rather than
+by subscripts into ``dict[str, Any]`` (the body stays the one source of truth, and is what gets written)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Resource:
+    body: dict[str, Any]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self.body.get("metadata") or {}
+        return meta
+
+    @property
+    def api_version(self) -> str:
+        return str(self.body.get("apiVersion") or "")
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace") or "")
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or "")
+
+    @property
+    def uid(self) -> str:
+        return str(self.metadata.get("uid") or "")
+
+    @property
+    def generation(self) -> int:
+        return int(self.metadata.get("generation") or 0)
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.metadata.get("deletionTimestamp"))
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.body.get("spec") or {}
+        return spec
+
+    @property
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = self.body.get("status") or {}
+        return status
+
+    def annotation(self, name: str) -> str:
+        """The value of an annotation ("" when absent)."""
+        return str((self.metadata.get("annotations") or {}).get(name, ""))
+
+    def owner_reference(self) -> dict[str, Any]:
+        """A controller reference to this object (what the objects it creates carry)."""
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid,
+                "controller": True, "blockOwnerDeletion": True}
