@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import http.server
 import gzip
+import http.server
 import io
 import os
 import shutil

@@ -70,6 +70,17 @@ class RollbackRequest:
 
 
 @dataclass(frozen=True)
+class UninstallRequest:
+    release: str
+    namespace: str
+    timeout: float
+    wait: bool = True
+    keep_history: bool = False
+    disable_hooks: bool = False
+    impersonate: str = ""
+
+
+@dataclass(frozen=True)
 class TestRequest:
     release: str
     namespace: str
@@ -142,16 +153,15 @@ def template_args(req: UpgradeRequest) -> list[str]:
     return args
 
 
-def uninstall_args(release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
-                   disable_hooks: bool, impersonate: str = "") -> list[str]:
-    args = ["uninstall", release, "--namespace", namespace, "--timeout", f"{int(timeout)}s"]
-    if impersonate:
-        args += ["--kube-as-user", impersonate]
-    if wait:
+def uninstall_args(req: UninstallRequest) -> list[str]:
+    args = ["uninstall", req.release, "--namespace", req.namespace, "--timeout", f"{int(req.timeout)}s"]
+    if req.impersonate:
+        args += ["--kube-as-user", req.impersonate]
+    if req.wait:
         args.append("--wait")
-    if keep_history:
+    if req.keep_history:
         args.append("--keep-history")
-    if disable_hooks:
+    if req.disable_hooks:
         args.append("--no-hooks")
     return args
 
@@ -363,12 +373,9 @@ class Engine:
             env = helm_env(Path(home), HELM_PLUGINS=self.command.env["HELM_PLUGINS"])
             await self._run(["dependency", "build", str(chart), "--skip-refresh"], None, "dependency build", env)
 
-    async def uninstall(self, release: str, namespace: str, timeout: float, *, wait: bool, keep_history: bool,
-                        disable_hooks: bool, impersonate: str = "") -> None:
-        args = uninstall_args(release, namespace, timeout, wait=wait, keep_history=keep_history,
-                              disable_hooks=disable_hooks, impersonate=impersonate)
+    async def uninstall(self, req: UninstallRequest) -> None:
         try:
-            await self._run(args, None, "uninstall")
+            await self._run(uninstall_args(req), None, "uninstall")
         except HelmError as exc:
             if "not found" not in str(exc).lower():
                 raise

@@ -1,5 +1,6 @@
-"""The helm request of a HelmRelease: one function builds it for the operator, ``helmop diff`` and
-``helmop render``, so what is previewed is what gets deployed (values, flags, labels, identity)."""
+"""The helm requests of a HelmRelease, built from its spec in one place: the upgrade for the operator,
+``helmop diff`` and ``helmop render`` (what is previewed is what gets deployed: values, flags, labels,
+identity), and the rollback of a remediation. A spec option reaches helm through here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from helmop.api.helmrelease import HelmReleaseSpec, UpgradeOptions
 from helmop.api.tenancy import Tenancy
 
 from . import storage
-from .engine import UpgradeRequest
+from .engine import RollbackRequest, TestRequest, UninstallRequest, UpgradeRequest
 
 
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
@@ -32,3 +33,25 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
         # HelmRelease's namespace, so a namespace's releases get only that namespace's rights.
         impersonate=(tenancy or Tenancy()).acting_as(namespace, spec.service_account_name),
         post_render=spec.post_render)
+
+
+def rollback_request(spec: HelmReleaseSpec, revision: int, acting_as: str) -> RollbackRequest:
+    """``helm rollback`` to ``revision`` with spec.rollback's options, as ``acting_as``."""
+    opts = spec.rollback
+    return RollbackRequest(spec.release_name, spec.target_namespace, revision, opts.timeout or spec.timeout,
+                           wait=not opts.disable_wait, disable_hooks=opts.disable_hooks, force=opts.force,
+                           cleanup_on_fail=opts.cleanup_on_fail, max_history=spec.max_history, impersonate=acting_as)
+
+
+def uninstall_request(spec: HelmReleaseSpec, acting_as: str) -> UninstallRequest:
+    """``helm uninstall`` with spec.uninstall's options, as ``acting_as``."""
+    opts = spec.uninstall
+    return UninstallRequest(spec.release_name, spec.target_namespace, opts.timeout or spec.timeout,
+                            wait=not opts.disable_wait, keep_history=opts.keep_history,
+                            disable_hooks=opts.disable_hooks, impersonate=acting_as)
+
+
+def helm_test_request(spec: HelmReleaseSpec, acting_as: str) -> TestRequest:
+    """``helm test`` with spec.test's timeout and filters, as ``acting_as``."""
+    return TestRequest(spec.release_name, spec.target_namespace, spec.test.timeout or spec.timeout,
+                       spec.test.filters, acting_as)

@@ -7,18 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.helm.engine import RollbackRequest
+from helmop.helm.request import rollback_request
 
 from . import Job, Result, Step, begin, condition, observed, outcome
 
 
 async def run(job: Job) -> Result:
-    opts, target = job.spec.rollback, job.decision.target_revision
-    request = RollbackRequest(job.spec.release_name, job.spec.target_namespace, target,
-                              opts.timeout or job.spec.timeout, wait=not opts.disable_wait,
-                              disable_hooks=opts.disable_hooks, force=opts.force,
-                              cleanup_on_fail=opts.cleanup_on_fail, max_history=job.spec.max_history,
-                              impersonate=job.acting_as)
+    target = job.decision.target_revision
+    request = rollback_request(job.spec, target, job.acting_as)
     return await outcome(job, "rollback", job.ctx.engine.rollback(request), "RollbackSucceeded",
                          f"Helm rollback of release {job.release} to revision {target} succeeded (now "
                          "revision {revision}) after a failed upgrade")

@@ -8,15 +8,13 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
-from helmop.helm.engine import TestRequest
+from helmop.helm.request import helm_test_request
 
 from . import Job, Result, Step, begin, condition, failures_key, observed, outcome
 
 
 async def run(job: Job) -> Result:
-    request = TestRequest(job.spec.release_name, job.spec.target_namespace,
-                          job.spec.test.timeout or job.spec.timeout, job.spec.test.filters, job.acting_as)
-    return await outcome(job, "test", job.ctx.engine.test(request), "TestSucceeded",
+    return await outcome(job, "test", job.ctx.engine.test(helm_test_request(job.spec, job.acting_as)), "TestSucceeded",
                          f"Helm test succeeded for release {job.release}.v{{revision}}")
 
 

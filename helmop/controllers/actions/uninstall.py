@@ -6,15 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.helm.request import uninstall_request
 
 from . import Job, Result, Step, begin, condition, observed, outcome
 
 
 async def run(job: Job) -> Result:
-    opts = job.spec.uninstall
-    call = job.ctx.engine.uninstall(job.spec.release_name, job.spec.target_namespace, opts.timeout or job.spec.timeout,
-                                    wait=not opts.disable_wait, keep_history=opts.keep_history,
-                                    disable_hooks=opts.disable_hooks, impersonate=job.acting_as)
+    call = job.ctx.engine.uninstall(uninstall_request(job.spec, job.acting_as))
     why = " after a failed install or upgrade" if job.decision.remediation else ""
     return await outcome(job, "uninstall", call, "UninstallSucceeded",
                          f"Helm uninstall succeeded for release {job.release}{why}")
