@@ -56,6 +56,7 @@ class ValuesReference:
 
 
 CRD_POLICIES = ("Skip", "Create", "CreateReplace")
+PROPAGATIONS = ("background", "foreground", "orphan")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class UninstallOptions:
     disable_wait: bool = False
     timeout: float | None = None
     keep_history: bool = False
+    deletion_propagation: str = "background"  # background | foreground | orphan
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,12 @@ def _rollback(raw: Any) -> RollbackOptions:
 
 def _uninstall(raw: Any) -> UninstallOptions:
     raw = raw or {}
-    return UninstallOptions(**_common(raw, "spec.uninstall"), keep_history=bool(raw.get("keepHistory", False)))
+    propagation = str(raw.get("deletionPropagation") or "background")
+    if propagation not in PROPAGATIONS:
+        raise SpecError("InvalidSpec", f"spec.uninstall.deletionPropagation must be one of {', '.join(PROPAGATIONS)}, "
+                                       f"not {propagation!r}")
+    return UninstallOptions(**_common(raw, "spec.uninstall"), keep_history=bool(raw.get("keepHistory", False)),
+                            deletion_propagation=propagation)
 
 
 def _tests(raw: Any) -> TestOptions:

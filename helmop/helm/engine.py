@@ -77,6 +77,7 @@ class UninstallRequest:
     wait: bool = True
     keep_history: bool = False
     disable_hooks: bool = False
+    cascade: str = "background"  # how the objects' dependents are deleted: background | foreground | orphan
     impersonate: str = ""
 
 
@@ -163,6 +164,8 @@ def uninstall_args(req: UninstallRequest) -> list[str]:
         args.append("--keep-history")
     if req.disable_hooks:
         args.append("--no-hooks")
+    if req.cascade != "background":  # helm's default
+        args.append(f"--cascade={req.cascade}")
     return args
 
 

@@ -48,7 +48,7 @@ def uninstall_request(spec: HelmReleaseSpec, acting_as: str) -> UninstallRequest
     opts = spec.uninstall
     return UninstallRequest(spec.release_name, spec.target_namespace, opts.timeout or spec.timeout,
                             wait=not opts.disable_wait, keep_history=opts.keep_history,
-                            disable_hooks=opts.disable_hooks, impersonate=acting_as)
+                            disable_hooks=opts.disable_hooks, cascade=opts.deletion_propagation, impersonate=acting_as)
 
 
 def helm_test_request(spec: HelmReleaseSpec, acting_as: str) -> TestRequest:

@@ -57,10 +57,14 @@ def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: s
     reasons = [e["reason"] for e in events(kube, ns, "web")]
     assert reasons.count("InstallSucceeded") == 1 and reasons.count("UpgradeSucceeded") == 1
 
+    # spec.uninstall.deletionPropagation reaches helm (either major accepts --cascade)
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 3},
+                       uninstall={"deletionPropagation": "foreground"}))
     kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
     assert not get(kube, ns, "hr", "web")
     assert json.loads(kube("helm", "list", "-n", ns, "-o", "json").stdout) == []
     assert not get(kube, ns, "deploy", "web")
+    assert any(a.startswith("uninstall web ") and "--cascade=foreground" in a for a in operator.helm_actions())
 
 
 def test_helms_storage_is_read_once_per_action(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,

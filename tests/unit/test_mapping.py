@@ -4,6 +4,7 @@ app -> HelmRelease mapping, the helm request, JCasC checks and offline schema va
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,8 @@ from helmop.api.errors import SpecError
 from helmop.api.helmrelease import ValuesReference, parse_spec
 from helmop.helm import values
 from helmop.helm.apps import release_spec
-from helmop.helm.engine import template_args, upgrade_args
-from helmop.helm.request import upgrade_request
+from helmop.helm.engine import template_args, uninstall_args, upgrade_args
+from helmop.helm.request import uninstall_request, upgrade_request
 
 
 def test_compose_types_target_paths_like_set_and_merges_in_order() -> None:
@@ -45,6 +46,19 @@ def test_the_helm_request_carries_identity_labels_and_options() -> None:
     assert not install.force and upgrade.force and upgrade.timeout == 90 and install.timeout == 300
     assert install.labels["helmop.dev/config-digest"] == "ab"
     assert "--kube-as-user" in upgrade_args(install, 4) and "--no-hooks" in template_args(install)
+
+
+def test_uninstall_deletion_propagation() -> None:
+    def args(uninstall: dict[str, Any]) -> list[str]:
+        spec = parse_spec({"chart": {"repository": {"url": "https://c.example.com", "name": "web"}},
+                           "uninstall": uninstall}, "web", "shop")
+        return uninstall_args(uninstall_request(spec, "system:serviceaccount:shop:deployer"))
+
+    assert not [a for a in args({}) if a.startswith("--cascade")]  # helm's default, background
+    assert "--cascade=foreground" in args({"deletionPropagation": "foreground", "keepHistory": True})
+    assert "--keep-history" in args({"keepHistory": True})
+    with pytest.raises(SpecError, match="deletionPropagation must be one of background, foreground, orphan"):
+        args({"deletionPropagation": "later"})
 
 
 def test_app_kinds_map_onto_a_helmrelease_spec() -> None:
