@@ -5,6 +5,7 @@ a cluster, and nothing else of the operator's. A tenant's chart or repository ca
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 
@@ -27,5 +28,8 @@ def minimal_env(home: str, **extra: str) -> dict[str, str]:
 
 # What helmop runs on tenants' behalf (helm, git, CEL) runs at a lower CPU priority than the operator: in a
 # pod they share its CPU, and a reconcile loop waiting for CPU behind them answers probes and watches late.
-# (nice execs the program, so all of its threads have the priority.)
-NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
+# (nice execs the program, so all of its threads have the priority.) Looked up when first asked, not at import.
+@functools.cache
+def niced() -> tuple[str, ...]:
+    """The prefix that runs a program at the lower priority (nothing where ``nice`` is missing)."""
+    return ("nice", "-n", "10") if shutil.which("nice") else ()

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Defaults of the operator's command-line options, shared by `helmop run` and OperatorConfig.
+CONCURRENCY = 10  # helm actions at once
+HELM_CACHE_TTL = 900.0  # seconds a repository index is used before it is revalidated
+HELM_INDEX_MAX_SIZE = 64 << 20
+HELM_CHART_MAX_SIZE = 64 << 20
+
 
 @dataclass(frozen=True)
 class Backoff:

@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
 
-from helmop.api import validation
+from helmop.api import settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
@@ -166,7 +166,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--install-crds", action="store_true", help="create or update helmop's CRDs at start")
     run.add_argument("--namespace", "-n", action="append", help="watch this namespace (repeatable; default all)")
     run.add_argument("--all-namespaces", "-A", action="store_true", help="watch all namespaces (the default)")
-    run.add_argument("--concurrency", type=int, default=10, help="helm actions at once (default 10)")
+    run.add_argument("--concurrency", type=int, default=settings.CONCURRENCY,
+                     help="helm actions at once (default %(default)s)")
     run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
     run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
     run.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
@@ -186,13 +187,15 @@ def parser() -> argparse.ArgumentParser:
                      help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
     run.add_argument("--shard", metavar="NAME",
                      help="handle only resources labelled helmop.dev/shard=NAME (default: only those without it)")
-    run.add_argument("--helm-cache-ttl", type=_argument(parse_duration), default=900.0, metavar="DURATION",
-                     help="how long a chart repository's index is used before it is asked again (default 15m; "
-                          "`helmop reconcile` asks at once)")
-    run.add_argument("--helm-index-max-size", type=_argument(parse_size), default=64 << 20, metavar="SIZE",
-                     help="largest repository index read (default 64Mi); over it: IndexTooLarge")
-    run.add_argument("--helm-chart-max-size", type=_argument(parse_size), default=64 << 20, metavar="SIZE",
-                     help="largest chart archive downloaded (default 64Mi); over it: ChartTooLarge")
+    run.add_argument("--helm-cache-ttl", type=_argument(parse_duration), default=settings.HELM_CACHE_TTL,
+                     metavar="DURATION", help="how long a chart repository's index is used before it is asked "
+                                              "again (default %(default)ss; `helmop reconcile` asks at once)")
+    run.add_argument("--helm-index-max-size", type=_argument(parse_size), default=settings.HELM_INDEX_MAX_SIZE,
+                     metavar="SIZE", help="largest repository index read (default %(default)s bytes); over it: "
+                                          "IndexTooLarge")
+    run.add_argument("--helm-chart-max-size", type=_argument(parse_size), default=settings.HELM_CHART_MAX_SIZE,
+                     metavar="SIZE", help="largest chart archive downloaded (default %(default)s bytes); over it: "
+                                          "ChartTooLarge")
     run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
     run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
                                                         "(default https://charts.jenkins.io)")

@@ -105,6 +105,12 @@ class Context:
         for api_version, _, kind, _ in objects:
             self.watch_kind(api_version, kind)
 
+    def wake_observers_of(self, kind: str) -> None:
+        """Wake everything that watches objects of ``kind``."""
+        for namespace, target_kind, name in list(self.observers.holders):
+            if target_kind == kind:
+                self.wake_observers(namespace, kind, name)
+
     def observed_by(self, namespace: str, kind: str, name: str) -> set[Key]:
         return self.observers.of((namespace, kind, name))
 

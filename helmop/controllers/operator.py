@@ -14,12 +14,12 @@ from typing import Any
 
 import kopf
 
-from helmop.api import crds, jenkins
+from helmop.api import crds, jenkins, settings
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
 from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
-from helmop.helm.engine import Engine, default_executable, signal_running
+from helmop.helm.engine import Engine, Processes, default_executable
 from helmop.infra import webhooks
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Connection, Kube, KubeError
@@ -45,7 +45,7 @@ MANAGER = "helmop"
 class OperatorConfig:
     kubeconfig: Path | None = None
     namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
-    concurrency: int = 10
+    concurrency: int = settings.CONCURRENCY
     cache_dir: Path = field(default_factory=lambda: Path(os.environ.get("XDG_CACHE_HOME",
                                                                         Path.home() / ".cache")) / "helmop")
     helm: str = field(default_factory=default_executable)
@@ -63,9 +63,9 @@ class OperatorConfig:
     shard: str = ""  # handle only resources labelled helmop.dev/shard=<shard> ("": those without the label)
     leader_election: bool = False
     leader_election_namespace: str = "default"  # where the Lease lives (the operator's own namespace)
-    helm_cache_ttl: float = 900.0  # seconds a repository index is used before it is revalidated
-    helm_index_max_size: int = 64 << 20
-    helm_chart_max_size: int = 64 << 20
+    helm_cache_ttl: float = settings.HELM_CACHE_TTL  # seconds a repository index is used before it is revalidated
+    helm_index_max_size: int = settings.HELM_INDEX_MAX_SIZE
+    helm_chart_max_size: int = settings.HELM_CHART_MAX_SIZE
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -84,13 +84,13 @@ async def install_crds(kube: Kube) -> None:
 
 
 def _settings() -> kopf.OperatorSettings:
-    settings = kopf.OperatorSettings()
-    settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="helmop.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="helmop.dev")
-    settings.posting.enabled = False  # helmop posts its own Events, without repeats
-    settings.peering.standalone = True
-    return settings
+    kopf_settings = kopf.OperatorSettings()
+    kopf_settings.persistence.finalizer = FINALIZER
+    kopf_settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="helmop.dev")
+    kopf_settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="helmop.dev")
+    kopf_settings.posting.enabled = False  # helmop posts its own Events, without repeats
+    kopf_settings.peering.standalone = True
+    return kopf_settings
 
 
 async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event | None = None,
@@ -98,12 +98,13 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     """Run until ``stop_flag`` is set, a signal arrives, or (with leader election) the Lease is lost."""
     kube = Kube(Connection.from_kubeconfig(cfg.kubeconfig))
     halt = asyncio.Event()  # every reason to stop ends up here
-    rearm = handle_signals(halt, signal_running, cfg.tunables.termination_deadline)
+    helm = Processes()  # what a termination signal is passed on to
+    rearm = handle_signals(halt, helm.signal, cfg.tunables.termination_deadline)
     background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
             await install_crds(kube)
-        ctx = await _context(cfg, kube)
+        ctx = await _context(cfg, kube, helm)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
         probes = Probes(kube, ctx.metrics, api_every=cfg.tunables.api_check)
         background.append(asyncio.create_task(probes.run()))
@@ -161,10 +162,10 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         await kube.close()
 
 
-async def _context(cfg: OperatorConfig, kube: Kube) -> Context:
+async def _context(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Context:
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
-    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm")
+    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
     return Context(kube=kube, engine=engine, repos=repos, git=git,

@@ -72,6 +72,9 @@ class Watches:
                 if not version:
                     listed = await self.ctx.kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
                     version = listed["metadata"]["resourceVersion"]
+                    # What changed before this (first, or after 410 Gone) list was not seen: a drift check of
+                    # everything that deployed this kind covers it.
+                    self.ctx.wake_observers_of(kind)
                 async for event in self.ctx.kube.watch(path, {**params, "resourceVersion": version,
                                                               "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
                                                        accept=_ONE):

@@ -28,7 +28,7 @@ from pyhelm3 import errors as helm_errors
 
 from helmop.api.actions import Action
 from helmop.api.errors import HelmopError
-from helmop.api.process import NICE, minimal_env
+from helmop.api.process import minimal_env, niced
 
 from . import postrender
 
@@ -217,15 +217,18 @@ def classify(exc: helm_errors.Error, action: str) -> HelmError:
     return HelmError(f"{action.capitalize()}Failed", message)
 
 
-_RUNNING: set[int] = set()  # process groups of the helm processes running now
+class Processes:
+    """The helm processes an operator has running (each in a process group of its own)."""
 
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
 
-def signal_running(signum: int) -> None:
-    """Send ``signum`` to every running helm process group (the operator is being terminated).
-    Safe from a signal handler or another thread: it only reads a set of numbers and calls kill."""
-    for pgid in list(_RUNNING):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signum)
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to every running helm process group (the operator is being terminated).
+        Safe from a signal handler or another thread: it only reads a set of numbers and calls kill."""
+        for pgid in list(self.groups):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signum)
 
 
 class _Command(Command):  # type: ignore[misc]
@@ -240,10 +243,11 @@ class _Command(Command):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self.env: dict[str, str] = {}  # set by the Engine: the whole environment helm runs with
         self.check: Callable[[], None] = lambda: None  # set by the Engine: verifies its runtime directory
+        self.processes = Processes()  # set by the Engine: the operator's (signalled at termination)
 
     async def run(self, command: list[str], input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
         self.check()
-        argv = [*NICE, self._executable, *map(str, command)]
+        argv = [*niced(), self._executable, *map(str, command)]
         if self._kubeconfig:
             argv += ["--kubeconfig", str(self._kubeconfig)]
         log.debug("running helm %s", " ".join(map(str, command[:2])))
@@ -251,7 +255,7 @@ class _Command(Command):  # type: ignore[misc]
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             env=env or self.env)
-        _RUNNING.add(proc.pid)
+        self.processes.groups.add(proc.pid)
         try:
             stdout, stderr = await proc.communicate(input)
         except asyncio.CancelledError:
@@ -267,7 +271,7 @@ class _Command(Command):  # type: ignore[misc]
             await proc.wait()
             raise
         finally:
-            _RUNNING.discard(proc.pid)
+            self.processes.groups.discard(proc.pid)
         if proc.returncode != 0:
             raise helm_errors.Error(proc.returncode, stdout, stderr)
         return stdout
@@ -294,9 +298,12 @@ class Engine:
     every cache, made read-only once written, and its digest is checked before every helm run: nothing
     a tenant's input is written to can become code helm runs."""
 
-    def __init__(self, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None) -> None:
+    def __init__(self, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None,
+                 processes: Processes | None = None) -> None:
         self.executable = executable
         self.command = _Command(executable=executable, kubeconfig=kubeconfig)
+        if processes is not None:
+            self.command.processes = processes
         self.runtime = Path(tempfile.mkdtemp(prefix="helmop-runtime-"))
         plugins = self.runtime / "helm-plugins"
         # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from helmop.api.process import NICE, minimal_env
+from helmop.api.process import minimal_env, niced
 from helmop.api.redaction import redact, safe_url
 
 from .errors import SourceError
@@ -226,7 +226,7 @@ class GitCache:
         _fetched(cwd)
         # A session of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
         # killing git alone would leave wait() hanging until the helper gave up by itself).
-        proc = await asyncio.create_subprocess_exec(*NICE, "git", *args, cwd=cwd, env=env,
+        proc = await asyncio.create_subprocess_exec(*niced(), "git", *args, cwd=cwd, env=env,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                     stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
         limit = timeout or self.timeout
@@ -407,8 +407,9 @@ class _Batch:
     async def __aenter__(self) -> _Batch:
         _fetched(self.mirror)
         self.proc = await asyncio.create_subprocess_exec(
-            *NICE, "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+            *niced(), "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True)
         return self
 
     async def __aexit__(self, *_: object) -> None:

@@ -361,8 +361,7 @@ def test_drift_is_noticed_when_an_object_of_the_release_changes(operator: Operat
     one wakes the release for a drift check."""
     apply(kube, ns, release("watched", chart_repo, "demo", values={"fullnameOverride": "watched"},
                             driftDetection={"mode": "enabled"}))  # interval: 1h
-    ready(kube, ns, "watched")
-    time.sleep(1)  # the inventory is being watched once the release is Ready
+    ready(kube, ns, "watched")  # a change right away is seen: by the watch, or by the check when it starts
     kube("kubectl", "-n", ns, "scale", "deploy/watched", "--replicas=5")
     eventually(lambda: get(kube, ns, "deploy", "watched")["spec"]["replicas"] == 1, timeout=20)
     kube("kubectl", "-n", ns, "delete", "svc", "watched")
