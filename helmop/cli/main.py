@@ -100,7 +100,7 @@ async def _check_tenancy(pair: Any) -> int:
 
 
 def _engine() -> Engine:
-    return Engine(default_executable())
+    return Engine.start(default_executable())
 
 
 def _apps(args: argparse.Namespace) -> list[AppKind]:
@@ -109,7 +109,7 @@ def _apps(args: argparse.Namespace) -> list[AppKind]:
 
 async def _diff(pair: Any) -> int:
     args, kube = pair
-    engine = Engine(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
+    engine = Engine.start(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")

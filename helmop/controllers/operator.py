@@ -165,7 +165,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
 async def _context(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Context:
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
-    engine = await asyncio.to_thread(Engine, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
+    engine = await asyncio.to_thread(Engine.start, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
     return Context(kube=kube, engine=engine, repos=repos, git=git,

@@ -298,27 +298,35 @@ class Engine:
     every cache, made read-only once written, and its digest is checked before every helm run: nothing
     a tenant's input is written to can become code helm runs."""
 
-    def __init__(self, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None,
-                 processes: Processes | None = None) -> None:
-        self.executable = executable
-        self.command = _Command(executable=executable, kubeconfig=kubeconfig)
+    def __init__(self, command: _Command, runtime: Path, post_renderer: Path, configs: Path, major: int) -> None:
+        self.command = command
+        self.runtime = runtime
+        self.runtime_digest = postrender.digest(runtime)
+        self.post_renderer = post_renderer
+        self.configs = configs
+        self.major = major
+        command.check = self._check_runtime
+        weakref.finalize(self, postrender.remove, runtime, configs)
+
+    @classmethod
+    def start(cls, executable: str, kubeconfig: Path | None = None, helm_home: Path | None = None,
+              processes: Processes | None = None) -> Engine:
+        """Make the runtime directory (the post-renderer, frozen), and ask helm its version: the work of
+        setting up, done here and not in a constructor. Blocking: call it from a thread in async code."""
+        command = _Command(executable=executable, kubeconfig=kubeconfig)
         if processes is not None:
-            self.command.processes = processes
-        self.runtime = Path(tempfile.mkdtemp(prefix="helmop-runtime-"))
-        plugins = self.runtime / "helm-plugins"
+            command.processes = processes
+        runtime = Path(tempfile.mkdtemp(prefix="helmop-runtime-"))
+        plugins = runtime / "helm-plugins"
         # helmop's post-renderer: a plugin in a private plugin directory (helm 4), an executable (helm 3)
-        self.post_renderer = postrender.install_plugin(plugins)
-        postrender.freeze(self.runtime)
-        self.runtime_digest = postrender.digest(self.runtime)
-        self.configs = Path(tempfile.mkdtemp(prefix="helmop-postrender-"))  # data only, never executed
-        self.helm_home = helm_home or Path(tempfile.mkdtemp(prefix="helmop-helm-"))
-        self.command.env = helm_env(self.helm_home, HELM_PLUGINS=str(plugins))
-        self.command.check = self._check_runtime
-        weakref.finalize(self, postrender.remove, self.runtime, self.configs)
+        post_renderer = postrender.install_plugin(plugins)
+        postrender.freeze(runtime)
+        configs = Path(tempfile.mkdtemp(prefix="helmop-postrender-"))  # data only, never executed
+        command.env = helm_env(helm_home or Path(tempfile.mkdtemp(prefix="helmop-helm-")), HELM_PLUGINS=str(plugins))
         # asked here rather than with pyhelm3's client_version(), which runs helm with the whole environment
-        version = subprocess.run([executable, "version", "--template", "{{ .Version }}"], env=self.command.env,
+        version = subprocess.run([executable, "version", "--template", "{{ .Version }}"], env=command.env,
                                  capture_output=True, text=True, check=True).stdout
-        self.major = int(version.strip().lstrip("v").split(".")[0])
+        return cls(command, runtime, post_renderer, configs, int(version.strip().lstrip("v").split(".")[0]))
 
     def _check_runtime(self) -> None:
         if postrender.digest(self.runtime) != self.runtime_digest:

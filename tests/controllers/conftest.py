@@ -115,7 +115,6 @@ class Operator:
             self.failure = exc
 
     def start(self) -> None:
-        os.environ.setdefault("HELM_CACHE_HOME", str(self.config.cache_dir / "helm"))
         self.thread.start()
         assert self.ready.wait(60), f"operator did not start: {self.failure}"
 
