@@ -13,7 +13,9 @@ Every document is hostile until checked. Before anything is built, one pass over
   otherwise expand, wherever the data is copied, serialized or merged, to gigabytes);
 * an anchor whose value contains its own alias (a cycle);
 * nesting deeper than go-yaml's 10000 levels (libyaml's composer recurses on the C stack: a deeply
-  nested flow collection of a few hundred kilobytes crashes the process);
+  nested flow collection of a few hundred kilobytes crashes the process). libyaml 0.2.6 (PyYAML 6.0.4)
+  refuses more than 1000 levels itself; either refusal is reported the same way, and neither is reached
+  by any real chart;
 * flow collections (``[...]``, ``{...}``) nested deeply *and* long: libyaml's scanner does work in
   proportion to the flow depth for every token, so a few hundred kilobytes of nested brackets hold
   the parser (and the event loop) for seconds. That work is counted and capped.
@@ -25,7 +27,7 @@ over a hundred times longer on large JSON, for the same value.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
@@ -67,7 +69,7 @@ def check(text: str | bytes) -> None:
     open_anchors: set[str] = set()
     stack: list[list[Any]] = []  # open collections: [anchor or None, expanded size so far, flow style]
     decoded = aliased = flow = work = 0
-    for event in yaml.parse(text, Loader=Events):
+    for event in _events(text):
         work += flow
         if work > FLOW_WORK:
             raise YamlBomb("flow collections ([...] or {...}) nested too deeply for the document's length; write "
@@ -94,7 +96,7 @@ def check(text: str | bytes) -> None:
         elif isinstance(event, yaml.CollectionStartEvent):
             decoded += 1
             if len(stack) >= MAX_DEPTH:
-                raise YamlBomb(f"nesting deeper than {MAX_DEPTH} levels", event.start_mark)
+                raise YamlBomb(f"collections nested too deeply (more than {MAX_DEPTH} levels)", event.start_mark)
             if event.anchor:
                 open_anchors.add(str(event.anchor))
             stack.append([event.anchor, 1, bool(event.flow_style)])
@@ -109,6 +111,18 @@ def check(text: str | bytes) -> None:
                 stack[-1][1] += size
 
 
+def _events(text: str | bytes) -> Iterator[yaml.Event]:
+    """The parser's events; libyaml's own nesting limit (0.2.6 and later) refused as a bomb, so that the
+    document is not handed to the recursive pure-Python parser for a better message."""
+    try:
+        yield from yaml.parse(text, Loader=Events)
+    except yaml.MarkedYAMLError as exc:
+        if exc.problem and "maximum nesting depth" in exc.problem:
+            raise YamlBomb("collections nested too deeply (more than libyaml's 1000 levels)",
+                           exc.problem_mark) from None
+        raise
+
+
 def _json(text: str | bytes) -> tuple[bool, Any]:
     """(True, value) when ``text`` is a JSON document (an object or an array), else (False, None)."""
     head = text.lstrip()[:1]
@@ -117,7 +131,7 @@ def _json(text: str | bytes) -> tuple[bool, Any]:
     try:
         return True, json.loads(text)
     except RecursionError:
-        raise YamlBomb("nesting too deep") from None
+        raise YamlBomb("collections nested too deeply (JSON)") from None
     except ValueError:  # YAML that looks like JSON at first (a flow collection): the YAML parser decides
         return False, None
 

@@ -32,10 +32,10 @@ CREATE = [
     ("priorityclass {ns}-high --value=1000", "priorityclass/{ns}-high", "value", 1000),
 ]
 
-GADGETS = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "gadgets.protobuf.test"},
+CONTRAPTIONS = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "contraptions.protobuf.test"},
            "spec": {"group": "protobuf.test", "scope": "Namespaced",
-                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                    "names": {"plural": "contraptions", "singular": "contraption", "kind": "Contraption"},
                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
@@ -91,9 +91,9 @@ def test_protobuf_replies_decode_to_the_json_replies(run: Run, sandbox: Sandbox,
                         headers={"Accept": typed})
     assert reply.headers["Content-Type"] == protobuf.MEDIA_TYPE
     assert protobuf.decode(reply.content)["kind"] == "CustomResourceDefinitionList"
-    run("kubectl", "apply", "-f", "-", stdin=json.dumps(GADGETS))
-    run("kubectl", "wait", "--for=condition=Established", "crd/gadgets.protobuf.test", "--timeout=10s")
-    reply = session.get(sandbox.url + f"/apis/protobuf.test/v1/namespaces/{namespace}/gadgets",
+    run("kubectl", "apply", "-f", "-", stdin=json.dumps(CONTRAPTIONS))
+    run("kubectl", "wait", "--for=condition=Established", "crd/contraptions.protobuf.test", "--timeout=10s")
+    reply = session.get(sandbox.url + f"/apis/protobuf.test/v1/namespaces/{namespace}/contraptions",
                         headers={"Accept": typed})
     assert reply.headers["Content-Type"].startswith("application/json"), reply.text
     session.close()

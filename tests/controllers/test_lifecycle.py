@@ -393,6 +393,8 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
     eventually(lambda: get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 1)
     eventually(lambda: condition(get(kube, ns, "hr", "drift"), "Drifted").get("status") == "False")
     assert "DriftCorrected" in reasons(kube, ns, "drift")
+    # a correction re-applies a drifted object whole: let any still under way end before the next edits
+    settled(kube, ns, "hr", "drift")
     # a deleted Service is re-created; an ignored path and a field another manager applied are left alone
     kube("kubectl", "-n", ns, "delete", "svc", "drift")
     kube("kubectl", "-n", ns, "set", "image", "deploy/drift", "demo=nginx:ignored")

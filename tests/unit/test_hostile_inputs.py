@@ -37,7 +37,7 @@ def billion_laughs(levels: int = 9) -> str:
     ("a: &a [*a]\n", "contains itself"),
     ("a: " + "[" * 12000 + "]" * 12000, "nested too deeply"),
     ("x: [" + ",".join(["[" * 100 + "]" * 100] * 2000) + "]", "nested too deeply"),
-    ("- " * 10001 + "x", "nesting deeper than 10000"),
+    ("- " * 10001 + "x", "nested too deeply"),
 ])
 def test_yaml_bombs_are_refused_before_they_are_built(text: str, problem: str) -> None:
     with pytest.raises(yaml.YAMLError, match=problem):
@@ -74,11 +74,11 @@ def forged(raw: bytes) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("raw,problem", [
-    (gzip.compress(b"[" + b"0," * (20 << 20) + b"0]"), "decompression bomb"),
-    (gzip.compress(json.dumps(list(range(1_200_000))).encode(), 1), "JSON values"),
+    (gzip.compress(b"[" + b"0," * (20 << 20) + b"0]", mtime=0), "decompression bomb"),
+    (gzip.compress(json.dumps(list(range(1_200_000))).encode(), 1, mtime=0), "JSON values"),
     (b"not json", "readable"),
-    (gzip.compress(b"[1, 2]"), "not a JSON object"),
-])
+    (gzip.compress(b"[1, 2]", mtime=0), "not a JSON object"),
+], ids=["bomb", "values", "not-json", "not-an-object"])  # ids that are the same on every worker
 def test_release_records_are_bounded(raw: bytes, problem: str) -> None:
     with pytest.raises(HelmError, match=problem) as err:
         storage.decode(forged(raw))
