@@ -17,8 +17,9 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
+from .settings import RELEASE_INTERVAL
 
-DEFAULT_INTERVAL = 600.0  # 10m
+DEFAULT_INTERVAL = RELEASE_INTERVAL  # 10m
 DEFAULT_TIMEOUT = 300.0  # 5m, as helm
 DEFAULT_MAX_HISTORY = 5
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -10,6 +10,10 @@ CONCURRENCY = 10  # helm actions at once
 HELM_CACHE_TTL = 900.0  # seconds a repository index is used before it is revalidated
 HELM_INDEX_MAX_SIZE = 64 << 20
 HELM_CHART_MAX_SIZE = 64 << 20
+# Intervals of objects whose spec names none: releases (HelmRelease, app kinds) and sources (GitRepository,
+# ConfigSync), as Flux's.
+RELEASE_INTERVAL = 600.0
+SOURCE_INTERVAL = 300.0
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,8 @@ class Tunables:
     # A reconcile that failed (every kind) and an unexpected error (a bug, reported as ReconcileError).
     failure_backoff: Backoff = field(default_factory=lambda: Backoff(2.0, 300.0))
     error_backoff: Backoff = field(default_factory=lambda: Backoff(5.0, 300.0))
-    release_interval: float = 600.0  # HelmReleases and app kinds without spec.interval
-    source_interval: float = 300.0  # GitRepositories and ConfigSyncs without spec.interval
+    release_interval: float = RELEASE_INTERVAL
+    source_interval: float = SOURCE_INTERVAL
     dependency_recheck: float = 30.0  # a release waiting for dependsOn (also woken when they change)
     dependents_wait: float = 2.0  # a deleted release looks again this soon whether its dependents are gone
     cleanup_wait: float = 2.0  # a clean-up waiting for what it deleted to go

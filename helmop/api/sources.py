@@ -7,8 +7,9 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .settings import SOURCE_INTERVAL
 
-DEFAULT_INTERVAL = 300.0
+DEFAULT_INTERVAL = SOURCE_INTERVAL
 
 
 @dataclass(frozen=True)
