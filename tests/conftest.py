@@ -1,9 +1,6 @@
-"""Shared fixtures: the sandbox (helmop_sandbox's pytest plugin), the real binaries (tests/tools.py), a
-Python client."""
+"""Shared fixtures: the sandbox (helmop_sandbox's pytest plugin), the real binaries (tests/tools.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from helmop_sandbox import Sandbox
@@ -29,14 +26,3 @@ def _runner(sandbox: Sandbox) -> Run:
 def run(sandbox: Sandbox) -> Run:
     """Run a real binary (kubectl, helm, helm3) against the sandbox."""
     return _runner(sandbox)
-
-
-@pytest.fixture(scope="session")
-def k8s(sandbox: Sandbox) -> Iterator[object]:
-    """The official kubernetes Python client, configured from the sandbox's kubeconfig."""
-    from kubernetes import client, config
-
-    api_client = config.new_client_from_config(config_file=str(sandbox.kubeconfig))
-    yield api_client
-    api_client.close()
-    del client

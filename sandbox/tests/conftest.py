@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 from helmop_sandbox import Sandbox
-from support import Raw, Run, runner
+from support import Raw, runner
+
+from tests.tools import Run
 
 
 @pytest.fixture(scope="module")

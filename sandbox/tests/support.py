@@ -1,49 +1,21 @@
-"""What the sandbox's tests share: the real binaries (kubectl, helm, helm3) run against a sandbox, and raw
-HTTP to it."""
+"""What the sandbox's tests share: the real binaries (kubectl, helm, helm3) run against a sandbox (through the
+repository's binary runner, tests/tools.py, which knows nothing of the operator), and raw HTTP to it."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 from helmop_sandbox import Sandbox
 
-# The binaries the repository's set-up installs (scripts/install-tools), or HELMOP_TOOLS.
-TOOLS = Path(os.environ.get("HELMOP_TOOLS", Path(__file__).resolve().parents[2] / ".tools" / "bin"))
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def tool(name: str) -> str:
-    path = TOOLS / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/install-tools (the test command does)")
-    return str(path)
+from tests.tools import Run
+from tests.tools import runner as binaries
 
 
 def runner(sandbox: Sandbox) -> Run:
     """Run kubectl, helm or helm3 against ``sandbox``, helm's homes in its work directory."""
-    home = sandbox.workdir
-    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "HELM_CACHE_HOME": str(home / "helm-cache"),
-           "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data"),
-           # kubectl's discovery cache is keyed by host:port, and a port is reused by the next sandbox
-           "KUBECACHEDIR": str(home / "kube-cache")}
-
-    def run(*args: str, check: bool = True, timeout: float = 120,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([tool(args[0]), *args[1:]], env=env, capture_output=True, text=True,
-                              timeout=timeout, input=stdin)
-        if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    return run
+    return binaries(sandbox.kubeconfig, sandbox.workdir)
 
 
 class Raw:

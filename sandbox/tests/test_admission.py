@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from helmop_sandbox.tls import make_serving_cert
-from support import Run
+
+from tests.tools import Run
 
 
 class Webhook:

@@ -9,7 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 from helmop_sandbox import Sandbox
-from support import Run, runner
+from support import runner
+
+from tests.tools import Run
 
 
 def _until(check: Any, timeout: float = 15.0) -> Any:

@@ -10,7 +10,8 @@ import pytest
 from helmop_sandbox import Sandbox
 from kopf.testing import KopfRunner
 from kubernetes import client, watch
-from support import Run
+
+from tests.tools import Run
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

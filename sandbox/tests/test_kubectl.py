@@ -6,7 +6,8 @@ import json
 import subprocess
 
 import yaml
-from support import Run
+
+from tests.tools import Run
 
 DEPLOYMENT = """
 apiVersion: apps/v1

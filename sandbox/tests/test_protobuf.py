@@ -15,7 +15,8 @@ import requests
 import yaml
 from helmop_sandbox import protobuf, wire
 from helmop_sandbox.testing import Sandbox
-from support import Run
+
+from tests.tools import Run
 
 CREATE = [
     ("deployment web --image=nginx:1 --replicas=2", "deploy/web", "spec.replicas", 2),

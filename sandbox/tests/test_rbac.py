@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import yaml
-from support import Run
+
+from tests.tools import Run
 
 ROLE = """
 apiVersion: rbac.authorization.k8s.io/v1

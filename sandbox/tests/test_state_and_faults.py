@@ -18,7 +18,8 @@ import requests
 import yaml
 from helmop_sandbox import Sandbox
 from helmop_sandbox.faults import Faults
-from support import tool
+
+from tests.tools import tool
 
 
 @contextmanager
