@@ -6,7 +6,8 @@
 * workloads that become ready after a delay, so ``helm --wait``, ``--wait-for-jobs``, ``helm test``
   and ``kubectl wait`` work: Deployments (with their ReplicaSet, which helm 3 inspects),
   StatefulSets (ordinal Pods with their PVCs from volumeClaimTemplates), DaemonSets, ReplicaSets, Jobs, Pods,
-  PersistentVolumeClaims, Services (cluster IP, Endpoints, load balancer address).
+  PersistentVolumeClaims (bound to volumes of the default StorageClass: :mod:`.volumes`), Services (cluster
+  IP, Endpoints, load balancer address).
 
 The annotation ``sandbox.helmop.dev/simulate: fail`` makes an object never become ready (Jobs and
 run-to-completion Pods fail instead); ``sandbox.helmop.dev/ready-delay: "<seconds>"`` overrides the
@@ -31,6 +32,7 @@ from .events import Recorder
 from .kinds import ResourceType
 from .rollouts import Rollouts, template_hash
 from .store import Event, Key, Obj
+from .volumes import Volumes
 
 REVISION_LABEL = "controller-revision-hash"
 
@@ -100,6 +102,7 @@ class Controllers:
         self.recorder = Recorder(api, MANAGER, lambda: stamp(self.clock()))
         self.batch = Batch(self, self.recorder, lambda: self.clock())
         self.rollouts = Rollouts(self)
+        self.volumes = Volumes(self)
         self.workloads: dict[str, Callable[[ResourceType, Obj], None]] = {
             "Deployment": self.rollouts.deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
             "ReplicaSet": self.rollouts.replicaset, "Job": self.batch.job, "CronJob": self.batch.cronjob,
@@ -108,6 +111,7 @@ class Controllers:
 
     def start(self) -> None:
         self.api.store.listeners.append(self._on_event)
+        self.volumes.default_class()
         for ns in self.api.store.items(NAMESPACE_KEY):
             self._default_service_account(ns["metadata"]["name"])
             self._root_ca(ns["metadata"]["name"])
@@ -166,6 +170,8 @@ class Controllers:
                 self._root_ca(meta["namespace"])  # the publisher puts it back
             self._collect_dependents(obj)
             self._release_owners(obj)
+            if key == ("", "persistentvolumeclaims"):  # the persistent-volume controller's reclaim
+                self.volumes.released(obj)
             if key == ("", "services"):  # the endpoints controller's cleanup
                 endpoints = self.api.type_of(("", "endpoints"))
                 if self.api.store.get(endpoints.storage_key, meta["namespace"], meta["name"]) is not None:
@@ -453,13 +459,9 @@ class Controllers:
             "conditions": [_condition("PodScheduled", True), _condition("Initialized", True),
                            _condition("ContainersReady", ready, reason), _condition("Ready", ready, reason)]})
 
-    def _pvc(self, rt: ResourceType, obj: Obj) -> None:
-        if _failing(obj):
-            return
-        spec = obj.get("spec") or {}
-        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-        self.write_status(rt, obj, {"phase": "Bound", "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
-                               "capacity": {"storage": size}})
+    def _pvc(self, _rt: ResourceType, obj: Obj) -> None:
+        if not _failing(obj):
+            self.volumes.claim(obj)
 
     def _service(self, rt: ResourceType, obj: Obj) -> None:
         spec, meta = obj.get("spec") or {}, obj["metadata"]

@@ -134,6 +134,25 @@ def _selector(obj: Obj) -> str:
     return ",".join(parts) or "<none>"
 
 
+_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _access_modes(modes: list[str] | None) -> str:
+    return ",".join(_MODES.get(m, m) for m in modes or [])
+
+
+def _claim_of(volume: Obj) -> str:
+    ref = _spec(volume).get("claimRef") or {}
+    return f"{ref.get('namespace')}/{ref.get('name')}" if ref else ""
+
+
+def _name(obj: Obj) -> str:
+    """The Name cell; a default StorageClass is marked as kubectl's printer marks it."""
+    name = str(obj["metadata"]["name"])
+    default = (obj["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class")
+    return f"{name} (default)" if obj.get("kind") == "StorageClass" and default == "true" else name
+
+
 def _node_status(obj: Obj) -> str:
     ready = next((c for c in _status(obj).get("conditions") or [] if c.get("type") == "Ready"), None)
     text = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
@@ -189,8 +208,24 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any, int]]:
                                                       if c.get("type") in ("Complete", "Failed")), "Running")),
                 ("Completions", "string", lambda o: _ready(status(o), "succeeded", spec(o).get("completions", 1)))],
         "PersistentVolumeClaim": [("Status", "string", lambda o: status(o).get("phase", "Pending")),
+                                  ("Volume", "string", lambda o: spec(o).get("volumeName", "")),
                                   ("Capacity", "string", lambda o: (status(o).get("capacity") or {})
-                                   .get("storage", ""))],
+                                   .get("storage", "")),
+                                  ("Access Modes", "string", lambda o: _access_modes(status(o).get("accessModes"))),
+                                  ("StorageClass", "string", lambda o: spec(o).get("storageClassName", "")),
+                                  ("VolumeAttributesClass", "string", lambda o: "<unset>")],
+        "PersistentVolume": [("Capacity", "string", lambda o: (spec(o).get("capacity") or {}).get("storage", "")),
+                             ("Access Modes", "string", lambda o: _access_modes(spec(o).get("accessModes"))),
+                             ("Reclaim Policy", "string", lambda o: spec(o).get("persistentVolumeReclaimPolicy", "")),
+                             ("Status", "string", lambda o: status(o).get("phase", "Pending")),
+                             ("Claim", "string", _claim_of),
+                             ("StorageClass", "string", lambda o: spec(o).get("storageClassName", "")),
+                             ("VolumeAttributesClass", "string", lambda o: "<unset>"),
+                             ("Reason", "string", lambda o: status(o).get("reason", ""))],
+        "StorageClass": [("Provisioner", "string", lambda o: o.get("provisioner", "")),
+                         ("ReclaimPolicy", "string", lambda o: o.get("reclaimPolicy", "Delete")),
+                         ("VolumeBindingMode", "string", lambda o: o.get("volumeBindingMode", "Immediate")),
+                         ("AllowVolumeExpansion", "boolean", lambda o: bool(o.get("allowVolumeExpansion")))],
         "CustomResourceDefinition": [("Created At", "date", lambda o: o["metadata"].get("creationTimestamp"))],
         "DaemonSet": [("Desired", "integer", lambda o: status(o).get("desiredNumberScheduled", 0)),
                       ("Current", "integer", lambda o: status(o).get("currentNumberScheduled", 0)),
@@ -258,7 +293,7 @@ def _age(obj: Obj) -> str:
 def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: str) -> Obj:
     columns: list[dict[str, Any]] = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                                       "description": "Name must be unique within a namespace."}]
-    getters: list[Any] = [lambda o: o["metadata"]["name"]]
+    getters: list[Any] = [_name]
     has_age = False
     if rt.custom:
         for col in rt.printer_columns:

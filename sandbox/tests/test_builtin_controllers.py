@@ -197,3 +197,40 @@ def test_statefulsets_run_ordinal_pods_with_their_claims(run: Run, namespace: st
     run("kubectl", "-n", namespace, "delete", "sts", "db")
     _until(lambda: not _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
     assert len(_json(run, "-n", namespace, "get", "pvc")["items"]) == 2  # claims outlive their pods, as upstream
+
+
+def _claim(name: str, volume: str = "") -> str:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    return json.dumps({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+                       "spec": spec})
+
+
+def test_claims_get_volumes_of_the_default_class_and_give_them_back(run: Run, namespace: str) -> None:
+    """kind's local-path: a volume per claim, bound both ways; deleted with the claim (Delete), or kept
+    Released (Retain) and bound again to a claim that names it."""
+    classes = run("kubectl", "get", "storageclass").stdout
+    assert "standard (default)" in classes and "rancher.io/local-path" in classes and "Delete" in classes
+    kubectl = ("kubectl", "-n", namespace)
+    run(*kubectl, "apply", "-f", "-", stdin=_claim("data"))
+    claim = _until(lambda: (c := _json(run, *kubectl[1:], "get", "pvc", "data"))["status"].get("phase") == "Bound"
+                   and c)
+    volume = _json(run, "get", "pv", claim["spec"]["volumeName"])
+    assert volume["metadata"]["name"] == f"pvc-{claim['metadata']['uid']}"
+    assert (volume["spec"]["claimRef"]["name"], volume["spec"]["claimRef"]["uid"]) == ("data", claim["metadata"]["uid"])
+    assert (volume["spec"]["storageClassName"], volume["spec"]["capacity"]["storage"]) == ("standard", "2Gi")
+    assert volume["status"]["phase"] == "Bound" and claim["status"]["capacity"]["storage"] == "2Gi"
+    run(*kubectl, "delete", "pvc", "data")
+    _until(lambda: run("kubectl", "get", "pv", volume["metadata"]["name"], check=False).returncode != 0)
+
+    run(*kubectl, "apply", "-f", "-", stdin=_claim("kept"))
+    name = _until(lambda: _json(run, *kubectl[1:], "get", "pvc", "kept")["spec"].get("volumeName"))
+    run("kubectl", "patch", "pv", name, "-p", '{"spec": {"persistentVolumeReclaimPolicy": "Retain"}}')
+    run(*kubectl, "delete", "pvc", "kept")
+    _until(lambda: _json(run, "get", "pv", name)["status"].get("phase") == "Released")
+    # re-attached: the claimRef cleared (as an administrator does), a new claim naming the volume
+    run("kubectl", "patch", "pv", name, "--type=json", "-p", '[{"op": "remove", "path": "/spec/claimRef"}]')
+    run(*kubectl, "apply", "-f", "-", stdin=_claim("again", volume=name))
+    _until(lambda: _json(run, *kubectl[1:], "get", "pvc", "again")["status"].get("phase") == "Bound")
+    assert _json(run, "get", "pv", name)["spec"]["claimRef"]["name"] == "again"
