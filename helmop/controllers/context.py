@@ -63,6 +63,9 @@ class Context:
     releases: Gateway = field(init=False)  # helm's storage, read and written through the API
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
+    # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what is
+    # reported of an unexpected error, which may quote anything.
+    secrets: dict[Key, list[str]] = field(default_factory=dict)
     # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
     # old one is stopped rather than left to wait out its timeout.
     supersessions: dict[Key, asyncio.Event] = field(default_factory=dict)
@@ -122,5 +125,5 @@ class Context:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.observers.assign(key, [])
-        for table in (self.locks, self.wakers, self.supersessions):
+        for table in (self.locks, self.wakers, self.supersessions, self.secrets):
             table.pop(key, None)

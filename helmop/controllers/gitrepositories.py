@@ -52,6 +52,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
         check_ref(ref)
         auth = await git_auth(ctx.kube, namespace, body)
+        ctx.secrets[("GitRepository", namespace, name)] = auth.secrets()
         started = time.monotonic()
         try:
             await ctx.git.fetch(spec.url, auth, timeout=spec.timeout)

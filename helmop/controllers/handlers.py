@@ -15,6 +15,7 @@ import contextlib
 import copy
 import logging
 import time
+import traceback
 from typing import Any
 
 import kopf
@@ -32,6 +33,7 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.objects import Resource
+from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 
 from . import configsyncs, gitrepositories
@@ -174,12 +176,15 @@ def _app_handlers(controller: AppController) -> tuple[Reconcile, Finalize]:
 
 async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:
     """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
-    what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log."""
+    what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. What was
+    raised may quote anything: the secret strings the object's reconcile read are masked in all three."""
     this = Resource(body)
     key = (resource.kind, this.namespace, this.name)
     ctx.metrics.reconcile_errors.labels(resource.kind).inc()
-    log.error("%s %s/%s: %s raised %s", resource.kind, key[1], key[2], action, type(exc).__name__, exc_info=exc)
-    message = f"the {action} raised {type(exc).__name__}: {exc}"[:1024]
+    message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.secrets.get(key, []))[:1024]
+    # the frames (code, not values) and the masked message; never the exception's own text
+    log.error("%s %s/%s: %s\n%s", resource.kind, key[1], key[2], message,
+              "".join(traceback.format_tb(exc.__traceback__)).rstrip())
     try:
         await report(ctx, resource, body, copy.deepcopy(body.get("status") or {}), False, "ReconcileError", message)
     except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same

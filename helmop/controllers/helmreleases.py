@@ -132,6 +132,7 @@ class Reconciler:
             return DONE
         try:
             inputs = await gather(self.ctx, this.namespace, spec, asked_at=pending_request(body))
+            self.ctx.secrets[key] = inputs.secrets
             await self._check_namespace(spec)
         except HelmopError as exc:
             await self._fail(body, exc.reason, str(exc), stalled=not exc.transient)

@@ -112,3 +112,37 @@ def test_an_exception_in_any_kind_is_reported_and_retried(running: tuple[Operato
         assert json.dumps(get(kube, ns, "events")).count("ReconcileError") >= 8
     finally:
         server.close()
+
+
+def test_what_an_unexpected_error_quotes_of_a_secret_is_masked(running: tuple[Operator, Run], chart_repo: ChartRepo,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """An exception may quote anything, a value read from a Secret included: in the condition, the Event
+    and the log it is masked like every other message (the secret strings the object's reconcile read)."""
+    operator, kube = running
+    secret = "s3cr3t-" + uuid.uuid4().hex[:12]
+    ns = f"quoted-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "create", "namespace", ns)
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "creds", f"--from-literal=values.yaml=password: {secret}")
+    chart = {"repository": {"url": chart_repo.url, "name": "demo", "version": "0.1.0"}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
+         "spec": {"interval": "1h", "chart": chart, "values": {"fullnameOverride": "web"},
+                  "valuesFrom": [{"kind": "Secret", "name": "creds"}]}}))
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True", timeout=120)
+
+    async def quoting(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(f"could not use {secret} (upper: {secret.upper()})")
+
+    monkeypatch.setattr(Reconciler, "reconcile", quoting)
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", "hr", "web", f"helmop.dev/requestedAt={uuid.uuid4()}")
+    failed = eventually(lambda: (o := get(kube, ns, "hr", "web")) and condition(o).get("reason") == "ReconcileError"
+                        and o)
+    monkeypatch.undo()
+    assert "could not use ***" in condition(failed)["message"]
+    events = [e["message"] for e in get(kube, ns, "events")["items"] if e["reason"] == "ReconcileError"]
+    assert events and not [m for m in events if secret in m or secret.upper() in m]
+    assert secret not in json.dumps(failed) and secret.upper() not in json.dumps(failed)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ReconcileError" in logged or "raised RuntimeError" in logged
+    assert secret not in logged and secret.upper() not in logged
