@@ -79,3 +79,17 @@ def test_the_operator_wheel_holds_the_operator_and_not_the_sandbox(tmp_path: Pat
     assert not [n for n in names if "sandbox" in n.split("/")[0] or "/sandbox/" in n], names
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert not [r for r in requires if r.startswith(("kubernetes-validate", "croniter", "cryptography"))], requires
+
+
+def test_the_chart_installs_the_roles_the_operator_installs() -> None:
+    """helmop's kinds in admin/edit/view: the chart's ClusterRoles are the ones `--install-crds` applies."""
+    import yaml
+
+    from helmop.api import roles
+    from tests.tools import tool
+
+    rendered = subprocess.run([tool("helm"), "template", "x", str(ROOT / "deploy" / "helmop")], check=True,
+                              capture_output=True, text=True, timeout=60).stdout
+    charted = [d for d in yaml.safe_load_all(rendered)
+               if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] in ("helmop-edit", "helmop-view")]
+    assert charted == roles.definitions()

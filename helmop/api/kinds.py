@@ -44,15 +44,18 @@ class Kind:
     version: str
     plural: str
     short_names: tuple[str, ...] = ()
+    namespaced: bool = True
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
     def path(self, namespace: str | None = None, name: str = "") -> str:
-        """The REST path of the collection (in ``namespace``, or across all) or of one object."""
+        """The REST path of the collection (in ``namespace``, or across all) or of one object; a cluster-scoped
+        kind's ignore ``namespace``."""
         base = f"/apis/{self.group}/{self.version}"
-        where = f"{base}/namespaces/{namespace}/{self.plural}" if namespace else f"{base}/{self.plural}"
+        where = (f"{base}/namespaces/{namespace}/{self.plural}" if namespace and self.namespaced
+                 else f"{base}/{self.plural}")
         return f"{where}/{name}" if name else where
 
 
@@ -60,4 +63,5 @@ HELMRELEASE = Kind("HelmRelease", GROUP, VERSION, "helmreleases", ("hr",))
 GITREPOSITORY = Kind("GitRepository", GROUP, VERSION, "gitrepositories", ("gitrepo",))
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
-BUILTIN = (HELMRELEASE, GITREPOSITORY, CONFIGSYNC, JENKINS)
+PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
+BUILTIN = (HELMRELEASE, GITREPOSITORY, CONFIGSYNC, JENKINS, PROJECT)

@@ -70,7 +70,7 @@ def _with_kube(work: Callable[[Any], Awaitable[int]], failed: int = 1) -> Callab
 
 async def _get(pair: Any) -> int:
     args, kube = pair
-    kinds = [await verbs.resolve_kind(kube, args.kind)] if args.kind else list(BUILTIN)
+    kinds = [await verbs.resolve_kind(kube, args.kind)] if args.kind else [k for k in BUILTIN if k.namespaced]
     print(await verbs.get(kube, kinds, _namespace(args)))
     return 0
 

@@ -63,7 +63,7 @@ async def acting_service_accounts(kube: Kube, namespace: str, default: str) -> d
     """ServiceAccount name -> the resources (kind/name) helmop acts as it for, in ``namespace``; those
     that name none, with no ``default``, under :data:`OPERATOR`."""
     found: dict[str, list[str]] = {default: ["--default-service-account"]} if default else {}
-    for kind in BUILTIN:
+    for kind in (k for k in BUILTIN if k.namespaced):
         try:
             items = await kube.list(kind.path(namespace))
         except KubeError as exc:

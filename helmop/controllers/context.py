@@ -95,8 +95,14 @@ class Context:
         self.waker(key).set()
 
     def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
+        """An input of theirs changed (a values Secret, a source's revision): supersede what they run."""
         for key in list(self.references.of((namespace, kind, name))):
             self.supersede(key)
+
+    def notify_referrers(self, namespace: str, kind: str, name: str) -> None:
+        """A status they read changed (an app its HelmRelease's, a Project its Jenkins's): a look, no more."""
+        for key in list(self.references.of((namespace, kind, name))):
+            self.waker(key).set()
 
     def refer(self, referrer: Key, targets: list[Target]) -> None:
         """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""

@@ -27,6 +27,7 @@ from helmop.api.kinds import (
     FORCE_AT,
     GITREPOSITORY,
     HELMRELEASE,
+    PROJECT,
     REQUESTED_AT,
     RESET_AT,
     SHARD_LABEL,
@@ -36,7 +37,7 @@ from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 
-from . import configsyncs, gitrepositories
+from . import configsyncs, gitrepositories, projects
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
@@ -150,7 +151,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App],
-             shard: str = "") -> None:
+             shard: str = "", *, clusterwide: bool = True) -> None:
+    """Every kind's handlers; cluster-scoped kinds (Project) only for an operator that watches the whole
+    cluster."""
     # Methods and module functions looked up at each call (not bound once here).
     t = ctx.tunables
     _kind_handlers(registry, ctx, HELMRELEASE, t.release_interval, lambda body: releases.reconcile(body),
@@ -159,6 +162,9 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
                    lambda body: gitrepositories.finalize(ctx, body), shard)
     _kind_handlers(registry, ctx, CONFIGSYNC, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
                    lambda body: configsyncs.finalize(ctx, body), shard)
+    if clusterwide:
+        _kind_handlers(registry, ctx, PROJECT, t.release_interval, lambda body: projects.reconcile(ctx, body),
+                       lambda body: projects.finalize(ctx, body), shard)
     for app in apps:
         _kind_handlers(registry, ctx, app.kind.resource, t.release_interval, *_app_handlers(AppController(ctx, app)),
                        shard)

@@ -298,9 +298,7 @@ class Reconciler:
         await self._write_status(body, status, outcome=False)
 
     async def _write_status(self, body: dict[str, Any], status: dict[str, Any], *, outcome: bool = True) -> None:
-        if await write_status(self.ctx, HELMRELEASE, body, status, outcome=outcome):
-            this = Resource(body)
-            self.ctx.wake_referrers(this.namespace, "HelmRelease", this.name)  # apps mirror this status
+        await write_status(self.ctx, HELMRELEASE, body, status, outcome=outcome)
 
     # --- bookkeeping -------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from helmop.api import crds, jenkins, settings
+from helmop.api import crds, jenkins, roles, settings
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
 from helmop.api.settings import Tunables
@@ -70,7 +70,8 @@ class OperatorConfig:
 
 
 async def install_crds(kube: Kube) -> None:
-    """Create or update helmop's CRDs (server-side apply) and wait until they are served."""
+    """Create or update helmop's CRDs (server-side apply) and wait until they are served; and the ClusterRoles
+    that aggregate its kinds into the user-facing roles."""
     for crd in crds.definitions():
         name = crd["metadata"]["name"]
         await kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd, MANAGER)
@@ -81,6 +82,15 @@ async def install_crds(kube: Kube) -> None:
                 break
             await asyncio.sleep(0.1)
         log.info("CRD %s applied", name)
+    for role in roles.definitions():  # helmop's kinds in the cluster's admin, edit and view roles
+        try:
+            await kube.apply(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role['metadata']['name']}", role,
+                             MANAGER)
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            # deployed by the chart, which installs these roles itself (the operator may not write ClusterRoles)
+            log.info("ClusterRole %s left to the installation: %s", role["metadata"]["name"], exc.message)
 
 
 def _settings() -> kopf.OperatorSettings:
@@ -186,7 +196,7 @@ def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
 
     del login  # registered; kept only by kopf
     apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
-    register(registry, ctx, Reconciler(ctx), apps, cfg.shard)
+    register(registry, ctx, Reconciler(ctx), apps, cfg.shard, clusterwide=not cfg.namespaces)
     return registry
 
 

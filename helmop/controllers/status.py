@@ -42,7 +42,8 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: d
                        outcome: bool = True) -> bool:
     """Merge-patch ``status`` if it changed (True when written); a resource deleted meanwhile is not an
     error. An ``outcome`` (not a progress mark) also records the pending reconcile request as handled:
-    ``helmop reconcile`` waits for that, whatever the outcome."""
+    ``helmop reconcile`` waits for that, whatever the outcome. What reads this object's status (an app its
+    HelmRelease's, a Project its Jenkins's) is woken."""
     if outcome and requested(body):
         status = {**status, "lastHandledReconcileAt": requested(body)}
     if status == body.get("status"):
@@ -54,6 +55,7 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: d
         if exc.status != 404:
             raise
     body["status"] = status
+    ctx.notify_referrers(obj.namespace, kind.kind, obj.name)
     return True
 
 

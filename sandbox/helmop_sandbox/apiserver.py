@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from . import admission, celrules, fieldmanager, structural
+from . import admission, celrules, fieldmanager, roles, structural
 from .errors import ApiError, Cause, already_exists, bad_request, conflict, invalid, not_found
 from .kinds import Registry, ResourceType, types_of_crd
 from .patching import TestFailed, json_patch, merge_patch, strategic_merge
@@ -85,9 +85,12 @@ class ApiServer:
         # The bootstrap ClusterRole charts and operators bind to (upstream creates it at start too).
         everything = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
                       {"nonResourceURLs": ["*"], "verbs": ["*"]}]
-        self.create(self.type_of(("rbac.authorization.k8s.io", "clusterroles")), "",
+        cluster_roles = self.type_of(("rbac.authorization.k8s.io", "clusterroles"))
+        self.create(cluster_roles, "",
                     {"metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
                      "rules": everything}, boot)
+        for role in roles.bootstrap():  # admin, edit, view (aggregated by the controllers)
+            self.create(cluster_roles, "", role, boot)
 
     # --- lookups ---------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from .batch import CRONJOBS, JOBS, PODS, Batch, knobs, owner_ref, stamp
 from .errors import ApiError
 from .events import Recorder
 from .kinds import ResourceType
+from .roles import CLUSTER_ROLES, aggregated
 from .rollouts import Rollouts, template_hash
 from .store import Event, Key, Obj
 from .volumes import Volumes
@@ -126,6 +127,15 @@ class Controllers:
             self._on_event(key, Event(int(obj["metadata"]["resourceVersion"]), "MODIFIED", obj, obj))
         self.loop.call_soon_threadsafe(self._cronjob_resync)
 
+    def _aggregate(self) -> None:
+        """Every aggregated ClusterRole's rules: the union of those of the ClusterRoles it selects."""
+        rt = self.api.type_of(CLUSTER_ROLES)
+        everyone = list(self.api.store.items(CLUSTER_ROLES))
+        for role in everyone:
+            rules = aggregated(role, everyone)
+            if rules is not None and rules != (role.get("rules") or []):
+                self.api.update(rt, "", role["metadata"]["name"], {**role, "rules": rules}, MANAGER)
+
     def _cronjob_resync(self) -> None:
         try:
             self.batch.cronjobs()
@@ -191,6 +201,8 @@ class Controllers:
         if key == NAMESPACE_KEY and event.type == "ADDED":
             self._default_service_account(meta["name"])
             self._root_ca(meta["name"])
+        if key == CLUSTER_ROLES:  # the clusterrole-aggregation controller
+            self._aggregate()
         rt = self._rt(key)
         if rt is not None and not rt.custom and obj.get("kind") in self.workloads:
             self.schedule(key, obj)

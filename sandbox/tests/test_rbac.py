@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import yaml
+from helmop_sandbox import Sandbox
 
 from tests.tools import Run
 
@@ -114,3 +118,37 @@ def test_auth_can_i_whoami_and_no_escalation(run: Run, namespace: str) -> None:
         "metadata: {name: view}\nrules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n")
     bound = as_lead("create", "rolebinding", "viewers", "--clusterrole=view", f"--serviceaccount={namespace}:helper")
     assert bound[0] == 0, bound
+
+
+def test_admin_edit_and_view_are_aggregated_as_upstream(sandbox: Sandbox, run: Run, namespace: str) -> None:
+    """The user-facing roles: a binding to edit lets a user run workloads and read Secrets in that namespace
+    only; view does not read Secrets; a ClusterRole labelled aggregate-to-edit adds its rules to edit."""
+    for role, user in (("edit", "erin"), ("view", "vic")):
+        run("kubectl", "-n", namespace, "create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}",
+            f"--user={user}")
+
+    def can(user: str, *what: str) -> bool:
+        done = run("kubectl", "auth", "can-i", *what, "--as", user, check=False)
+        return done.stdout.strip() == "yes"
+
+    assert can("erin", "create", "deployments", "-n", namespace) and can("erin", "get", "secrets", "-n", namespace)
+    assert not can("erin", "get", "secrets", "-n", "default") and not can("erin", "create", "rolebindings", "-n",
+                                                                             namespace)
+    assert can("vic", "list", "pods", "-n", namespace) and not can("vic", "get", "secrets", "-n", namespace)
+    assert not can("erin", "list", "leases.coordination.k8s.io", "-n", namespace)
+    run("kubectl", "apply", "-f", "-", stdin="""apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: leases-edit
+  labels: {rbac.authorization.k8s.io/aggregate-to-edit: "true"}
+rules:
+- {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, list, watch, create]}
+""")
+    deadline = time.monotonic() + 10
+    while not can("erin", "list", "leases.coordination.k8s.io", "-n", namespace):
+        assert time.monotonic() < deadline, "edit did not aggregate the new ClusterRole"
+        time.sleep(0.1)
+    assert not can("vic", "list", "leases.coordination.k8s.io", "-n", namespace)
+    rules = json.loads(run("kubectl", "get", "clusterrole", "admin", "-o", "json").stdout)["rules"]
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "verbs": ["get", "list", "watch", "create"]} not in rules  # labelled for edit only

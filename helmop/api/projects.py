@@ -1,0 +1,127 @@
+"""The Project spec (helmop.dev/v1alpha1, cluster-scoped): parsed into typed, validated values.
+
+What a schema cannot say is checked here, each with the field at fault: the namespace is a DNS label,
+members have a known role, quota and limit values are Kubernetes quantities, the Jenkins spec is a map.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .durations import duration_field
+from .errors import SpecError
+from .kinds import is_namespace_name
+
+ROLES = ("admin", "edit", "view")
+MEMBER_KINDS = ("User", "Group", "ServiceAccount")
+TEARDOWN_TIMEOUT = 600.0  # 10m
+# A Kubernetes quantity: a number with an optional binary/decimal suffix or exponent.
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Member:
+    kind: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Sync:
+    url: str
+    ref: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+    secret_ref: str = ""
+    interval: str = ""
+    webhook: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    members: tuple[Member, ...] = ()
+    quota: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, dict[str, str]] = field(default_factory=dict)  # default / defaultRequest
+    isolated: bool = False
+    allow_from: tuple[str, ...] = ()
+    jenkins: dict[str, Any] | None = None
+    sync: Sync | None = None
+    retain_data: bool = True
+    teardown_timeout: float = TEARDOWN_TIMEOUT
+    orphan: bool = False  # deletionPolicy: Orphan
+
+
+def _quantities(raw: Any, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", f"{where} must be a map of resource names to quantities")
+    out = {}
+    for name, value in raw.items():
+        text = str(value).strip()
+        if not _QUANTITY.match(text):
+            raise SpecError("InvalidQuantity", f"{where}.{name}: {value!r} is not a quantity (such as 500m, 2Gi or 10)")
+        out[str(name)] = text
+    return out
+
+
+def _members(raw: Any) -> tuple[Member, ...]:
+    out = []
+    for i, entry in enumerate(raw or []):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise SpecError("InvalidSpec", f"spec.members[{i}].name is required")
+        kind, role = str(entry.get("kind") or ""), str(entry.get("role") or "")
+        if kind not in MEMBER_KINDS:
+            raise SpecError("InvalidSpec", f"spec.members[{i}].kind must be one of {', '.join(MEMBER_KINDS)}, "
+                                           f"not {kind!r}")
+        if role not in ROLES:
+            raise SpecError("UnknownRole", f"spec.members[{i}].role must be one of {', '.join(ROLES)}, not {role!r}")
+        out.append(Member(kind, str(entry["name"]), role))
+    return tuple(out)
+
+
+def _sync(raw: Any) -> Sync | None:
+    if not raw:
+        return None
+    if not isinstance(raw, dict) or not raw.get("url"):
+        raise SpecError("InvalidSpec", "spec.sync.url is required")
+    duration_field(raw, "interval", None, "spec.sync")  # refused here rather than by the GitRepository
+    secret = raw.get("secretRef") or {}
+    return Sync(url=str(raw["url"]), ref=dict(raw.get("ref") or {}), path=str(raw.get("path") or ""),
+                secret_ref=str(secret.get("name") or "") if isinstance(secret, dict) else "",
+                interval=str(raw.get("interval") or ""), webhook=dict(raw.get("webhook") or {}))
+
+
+def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
+    namespace = str(spec.get("namespace") or name)
+    if not is_namespace_name(namespace):
+        raise SpecError("InvalidSpec", f"spec.namespace {namespace!r} is not a valid namespace name (a DNS label)")
+    isolation = spec.get("isolation") or {}
+    allow = tuple(str(n) for n in isolation.get("allowFrom") or [])
+    if bad := [n for n in allow if not is_namespace_name(n)]:
+        raise SpecError("InvalidSpec", f"spec.isolation.allowFrom: {', '.join(bad)} is not a namespace name")
+    limits_raw = spec.get("limits") or {}
+    limits = {key: q for key in ("default", "defaultRequest")
+              if (q := _quantities(limits_raw.get(key), f"spec.limits.{key}"))}
+    jenkins = spec.get("jenkins")
+    if jenkins is not None and not isinstance(jenkins, dict):
+        raise SpecError("InvalidSpec", "spec.jenkins must be a map (the Jenkins kind's spec)")
+    return ProjectSpec(
+        namespace=namespace,
+        labels={str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
+        annotations={str(k): str(v) for k, v in (spec.get("annotations") or {}).items()},
+        members=_members(spec.get("members")),
+        quota=_quantities(spec.get("quota"), "spec.quota"),
+        limits=limits,
+        isolated=bool(isolation.get("enabled", False)),
+        allow_from=allow,
+        jenkins=dict(jenkins) if jenkins is not None else None,
+        sync=_sync(spec.get("sync")),
+        retain_data=bool(spec.get("retainData", True)),
+        teardown_timeout=duration_field(spec, "teardownTimeout", TEARDOWN_TIMEOUT) or TEARDOWN_TIMEOUT,
+        orphan=spec.get("deletionPolicy") == "Orphan",
+    )

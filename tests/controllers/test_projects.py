@@ -1,0 +1,119 @@
+"""Projects: one cluster-scoped object for a team's namespace, access, quota, isolation, Jenkins and config
+repository; drift put back; everything removed in order when it is deleted, the Jenkins volume kept."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import yaml
+
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.gitserver import Repo
+from tests.tools import Run
+
+
+def project(name: str, **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
+                           "spec": spec})
+
+
+def cluster_get(kube: Run, *what: str) -> dict[str, Any]:
+    done = kube("kubectl", "get", *what, "-o", "json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def release(name: str, charts: ChartRepo) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                           "spec": {"interval": "1h", "chart": {"repository": {"url": charts.url, "name": "demo",
+                                                                               "version": "0.1.0"}},
+                                    "values": {"fullnameOverride": name}}})
+
+
+def test_a_project_from_start_to_end(operator: Operator, kube: Run, chart_repo: ChartRepo, repo: Repo) -> None:
+    name = f"team-{uuid.uuid4().hex[:5]}"
+    repo.commit({"apps/web.yaml": release("web", chart_repo)})
+    kube("kubectl", "apply", "-f", "-", stdin=project(
+        name, labels={"cost-center": "42"},
+        members=[{"kind": "User", "name": "alice", "role": "edit"}, {"kind": "Group", "name": "auditors",
+                                                                      "role": "view"}],
+        quota={"pods": "50", "requests.cpu": "4"}, limits={"default": {"cpu": "500m", "memory": "256Mi"}},
+        isolation={"enabled": True, "allowFrom": ["monitoring"]},
+        jenkins={"plugins": ["git:5.10.1"]},
+        sync={"url": repo.url, "ref": {"branch": "main"}, "path": "apps", "interval": "1h"}))
+    obj = eventually(lambda: (o := cluster_get(kube, "project", name)) and condition(o).get("status") == "True"
+                     and o, timeout=120)
+    status = obj["status"]
+    assert status["namespace"] == name and status["jenkinsUrl"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "NamespaceReady": "True", "AccessReady": "True", "JenkinsReady": "True", "SyncReady": "True", "Ready": "True"}
+    namespace = cluster_get(kube, "namespace", name)
+    assert namespace["metadata"]["labels"]["cost-center"] == "42"
+    assert namespace["metadata"]["labels"]["helmop.dev/project"] == name
+    assert get(kube, name, "resourcequota", "helmop-project")["spec"]["hard"] == {"pods": "50", "requests.cpu": "4"}
+    policy = get(kube, name, "networkpolicy", "helmop-isolation")["spec"]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}} in \
+        policy["ingress"][0]["from"]
+    # the synced HelmRelease, applied as the project's deployer: installed in the project namespace
+    eventually(lambda: condition(get(kube, name, "hr", "web")).get("status") == "True", timeout=60)
+    assert get(kube, name, "csync", "project")["spec"]["serviceAccountName"] == "deployer"
+
+    def can(user: str, *what: str) -> bool:
+        return kube("kubectl", "auth", "can-i", *what, "--as", user, check=False).stdout.strip() == "yes"
+
+    assert can("alice", "create", "deployments", "-n", name) and can("alice", "create", "helmreleases", "-n", name)
+    assert not can("alice", "get", "secrets", "-n", "default") and not can("alice", "create", "rolebindings", "-n",
+                                                                              name)
+    assert can("bob", "list", "pods", "-n", name, "--as-group", "auditors")
+    assert not can("bob", "get", "secrets", "-n", name, "--as-group", "auditors")
+
+    # drift is put back: a deleted member binding comes back
+    bindings = [b["metadata"]["name"] for b in get(kube, name, "rolebindings")["items"]
+                if b["roleRef"]["name"] == "edit" and b["subjects"][0]["name"] == "alice"]
+    kube("kubectl", "-n", name, "delete", "rolebinding", bindings[0])
+    eventually(lambda: get(kube, name, "rolebinding", bindings[0]), timeout=30)
+
+    # the end: everything goes, in order, the Jenkins volume is kept
+    claims = get(kube, name, "pvc")["items"]
+    volumes = {c["spec"]["volumeName"] for c in claims}
+    assert volumes
+    kube("kubectl", "delete", "project", name, "--wait=false")
+    eventually(lambda: not cluster_get(kube, "project", name), timeout=180)
+    assert not cluster_get(kube, "namespace", name)
+    assert name not in kube("helm", "list", "-A", "-q").stdout.split()
+    assert not [r for r in kube("helm", "list", "-n", name, "-q").stdout.split() if r]
+    for volume in volumes:
+        kept = cluster_get(kube, "pv", volume)
+        assert kept["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and kept["status"]["phase"] == "Released"
+    events = sorted((e for e in get(kube, "default", "events")["items"]
+                     if e["involvedObject"].get("kind") == "Project" and e["involvedObject"]["name"] == name),
+                    key=lambda e: int(e["metadata"]["resourceVersion"]))  # the order they were written in
+    steps = [e["message"].split(": ", 1)[1] for e in events if e["reason"] == "TeardownStep"]
+    assert steps == ["Sync", "Jenkins", "Access", "Namespace"]
+    final = next(e["message"] for e in events if e["reason"] == "TornDown")
+    assert all(volume in final for volume in volumes)
+
+
+def test_a_namespace_that_is_not_the_projects_is_refused(operator: Operator, kube: Run) -> None:
+    name = f"taken-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "create", "namespace", name)
+    kube("kubectl", "apply", "-f", "-", stdin=project(name, members=[{"kind": "User", "name": "mallory",
+                                                                        "role": "admin"}]))
+    refused = eventually(lambda: (o := cluster_get(kube, "project", name))
+                         and condition(o).get("reason") == "NamespaceOwnedElsewhere" and o)
+    assert condition(refused, "Stalled").get("status") == "True"
+    assert not get(kube, name, "rolebindings")["items"]  # nothing created, nothing adopted
+    kube("kubectl", "delete", "project", name, "--timeout=60s")
+    assert cluster_get(kube, "namespace", name)  # and nothing deleted
+
+
+def test_bad_project_specs_get_specific_reasons(operator: Operator, kube: Run) -> None:
+    cases = {"UnknownRole": {"members": [{"kind": "User", "name": "a", "role": "owner"}]},
+             "InvalidQuantity": {"quota": {"pods": "lots"}}}
+    for reason, spec in cases.items():
+        name = f"bad-{reason.lower()}-{uuid.uuid4().hex[:4]}"
+        kube("kubectl", "apply", "-f", "-", stdin=project(name, **spec))
+        eventually(lambda n=name, r=reason: condition(cluster_get(kube, "project", n)).get("reason") == r)
+        assert not cluster_get(kube, "namespace", name)
+        kube("kubectl", "delete", "project", name, "--timeout=60s")
