@@ -164,7 +164,9 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
             problem = await _delete(kube, oid, uid, label, applied_uids.get(oid, ""))
             if problem:
                 failures.append(problem)
-    status["inventory"] = [_entry(oid, applied_uids) for oid in sorted(objects)]
+    # what was applied (now or before) only: an object refused at its first apply was never this sync's
+    status["inventory"] = [_entry(oid, applied_uids) for oid in sorted(objects)
+                           if applied_uids.get(oid) or oid in previous]
     if failures:
         # keep what could not be pruned in the inventory, so the next sync tries again
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]

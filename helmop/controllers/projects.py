@@ -50,13 +50,15 @@ async def _path(ctx: Context, ref: dict[str, Any]) -> str:
     return await ctx.kube.path_of(ref["apiVersion"], ref["kind"], ref.get("namespace", ""), ref["name"])
 
 
-def _ready(obj: dict[str, Any] | None, what: str) -> tuple[bool, str]:
+def _ready(obj: dict[str, Any] | None, what: str) -> tuple[bool, str, str]:
+    """(ready, reason, message) of a part that reports a Ready condition: its own reason when it is not."""
     if obj is None:
-        return False, f"{what} is not there yet"
+        return False, "Progressing", f"{what} is not there yet"
     ready = cond.condition_of(obj, cond.READY)
     if ready.get("status") == "True" and Resource(obj).status.get("observedGeneration") == Resource(obj).generation:
-        return True, f"{what} is Ready"
-    return False, f"{what}: {ready.get('message') or 'waiting to be reconciled'}"
+        return True, "Ready", f"{what} is Ready"
+    message = ready.get("message") or "waiting to be reconciled"
+    return False, str(ready.get("reason") or "Progressing"), f"{what}: {message}"
 
 
 async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
@@ -118,22 +120,22 @@ async def _publish(ctx: Context, body: dict[str, Any], spec: ProjectSpec, wanted
     this = Resource(body)
     ns = spec.namespace
     status = dict(this.status)
-    answers = {NAMESPACE_READY: (True, f"namespace {ns} is in place"),
-               "AccessReady": (True, f"{sum(1 for p in wanted if p.condition == 'AccessReady')} access object(s) "
-                                     "in place")}
+    answers = {NAMESPACE_READY: (True, "Ready", f"namespace {ns} is in place"),
+               "AccessReady": (True, "Ready", f"{sum(1 for p in wanted if p.condition == 'AccessReady')} access "
+                                              "object(s) in place")}
     jenkins = await ctx.kube.get(JENKINS.path(ns, JENKINS_NAME)) if spec.jenkins is not None else None
     answers["JenkinsReady"] = (_ready(jenkins, f"Jenkins {ns}/{JENKINS_NAME}") if spec.jenkins is not None
-                               else (True, "no Jenkins asked for"))
+                               else (True, "Ready", "no Jenkins asked for"))
     sync = await ctx.kube.get(CONFIGSYNC.path(ns, SYNC)) if spec.sync is not None else None
     answers["SyncReady"] = (_ready(sync, f"ConfigSync {ns}/{SYNC}") if spec.sync is not None
-                            else (True, "no config repository asked for"))
+                            else (True, "Ready", "no config repository asked for"))
     conditions = status.get("conditions") or []
     for kind in PARTS:
-        ok, message = answers[kind]
-        conditions = cond.set_condition(conditions, kind, ok, "Ready" if ok else "NotReady", message, this.generation)
+        ok, reason, message = answers[kind]
+        conditions = cond.set_condition(conditions, kind, ok, reason, message, this.generation)
     status.update(conditions=conditions, namespace=ns, inventory=[p.ref for p in wanted],
                   jenkinsUrl=str(Resource(jenkins).status.get("url") or "") if jenkins else "")
-    waiting = [message for kind in PARTS if not (answer := answers[kind])[0] for message in [answer[1]]]
+    waiting = [answers[kind][2] for kind in PARTS if not answers[kind][0]]
     ready = not waiting
     message = "every part of the project is Ready" if ready else "; ".join(waiting)
     await write_status(ctx, PROJECT, body, with_ready(body, status, ready, "Ready" if ready else "Progressing",

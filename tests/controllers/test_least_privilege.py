@@ -134,3 +134,22 @@ def test_the_service_account_has_no_more_than_it_needs(restricted: tuple[Operato
     assert kube(*as_operator, "get", "hr", "-A").returncode == 0  # while its own work is allowed
     role = json.loads(kube("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)
     assert all("*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []) for rule in role["rules"])
+
+
+def test_projects_work_with_the_rights_the_chart_gives_them(restricted: tuple[Operator, Run]) -> None:
+    """projects.enabled: a Project is made and torn down under the chart's ServiceAccount (it binds admin, edit
+    and view through `bind` on those roles alone)."""
+    _operator, kube = restricted
+    kube("helm", "upgrade", "helmop", str(ROOT / "deploy" / "helmop"), "-n", "helmop-system", "--reuse-values",
+         "--set", "projects.enabled=true")
+    project = {"apiVersion": "helmop.dev/v1alpha1", "kind": "Project", "metadata": {"name": "lp-team"},
+               "spec": {"members": [{"kind": "User", "name": "alice", "role": "admin"},
+                                    {"kind": "Group", "name": "readers", "role": "view"}],
+                        "quota": {"pods": "10"}, "limits": {"default": {"memory": "128Mi"}},
+                        "isolation": {"enabled": True}, "jenkins": {"interval": "1h"}}}
+    kube("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump(project))
+    ready = eventually(lambda: (o := json.loads(kube("kubectl", "get", "project", "lp-team", "-o", "json").stdout))
+                       and condition(o).get("status") == "True" and o, timeout=120)
+    assert ready["status"]["namespace"] == "lp-team"
+    kube("kubectl", "delete", "project", "lp-team", "--timeout=120s")
+    assert kube("kubectl", "get", "namespace", "lp-team", check=False).returncode != 0

@@ -117,3 +117,36 @@ def test_bad_project_specs_get_specific_reasons(operator: Operator, kube: Run) -
         eventually(lambda n=name, r=reason: condition(cluster_get(kube, "project", n)).get("reason") == r)
         assert not cluster_get(kube, "namespace", name)
         kube("kubectl", "delete", "project", name, "--timeout=60s")
+
+
+def test_two_projects_cannot_claim_one_namespace(operator: Operator, kube: Run) -> None:
+    first, second = f"one-{uuid.uuid4().hex[:5]}", f"two-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "apply", "-f", "-", stdin=project(first))
+    eventually(lambda: condition(cluster_get(kube, "project", first)).get("status") == "True", timeout=60)
+    kube("kubectl", "apply", "-f", "-", stdin=project(second, namespace=first))
+    refused = eventually(lambda: (o := cluster_get(kube, "project", second))
+                         and condition(o).get("reason") == "NamespaceOwnedElsewhere" and o)
+    assert f"another Project ({first})" in condition(refused)["message"]
+    kube("kubectl", "delete", "project", second, "--timeout=60s")
+    assert cluster_get(kube, "namespace", first)  # the second Project's deletion took nothing of the first's
+    kube("kubectl", "delete", "project", first, "--timeout=60s")
+    assert not cluster_get(kube, "namespace", first)
+
+
+def test_a_push_that_reaches_beyond_the_project_is_refused(operator: Operator, kube: Run, repo: Repo) -> None:
+    """The config repository syncs as the deployer: a ClusterRoleBinding in it is refused, and the Project
+    says so with the ConfigSync's reason."""
+    name = f"sync-{uuid.uuid4().hex[:5]}"
+    repo.commit({"apps/grab.yaml": yaml.safe_dump(
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+         "subjects": [{"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}]})})
+    kube("kubectl", "apply", "-f", "-", stdin=project(name, sync={"url": repo.url, "ref": {"branch": "main"},
+                                                                 "path": "apps", "interval": "1h"}))
+    sync = eventually(lambda: (c := condition(get(kube, name, "csync", "project"))).get("status") == "False"
+                      and "ClusterRoleBinding" in c.get("message", "") and c, timeout=60)
+    # the ConfigSync's report reaches the Project (its status write wakes the Project)
+    eventually(lambda: condition(cluster_get(kube, "project", name), "SyncReady").get("reason") == sync["reason"],
+               timeout=30)
+    assert not cluster_get(kube, "clusterrolebinding", name)
+    kube("kubectl", "delete", "project", name, "--timeout=90s")
