@@ -39,6 +39,18 @@ class Sync:
 
 
 @dataclass(frozen=True)
+class Environments:
+    """spec.environments: a namespace per matching branch of the sync repository."""
+
+    include: tuple[str, ...] = ("*",)  # shell patterns of branch names
+    exclude: tuple[str, ...] = ()
+    name_pattern: str = "{project}-{branch}"
+    ttl: float | None = None  # torn down after this long without a new commit
+    quota: dict[str, str] = field(default_factory=dict)
+    jenkins: bool = False  # a Jenkins in each environment too
+
+
+@dataclass(frozen=True)
 class ProjectSpec:
     namespace: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -53,6 +65,7 @@ class ProjectSpec:
     retain_data: bool = True
     teardown_timeout: float = TEARDOWN_TIMEOUT
     orphan: bool = False  # deletionPolicy: Orphan
+    environments: Environments | None = None
 
 
 def _quantities(raw: Any, where: str) -> dict[str, str]:
@@ -96,6 +109,26 @@ def _sync(raw: Any) -> Sync | None:
                 interval=str(raw.get("interval") or ""), webhook=dict(raw.get("webhook") or {}))
 
 
+def _environments(raw: Any, sync: Sync | None) -> Environments | None:
+    if not raw:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", "spec.environments must be a map")
+    if sync is None:
+        raise SpecError("InvalidSpec", "spec.environments needs spec.sync: an environment syncs a branch of it")
+    branches = raw.get("branches") or {}
+    template = raw.get("template") or {}
+    pattern = str(raw.get("namePattern") or "{project}-{branch}")
+    if "{branch}" not in pattern or set(re.findall(r"{([^}]*)}", pattern)) - {"project", "branch"}:
+        raise SpecError("InvalidSpec", "spec.environments.namePattern names {branch} (and may name {project}), "
+                                       f"nothing else: {pattern!r}")
+    return Environments(include=tuple(str(p) for p in branches.get("include") or ["*"]),
+                        exclude=tuple(str(p) for p in branches.get("exclude") or []), name_pattern=pattern,
+                        ttl=duration_field(raw, "ttl", None, "spec.environments"),
+                        quota=_quantities(template.get("quota"), "spec.environments.template.quota"),
+                        jenkins=bool(template.get("jenkins", False)))
+
+
 def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
     namespace = str(spec.get("namespace") or name)
     if not is_namespace_name(namespace):
@@ -110,6 +143,7 @@ def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
     jenkins = spec.get("jenkins")
     if jenkins is not None and not isinstance(jenkins, dict):
         raise SpecError("InvalidSpec", "spec.jenkins must be a map (the Jenkins kind's spec)")
+    sync = _sync(spec.get("sync"))
     return ProjectSpec(
         namespace=namespace,
         labels={str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
@@ -120,8 +154,9 @@ def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
         isolated=bool(isolation.get("enabled", False)),
         allow_from=allow,
         jenkins=dict(jenkins) if jenkins is not None else None,
-        sync=_sync(spec.get("sync")),
+        sync=sync,
         retain_data=bool(spec.get("retainData", True)),
         teardown_timeout=duration_field(spec, "teardownTimeout", TEARDOWN_TIMEOUT) or TEARDOWN_TIMEOUT,
         orphan=spec.get("deletionPolicy") == "Orphan",
+        environments=_environments(spec.get("environments"), sync),
     )

@@ -21,6 +21,7 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS, PROJECT
 from helmop.api.objects import Resource
 from helmop.api.projects import ProjectSpec, parse_project
+from helmop.helm.inputs import InputError, git_auth
 from helmop.infra.kube import KubeError
 from helmop.reconcile.projects import JENKINS as JENKINS_NAME
 from helmop.reconcile.projects import (
@@ -30,9 +31,14 @@ from helmop.reconcile.projects import (
     STEPS,
     SYNC,
     Part,
+    environment_namespace,
+    environment_spec,
     parts,
     step_of,
+    wants_environment,
 )
+from helmop.sources.errors import SourceError
+from helmop.sources.git import Branch
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
@@ -69,29 +75,86 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     except SpecError as exc:
         await report(ctx, PROJECT, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
-    namespace = await ctx.kube.get(f"/api/v1/namespaces/{spec.namespace}")
-    owner = ((namespace or {}).get("metadata", {}).get("labels") or {}).get(PROJECT_LABEL)
-    if namespace is not None and owner != this.name:
-        why = f"another Project ({owner})" if owner else "no Project"
-        await report(ctx, PROJECT, body, status, False, "NamespaceOwnedElsewhere",
-                     f"namespace {spec.namespace} exists and belongs to {why}; nothing was created or adopted",
-                     stalled=True)
+    refused = await _claimed_elsewhere(ctx, this.name, spec.namespace)
+    if refused:
+        await report(ctx, PROJECT, body, status, False, "NamespaceOwnedElsewhere", refused, stalled=True)
         return DONE
     wanted = parts(this.name, this.uid, spec)
     try:
         for part in wanted:
             await ctx.kube.apply(await _path(ctx, part.ref), part.obj, MANAGER)
         await _prune(ctx, status.get("inventory") or [], wanted)
+        environments = await _environments(ctx, this, spec)
     except KubeError as exc:
         await report(ctx, PROJECT, body, status, False, "ApplyFailed", f"{exc.message}", stalled=exc.status == 422)
         return DONE if exc.status == 422 else FAILED
-    # woken when the Jenkins or the ConfigSync reports (their status writes), as when a part changes
+    except (SourceError, InputError) as exc:
+        await report(ctx, PROJECT, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        return FAILED if exc.transient else DONE
+    # woken when the Jenkins, the ConfigSync or the GitRepository reports (their status writes: a push seen
+    # by the repository may add or remove a branch's environment), as when a part changes
     ctx.refer(_key(this.name), [(spec.namespace, p.obj["kind"], p.obj["metadata"]["name"]) for p in wanted
-                                if p.obj["kind"] in ("Jenkins", "ConfigSync")])
+                                if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
     ctx.observe(_key(this.name), [(p.ref["apiVersion"], p.ref["namespace"], p.ref["kind"], p.ref["name"])
                                   for p in wanted if p.obj["kind"] not in ("Namespace", "Jenkins", "ConfigSync",
                                                                            "GitRepository")])
-    return await _publish(ctx, body, spec, wanted)
+    return await _publish(ctx, body, spec, wanted, environments)
+
+
+async def _claimed_elsewhere(ctx: Context, project: str, namespace: str) -> str:
+    """Why ``namespace`` may not be this Project's ("" when it may): it exists and is not labelled as its."""
+    found = await ctx.kube.get(f"/api/v1/namespaces/{namespace}")
+    owner = ((found or {}).get("metadata", {}).get("labels") or {}).get(PROJECT_LABEL)
+    if found is None or owner == project:
+        return ""
+    why = f"another Project ({owner})" if owner else "no Project"
+    return f"namespace {namespace} exists and belongs to {why}; nothing was created or adopted"
+
+
+async def _environments(ctx: Context, this: Resource, spec: ProjectSpec) -> list[dict[str, Any]]:
+    """A namespace per matching branch of the sync repository (made or kept), and the teardown of those
+    whose branch is gone or older than the ttl; the status entries."""
+    previous = {str(e.get("branch")): e for e in this.status.get("environments") or []}
+    wanted: dict[str, Branch] = {}
+    envs = spec.environments
+    if envs is not None and spec.sync is not None:
+        auth = await git_auth(ctx.kube, spec.namespace, {"spec": {"secretRef": {"name": spec.sync.secret_ref}}}
+                              if spec.sync.secret_ref else {})
+        await ctx.git.fetch(spec.sync.url, auth)
+        now = time.time()
+        wanted = {b.name: b for b in await ctx.git.branches(spec.sync.url, auth)
+                  if wants_environment(envs, b.name) and (envs.ttl is None or now - b.committed <= envs.ttl)}
+    out = []
+    for branch in sorted(wanted):
+        assert envs is not None
+        namespace = environment_namespace(envs, this.name, branch)
+        entry: dict[str, Any] = {"branch": branch, "namespace": namespace, "commit": wanted[branch].sha}
+        refused = await _claimed_elsewhere(ctx, this.name, namespace)
+        if refused:
+            out.append({**entry, "ready": False, "message": refused, "inventory": []})
+            continue
+        made = parts(this.name, this.uid, environment_spec(spec, branch, namespace))
+        for part in made:
+            await ctx.kube.apply(await _path(ctx, part.ref), part.obj, MANAGER)
+        ok, _reason, message = _ready(await ctx.kube.get(CONFIGSYNC.path(namespace, SYNC)),
+                                      f"ConfigSync {namespace}/{SYNC}")
+        out.append({**entry, "ready": ok, "message": message, "inventory": [p.ref for p in made]})
+    for branch, gone in previous.items():
+        if branch in wanted:
+            continue
+        waiting = await _tear_down(ctx, list(gone.get("inventory") or []))
+        if waiting:  # listed until it is gone
+            out.append({**gone, "ready": False, "message": f"tearing down: waiting for {waiting}"})
+    return out
+
+
+async def _tear_down(ctx: Context, inventory: list[dict[str, Any]]) -> str:
+    """Every step in order over ``inventory``; "" when all is gone, else what the current step waits for."""
+    for step in STEPS:
+        waiting = await _step(ctx, step, inventory, None)
+        if waiting:
+            return waiting
+    return ""
 
 
 async def _prune(ctx: Context, inventory: list[dict[str, Any]], wanted: list[Part]) -> None:
@@ -116,7 +179,8 @@ async def _delete(ctx: Context, ref: dict[str, Any]) -> bool:
     return await ctx.kube.get(path) is None
 
 
-async def _publish(ctx: Context, body: dict[str, Any], spec: ProjectSpec, wanted: list[Part]) -> Outcome:
+async def _publish(ctx: Context, body: dict[str, Any], spec: ProjectSpec, wanted: list[Part],
+                   environments: list[dict[str, Any]]) -> Outcome:
     this = Resource(body)
     ns = spec.namespace
     status = dict(this.status)
@@ -133,15 +197,18 @@ async def _publish(ctx: Context, body: dict[str, Any], spec: ProjectSpec, wanted
     for kind in PARTS:
         ok, reason, message = answers[kind]
         conditions = cond.set_condition(conditions, kind, ok, reason, message, this.generation)
-    status.update(conditions=conditions, namespace=ns, inventory=[p.ref for p in wanted],
+    status.update(conditions=conditions, namespace=ns, inventory=[p.ref for p in wanted], environments=environments,
                   jenkinsUrl=str(Resource(jenkins).status.get("url") or "") if jenkins else "")
     waiting = [answers[kind][2] for kind in PARTS if not answers[kind][0]]
     ready = not waiting
     message = "every part of the project is Ready" if ready else "; ".join(waiting)
     await write_status(ctx, PROJECT, body, with_ready(body, status, ready, "Ready" if ready else "Progressing",
                                                       message))
-    # The Jenkins and the ConfigSync report on their own time: looked at again soon until they are Ready.
-    return DONE if ready else after(ctx.tunables.dependency_recheck)
+    # The Jenkins and the ConfigSync report on their own time: looked at again soon until they are Ready;
+    # environments follow the repository's branches (and its webhook, through the GitRepository's status).
+    if not ready or any(not e.get("ready") for e in environments):
+        return after(ctx.tunables.dependency_recheck)
+    return after(ctx.tunables.source_interval) if spec.environments is not None else DONE
 
 
 # --- teardown ------------------------------------------------------------------------------------
@@ -162,6 +229,10 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     namespace = _namespace(body, spec)
     if namespace and (spec is None or spec.retain_data):  # before anything that could delete a claim
         teardown["retained"] = sorted(set(teardown.get("retained") or []) | set(await _retain_volumes(ctx, namespace)))
+    for environment in this.status.get("environments") or []:  # the branches' namespaces first
+        waiting = await _tear_down(ctx, list(environment.get("inventory") or []))
+        if waiting:
+            return await _wait(ctx, body, teardown, 0, f"environment {environment.get('namespace')}", waiting, spec)
     done = list(teardown.get("done") or [])
     for number, step in enumerate(STEPS, 1):
         if step in done:

@@ -9,11 +9,13 @@ beyond it.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
-from helmop.api.projects import Member, ProjectSpec
+from helmop.api.projects import Environments, Member, ProjectSpec
 
 PROJECT_LABEL = "helmop.dev/project"
 DEPLOYER = "deployer"
@@ -127,3 +129,30 @@ def step_of(ref: dict[str, Any]) -> str:
     if kind in ("GitRepository", "ConfigSync"):
         return SYNC_READY
     return ACCESS_READY
+
+
+def wants_environment(envs: Environments, branch: str) -> bool:
+    return any(fnmatch.fnmatchcase(branch, p) for p in envs.include) and \
+        not any(fnmatch.fnmatchcase(branch, p) for p in envs.exclude)
+
+
+def environment_namespace(envs: Environments, project: str, branch: str) -> str:
+    """A DNS label for the branch's namespace: the pattern with the branch as a slug (``feature/login`` ->
+    ``feature-login``, as GitLab's ref slug); when other characters had to go (capitals, ``_``, ``.``,
+    non-ASCII) or the name is too long, a hash of the branch keeps it unique."""
+    slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", branch.lower())).strip("-")
+    name = envs.name_pattern.replace("{project}", project).replace("{branch}", slug or "branch")
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-")
+    if re.fullmatch(r"[a-z0-9/-]+", branch) and len(name) <= 63:
+        return name
+    digest = hashlib.sha256(branch.encode()).hexdigest()[:8]
+    return f"{name[:63 - 9].rstrip('-')}-{digest}"
+
+
+def environment_spec(spec: ProjectSpec, branch: str, namespace: str) -> ProjectSpec:
+    """A branch's environment: the project's access and confinement in a namespace of its own, syncing that
+    branch; the template's quota, a Jenkins only if the template asks for one."""
+    envs = spec.environments or Environments()
+    assert spec.sync is not None
+    return replace(spec, namespace=namespace, quota=envs.quota, jenkins=spec.jenkins if envs.jenkins else None,
+                   sync=replace(spec.sync, ref={"branch": branch}), environments=None)

@@ -74,6 +74,16 @@ class GitAuth:
         return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3]
 
 
+MAX_BRANCHES = 1000  # listed for a Project's environments; a repository may hold any number
+
+
+@dataclass(frozen=True)
+class Branch:
+    name: str
+    sha: str
+    committed: float  # the head commit's committer time (epoch seconds)
+
+
 @dataclass(frozen=True)
 class GitRef:
     branch: str = ""
@@ -301,6 +311,18 @@ class GitCache:
         check_ref_name(branch, "branch")
         sha = await self._peel(env, mirror, f"refs/heads/{branch}")
         return f"{branch}@sha1:{sha}", sha
+
+    async def branches(self, url: str, auth: GitAuth) -> list[Branch]:
+        """The branches of the mirror (the first MAX_BRANCHES by name), each with its commit and commit time."""
+        out = await self._git(["for-each-ref", f"--count={MAX_BRANCHES}",
+                               "--format=%(refname:strip=2)%00%(objectname)%00%(committerdate:unix)", "refs/heads"],
+                              self._env(auth), cwd=self.mirror(url, auth))
+        found = []
+        for line in out.decode(errors="replace").splitlines():
+            name, sha, when = [*line.split("\0"), "", "", ""][:3]
+            if name and _SHA.match(sha):
+                found.append(Branch(name, sha, float(when) if when.isdigit() else 0.0))
+        return found
 
     async def _peel(self, env: dict[str, str], mirror: Path, refname: str) -> str:
         try:

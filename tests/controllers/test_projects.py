@@ -150,3 +150,42 @@ def test_a_push_that_reaches_beyond_the_project_is_refused(operator: Operator, k
                timeout=30)
     assert not cluster_get(kube, "clusterrolebinding", name)
     kube("kubectl", "delete", "project", name, "--timeout=90s")
+
+
+def test_an_environment_per_branch(operator: Operator, kube: Run, chart_repo: ChartRepo, repo: Repo) -> None:
+    """A matching branch gets a namespace of its own syncing it (with the project's access); a branch name
+    that is no DNS label still gets a valid, unique namespace; a deleted branch's environment is torn down."""
+    name = f"env-{uuid.uuid4().hex[:4]}"
+    repo.commit({"apps/web.yaml": release("web", chart_repo)})
+    repo.commit({"apps/web.yaml": release("feature-web", chart_repo)}, branch="feature/login")
+    repo.commit({"apps/web.yaml": release("odd-web", chart_repo)}, branch="feature/Über_Weird.Name")
+    repo.commit({}, branch="experiment")  # not matched
+    kube("kubectl", "apply", "-f", "-", stdin=project(
+        name, members=[{"kind": "User", "name": "alice", "role": "edit"}],
+        sync={"url": repo.url, "ref": {"branch": "main"}, "path": "apps", "interval": "1h"},
+        environments={"branches": {"include": ["feature/*"]}, "template": {"quota": {"pods": "5"}}}))
+
+    def environments() -> dict[str, dict[str, Any]]:
+        status = cluster_get(kube, "project", name).get("status") or {}
+        return {e["branch"]: e for e in status.get("environments") or []}
+
+    ready = eventually(lambda: (e := environments()) and len(e) == 2 and all(v["ready"] for v in e.values()) and e,
+                       timeout=120)
+    login, odd = ready["feature/login"]["namespace"], ready["feature/Über_Weird.Name"]["namespace"]
+    assert login == f"{name}-feature-login"
+    assert len(odd) <= 63 and odd.startswith(f"{name}-feature-ber-weird-name-") and odd != login
+    eventually(lambda: condition(get(kube, login, "hr", "feature-web")).get("status") == "True")  # that branch's
+    assert get(kube, login, "resourcequota", "helmop-project")["spec"]["hard"] == {"pods": "5"}
+    assert kube("kubectl", "auth", "can-i", "create", "deployments", "-n", login, "--as", "alice",
+                check=False).stdout.strip() == "yes"
+    assert not [n for n in ("experiment",) if n in environments()]
+
+    repo.git("push", "-q", "origin", "--delete", "feature/login")
+    kube("kubectl", "-n", name, "annotate", "--overwrite", "gitrepo", "project",
+         f"helmop.dev/requestedAt={uuid.uuid4()}")  # what the push webhook does
+    eventually(lambda: "feature/login" not in environments() and not cluster_get(kube, "namespace", login),
+               timeout=120)
+    assert "feature-web" not in kube("helm", "list", "-A", "-q").stdout.split()
+    assert cluster_get(kube, "namespace", odd)
+    kube("kubectl", "delete", "project", name, "--timeout=180s")
+    assert not cluster_get(kube, "namespace", odd) and not cluster_get(kube, "namespace", name)
