@@ -189,3 +189,36 @@ def test_an_environment_per_branch(operator: Operator, kube: Run, chart_repo: Ch
     assert cluster_get(kube, "namespace", odd)
     kube("kubectl", "delete", "project", name, "--timeout=180s")
     assert not cluster_get(kube, "namespace", odd) and not cluster_get(kube, "namespace", name)
+
+
+def test_orphan_leaves_everything_and_a_stuck_step_is_reported(operator: Operator, kube: Run) -> None:
+    kept = f"orphan-{uuid.uuid4().hex[:4]}"
+    kube("kubectl", "apply", "-f", "-", stdin=project(kept, deletionPolicy="Orphan", quota={"pods": "3"}))
+    eventually(lambda: condition(cluster_get(kube, "project", kept)).get("status") == "True")
+    kube("kubectl", "delete", "project", kept, "--timeout=60s")
+    namespace = cluster_get(kube, "namespace", kept)
+    assert namespace and "helmop.dev/project" not in namespace["metadata"].get("labels", {})
+    assert not get(kube, kept, "resourcequota", "helmop-project")["metadata"].get("ownerReferences")
+    kube("kubectl", "delete", "namespace", kept, "--wait=false")
+
+    stuck = f"stuck-{uuid.uuid4().hex[:4]}"
+    kube("kubectl", "apply", "-f", "-", stdin=project(stuck, teardownTimeout="1s", retainData=False))
+    eventually(lambda: condition(cluster_get(kube, "project", stuck)).get("status") == "True")
+    # something else holds the namespace (a finalizer of another controller): the last step waits
+    kube("kubectl", "-n", stuck, "create", "configmap", "held")
+    kube("kubectl", "-n", stuck, "patch", "configmap", "held", "-p",
+         '{"metadata": {"finalizers": ["example.com/hold"]}}')
+    kube("kubectl", "delete", "project", stuck, "--wait=false")
+
+    def events(reason: str) -> list[dict[str, Any]]:
+        return [e for e in get(kube, "default", "events")["items"]
+                if e["involvedObject"].get("name") == stuck and e["reason"] == reason]
+
+    warning = eventually(lambda: events("TeardownStuck"), timeout=60)[0]
+    assert (warning["type"] == "Warning" and "Namespace" in warning["message"]) or "namespace" in warning["message"]
+    teardown = cluster_get(kube, "project", stuck)["status"]["teardown"]
+    assert teardown["step"] == "NamespaceReady" and stuck in teardown["waitingFor"]
+    kube("kubectl", "-n", stuck, "patch", "configmap", "held", "--type=json",
+         "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    eventually(lambda: not cluster_get(kube, "project", stuck), timeout=60)  # retried, never skipped
+    assert not cluster_get(kube, "namespace", stuck)
