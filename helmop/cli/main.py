@@ -23,7 +23,7 @@ from helmop.api.kinds import BUILTIN
 from helmop.helm.engine import Engine, default_executable
 from helmop.infra.kube import KubeError
 
-from . import operate, releases, tenancy, verbs
+from . import operate, projects, releases, tenancy, verbs
 from .errors import Failed
 
 T = TypeVar("T")
@@ -89,6 +89,37 @@ async def _suspend(pair: Any) -> int:
     args, kube = pair
     kind = verbs.kind_of(args.kind)  # helmop's own kinds: an app resource's spec is its chart's values
     print(await verbs.set_suspended(kube, kind, _namespace(args) or "default", args.name, args.verb == "suspend"))
+    return 0
+
+
+def _project(args: argparse.Namespace) -> dict[str, Any]:
+    return projects.manifest(args.name, members=args.member or [], quota=args.quota or [], sync=args.sync,
+                             branch=args.branch, path=args.path, jenkins=args.jenkins, isolate=args.isolate)
+
+
+async def _create_project(pair: Any) -> int:
+    args, kube = pair
+    print(await projects.create(kube, _project(args)))
+    return 0
+
+
+def _create(args: argparse.Namespace) -> int:
+    if not args.export:
+        return _with_kube(_create_project)(args)
+    try:
+        print(projects.export(_project(args)), end="")
+    except Failed as exc:
+        print(f"✗ {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _tree(pair: Any) -> int:
+    args, kube = pair
+    kind = await verbs.resolve_kind(kube, args.kind)
+    if kind.kind != "Project":
+        raise Failed("tree shows Projects (proj) for now")
+    print(await projects.tree(kube, args.name))
     return 0
 
 
@@ -243,6 +274,25 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("what", choices=["tenancy"])
     check.add_argument("--default-service-account", metavar="NAME", default="",
                        help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")
+
+    tree = cluster_verb("tree", "what a Project holds: its parts, its Jenkins's and config repository's releases, "
+                                "its environments", _tree)
+    tree.add_argument("kind", help="proj")
+    tree.add_argument("name")
+
+    create = cluster_verb("create", "create a resource from flags (or print it with --export)", _create_project)
+    create.add_argument("kind", choices=["project", "proj"])
+    create.add_argument("name")
+    create.add_argument("--member", action="append", metavar="KIND:NAME:ROLE",
+                        help="user:alice:edit, group:devs:view, serviceaccount:ns/name:admin (repeatable)")
+    create.add_argument("--quota", action="append", metavar="RESOURCE=QUANTITY", help="pods=20 (repeatable)")
+    create.add_argument("--sync", metavar="URL", help="the project's config repository")
+    create.add_argument("--branch", default="main", help="its branch (default main)")
+    create.add_argument("--path", default="", help="the folder of its manifests (default the root)")
+    create.add_argument("--jenkins", action="store_true", help="a Jenkins for the project")
+    create.add_argument("--isolate", action="store_true", help="a NetworkPolicy isolating the project namespace")
+    create.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
+    create.set_defaults(run=_create)
 
     render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
                                description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "

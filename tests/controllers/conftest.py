@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -266,3 +267,11 @@ def failing(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
 def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
     items = get(kube, ns, "events").get("items") or []
     return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def helmop(operator: Operator, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The helmop command as a user runs it (a process of its own), against the operator's sandbox."""
+    env = {**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig), "HELMOP_HELM": str(TOOLS / "helm"),
+           **(env or {})}
+    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=180)

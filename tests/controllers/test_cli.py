@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -18,18 +15,11 @@ from tests.controllers.conftest import (
     get,
     helm_calls,
     helm_wrapper,
+    helmop,
     hr,
     ready,
 )
 from tests.tools import TOOLS, Run
-
-
-def helmop(operator: Operator, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The helmop command as a user runs it (a process of its own), against the operator's sandbox."""
-    env = {**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig), "HELMOP_HELM": str(TOOLS / "helm"),
-           **(env or {})}
-    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=180)
 
 
 def test_get_reconcile_suspend_resume(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:

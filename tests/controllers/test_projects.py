@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, helmop
 from tests.gitserver import Repo
 from tests.tools import Run
 
@@ -222,3 +222,26 @@ def test_orphan_leaves_everything_and_a_stuck_step_is_reported(operator: Operato
          "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
     eventually(lambda: not cluster_get(kube, "project", stuck), timeout=60)  # retried, never skipped
     assert not cluster_get(kube, "namespace", stuck)
+
+
+def test_the_cli_creates_shows_and_exports_a_project(operator: Operator, kube: Run) -> None:
+    name = f"cli-{uuid.uuid4().hex[:4]}"
+    exported = helmop(operator, "create", "project", name, "--member", "user:alice:edit", "--quota", "pods=5",
+                      "--jenkins", "--export")
+    assert exported.returncode == 0 and yaml.safe_load(exported.stdout)["spec"]["members"] == [
+        {"kind": "User", "name": "alice", "role": "edit"}]
+    refused = helmop(operator, "create", "project", name, "--member", "user:alice:owner", "--export")
+    assert refused.returncode == 1 and "role must be one of admin, edit, view" in refused.stderr
+    kube("kubectl", "apply", "-f", "-", stdin=exported.stdout)  # what --export prints is re-appliable
+    eventually(lambda: condition(cluster_get(kube, "project", name)).get("status") == "True", timeout=120)
+    listed = helmop(operator, "get", "proj")
+    assert listed.returncode == 0 and f"project/{name}" in listed.stdout
+    shown = helmop(operator, "tree", "proj", name)
+    assert shown.returncode == 0, shown.stderr
+    assert f"Project/{name}  Ready" in shown.stdout and f"Namespace {name}" in shown.stdout
+    assert f"Jenkins {name}/jenkins  Ready" in shown.stdout and f"HelmRelease {name}/" in shown.stdout
+    assert f"ResourceQuota {name}/helmop-project" in shown.stdout
+    applied = helmop(operator, "create", "project", name, "--member", "user:alice:edit", "--quota", "pods=5",
+                     "--jenkins")
+    assert applied.returncode == 0 and "applied" in applied.stdout
+    kube("kubectl", "delete", "project", name, "--timeout=120s")
