@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helmop_sandbox import Sandbox
 
@@ -10,12 +12,19 @@ from tests.tools import ROOT, Run, runner
 TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test's tier marker, from its folder (tests/<folder>/...; anything else is integration)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's tier marker, from its folder (tests/<folder>/...; anything else is integration). With
+    HELMOP_TEST_PHASE=parallel the tests marked ``alone`` are left out, with =alone only they run: scripts/test
+    runs the rest on both cores, then those one at a time (their bounds are on latency)."""
     for item in items:
         parts = item.path.relative_to(ROOT).parts
         folder = parts[1] if parts[0] == "tests" and len(parts) > 2 else ""
         item.add_marker(TIERS.get(folder, "integration"))
+    phase = os.environ.get("HELMOP_TEST_PHASE", "")
+    if phase in ("parallel", "alone"):
+        keep = [i for i in items if (i.get_closest_marker("alone") is not None) == (phase == "alone")]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
 
 def _runner(sandbox: Sandbox) -> Run:

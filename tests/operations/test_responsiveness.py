@@ -22,6 +22,8 @@ from tests.tools import Run
 
 from .conftest import Replica, free_port, helm_recorder, helmrelease, ready_condition
 
+pytestmark = pytest.mark.alone  # bounds on latency and lag: measured with nothing else running
+
 # A server for the index tests, in a process of its own so that it does not compete with the sandbox
 # for this process's interpreter: /big/index.yaml is a valid 31 MB index; /endless/index.yaml never ends.
 INDEX_SERVER = r"""
