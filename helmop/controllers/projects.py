@@ -232,14 +232,16 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     for environment in this.status.get("environments") or []:  # the branches' namespaces first
         waiting = await _tear_down(ctx, list(environment.get("inventory") or []))
         if waiting:
-            return await _wait(ctx, body, teardown, 0, f"environment {environment.get('namespace')}", waiting, spec)
+            where = f"environment {environment.get('namespace')}"
+            return await _wait(ctx, body, teardown, f"the teardown of {where}", where, waiting, spec)
     done = list(teardown.get("done") or [])
     for number, step in enumerate(STEPS, 1):
         if step in done:
             continue
         waiting = await _step(ctx, step, inventory, spec)
         if waiting:
-            return await _wait(ctx, body, teardown, number, step, waiting, spec)
+            return await _wait(ctx, body, teardown, f"step {number}/{len(STEPS)} ({_label(step)})", step, waiting,
+                               spec)
         done.append(step)
         teardown.update(done=done, waitingFor="")
         await ctx.events.normal(body, "TeardownStep", f"step {number}/{len(STEPS)} done: {_label(step)}")
@@ -291,8 +293,9 @@ async def _retain_volumes(ctx: Context, namespace: str) -> list[str]:
     return names
 
 
-async def _wait(ctx: Context, body: dict[str, Any], teardown: dict[str, Any], number: int, step: str, waiting: str,
+async def _wait(ctx: Context, body: dict[str, Any], teardown: dict[str, Any], what: str, step: str, waiting: str,
                 spec: ProjectSpec | None) -> Outcome:
+    """Record that ``step`` (described as ``what``) waits for ``waiting``; report it once past the timeout."""
     this = Resource(body)
     now = time.time()
     if teardown.get("step") != step:
@@ -301,8 +304,8 @@ async def _wait(ctx: Context, body: dict[str, Any], teardown: dict[str, Any], nu
     limit = spec.teardown_timeout if spec else 600.0
     if now - float(teardown.get("since", now)) > limit and not teardown.get("reported"):
         teardown["reported"] = True
-        await ctx.events.warning(body, "TeardownStuck", f"step {number}/{len(STEPS)} has waited more than "
-                                                        f"{limit:.0f}s for {waiting}; trying again")
+        await ctx.events.warning(body, "TeardownStuck", f"{what} has waited more than {limit:.0f}s for {waiting}; "
+                                                        "trying again")
     await write_status(ctx, PROJECT, body, {**this.status, "teardown": teardown}, outcome=False)
     return after(ctx.tunables.cleanup_wait)
 
