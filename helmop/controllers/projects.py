@@ -129,7 +129,8 @@ async def _environments(ctx: Context, this: Resource, spec: ProjectSpec) -> list
         assert envs is not None
         namespace = environment_namespace(envs, this.name, branch)
         entry: dict[str, Any] = {"branch": branch, "namespace": namespace, "commit": wanted[branch].sha}
-        refused = await _claimed_elsewhere(ctx, this.name, namespace)
+        refused = (f"namespace {namespace} is the project's own" if namespace == spec.namespace
+                   else await _claimed_elsewhere(ctx, this.name, namespace))
         if refused:
             out.append({**entry, "ready": False, "message": refused, "inventory": []})
             continue
