@@ -10,6 +10,7 @@ from helmop_sandbox import Sandbox
 from tests.tools import ROOT, Run, runner
 
 TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
+LONGEST_FIRST = {name: rank for rank, name in enumerate(("operations", "corpus", "security", "controllers"))}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -20,6 +21,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(ROOT).parts
         folder = parts[1] if parts[0] == "tests" and len(parts) > 2 else ""
         item.add_marker(TIERS.get(folder, "integration"))
+    # The longest folders first: with one module per worker, a long module started last keeps one core busy
+    # alone at the end (a stable sort: each module's tests stay together and in order).
+    items.sort(key=lambda i: LONGEST_FIRST.get(i.path.relative_to(ROOT).parts[1]
+                                               if len(i.path.relative_to(ROOT).parts) > 2 else "", len(LONGEST_FIRST)))
     phase = os.environ.get("HELMOP_TEST_PHASE", "")
     if phase in ("parallel", "alone"):
         keep = [i for i in items if (i.get_closest_marker("alone") is not None) == (phase == "alone")]
