@@ -267,7 +267,9 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
     kube("kubectl", "-n", ns, "delete", "hr", "db", "app", "--wait=false")
     eventually(lambda: not get(kube, ns, "hr", "db"), timeout=90)
     uninstalls = [e for e in events(kube, ns, "app") + events(kube, ns, "db") if e["reason"] == "UninstallSucceeded"]
-    order = [e["involvedObject"]["name"] for e in sorted(uninstalls, key=lambda e: e.get("lastTimestamp") or "")]
+    # in the order they were written (timestamps have one-second resolution; both may fall in one second)
+    written = sorted(uninstalls, key=lambda e: int(e["metadata"]["resourceVersion"]))
+    order = [e["involvedObject"]["name"] for e in written]
     assert order == ["app", "db"], order
 
 
