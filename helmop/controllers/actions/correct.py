@@ -19,22 +19,25 @@ def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
     return as_helm_applies(obj, job.spec.release_name, job.spec.target_namespace)
 
 
+async def _drift(job: Job, path: str, obj: dict[str, Any]) -> str:
+    """What differs between the live object and the release's ("deleted", or JSON pointers; "" for nothing)."""
+    kube = job.ctx.kube.acting_as(job.acting_as)
+    live = await kube.get(path)
+    if live is None:
+        return "deleted"
+    wanted = await kube.apply(path, obj, FIELD_MANAGER, dry_run=True)
+    return ", ".join(differences(wanted, live, ignored_paths(job.spec.drift_ignore, live),
+                                 owned_by_others(live["metadata"].get("managedFields") or [], FIELD_MANAGERS)))
+
+
 async def detect(job: Job) -> tuple[str, ...]:
     """"Kind/name: /path, ..." for every drifted object ("deleted" for a missing one)."""
-    kube = job.ctx.kube.acting_as(job.acting_as)
     found = []
     for path, obj in await objects(job):
         obj = _as_helm_applies(job, obj)
-        what = f"{obj['kind']}/{obj['metadata']['name']}"
-        live = await kube.get(path)
-        if live is None:
-            found.append(f"{what}: deleted")
-            continue
-        wanted = await kube.apply(path, obj, FIELD_MANAGER, dry_run=True)
-        diffs = differences(wanted, live, ignored_paths(job.spec.drift_ignore, live),
-                            owned_by_others(live["metadata"].get("managedFields") or [], FIELD_MANAGERS))
+        diffs = await _drift(job, path, obj)
         if diffs:
-            found.append(f"{what}: {', '.join(diffs)}")
+            found.append(f"{obj['kind']}/{obj['metadata']['name']}: {diffs}")
     return tuple(found)
 
 
@@ -43,8 +46,11 @@ async def run(job: Job) -> Result:
     drifted = {entry.partition(":")[0] for entry in job.decision.drifted}
     try:
         for path, obj in await objects(job):
-            if f"{obj['kind']}/{obj['metadata']['name']}" in drifted:
-                await kube.apply(path, _as_helm_applies(job, obj), FIELD_MANAGER)
+            obj = _as_helm_applies(job, obj)
+            # looked at again: an object changed since the decision (an edit of an ignored field) is applied
+            # whole only if it still differs
+            if f"{obj['kind']}/{obj['metadata']['name']}" in drifted and await _drift(job, path, obj):
+                await kube.apply(path, obj, FIELD_MANAGER)
     except KubeError as exc:
         return Result(False, "DriftCorrectionFailed", f"correcting drift of {job.release} failed: {exc.message}",
                       transient=True)
