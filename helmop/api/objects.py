@@ -4,6 +4,7 @@ by subscripts into ``dict[str, Any]`` (the body stays the one source of truth, a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 
@@ -43,6 +44,12 @@ class Resource:
     @property
     def deleting(self) -> bool:
         return bool(self.metadata.get("deletionTimestamp"))
+
+    @property
+    def deleted_at(self) -> float | None:
+        """When the deletion was requested (seconds since the epoch), None when it was not."""
+        stamp = self.metadata.get("deletionTimestamp")
+        return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
 
     @property
     def spec(self) -> dict[str, Any]:

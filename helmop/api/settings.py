@@ -35,6 +35,9 @@ class Tunables:
     source_interval: float = SOURCE_INTERVAL
     dependency_recheck: float = 30.0  # a release waiting for dependsOn (also woken when they change)
     dependents_wait: float = 2.0  # a deleted release looks again this soon whether its dependents are gone
+    # Deleted together: `kubectl delete hr db app` sends one DELETE after the other, so a dependent deleted
+    # this much later than what it depends on still goes first.
+    deleted_together: float = 5.0
     cleanup_wait: float = 2.0  # a clean-up waiting for what it deleted to go
     progress_after: float = 2.0  # Reconciling=True for a helm action still running after this
     finalizer_wait: float = 5.0  # an object without helmop's finalizer yet (kopf adds it)

@@ -4,6 +4,7 @@ and of HelmReleases deleted together, dependents are uninstalled before what the
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from helmop.api import conditions as cond
@@ -63,10 +64,13 @@ async def _cycle(ctx: Context, start: tuple[str, str], depends_on: tuple[tuple[s
     return []
 
 
-async def dependents_being_deleted(ctx: Context, namespace: str, name: str) -> list[str]:
-    """HelmReleases that depend on this one and are being deleted too: they go first."""
+async def dependents_first(ctx: Context, deleted: Resource) -> list[str]:
+    """The HelmReleases that depend on ``deleted`` and go before it: those being deleted too, and, while its
+    own deletion is younger than ``deleted_together``, those whose deletion may still be on its way."""
+    deleted_at = deleted.deleted_at
+    together = deleted_at is not None and time.time() - deleted_at < ctx.tunables.deleted_together
     out = []
     for obj in await ctx.kube.list(HELMRELEASE.path()):
-        if (namespace, name) in _depends_on(obj) and Resource(obj).deleting:
+        if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

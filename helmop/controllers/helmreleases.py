@@ -87,7 +87,7 @@ class Reconciler:
                 spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
             except SpecError:
                 return DONE  # nothing helmop could have installed
-            first = await dependencies.dependents_being_deleted(self.ctx, this.namespace, this.name)
+            first = await dependencies.dependents_first(self.ctx, this)
             if first:
                 log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                          ", ".join(first))

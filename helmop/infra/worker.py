@@ -12,7 +12,8 @@ limit: CEL health expressions, and large YAML documents.
 
 One long-lived child per :class:`Worker` (``python -m helmop.infra.worker``) answers one JSON line per
 request; a request that takes longer than ``timeout`` kills it (the next request starts a new one), and its
-address space is capped, so runaway input costs a bounded time and memory.
+address space is capped, so runaway input costs a bounded time and memory. ``timeout`` counts from the
+request, not from the child's start: a child says it is ready once it has imported what it needs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from helmop.api import yamlc
 MEMORY = 512 << 20  # the child's address space
 TIMEOUT = 1.0  # seconds for one object's expressions
 _LINE = 256 << 20  # a reply: an object is at most 1.5 MiB in etcd, a parsed document a few times its text
+START = 60.0  # a new child's imports (cel, yaml): slow on a loaded machine, and not the input's fault
+_READY = b"ready\n"
 
 
 class WorkerTimeout(Exception):
@@ -79,10 +82,18 @@ class Worker:
 
     async def _started(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:
-            self._proc = await asyncio.create_subprocess_exec(
+            proc = self._proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "helmop.infra.worker", str(self.memory),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
                 limit=_LINE, start_new_session=True)
+            assert proc.stdout is not None
+            try:
+                ready = await asyncio.wait_for(proc.stdout.readline(), START)
+            except TimeoutError:
+                ready = b""
+            if ready != _READY:
+                await self.close()
+                raise WorkerTimeout(f"the worker process did not start within {START:g}s")
         return self._proc
 
     async def close(self) -> None:
@@ -118,6 +129,8 @@ def main() -> None:
     os.nice(10)  # runaway input competes with the operator's loop for CPU until it is killed
     import cel  # after the cap: what it allocates counts
 
+    sys.stdout.write(_READY.decode())
+    sys.stdout.flush()
     programs: dict[str, Any] = {}
     for line in sys.stdin:
         request = json.loads(line)

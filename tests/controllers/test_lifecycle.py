@@ -263,8 +263,9 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
                              == "DependencyCycle" and c["message"])
         assert f"{ns}/ping" in message and f"{ns}/pong" in message
 
-    # deleted together: app (the dependent) is uninstalled before db
-    kube("kubectl", "-n", ns, "delete", "hr", "db", "app", "--wait=false")
+    # deleted together, even by two commands (what depends on db deleted a moment after it): app first
+    kube("kubectl", "-n", ns, "delete", "hr", "db", "--wait=false")
+    kube("kubectl", "-n", ns, "delete", "hr", "app", "--wait=false")
     eventually(lambda: not get(kube, ns, "hr", "db"), timeout=90)
     uninstalls = [e for e in events(kube, ns, "app") + events(kube, ns, "db") if e["reason"] == "UninstallSucceeded"]
     # in the order they were written (timestamps have one-second resolution; both may fall in one second)
