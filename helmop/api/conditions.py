@@ -14,6 +14,15 @@ REMEDIATED = "Remediated"
 TEST_SUCCESS = "TestSuccess"
 DRIFTED = "Drifted"
 
+# Not Ready because something it needs is not ready yet: a wait, not an error (a Normal Event, as Flux's
+# DependencyNotReady is).
+WAITING = frozenset({"DependencyNotReady", "SourceNotReady"})
+
+
+def event_type(ok: bool, reason: str) -> str:
+    """The type of the Event that reports an outcome."""
+    return "Normal" if ok or reason in WAITING else "Warning"
+
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -4,6 +4,8 @@ subclasses named for where they happened; handlers catch this one."""
 
 from __future__ import annotations
 
+import re
+
 
 class HelmopError(Exception):
     def __init__(self, reason: str, message: str, *, transient: bool = False,
@@ -23,5 +25,14 @@ class SpecError(HelmopError, ValueError):
 
 
 def describe(exc: BaseException) -> str:
-    """A network error in one line: aiohttp appends OS error details in brackets; the part before says it."""
-    return (str(exc) or type(exc).__name__).split(" [")[0]
+    """A network error in one line. aiohttp writes ``Cannot connect to host H:P ssl:default [OS error]``: the
+    TLS setting is left out (it names ssl for plain http:// too) and the OS error kept, said plainly."""
+    head, _, detail = (str(exc) or type(exc).__name__).partition(" [")
+    head = _SSL.sub("", head)
+    detail = detail.removesuffix("]")
+    if detail.startswith("Connect call failed"):  # asyncio's words for a refused connection
+        detail = "connection refused"
+    return f"{head}: {detail}" if detail and len(detail) <= 200 else head
+
+
+_SSL = re.compile(r" ssl:(<[^>]*>|\S+)")

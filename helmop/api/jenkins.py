@@ -39,22 +39,27 @@ _JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def check_plugins(plugins: list[Any]) -> list[str]:
-    out = []
+    """``name:version`` of each plugin; SpecError InvalidPlugin naming every invalid entry (not just the first:
+    one round trip to fix them all)."""
+    out, problems = [], []
     for i, raw in enumerate(plugins):
         m = _PLUGIN.match(str(raw))
         if not m:
-            raise SpecError("InvalidPlugin", f"spec.plugins[{i}] {raw!r} must be name:version with a pinned version "
-                                             "(for example git:5.10.1)")
+            problems.append(f"spec.plugins[{i}] {raw!r} must be name:version with a pinned version "
+                            "(for example git:5.10.1)")
+            continue
         version = m.group(2)
         if version.lower() in ("latest", "experimental") or not _VERSION.match(version):
-            raise SpecError("InvalidPlugin", f"spec.plugins[{i}] {raw!r}: {version or 'a missing'!r} is not a pinned "
-                                             "version; 'latest' breaks reproducible installs, pin one such as "
-                                             f"{m.group(1)}:1.0")
+            problems.append(f"spec.plugins[{i}] {raw!r}: {version or 'a missing'!r} is not a pinned version; "
+                            f"'latest' breaks reproducible installs, pin one such as {m.group(1)}:1.0")
+            continue
         out.append(f"{m.group(1)}:{version}")
     names = [p.split(":")[0] for p in out]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise SpecError("InvalidPlugin", f"spec.plugins names {', '.join(duplicates)} more than once")
+        problems.append(f"spec.plugins names {', '.join(duplicates)} more than once")
+    if problems:
+        raise SpecError("InvalidPlugin", "; ".join(problems))
     return out
 
 

@@ -159,11 +159,14 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
             applied_uids[oid] = str((live.get("metadata") or {}).get("uid", ""))
         except KubeError as exc:
             failures.append(f"{oid}: {exc.message}")
+    pruned: list[ObjectId] = []
     if spec.prune and not failures:
         for oid in to_prune(previous, list(objects)):
             problem = await _delete(kube, oid, uid, label, applied_uids.get(oid, ""))
             if problem:
                 failures.append(problem)
+            else:
+                pruned.append(oid)
     # what was applied (now or before) only: an object refused at its first apply was never this sync's
     status["inventory"] = [_entry(oid, applied_uids) for oid in sorted(objects)
                            if applied_uids.get(oid) or oid in previous]
@@ -174,9 +177,10 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         message = f"revision {revision}: " + "; ".join(failures[:10])
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return FAILED
-    changed = status.get("lastAppliedRevision") != revision
+    changed = status.get("lastAppliedRevision") != revision or bool(pruned)
     status["lastAppliedRevision"] = revision
-    message = f"applied revision {revision}: {len(objects)} object(s)"
+    message = f"applied revision {revision}: {len(objects)} object(s), pruned {len(pruned)}" + (
+        f" ({', '.join(map(str, pruned[:10]))}{', ...' if len(pruned) > 10 else ''})" if pruned else "")
     await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
     return DONE
 

@@ -47,6 +47,13 @@ class Links:
         return self.holders.get(target, set())
 
 
+class Supersession(asyncio.Event):
+    """Set when a newer revision of an object's spec or inputs arrives; ``why`` says which (what a
+    cancelled action reports)."""
+
+    why: str = ""
+
+
 @dataclass
 class Context:
     kube: Kube
@@ -68,7 +75,7 @@ class Context:
     secrets: dict[Key, list[str]] = field(default_factory=dict)
     # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
     # old one is stopped rather than left to wait out its timeout.
-    supersessions: dict[Key, asyncio.Event] = field(default_factory=dict)
+    supersessions: dict[Key, Supersession] = field(default_factory=dict)
     references: Links = field(default_factory=Links)
     # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
     # (helm changing them during an action must not stop that action).
@@ -86,18 +93,21 @@ class Context:
     def waker(self, key: Key) -> asyncio.Event:
         return self.wakers.setdefault(key, asyncio.Event())
 
-    def superseded(self, key: Key) -> asyncio.Event:
-        return self.supersessions.setdefault(key, asyncio.Event())
+    def superseded(self, key: Key) -> Supersession:
+        return self.supersessions.setdefault(key, Supersession())
 
-    def supersede(self, key: Key) -> None:
-        """A newer revision of ``key``'s spec or inputs: wake it, and stop what it runs for the old one."""
-        self.superseded(key).set()
+    def supersede(self, key: Key, why: str) -> None:
+        """A newer revision of ``key``'s spec or inputs (``why``: which): wake it, and stop what it runs for
+        the old one."""
+        supersession = self.superseded(key)
+        supersession.why = why
+        supersession.set()
         self.waker(key).set()
 
     def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
         """An input of theirs changed (a values Secret, a source's revision): supersede what they run."""
         for key in list(self.references.of((namespace, kind, name))):
-            self.supersede(key)
+            self.supersede(key, f"its input {kind} {namespace}/{name} changed")
 
     def notify_referrers(self, namespace: str, kind: str, name: str) -> None:
         """A status they read changed (an app its HelmRelease's, a Project its Jenkins's): a look, no more."""

@@ -102,7 +102,9 @@ def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind
         if previous != token:
             seen[key] = token
             if previous is not None and previous[0] != token[0]:
-                ctx.supersede(key)  # a new generation of the spec: stop acting on the old one
+                # a new generation of the spec (deleting one is one too): stop acting on the old one
+                ctx.supersede(key, f"the {kind} is being deleted" if body.metadata.get("deletionTimestamp")
+                              else f"generation {token[0]} of its spec arrived")
             else:
                 ctx.waker(key).set()
 

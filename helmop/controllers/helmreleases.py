@@ -234,16 +234,16 @@ class Reconciler:
             if ready.get("status") != "False":  # else Ready keeps the reason of the last failure
                 condition(status, job, cond.READY, False, decision.reason, decision.message)
             stalled(status, job, decision.reason, decision.message)
-            await self._publish(body, status, decision, warning=True)
+            await self._publish(body, status, decision, ok=False)
             return
         if decision.reason is Reason.DEPENDENCY_NOT_READY:
             condition(status, job, cond.READY, False, decision.reason, decision.message)
             stalled(status, job)
-            await self._publish(body, status, decision, warning=False)
+            await self._publish(body, status, decision, ok=False)
             return
         if decision.reason is Reason.DRIFT_DETECTED:  # warn mode: report, change nothing
             condition(status, job, cond.DRIFTED, True, decision.reason, decision.message)
-            await self._publish(body, status, decision, warning=True)
+            await self._publish(body, status, decision, ok=False)
             return
         if decision.reason is not Reason.UP_TO_DATE:
             return
@@ -263,24 +263,21 @@ class Reconciler:
             status["inventory"] = releases.inventory([obj for _, obj in await objects(job)])
         await self._write_status(body, status)
 
-    async def _publish(self, body: dict[str, Any], status: dict[str, Any], decision: Decision, *,
-                       warning: bool) -> None:
+    async def _publish(self, body: dict[str, Any], status: dict[str, Any], decision: Decision, *, ok: bool) -> None:
         """Write a terminal status; an Event only when it changes something (no repeats every interval)."""
         if status != body.get("status"):
-            await (self.ctx.events.warning if warning else self.ctx.events.normal)(body, decision.reason,
-                                                                                    decision.message)
+            await self.ctx.events.post(body, cond.event_type(ok, decision.reason), decision.reason, decision.message)
         await self._write_status(body, status)
 
     async def _report(self, job: Job, result: Result) -> None:
-        event = self.ctx.events.normal if result.ok else self.ctx.events.warning
-        await event(job.body, result.reason, result.message)
+        await self.ctx.events.post(job.body, cond.event_type(result.ok, result.reason), result.reason, result.message)
         if job.decision.remediation and result.ok:
             log.info("%s/%s remediated: %s", job.namespace, job.name, result.reason)
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str, *, stalled: bool) -> None:
         await self._write_status(body, with_ready(body, body.get("status") or {}, False, reason, message,
                                                   stalled=stalled))
-        await self.ctx.events.warning(body, reason, message)
+        await self.ctx.events.post(body, cond.event_type(False, reason), reason, message)
 
     async def _mark_reconciling(self, body: dict[str, Any], message: str, writing: asyncio.Event) -> None:
         """Reconciling=True, for an action that is still running after ``tunables.progress_after`` seconds (most end

@@ -77,4 +77,4 @@ async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[st
     """Write the outcome (see :func:`with_ready`) and post the matching Event."""
     await write_status(ctx, kind, body, with_ready(body, status, ready, reason, message, stalled=stalled))
     if event:
-        await (ctx.events.normal if ready else ctx.events.warning)(body, reason, message)
+        await ctx.events.post(body, cond.event_type(ready, reason), reason, message)

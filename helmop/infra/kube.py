@@ -30,6 +30,7 @@ from helmop.api.errors import describe
 
 log = logging.getLogger(__name__)
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 TOKEN_REREAD = 60.0  # as client-go re-reads a token file
 
 
@@ -65,39 +66,46 @@ class Connection:
     insecure: bool = False
     kubeconfig: str = ""  # the file it was read from, to read it again ("": the default search)
     token_file: str = ""  # a token that rotates on disk (in-cluster)
+    context: str = ""  # the kubeconfig context ("": its current-context)
+    namespace: str = ""  # the context's namespace (in a pod: the pod's own), as kubectl defaults to it
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path | None = None) -> Connection:
-        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else the in-cluster account;
-        KubeconfigError says which file is missing or why none could be used."""
+    def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None) -> Connection:
+        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config) and one of its contexts (default its
+        current-context), else the in-cluster account; KubeconfigError says which file is missing or why
+        none could be used."""
         from kubernetes import client, config
 
         _check_exists(path)
         configuration = client.Configuration()
         try:
             config.load_kube_config(config_file=str(path) if path else None,  # type: ignore[no-untyped-call]
-                                    client_configuration=configuration)
+                                    context=context or None, client_configuration=configuration)
             token_file = ""
+            namespace = _context_namespace(path, context)
         except config.ConfigException as exc:
             token_file = IN_CLUSTER_TOKEN
             if path or os.environ.get("KUBECONFIG") or Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().exists():
                 raise KubeconfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'} "
                                       f"cannot be used: {exc}") from None
+            if context:
+                raise KubeconfigError(f"context {context!r}: {exc}") from None
             try:
                 config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except config.ConfigException:
                 raise KubeconfigError("no kubeconfig: ~/.kube/config does not exist, $KUBECONFIG is not set, and "
                                       "this is not a pod in a cluster (pass --kubeconfig)") from None
+            namespace = _read(IN_CLUSTER_NAMESPACE)
         token = (configuration.api_key or {}).get("authorization", "") or (configuration.api_key or {}).get(
             "BearerToken", "")
         return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
                    ca_file=configuration.ssl_ca_cert or "", cert_file=configuration.cert_file or "",
                    key_file=configuration.key_file or "", insecure=not configuration.verify_ssl,
-                   kubeconfig=str(path or ""), token_file=token_file)
+                   kubeconfig=str(path or ""), token_file=token_file, context=context or "", namespace=namespace)
 
     def reloaded(self) -> Connection:
         """The same connection with credentials read afresh (a rotated token, a re-run exec plugin)."""
-        return Connection.from_kubeconfig(self.kubeconfig or None)
+        return Connection.from_kubeconfig(self.kubeconfig or None, self.context or None)
 
     def with_token_file(self) -> Connection:
         """This connection with the token its token file holds now."""
@@ -108,6 +116,22 @@ class Connection:
         except OSError:
             return self
         return self if token == self.token else replace(self, token=token)
+
+
+def _context_namespace(path: str | Path | None, context: str | None) -> str:
+    """The namespace a kubeconfig context sets ("" when it sets none)."""
+    from kubernetes import config
+
+    contexts, current = config.list_kube_config_contexts(str(path) if path else None)  # type: ignore[no-untyped-call]
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
 
 
 def _check_exists(path: str | Path | None) -> None:

@@ -153,7 +153,8 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     if failures and policy.exhausted(failures):
         return Decision(Action.STALL, Reason.RETRIES_EXCEEDED,
                         f"{verb} failed {failures} time(s) with this configuration and no retries are left; "
-                        "waiting for a change of spec or values, or a helmop.dev/resetAt annotation")
+                        "waiting for a change of spec or values; `helmop reconcile hr NAME --reset` (the "
+                        "helmop.dev/resetAt annotation) allows one more try")
     if not present or release is None:
         return Decision(Action.INSTALL, Reason.INSTALLING, "release not found; installing")
     if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:

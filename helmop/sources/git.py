@@ -75,6 +75,7 @@ class GitAuth:
 
 
 MAX_BRANCHES = 1000  # listed for a Project's environments; a repository may hold any number
+LISTED = 10  # refs a RefNotFound names (each cut to 100 characters: the repository's owner chose them)
 
 
 @dataclass(frozen=True)
@@ -329,8 +330,17 @@ class GitCache:
             out = await self._git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{refname}^{{commit}}"],
                                   env, cwd=mirror)
         except SourceError:
-            raise SourceError("RefNotFound", f"{refname.split('/', 2)[-1]!r} not found in the repository",
-                              transient=False) from None
+            namespace = refname.rsplit("/", 1)[0] if refname.startswith("refs/tags/") else "refs/heads"
+            what = "tags" if namespace == "refs/tags" else "branches"
+            try:
+                listed = (await self._git(["for-each-ref", f"--count={LISTED + 1}", "--format=%(refname:strip=2)",
+                                           namespace], env, cwd=mirror)).decode(errors="replace").split()
+            except SourceError:
+                listed = []
+            has = ", ".join(name[:100] for name in listed[:LISTED]) or "none"
+            has += ", ..." if len(listed) > LISTED else ""
+            raise SourceError("RefNotFound", f"{refname.split('/', 2)[-1]!r} not found in the repository "
+                                             f"({what}: {has})", transient=False) from None
         return out.decode().strip()
 
     async def files(self, url: str, sha: str, path: str, auth: GitAuth,

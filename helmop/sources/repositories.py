@@ -225,7 +225,10 @@ class Repositories:
             chosen = self._choose(index, url, name, version)
         entries = index.charts.get(name) or []
         if not entries:
-            raise SourceError("ChartNotFound", f"chart {name!r} not found in repository {safe_url(url)}",
+            listed = sorted(index.charts)
+            has = f"; it has {', '.join(listed[:10])}{', ...' if len(listed) > 10 else ''}" if listed else \
+                "; it has no charts"
+            raise SourceError("ChartNotFound", f"chart {name!r} not found in repository {safe_url(url)}{has}",
                               transient=False)
         if chosen is None:
             available = ", ".join(sorted({e.version for e in entries}, reverse=True)[:10])

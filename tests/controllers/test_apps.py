@@ -101,9 +101,9 @@ def test_retained_volume_is_reattached(operator: Operator, kube: Run, ns: str, j
 
 
 def test_invalid_jenkins_specs(operator: Operator, kube: Run, ns: str) -> None:
-    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", plugins=["git:latest"]))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", plugins=["git:latest", "x y"]))
     message = condition(reason(kube, ns, "jenkins", "bad", "InvalidPlugin"))["message"]
-    assert "git:latest" in message and "pin" in message
+    assert "git:latest" in message and "pin" in message and "'x y'" in message  # every bad one, not the first
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", plugins=["git"]))
     reason(kube, ns, "jenkins", "bad", "InvalidPlugin")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", ingress={"host": "not a host!"}))

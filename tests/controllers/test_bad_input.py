@@ -180,7 +180,8 @@ ELSEWHERE = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: far, namespace: k
 
 CASES = [
     # charts, versions, constraints
-    Case("chart-not-in-repository", with_chart(name="nope", version="0.1.0"), "hr/x", "ChartNotFound", "nope"),
+    Case("chart-not-in-repository", with_chart(name="nope", version="0.1.0"), "hr/x", "ChartNotFound",
+         "; it has broken"),  # what the repository has, as VersionNotFound lists versions
     Case("version-not-published", with_chart(name="demo", version="9.9.9"), "hr/x", "VersionNotFound", "9.9.9"),
     Case("constraint-matches-nothing", with_chart(name="demo", version=">=5.0.0 <6"), "hr/x", "VersionNotFound",
          ">=5.0.0 <6"),
@@ -196,11 +197,11 @@ CASES = [
     Case("repository-corrupt-archive", from_bad("corrupt"), "hr/x", "ChartInvalid", "not a chart archive"),
     Case("repository-refuses-connections", hr("x", {"repository": {"url": "http://127.0.0.1:9/charts",
                                                                    "name": "demo", "version": "0.1.0"}}),
-         "hr/x", "RepositoryUnreachable", "127.0.0.1:9"),
+         "hr/x", "RepositoryUnreachable", "Cannot connect to host 127.0.0.1:9: connection refused"),
     Case("repository-url-scheme", hr("x", {"repository": {"url": "ftp://127.0.0.1/charts", "name": "demo",
                                                           "version": "0.1.0"}}), "hr/x", "InvalidSpec", "ftp://"),
     Case("oci-registry-down", hr("x", {"repository": {"url": "oci://127.0.0.1:9/charts/demo", "version": "0.1.0"}}),
-         "hr/x", "RepositoryUnreachable", "127.0.0.1:9"),
+         "hr/x", "RepositoryUnreachable", "Cannot connect to host 127.0.0.1:9: connection refused"),
     # values
     Case("values-not-a-map", hr("x", values=["a", "b"]), "hr/x", "refused", "spec.values"),
     Case("values-from-missing-configmap", values_from({"kind": "ConfigMap", "name": "absent"}), "hr/x",
@@ -257,8 +258,8 @@ CASES = [
     Case("git-file-url", gitrepo("file:///etc"), "gitrepo/src", "InvalidURL", "file://"),
     Case("git-credentials-in-url", gitrepo(f"https://user:{SECRET_VALUE}@127.0.0.1:9/r.git"), "gitrepo/src",
          "InvalidURL", "spec.secretRef (https://127.0.0.1:9/r.git)"),
-    Case("git-branch-missing", from_git({"c/x.yaml": "a: b\n"}, "c"), "gitrepo/src", "RefNotFound", "main",
-         setup=lambda env, ns: _other_branch_only(env, ns)),
+    Case("git-branch-missing", from_git({"c/x.yaml": "a: b\n"}, "c"), "gitrepo/src", "RefNotFound",
+         "'main' not found in the repository (branches: other)", setup=lambda env, ns: _other_branch_only(env, ns)),
     Case("path-traversal", from_git({"apps/a.yaml": ELSEWHERE}, "../../etc"), "csync/x", "InvalidPath",
          "leaves the repository", setup=git_setup({"apps/a.yaml": ELSEWHERE})),
     Case("symlink-out-of-repository", from_git({}, "apps"), "csync/x", "InvalidPath", "outside",

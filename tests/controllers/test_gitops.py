@@ -15,7 +15,7 @@ from typing import Any
 import requests
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, settled
+from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get, settled
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, tool
 
@@ -93,6 +93,9 @@ def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, 
     eventually(lambda: not get(kube, ns, "hr", "web"))
     eventually(lambda: "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split())
     assert not get(kube, ns, "deploy", "web") and get(kube, ns, "cm", "note")
+    said = f"1 object(s), pruned 1 (HelmRelease/{ns}/web)"
+    assert said in condition(get(kube, ns, "csync", "apps"))["message"]
+    assert [e["type"] for e in events(kube, ns, "apps") if said in e["message"]] == ["Normal"]
 
 
 def test_chart_from_git_upgrades_only_when_the_chart_changes(operator: Operator, kube: Run, ns: str, repo: Repo,

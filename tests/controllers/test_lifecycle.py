@@ -217,8 +217,21 @@ def test_a_new_revision_cancels_a_stuck_rollout(operator: Operator, kube: Run, n
     apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"replicaCount": 2}))
     ready(kube, ns, "stuck", generation=3)
     assert time.monotonic() - started < 15
-    assert "ActionCancelled" in reasons(kube, ns, "stuck")
+    cancelled = [e["message"] for e in events(kube, ns, "stuck") if e["reason"] == "ActionCancelled"]
+    assert cancelled and "stopped: generation 3 of its spec arrived" in cancelled[0], cancelled
     assert get(kube, ns, "deploy", "stuck")["spec"]["replicas"] == 2
+
+
+def test_a_deletion_during_an_install_says_it_cancelled_it(operator: Operator, kube: Run, ns: str,
+                                                           chart_repo: ChartRepo, flaky: str) -> None:
+    apply(kube, ns, release("gone", chart_repo, flaky, timeout="5m", values={"fail": True}))
+    eventually(lambda: condition(get(kube, ns, "hr", "gone"), "Reconciling").get("status") == "True")
+    eventually(lambda: any(a.split()[:2] in (["install", "gone"], ["upgrade", "gone"])
+                           for a in operator.helm_actions()))  # helm waits for pods that never get ready
+    kube("kubectl", "-n", ns, "delete", "hr", "gone", "--timeout=60s")  # not after helm's 5 minutes
+    cancelled = [e["message"] for e in events(kube, ns, "gone") if e["reason"] == "ActionCancelled"]
+    assert cancelled and "stopped: the HelmRelease is being deleted" in cancelled[0], cancelled
+    assert not helm_history(kube, ns, "gone")
 
 
 def test_reset_force_and_requested(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo, flaky: str) -> None:

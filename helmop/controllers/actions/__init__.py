@@ -89,12 +89,12 @@ class Step:
 
 
 class Cancelled(Exception):
-    """The action was stopped because a newer revision of the spec or values arrived."""
+    """The action was stopped because a newer revision of the spec or values arrived (or a deletion)."""
 
 
 def cancelled(job: Job, what: str) -> Result:
-    return Result(False, "ActionCancelled", f"{what} of {job.release} stopped: a newer revision of the spec or "
-                                            "values arrived", cancelled=True)
+    why = job.ctx.superseded(("HelmRelease", job.namespace, job.name)).why or "a newer revision arrived"
+    return Result(False, "ActionCancelled", f"{what} of {job.release} stopped: {why}", cancelled=True)
 
 
 async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
