@@ -30,7 +30,7 @@ def test_a_missing_kubeconfig_is_named() -> None:
     for args, env in ((["get", "--kubeconfig", "/nonexistent/kc"], {}), (["get"], {"KUBECONFIG": "/nonexistent/kc"}),
                       (["run", "--kubeconfig", "/nonexistent/kc"], {})):
         done = helmop(*args, env=env)
-        assert done.returncode == 1, (args, done.stderr)
+        assert done.returncode == 2, (args, done.stderr)
         assert "/nonexistent/kc" in done.stderr and "does not exist" in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
 

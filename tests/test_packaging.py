@@ -12,7 +12,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from helmop.cli.logs import JsonFormatter
+from helmop.cli.logsetup import JsonFormatter
 from helmop.cli.main import parser
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,3 +14,5 @@ OperatorConfig.bound_metrics_port  # noqa: B018
 from helmop_sandbox import testing  # noqa: E402
 
 testing.pytest_addoption  # noqa: B018
+# argcomplete reads each argparse action's completer.
+_.completer  # type: ignore[name-defined]  # noqa: B018, F821

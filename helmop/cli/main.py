@@ -1,14 +1,15 @@
 """Entry point of the ``helmop`` command: argument parsing and dispatch to the verbs.
 
-Exit codes: 0 ok, 1 failed, 2 usage (argparse's own); ``diff`` follows ``kubectl diff``: 0 no
-differences, 1 differences, 2 error.
+Exit codes: 0 ok; 1 a failed outcome (a reconcile that did not end Ready, a namespace that is not
+confined, a render with errors) or differences (``diff``, as ``kubectl diff``); 2 a usage error
+(argparse's own) or an error (not found, the API refused, no kubeconfig).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
@@ -19,14 +20,16 @@ from helmop.api import settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
-from helmop.api.kinds import BUILTIN
+from helmop.api.kinds import BUILTIN, Kind
 from helmop.helm.engine import Engine, default_executable
 from helmop.infra.kube import KubeError
 
-from . import operate, projects, releases, tenancy, verbs
+from . import completion, create, explore, operate, operator_logs, projects, releases, show, target, tenancy, verbs
 from .errors import Failed
 
 T = TypeVar("T")
+OK, FAILED, ERROR = 0, 1, 2
+Verb = Callable[[argparse.Namespace, target.Target], Awaitable[int]]
 
 
 def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
@@ -40,22 +43,24 @@ def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-def _namespace(args: argparse.Namespace) -> str | None:
-    if getattr(args, "all_namespaces", False):
-        return None
-    return args.namespace or os.environ.get("HELMOP_NAMESPACE") or "default"
+def _duration(text: str) -> float:
+    """A duration (90s, 5m, 1h30m), or a number of seconds as before durations were taken."""
+    try:
+        return float(text)
+    except ValueError:
+        return parse_duration(text)
 
 
-def _with_kube(work: Callable[[Any], Awaitable[int]], failed: int = 1) -> Callable[[argparse.Namespace], int]:
-    """Run an async verb with an API client, turning failures into a message and exit code ``failed``."""
+def _cluster(work: Verb) -> Callable[[argparse.Namespace], int]:
+    """Run an async verb against the cluster the flags name; an error is a message and exit code 2."""
 
     def verb(args: argparse.Namespace) -> int:
         async def main() -> int:
-            kube = verbs.connect(args.kubeconfig)
+            where = target.connect(args)
             try:
-                return await work((args, kube))
+                return await work(args, where)
             finally:
-                await kube.close()
+                await where.kube.close()
 
         try:
             return asyncio.run(main())
@@ -63,33 +68,100 @@ def _with_kube(work: Callable[[Any], Awaitable[int]], failed: int = 1) -> Callab
             print(f"✗ {exc}", file=sys.stderr)
         except KubeError as exc:
             print(f"✗ the Kubernetes API said: {exc.message}", file=sys.stderr)
-        return failed
+        except KeyboardInterrupt:  # --watch, --follow: interrupted is how they end
+            return OK
+        return ERROR
 
     return verb
 
 
-async def _get(pair: Any) -> int:
-    args, kube = pair
-    kinds = [await verbs.resolve_kind(kube, args.kind)] if args.kind else [k for k in BUILTIN if k.namespaced]
-    print(await verbs.get(kube, kinds, _namespace(args)))
-    return 0
+async def _kinds(where: target.Target, text: str | None) -> list[Kind]:
+    """KIND, KIND,KIND, or none / all (every namespaced helmop kind)."""
+    if not text or text == "all":
+        return [k for k in BUILTIN if k.namespaced]
+    return [await verbs.resolve_kind(where.kube, part) for part in text.split(",") if part]
 
 
-async def _reconcile(pair: Any) -> int:
-    args, kube = pair
-    kind = await verbs.resolve_kind(kube, args.kind)
+async def _get(args: argparse.Namespace, where: target.Target) -> int:
+    kinds = await _kinds(where, args.kind)
+    if args.watch and len(kinds) != 1:
+        raise Failed("--watch takes one kind")
+    complete = await show.get(where, kinds, args.names, output=args.output or "", selector=args.selector or "")
+    if args.watch:
+        await show.watch(where, kinds[0], args.names, output=args.output or "", selector=args.selector or "")
+    return OK if complete else ERROR
+
+
+async def _export(args: argparse.Namespace, where: target.Target) -> int:
+    complete = await show.export(where, await _kinds(where, args.kind), args.names, args.selector or "")
+    return OK if complete else ERROR
+
+
+async def _reconcile(args: argparse.Namespace, where: target.Target) -> int:
+    kind = await verbs.resolve_kind(where.kube, args.kind)
     if (args.reset or args.force) and kind.kind != "HelmRelease":
         raise Failed("--reset and --force apply to HelmReleases (hr)")
-    ok = await verbs.reconcile(kube, kind, _namespace(args) or "default", args.name, with_source=args.with_source,
+    ok = await verbs.reconcile(where.kube, kind, where.namespace, args.name, with_source=args.with_source,
                                timeout=args.timeout, reset=args.reset, force=args.force)
-    return 0 if ok else 1
+    return OK if ok else FAILED
 
 
-async def _suspend(pair: Any) -> int:
-    args, kube = pair
+async def _suspend(args: argparse.Namespace, where: target.Target) -> int:
     kind = verbs.kind_of(args.kind)  # helmop's own kinds: an app resource's spec is its chart's values
-    print(await verbs.set_suspended(kube, kind, _namespace(args) or "default", args.name, args.verb == "suspend"))
-    return 0
+    print(await verbs.set_suspended(where.kube, kind, where.namespace, args.name, args.verb == "suspend"))
+    return OK
+
+
+async def _tree(args: argparse.Namespace, where: target.Target) -> int:
+    ref = await verbs.reference(where.kube, args.kind, where.namespace, args.name)
+    node = await explore.tree(where.kube, ref)
+    if node.obj is None:
+        raise Failed(f"{node.title} not found")
+    print(explore.show_tree(node))
+    return OK
+
+
+async def _trace(args: argparse.Namespace, where: target.Target) -> int:
+    print(await explore.trace(where.kube, await verbs.reference(where.kube, args.kind, where.namespace, args.name)))
+    return OK
+
+
+async def _events(args: argparse.Namespace, where: target.Target) -> int:
+    if bool(args.kind) != bool(args.name):
+        raise Failed("give KIND NAME (the object's Events and those of what it manages), or neither")
+    if args.kind:
+        node = await explore.tree(where.kube, await verbs.reference(where.kube, args.kind, where.namespace,
+                                                                      args.name))
+        if node.obj is None:
+            raise Failed(f"{node.title} not found")
+        about = {(n.ref[1], n.ref[2], n.ref[3]) for n in node.walk()}
+        # Events of cluster-scoped objects are kept in the default namespace
+        namespaces: list[str | None] = [*sorted({n.ref[2] or "default" for n in node.walk()})]
+        text = await explore.events(where.kube, namespaces, about)
+    else:
+        text = await explore.events(where.kube, [where.scope], None)
+    print(text or "No events found.", file=sys.stdout if text else sys.stderr)
+    return OK
+
+
+async def _logs(args: argparse.Namespace, where: target.Target) -> int:
+    if bool(args.kind) != bool(args.name):
+        raise Failed("give KIND NAME (the lines about that object), or neither (every line)")
+    kind = (await verbs.reference(where.kube, args.kind, where.namespace, args.name))[1] if args.kind else ""
+    await operator_logs.logs(where.kube, kind=kind, namespace=where.namespace, name=args.name or "",
+                             log_file=args.log_file, follow=args.follow, tail=args.tail,
+                             operator_namespace=args.operator_namespace)
+    return OK
+
+
+async def _create(args: argparse.Namespace, where: target.Target) -> int:
+    if args.create == "project":
+        obj = _project(args)
+        print(await projects.create(where.kube, obj))
+        return OK
+    kind, obj = create.manifest(args.create, args, where.namespace)
+    print(await create.apply(where.kube, kind, obj))
+    return OK
 
 
 def _project(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,80 +169,76 @@ def _project(args: argparse.Namespace) -> dict[str, Any]:
                              branch=args.branch, path=args.path, jenkins=args.jenkins, isolate=args.isolate)
 
 
-async def _create_project(pair: Any) -> int:
-    args, kube = pair
-    print(await projects.create(kube, _project(args)))
-    return 0
-
-
-def _create(args: argparse.Namespace) -> int:
+def _create_or_export(args: argparse.Namespace) -> int:
     if not args.export:
-        return _with_kube(_create_project)(args)
+        return _cluster(_create)(args)
     try:
-        print(projects.export(_project(args)), end="")
+        if args.create == "project":
+            print(projects.export(_project(args)), end="")
+        else:  # no cluster needed: the namespace is -n's, or the kubeconfig context's when it can be read
+            namespace = args.namespace or _context_namespace(args)
+            print(projects.export(create.manifest(args.create, args, namespace)[1]), end="")
     except Failed as exc:
         print(f"✗ {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return ERROR
+    return OK
 
 
-async def _tree(pair: Any) -> int:
-    args, kube = pair
-    kind = await verbs.resolve_kind(kube, args.kind)
-    if kind.kind != "Project":
-        raise Failed("tree shows Projects (proj) for now")
-    print(await projects.tree(kube, args.name))
-    return 0
+def _context_namespace(args: argparse.Namespace) -> str:
+    try:
+        return target.connect(args).namespace
+    except Failed:
+        return "default"
 
 
-async def _check_tenancy(pair: Any) -> int:
-    args, kube = pair
-    report, confined = await tenancy.check(kube, _namespace(args) or "default", args.default_service_account)
+async def _check_tenancy(args: argparse.Namespace, where: target.Target) -> int:
+    report, confined = await tenancy.check(where.kube, where.namespace, args.default_service_account)
     print(report)
-    return 0 if confined else 1
-
-
-def _engine() -> Engine:
-    return Engine.start(default_executable())
+    return OK if confined else FAILED
 
 
 def _apps(args: argparse.Namespace) -> list[AppKind]:
     return parse_apps(Path(args.apps).read_text(), args.apps) if args.apps else []
 
 
-async def _diff(pair: Any) -> int:
-    args, kube = pair
+async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     engine = Engine.start(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
-        text = await releases.diff_files(kube, engine, verbs.temp_cache(), [Path(f) for f in args.filename],
-                                         _apps(args), _namespace(args) or "default")
+        found = await releases.diff_files(where.kube, engine, verbs.temp_cache(), [Path(f) for f in args.filename],
+                                          _apps(args), where.namespace)
     else:
         if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
             raise Failed("diff needs -f FILE|DIR, or hr NAME")
-        text = await releases.diff_live(kube, engine, verbs.temp_cache(), _namespace(args) or "default", args.name)
-    print(text or "no changes", end="" if text else "\n")
-    return 1 if text else 0
+        found = await releases.diff_live(where.kube, engine, verbs.temp_cache(), where.namespace, args.name)
+    changed = any(d.objects for d in found)
+    if args.output_format == "json":
+        print(json.dumps({"changed": changed, "releases": [d.json() for d in found]}, indent=2))
+    else:
+        text = "".join(d.text() for d in found)
+        print(text or "no changes", end="" if text else "\n")
+    return FAILED if changed else OK
 
 
 def _render(args: argparse.Namespace) -> int:
     try:
         apps = _apps(args)
         if args.validate and _schema_problems(args.path):
-            return 1
-        ok = asyncio.run(releases.render(Path(args.path), [Path(p) for p in args.values_dir or []], _engine(),
+            return FAILED
+        engine = Engine.start(default_executable())
+        ok = asyncio.run(releases.render(Path(args.path), [Path(p) for p in args.values_dir or []], engine,
                                          verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
     except (Failed, SpecError) as exc:
         print(f"✗ {exc}", file=sys.stderr)
-        return 1
+        return ERROR
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         # A resource of a type the API server would refuse (a string where a number goes, say): the schema
         # names its file and line, as --validate does; a traceback would not.
         if not _schema_problems(args.path):
             print(f"✗ {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    return 0 if ok else 1
+        return FAILED
+    return OK if ok else FAILED
 
 
 def _schema_problems(path: str) -> bool:
@@ -181,15 +249,12 @@ def _schema_problems(path: str) -> bool:
     return bool(problems)
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="helmop", description="Helm releases from Kubernetes resources.")
-    top.add_argument("--version", action="version", version=f"helmop {version('helmop')}")
-    verbs_ = top.add_subparsers(dest="verb", required=True)
+def _completion(args: argparse.Namespace) -> int:
+    print(completion.script(args.shell), end="")
+    return OK
 
-    sb = verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the foreground")
-    operate.sandbox_verb(sb)
 
-    run = verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded sandbox)")
+def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); "
                                           "with --sandbox, where to write the sandbox's")
     run.add_argument("--sandbox", action="store_true",
@@ -205,6 +270,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--bind-address", help="address the webhook and metrics servers listen on (default: all "
                                             "interfaces; 127.0.0.1 with --sandbox)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
+    run.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
+                     help=f"also write JSON log lines here, rotated at 10 MiB (default ${operator_logs.LOG_FILE_ENV}; "
+                          "what `helmop logs` reads for an operator that is not a pod)")
     run.add_argument("--allow-file-git", metavar="DIR", action="append", default=[],
                      help="allow file:// GitRepository URLs under DIR (repeatable; never helmop's cache)")
     run.add_argument("--default-service-account", metavar="NAME",
@@ -233,41 +301,77 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--jenkins-chart-version", help="Jenkins chart version (default: the pinned one)")
     run.set_defaults(run=operate.run)
 
-    def cluster_verb(name: str, description: str, work: Callable[[Any], Awaitable[int]],
-                     failed: int = 1) -> argparse.ArgumentParser:
+
+def _project_flags(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--member", action="append", metavar="KIND:NAME:ROLE",
+                     help="user:alice:edit, group:devs:view, serviceaccount:ns/name:admin (repeatable)")
+    sub.add_argument("--quota", action="append", metavar="RESOURCE=QUANTITY", help="pods=20 (repeatable)")
+    sub.add_argument("--sync", metavar="URL", help="the project's config repository")
+    sub.add_argument("--branch", default="main", help="its branch (default main)")
+    sub.add_argument("--path", default="", help="the folder of its manifests (default the root)")
+    sub.add_argument("--jenkins", action="store_true", help="a Jenkins for the project")
+    sub.add_argument("--isolate", action="store_true", help="a NetworkPolicy isolating the project namespace")
+    sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="helmop", description="Helm releases from Kubernetes resources.",
+                                  epilog="Exit codes: 0 ok; 1 a failed outcome or differences; 2 a usage error or "
+                                         "an error.")
+    top.add_argument("--version", action="version", version=f"helmop {version('helmop')}")
+    verbs_ = top.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def cluster_verb(name: str, description: str, work: Verb, *, all_namespaces: bool = False,
+                     kind: str = "", name_arg: str = "") -> argparse.ArgumentParser:
         sub = verbs_.add_parser(name, help=description, description=description)
-        sub.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)")
-        sub.add_argument("--namespace", "-n", help="namespace (default: default)")
-        sub.set_defaults(run=_with_kube(work, failed))
+        target.add_arguments(sub, all_namespaces=all_namespaces)
+        if kind:
+            sub.add_argument("kind", nargs="?" if kind.startswith("[") else None, metavar="KIND", help=kind)
+        if name_arg:
+            sub.add_argument("name", nargs="?" if name_arg.startswith("[") else None, metavar="NAME")
+        sub.set_defaults(run=_cluster(work))
         return sub
 
-    get = cluster_verb("get", "list helmop resources: name, revision, suspended, ready, message", _get)
-    get.add_argument("kind", nargs="?", help="hr, gitrepo, csync or jenkins (default: all)")
-    get.add_argument("--all-namespaces", "-A", action="store_true", help="in every namespace")
+    operate.sandbox_verb(verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the "
+                                                           "foreground"))
+    _run_verb(verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded "
+                                             "sandbox)"))
 
-    rec = cluster_verb("reconcile", "reconcile a resource now and wait for the outcome", _reconcile)
-    rec.add_argument("kind", help="hr, gitrepo, csync, jenkins, or an app kind (such as webapps)")
-    rec.add_argument("name")
+    get = cluster_verb("get", "list helmop resources (kubectl's columns and -o forms)", _get, all_namespaces=True,
+                       kind="[hr|gitrepo|csync|jk|proj|an app kind, or several: hr,csync] (default: all)")
+    get.add_argument("names", nargs="*", metavar="NAME")
+    get.add_argument("--output", "-o", choices=show.OUTPUTS, help="wide, json, yaml or name (default: a table)")
+    get.add_argument("--watch", "-w", action="store_true", help="after the listing, print each change")
+    get.add_argument("--selector", "-l", help="label selector (app=web,tier!=db)")
+
+    export = cluster_verb("export", "print resources as clean YAML to apply elsewhere (no status or server "
+                                    "fields)", _export, all_namespaces=True, kind="[KIND] (default: all)")
+    export.add_argument("names", nargs="*", metavar="NAME")
+    export.add_argument("--selector", "-l", help="label selector")
+
+    rec = cluster_verb("reconcile", "reconcile a resource now and wait for the outcome (exit 1 if not Ready)",
+                       _reconcile, kind="hr, gitrepo, csync, jk, or an app kind (such as webapps)", name_arg="NAME")
     rec.add_argument("--with-source", action="store_true", help="fetch its GitRepository first")
-    rec.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+    rec.add_argument("--timeout", type=_argument(_duration), default=300.0, metavar="DURATION",
+                     help="how long to wait (a duration: 90s, 5m; or seconds; default 5m)")
     rec.add_argument("--reset", action="store_true",
                      help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)")
     rec.add_argument("--force", action="store_true",
                      help="HelmRelease: one forced upgrade, even when up to date (helmop.dev/forceAt)")
 
     for name, what in (("suspend", "stop acting on a resource"), ("resume", "act on a suspended resource again")):
-        sub = cluster_verb(name, what, _suspend)
-        sub.add_argument("kind", help="hr, gitrepo, csync or jenkins")
-        sub.add_argument("name")
+        cluster_verb(name, what, _suspend, kind="hr, gitrepo, csync or jk", name_arg="NAME")
 
-    diff = cluster_verb("diff", "what an upgrade would change: the live release against a HelmRelease's spec, or "
-                               "against local manifests (-f); exit 0 same, 1 different, 2 error", _diff, failed=2)
-    diff.add_argument("kind", nargs="?", help="hr (with a NAME: the HelmRelease's spec in the cluster)")
-    diff.add_argument("name", nargs="?")
+    diff = cluster_verb("diff", "what an upgrade would change, object by object: the live release against a "
+                                "HelmRelease's spec, or against local manifests (-f, validated as render "
+                                "--validate); exit 0 same, 1 different, 2 error", _diff,
+                        kind="[hr] (with a NAME: the HelmRelease's spec in the cluster)", name_arg="[NAME]")
     diff.add_argument("--filename", "-f", action="append",
                       help="manifests (file or directory, repeatable) holding HelmReleases or app resources; "
                            "valuesFrom is read from the cluster")
     diff.add_argument("--apps", help="app kinds file, to diff app resources too")
+    diff.add_argument("--output-format", choices=["unified", "json"], default="unified",
+                      help="unified diffs under a header per object (default), or JSON for CI")
 
     check = cluster_verb("check", "check a namespace's tenancy: the ServiceAccounts helmop acts as there may not "
                                   "grant themselves more or reach outside it; exit 0 confined, 1 not", _check_tenancy)
@@ -275,24 +379,33 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--default-service-account", metavar="NAME", default="",
                        help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")
 
-    tree = cluster_verb("tree", "what a Project holds: its parts, its Jenkins's and config repository's releases, "
-                                "its environments", _tree)
-    tree.add_argument("kind", help="proj")
-    tree.add_argument("name")
+    cluster_verb("tree", "what a resource manages, down to each release's objects, with their health", _tree,
+                 kind="hr, csync, gitrepo, jk, proj, or any kind", name_arg="NAME")
+    cluster_verb("trace", "for any object: which release or ConfigSync manages it, from which source revision, "
+                          "chart version and values digest", _trace,
+                 kind="any kind (deploy, cm, hr, ...)", name_arg="NAME")
+    cluster_verb("events", "Events of helmop's resources, or of one and everything it manages, in time order",
+                 _events, all_namespaces=True, kind="[KIND]", name_arg="[NAME]")
+    logs = cluster_verb("logs", "the operator's log lines (about one object, when named): from its pods, or "
+                                "from its --log-file", _logs, kind="[KIND]", name_arg="[NAME]")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    logs.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
+                      help=f"the file of an operator run with --log-file (default ${operator_logs.LOG_FILE_ENV}); "
+                           "without it, the operator's pods")
+    logs.add_argument("--tail", type=int, default=-1, metavar="N", help="the last N lines only")
+    logs.add_argument("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run "
+                                                                         "(default: any namespace)")
 
-    create = cluster_verb("create", "create a resource from flags (or print it with --export)", _create_project)
-    create.add_argument("kind", choices=["project", "proj"])
-    create.add_argument("name")
-    create.add_argument("--member", action="append", metavar="KIND:NAME:ROLE",
-                        help="user:alice:edit, group:devs:view, serviceaccount:ns/name:admin (repeatable)")
-    create.add_argument("--quota", action="append", metavar="RESOURCE=QUANTITY", help="pods=20 (repeatable)")
-    create.add_argument("--sync", metavar="URL", help="the project's config repository")
-    create.add_argument("--branch", default="main", help="its branch (default main)")
-    create.add_argument("--path", default="", help="the folder of its manifests (default the root)")
-    create.add_argument("--jenkins", action="store_true", help="a Jenkins for the project")
-    create.add_argument("--isolate", action="store_true", help="a NetworkPolicy isolating the project namespace")
-    create.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
-    create.set_defaults(run=_create)
+    made = verbs_.add_parser("create", help="create a resource from flags (or print it with --export)",
+                             description="create a resource from flags (or print it with --export)")
+    kinds = made.add_subparsers(dest="create_kind", required=True, metavar="KIND")
+    create.add_arguments(kinds, target.add_arguments)
+    project = kinds.add_parser("project", aliases=["proj"], help="a Project (cluster-scoped)")
+    target.add_arguments(project)
+    project.add_argument("name")
+    _project_flags(project)
+    project.set_defaults(create="project")
+    made.set_defaults(run=_create_or_export)
 
     render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
                                description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "
@@ -305,11 +418,20 @@ def parser() -> argparse.ArgumentParser:
                         help="first check every helmop resource in the tree against the CRD schemas (offline); "
                              "errors name file:line")
     render.set_defaults(run=_render)
+
+    comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
+                             description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "
+                                         "bash: source <(helmop completion bash); zsh: the same in ~/.zshrc; fish: "
+                                         "helmop completion fish | source")
+    comp.add_argument("shell", choices=completion.SHELLS)
+    comp.set_defaults(run=_completion)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    completion.complete(top)
+    args = top.parse_args(argv)
     result: int = args.run(args)
     return result
 

@@ -17,7 +17,7 @@ from helmop.controllers.operator import OperatorConfig
 from helmop.controllers.operator import run as run_operator
 from helmop.infra.kube import KubeconfigError
 
-from . import logs
+from . import logsetup
 
 
 def sandbox_verb(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def _no_sandbox() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logs.setup(args.log_format)
+    logsetup.setup(args.log_format, args.log_file)
     # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
     address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
     cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             asyncio.run(run_operator(cfg))
         except KubeconfigError as exc:
             print(f"helmop: {exc}", file=sys.stderr)
-            return 1
+            return 2
         return 0
     try:
         from helmop_sandbox import Sandbox

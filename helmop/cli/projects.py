@@ -1,5 +1,4 @@
-"""``helmop create project`` and ``helmop tree project``: a Project written from flags (applied, or printed with
-``--export``), and what a Project holds, as a tree."""
+"""``helmop create project``: a Project written from flags (applied, or printed with ``--export``)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any
 import yaml
 
 from helmop.api.errors import SpecError
-from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS, PROJECT
+from helmop.api.kinds import PROJECT
 from helmop.api.projects import MEMBER_KINDS, parse_project
 from helmop.infra.kube import Kube
 
@@ -57,53 +56,3 @@ def export(obj: dict[str, Any]) -> str:
 async def create(kube: Kube, obj: dict[str, Any]) -> str:
     await kube.apply(PROJECT.path(None, obj["metadata"]["name"]), obj, MANAGER)
     return f"✔ Project {obj['metadata']['name']} applied"
-
-
-def _ready(obj: dict[str, Any] | None) -> str:
-    if obj is None:
-        return "missing"
-    ready: dict[str, Any] = next((c for c in (obj.get("status") or {}).get("conditions") or []
-                                  if c.get("type") == "Ready"), {})
-    return {"True": "Ready", "False": f"Not ready: {ready.get('message', '')}"}.get(ready.get("status", ""),
-                                                                                       "Unknown")
-
-
-async def tree(kube: Kube, name: str) -> str:
-    """The Project, its parts, what its Jenkins and config repository run, and its environments."""
-    obj = await kube.get(PROJECT.path(None, name))
-    if obj is None:
-        raise Failed(f"Project {name} not found")
-    status = obj.get("status") or {}
-    lines = [f"Project/{name}  {_ready(obj)}"]
-    entries: list[tuple[str, list[str]]] = []
-    for ref in status.get("inventory") or []:
-        where = f"{ref['namespace']}/{ref['name']}" if ref.get("namespace") else ref["name"]
-        children: list[str] = []
-        if ref["kind"] == "Jenkins":
-            jenkins = await kube.get(JENKINS.path(ref["namespace"], ref["name"]))
-            release = ((jenkins or {}).get("status") or {}).get("helmRelease")
-            if release:
-                children.append(f"HelmRelease {ref['namespace']}/{release}  "
-                                f"{_ready(await kube.get(HELMRELEASE.path(ref['namespace'], release)))}")
-            where += f"  {_ready(jenkins)}"
-        if ref["kind"] == "ConfigSync":
-            sync = await kube.get(CONFIGSYNC.path(ref["namespace"], ref["name"]))
-            for item in ((sync or {}).get("status") or {}).get("inventory") or []:
-                child = f"{item.get('kind')} {item.get('namespace') or ''}{'/' if item.get('namespace') else ''}" \
-                        f"{item.get('name')}"
-                if item.get("kind") == "HelmRelease":
-                    child += f"  {_ready(await kube.get(HELMRELEASE.path(item['namespace'], item['name'])))}"
-                children.append(child)
-            where += f"  {_ready(sync)}"
-        entries.append((f"{ref['kind']} {where}", children))
-    environments = status.get("environments") or []
-    if environments:
-        entries.append(("environments", [f"{e.get('branch')} -> {e.get('namespace')}  "
-                                         f"{'Ready' if e.get('ready') else e.get('message', '')}"
-                                         for e in environments]))
-    for i, (entry, children) in enumerate(entries):
-        last = i == len(entries) - 1
-        lines.append(f"{'└──' if last else '├──'} {entry}")
-        for j, child in enumerate(children):
-            lines.append(f"{'    ' if last else '│   '}{'└──' if j == len(children) - 1 else '├──'} {child}")
-    return "\n".join(lines)

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import base64
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helmop.api import jenkins, manifests
+import yaml
+
+from helmop.api import jenkins, manifests, validation, yamlc
 from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
@@ -165,16 +168,69 @@ def _readers(kube: Kube, engine: Engine, cache: Path) -> StandaloneReaders:
     return StandaloneReaders(kube=kube, engine=engine, repos=Repositories(cache), git=GitCache(cache))
 
 
-async def _diff_all(readers: StandaloneReaders, releases: list[Planned]) -> str:
+async def _diff_all(readers: StandaloneReaders, releases: list[Planned]) -> list[ReleaseDiff]:
     try:
-        return "".join([await diff_release(readers, release) for release in releases])
+        return [await diff_release(readers, release) for release in releases]
     finally:
         await readers.yaml.close()
 
 
-async def diff_release(ctx: Readers, release: Planned) -> str:
-    """Unified diff from the live release's manifest to what ``release`` renders now (a server-side
-    dry run with the operator's flags and identity); "" when they are the same."""
+@dataclass(frozen=True)
+class ObjectDiff:
+    """One object of a release that would change: created, updated or deleted."""
+
+    kind: str
+    namespace: str
+    name: str
+    change: str  # create | update | delete
+    diff: str  # unified
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass(frozen=True)
+class ReleaseDiff:
+    release: Planned
+    objects: list[ObjectDiff]
+
+    def text(self) -> str:
+        """One header per changed object (as kubectl diff), then its unified diff."""
+        where = f"HelmRelease {self.release.namespace}/{self.release.name}"
+        return "".join(f"{o.title} ({where}: {o.change})\n{o.diff}" for o in self.objects)
+
+    def json(self) -> dict[str, Any]:
+        return {"helmRelease": {"namespace": self.release.namespace, "name": self.release.name},
+                "origin": self.release.origin,
+                "objects": [{"kind": o.kind, "namespace": o.namespace, "name": o.name, "change": o.change,
+                             "diff": o.diff} for o in self.objects]}
+
+
+_SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
+
+
+def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str], str]:
+    """Each object's text in a helm manifest, by (kind, namespace, name) (namespace ``namespace`` when
+    it names none; cluster-scoped objects are listed under it too, as helm reads them)."""
+    out: dict[tuple[str, str, str], str] = {}
+    for chunk in _SEPARATOR.split(manifest):
+        if not chunk.strip():
+            continue
+        try:
+            obj = yamlc.load(chunk)
+        except yaml.YAMLError:
+            continue
+        if isinstance(obj, dict) and obj.get("kind"):
+            meta = obj.get("metadata") or {}
+            key = (str(obj["kind"]), str(meta.get("namespace") or namespace), str(meta.get("name", "")))
+            out[key] = chunk.strip("\n") + "\n"
+    return out
+
+
+async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
+    """What changes, object by object, from the live release's manifest to what ``release`` renders now (a
+    server-side dry run with the operator's flags and identity)."""
     spec = release.spec
     try:
         inputs = await gather(ctx, release.namespace, spec)
@@ -185,16 +241,23 @@ async def diff_release(ctx: Readers, release: Planned) -> str:
         wanted = await ctx.engine.rendered(request)
     except (SpecError, InputError, HelmError) as exc:
         raise Failed(f"HelmRelease {release.namespace}/{release.name}: {exc}") from None
-    # helm ends the two manifests differently; only their content matters
-    live = live.strip() + "\n" if live.strip() else ""
-    wanted = wanted.strip() + "\n"
-    where = f"{spec.target_namespace}/{spec.release_name}"
-    lines = difflib.unified_diff(live.splitlines(keepends=True), wanted.splitlines(keepends=True),
-                                 fromfile=f"{where} (live)", tofile=f"{where} ({release.origin})")
-    return "".join(lines)
+    before = manifest_objects(live, spec.target_namespace)
+    after = manifest_objects(wanted, spec.target_namespace)
+    objects = []
+    for key in sorted(before.keys() | after.keys()):
+        old, new = before.get(key, ""), after.get(key, "")
+        if old == new:
+            continue
+        kind, namespace, name = key
+        lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                     fromfile=f"{kind} {namespace}/{name} (live)",
+                                     tofile=f"{kind} {namespace}/{name} ({release.origin})")
+        objects.append(ObjectDiff(kind, namespace, name, "create" if not old else "delete" if not new else "update",
+                                  "".join(lines)))
+    return ReleaseDiff(release, objects)
 
 
-async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, name: str) -> str:
+async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, name: str) -> list[ReleaseDiff]:
     """The diff of a HelmRelease in the cluster (its spec against its release)."""
     obj = await kube.get(HELMRELEASE.path(namespace, name))
     if obj is None:
@@ -207,10 +270,15 @@ async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, nam
 
 
 async def diff_files(kube: Kube, engine: Engine, cache: Path, paths: list[Path], apps: list[AppKind],
-                     default_namespace: str) -> str:
+                     default_namespace: str) -> list[ReleaseDiff]:
     """The diffs of the HelmReleases (and app resources) in local manifests against the live releases,
-    valuesFrom read from the cluster: a change previewed before it is applied."""
-    found, errors = manifests.parse(read_tree(paths))
+    valuesFrom read from the cluster: a change previewed before it is applied. The files are checked
+    against the CRD schemas first (strict, as kubectl apply): a misspelt field is an error, not ignored."""
+    tree = read_tree(paths)
+    invalid = validation.tree(tree)
+    if invalid:
+        raise Failed("; ".join(invalid))
+    found, errors = manifests.parse(tree)
     releases, problems = planned(found, apps, default_namespace)
     if errors or problems:
         raise Failed("; ".join(errors + problems))

@@ -1,4 +1,4 @@
-"""The verbs that act on a cluster's helmop resources: get, reconcile, suspend and resume.
+"""The verbs that act on a cluster's helmop resources: reconcile, suspend and resume; how kinds are named.
 Each returns what to print, or raises Failed with a message for the user."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import asyncio
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
-from helmop.infra.kube import Connection, Kube, KubeconfigError, KubeError
+from helmop.infra.kube import Kube, KubeError
 
 from .errors import Failed
 
@@ -29,51 +30,55 @@ def kind_of(text: str) -> Kind:
     return kind
 
 
-async def resolve_kind(kube: Kube, text: str) -> Kind:
-    """helmop's kinds by alias, else any served kind (an app kind from an apps file) found through
-    discovery by plural, singular, kind or short name, as kubectl finds resources."""
-    if text.lower() in ALIASES:
-        return ALIASES[text.lower()]
+@dataclass(frozen=True)
+class Served:
+    """A resource the API server serves (discovery)."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+
+async def discover(kube: Kube, text: str) -> Served | None:
+    """Any served resource by plural, singular, kind or short name, as kubectl finds them (core first)."""
     wanted = text.lower()
-    for group in (await kube.request("GET", "/apis")).get("groups") or []:
-        version = (group.get("preferredVersion") or {}).get("version", "")
+    versions = [("", "v1")] + [(str(g["name"]), str((g.get("preferredVersion") or {}).get("version", "")))
+                               for g in (await kube.request("GET", "/apis")).get("groups") or []]
+    for group, version in versions:
         try:
-            listing = await kube.request("GET", f"/apis/{group['name']}/{version}")
+            listing = await kube.request("GET", f"/apis/{group}/{version}" if group else "/api/v1")
         except KubeError:
             continue
         for entry in listing.get("resources") or []:
             names = {entry["name"], str(entry.get("singularName", "")), str(entry.get("kind", "")).lower(),
                      *entry.get("shortNames", [])}
-            if "/" not in entry["name"] and wanted in names and entry.get("namespaced"):
-                return Kind(entry["kind"], group["name"], version, entry["name"])
-    raise Failed(f"unknown kind {text!r}: use one of {SHORT}, or an app kind the cluster serves")
+            if "/" not in entry["name"] and wanted in names:
+                return Served(f"{group}/{version}" if group else version, str(entry["kind"]), str(entry["name"]),
+                              bool(entry.get("namespaced")))
+    return None
 
 
-def _revision(obj: dict[str, Any]) -> str:
-    status = obj.get("status") or {}
-    return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
-               or status.get("chartVersion") or "")
+async def resolve_kind(kube: Kube, text: str) -> Kind:
+    """helmop's kinds by alias, else a namespaced custom resource the cluster serves (an app kind from an
+    apps file), found as kubectl finds resources."""
+    if text.lower() in ALIASES:
+        return ALIASES[text.lower()]
+    served = await discover(kube, text)
+    if served is None or "/" not in served.api_version or not served.namespaced:
+        raise Failed(f"unknown kind {text!r}: use one of {SHORT}, or an app kind the cluster serves")
+    group, _, version = served.api_version.partition("/")
+    return Kind(served.kind, group, version, served.plural)
 
 
-async def get(kube: Kube, kinds: list[Kind], namespace: str | None) -> str:
-    rows = []
-    for kind in kinds:
-        try:
-            items = await kube.list(kind.path(namespace))
-        except KubeError as exc:
-            if exc.status == 404:
-                continue  # the CRD is not installed
-            raise
-        for obj in items:
-            meta, ready = obj["metadata"], condition_of(obj, "Ready")
-            row = [f"{kind.kind.lower()}/{meta['name']}", _revision(obj),
-                   str(bool((obj.get("spec") or {}).get("suspend"))), ready.get("status", "Unknown"),
-                   ready.get("message", "")]
-            rows.append(([meta.get("namespace", "")] if namespace is None else []) + row)
-    header = (["NAMESPACE"] if namespace is None else []) + ["NAME", "REVISION", "SUSPENDED", "READY", "MESSAGE"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-                     for r in [header, *rows])
+async def reference(kube: Kube, text: str, namespace: str, name: str) -> tuple[str, str, str, str]:
+    """(apiVersion, kind, namespace, name) of any object, its kind named as kubectl takes it."""
+    helmops = ALIASES.get(text.lower())
+    served = (Served(helmops.api_version, helmops.kind, helmops.plural, helmops.namespaced) if helmops
+              else await discover(kube, text))
+    if served is None:
+        raise Failed(f"the server doesn't have a resource type {text!r}")
+    return served.api_version, served.kind, namespace if served.namespaced else "", name
 
 
 def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
@@ -122,13 +127,6 @@ async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspe
     except KubeError as exc:
         raise Failed(exc.message) from None
     return f"✔ {kind.kind} {namespace}/{name} {'suspended' if suspended else 'resumed'}"
-
-
-def connect(kubeconfig: str | None) -> Kube:
-    try:
-        return Kube(Connection.from_kubeconfig(kubeconfig))
-    except KubeconfigError as exc:
-        raise Failed(str(exc)) from None
 
 
 def temp_cache() -> Path:

@@ -126,13 +126,22 @@ async def located(state: ReleaseState, kube: Kube, target_namespace: str) -> lis
     return out
 
 
+_RELEASE_NAME, _RELEASE_NAMESPACE = "meta.helm.sh/release-name", "meta.helm.sh/release-namespace"
+
+
 def as_helm_applies(obj: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
     """``obj`` with what helm adds to everything it applies (and does not record in the manifest)."""
     meta = obj.setdefault("metadata", {})
     meta.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "Helm"
-    meta.setdefault("annotations", {}).update({"meta.helm.sh/release-name": release,
-                                               "meta.helm.sh/release-namespace": namespace})
+    meta.setdefault("annotations", {}).update({_RELEASE_NAME: release, _RELEASE_NAMESPACE: namespace})
     return obj
+
+
+def release_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the helm release that applied ``obj``, from the annotations helm stamps."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    name, namespace = annotations.get(_RELEASE_NAME), annotations.get(_RELEASE_NAMESPACE)
+    return (str(namespace), str(name)) if name and namespace else None
 
 
 class Gateway:

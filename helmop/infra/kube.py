@@ -310,16 +310,22 @@ class Kube:
     async def watch(self, path: str, params: dict[str, str], accept: str = "") -> AsyncIterator[dict[str, Any]]:
         """The events of a watch, until the server ends it (no retry: the caller resumes from its
         resourceVersion, or lists again after 410 Gone)."""
+        async for line in self.stream(path, {**params, "watch": "true"}, accept):
+            if line.strip():
+                yield json.loads(line)
+
+    async def stream(self, path: str, params: dict[str, str], accept: str = "",
+                     idle: float = 330) -> AsyncIterator[bytes]:
+        """A long response line by line as the server sends it (a watch, a followed pod log), until the server
+        ends it or sends nothing for ``idle`` seconds (a dead peer)."""
         headers = {**self._auth(), **({"Accept": accept} if accept else {})}
         try:
-            async with self.session.get(path, params={**params, "watch": "true"}, headers=headers,
-                                        # no total: a watch lasts; a silent one (a dead peer) ends
-                                        timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=330)) as r:
+            async with self.session.get(path, params=params, headers=headers,
+                                        timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
                 if r.status >= 400:
                     raise _answered(r.status, r.reason or "", _reply(await r.text()), r.headers.get("Retry-After", ""))
                 async for line in r.content:
-                    if line.strip():
-                        yield json.loads(line)
+                    yield line
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise Unreachable(f"{self._root.conn.server}: {describe(exc)}", sent=True) from None
 

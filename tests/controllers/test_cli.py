@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
+from helmop.cli import logsetup
 from tests.controllers.conftest import (
     ChartRepo,
     Operator,
@@ -39,18 +46,20 @@ def test_get_reconcile_suspend_resume(operator: Operator, kube: Run, ns: str, ch
     assert helmop(operator, "suspend", "hr", "shown", "-n", ns).returncode == 0
     assert get(kube, ns, "hr", "shown")["spec"]["suspend"] is True
     refused = helmop(operator, "reconcile", "hr", "shown", "-n", ns)
-    assert refused.returncode == 1 and "suspended" in refused.stderr
+    assert refused.returncode == 2 and "suspended" in refused.stderr
     assert helmop(operator, "resume", "hr", "shown", "-n", ns).returncode == 0
     assert get(kube, ns, "hr", "shown")["spec"]["suspend"] is False
 
     apply(kube, ns, hr("broken", chart_repo, chart="nope"))
     eventually(lambda: condition(get(kube, ns, "hr", "broken")).get("reason") == "ChartNotFound")
-    failed = helmop(operator, "reconcile", "hr", "broken", "-n", ns, "--timeout", "60")
-    assert failed.returncode == 1 and "✗ ChartNotFound" in failed.stdout
+    failed = helmop(operator, "reconcile", "hr", "broken", "-n", ns, "--timeout", "1m")
+    assert failed.returncode == 1 and "✗ ChartNotFound" in failed.stdout  # a failed outcome: 1
     missing = helmop(operator, "reconcile", "hr", "ghost", "-n", ns)
-    assert missing.returncode == 1 and "not found" in missing.stderr
-    assert helmop(operator, "get", "widgets").returncode == 1
+    assert missing.returncode == 2 and "not found" in missing.stderr  # an error: 2
+    assert helmop(operator, "get", "widgets").returncode == 2
     assert helmop(operator, "reconcile").returncode == 2  # usage
+    bad_timeout = helmop(operator, "reconcile", "hr", "shown", "-n", ns, "--timeout", "5q")
+    assert bad_timeout.returncode == 2 and "invalid duration '5q'" in bad_timeout.stderr
 
 
 def test_reconcile_reports_the_outcome_it_asked_for(operator: Operator, kube: Run, ns: str,
@@ -81,13 +90,32 @@ def test_diff_exit_codes_and_a_preview_before_applying(operator: Operator, kube:
     ready(kube, ns, "diffed")
     same = helmop(operator, "diff", "hr", "diffed", "-n", ns)
     assert (same.returncode, same.stdout.strip()) == (0, "no changes"), same.stderr
+    as_json = json.loads(helmop(operator, "diff", "hr", "diffed", "-n", ns, "--output-format", "json").stdout)
+    assert as_json == {"changed": False, "releases": [{"helmRelease": {"namespace": ns, "name": "diffed"},
+                                                       "origin": "spec", "objects": []}]}
     # The change is previewed from the local file, before it is applied: as kubectl diff -f.
     local = tmp_path / "diffed.yaml"
     local.write_text(hr("diffed", chart_repo, version="0.1.0", values={"replicaCount": 3}))
     preview = helmop(operator, "diff", "-f", str(local), "-n", ns)
     assert preview.returncode == 1, preview.stdout + preview.stderr
     assert "-  replicas: 1" in preview.stdout and "+  replicas: 3" in preview.stdout
+    # one header per changed object, as kubectl diff: only the Deployment changed
+    headers = [line for line in preview.stdout.splitlines() if line.endswith(": update)")]
+    assert headers == [f"Deployment {ns}/diffed (HelmRelease {ns}/diffed: update)"], preview.stdout
+    changes = json.loads(helmop(operator, "diff", "-f", str(local), "-n", ns, "--output-format", "json").stdout)
+    assert changes["changed"] is True
+    assert [(o["kind"], o["name"], o["change"]) for o in changes["releases"][0]["objects"]] == [
+        ("Deployment", "diffed", "update")]
     assert get(kube, ns, "deploy", "diffed")["spec"]["replicas"] == 1  # nothing applied
+    # validated as kubectl apply would (strict): a misspelt field is an error, not silently diffed
+    typo = tmp_path / "typo" / "diffed.yaml"
+    typo.parent.mkdir()
+    typo.write_text(local.read_text().replace("interval:", "intervall:"))
+    refused = helmop(operator, "diff", "-f", str(typo), "-n", ns)
+    assert refused.returncode == 2 and "diffed.yaml:" in refused.stderr and "spec.intervall: unknown field" \
+        in refused.stderr, refused.stderr
+    typo.unlink()
+    typo.parent.rmdir()
     # A directory of manifests, with a HelmRelease not installed yet: all of it is new.
     (tmp_path / "more.yaml").write_text(hr("fresh", chart_repo, version="0.1.0"))
     both = helmop(operator, "diff", "-f", str(tmp_path), "-n", ns)
@@ -174,3 +202,209 @@ def test_render_a_config_repository_offline(operator: Operator, chart_repo: Char
     docs = [d for d in yaml.safe_load_all((out / "shop" / "web.yaml").read_text()) if d]
     deploy = next(d for d in docs if d["kind"] == "Deployment")
     assert deploy["metadata"]["name"] == "web" and deploy["spec"]["replicas"] == 4
+
+
+def test_kubeconfig_context_namespace_and_context_flag(operator: Operator, kube: Run, ns: str,
+                                                      chart_repo: ChartRepo, tmp_path: Path) -> None:
+    apply(kube, ns, hr("here", chart_repo, version="0.1.0"))
+    ready(kube, ns, "here")
+    config = tmp_path / "kubeconfig"
+    config.write_text(operator.sandbox.kubeconfig.read_text())
+    kubectl = [str(TOOLS / "kubectl"), "--kubeconfig", str(config), "config"]
+    subprocess.run([*kubectl, "set-context", "--current", f"--namespace={ns}"], check=True, capture_output=True)
+    current = subprocess.run([*kubectl, "current-context"], check=True, capture_output=True, text=True).stdout.strip()
+    cluster = subprocess.run([*kubectl, "view", "-o", "jsonpath={.contexts[0].context.cluster}"], check=True,
+                             capture_output=True, text=True).stdout
+    user = subprocess.run([*kubectl, "view", "-o", "jsonpath={.contexts[0].context.user}"], check=True,
+                          capture_output=True, text=True).stdout
+    subprocess.run([*kubectl, "set-context", "elsewhere", f"--cluster={cluster}", f"--user={user}",
+                    "--namespace=default"], check=True, capture_output=True)
+    env = {"KUBECONFIG": str(config)}
+    # as kubectl: the context's namespace when -n is not given
+    listed = helmop(operator, "get", "hr", env=env)
+    assert listed.returncode == 0 and "helmrelease/here" in listed.stdout, listed.stderr
+    done = helmop(operator, "reconcile", "hr", "here", "--timeout", "2m", env=env)
+    assert done.returncode == 0 and "✔" in done.stdout, done.stderr
+    # --context picks another context (and its namespace); -n still wins over both
+    assert "helmrelease/here" not in helmop(operator, "get", "hr", "--context", "elsewhere", env=env).stdout
+    assert "helmrelease/here" in helmop(operator, "get", "hr", "--context", "elsewhere", "-n", ns, env=env).stdout
+    assert helmop(operator, "get", "hr", "--context", current, env=env).returncode == 0
+    unknown = helmop(operator, "get", "hr", "--context", "nope", env=env)
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    everywhere = helmop(operator, "get", "hr", "-A", "--kubeconfig", str(config))
+    assert f"{ns}  helmrelease/here" in everywhere.stdout
+
+
+def test_get_names_output_forms_selector_and_watch(operator: Operator, kube: Run, ns: str,
+                                                  chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("one", chart_repo, version="0.1.0"))
+    apply(kube, ns, hr("two", chart_repo, version="0.1.0"))
+    ready(kube, ns, "one")
+    ready(kube, ns, "two")
+    kube("kubectl", "-n", ns, "label", "hr", "two", "tier=back")
+    rows = helmop(operator, "get", "hr", "one", "two", "-n", ns).stdout.splitlines()
+    assert [r.split()[0] for r in rows] == ["NAME", "helmrelease/one", "helmrelease/two"]
+    wide = helmop(operator, "get", "hr", "one", "-n", ns, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[:7] == ["NAME", "REVISION", "SUSPENDED", "READY", "REASON", "AGE", "SOURCE"]
+    assert "InstallSucceeded" in wide[1] and f"{chart_repo.url} demo@0.1.0" in wide[1]
+    one = json.loads(helmop(operator, "get", "hr", "one", "-n", ns, "-o", "json").stdout)
+    assert one["kind"] == "HelmRelease" and one["metadata"]["name"] == "one"
+    both = yaml.safe_load(helmop(operator, "get", "hr", "-n", ns, "-o", "yaml").stdout)
+    assert both["kind"] == "List" and {i["metadata"]["name"] for i in both["items"]} == {"one", "two"}
+    named = helmop(operator, "get", "hr", "-n", ns, "-o", "name", "-l", "tier=back").stdout.split()
+    assert named == ["helmrelease.helmop.dev/two"]
+    missing = helmop(operator, "get", "hr", "one", "ghost", "-n", ns)
+    assert missing.returncode == 2 and "helmrelease/one" in missing.stdout
+    assert 'helmreleases.helmop.dev "ghost" not found' in missing.stderr
+    assert helmop(operator, "get", "hr", "one", "-A").returncode == 2  # by name across namespaces: kubectl refuses
+    assert helmop(operator, "get", "hr", "-o", "bogus").returncode == 2
+
+    watch = subprocess.Popen([sys.executable, "-m", "helmop.cli", "get", "hr", "one", "-n", ns, "--watch", "-o",
+                              "name"], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig)})
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline().strip() == "helmrelease.helmop.dev/one"  # the listing
+        kube("kubectl", "-n", ns, "annotate", "hr", "one", "seen=yes")
+        assert watch.stdout.readline().strip() == "helmrelease.helmop.dev/one"  # the change
+    finally:
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(20) == 0  # interrupted is how a watch ends
+
+
+def test_export_gives_reappliable_yaml(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("kept", chart_repo, version="0.1.0"))
+    ready(kube, ns, "kept")
+    kube("kubectl", "-n", ns, "annotate", "hr", "kept", "helmop.dev/requestedAt=now", "team=web")
+    exported = helmop(operator, "export", "hr", "kept", "-n", ns)
+    assert exported.returncode == 0, exported.stderr
+    doc = yaml.safe_load(exported.stdout)
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    assert doc["metadata"] == {"name": "kept", "namespace": ns, "annotations": {"team": "web"}}
+    everything = helmop(operator, "export", "-n", ns).stdout
+    assert everything.startswith("---\n") and "kind: HelmRelease" in everything
+    # re-appliable as it is: into another namespace, where it installs the same release
+    other = f"{ns}-copy"
+    kube("kubectl", "create", "namespace", other)
+    kube("kubectl", "apply", "-n", other, "-f", "-", stdin=exported.stdout.replace(f"namespace: {ns}",
+                                                                                   f"namespace: {other}"))
+    ready(kube, other, "kept")
+
+
+def test_create_writes_validated_resources(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                          tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text("replicaCount: 2\nfullnameOverride: made\n")
+    exported = helmop(operator, "create", "hr", "made", "-n", ns, "--repo", chart_repo.url, "--chart", "demo",
+                      "--chart-version", "0.1.x", "--values", str(values), "--interval", "1h", "--export")
+    assert exported.returncode == 0, exported.stderr
+    assert yaml.safe_load(exported.stdout)["spec"]["values"] == {"replicaCount": 2, "fullnameOverride": "made"}
+    assert not get(kube, ns, "hr", "made")  # --export applies nothing
+    made = helmop(operator, "create", "helmrelease", "made", "-n", ns, "--repo", chart_repo.url, "--chart", "demo",
+                  "--chart-version", "0.1.x", "--values", str(values), "--interval", "1h")
+    assert made.returncode == 0 and f"✔ HelmRelease {ns}/made applied" in made.stdout, made.stderr
+    ready(kube, ns, "made")
+    assert get(kube, ns, "deploy", "made")["spec"]["replicas"] == 2
+    source = helmop(operator, "create", "gitrepo", "src", "-n", ns, "--url", "https://example.com/config.git",
+                    "--tag", "v1.0.0")
+    sync = helmop(operator, "create", "csync", "apps", "-n", ns, "--source", "GitRepository/src", "--path", "apps",
+                  "--no-prune")
+    assert source.returncode == sync.returncode == 0, source.stderr + sync.stderr
+    assert get(kube, ns, "gitrepo", "src")["spec"]["ref"] == {"tag": "v1.0.0"}
+    assert get(kube, ns, "csync", "apps")["spec"]["prune"] is False
+    # checked as the API server and the operator check it, before anything is sent
+    refusals = [helmop(operator, "create", "hr", "bad", "-n", ns, "--repo", chart_repo.url, "--chart", "demo",
+                       "--timeout", "5q"),
+                helmop(operator, "create", "hr", "bad", "-n", ns, "--chart", "demo"),
+                helmop(operator, "create", "gitrepo", "bad", "-n", ns, "--url", "https://x/y.git", "--tag", "v1",
+                       "--branch", "main"),
+                helmop(operator, "create", "csync", "bad", "-n", ns, "--source", "HelmRepository/x")]
+    assert [r.returncode for r in refusals] == [2, 2, 2, 2], [r.stderr for r in refusals]
+    assert "spec.timeout" in refusals[0].stderr and "--repo" in refusals[1].stderr
+    assert not get(kube, ns, "hr", "bad")
+
+
+def test_tree_trace_and_events_of_a_release(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, hr("shown", chart_repo, version="0.1.0"))
+    ready(kube, ns, "shown")
+    tree = helmop(operator, "tree", "hr", "shown", "-n", ns)
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[0] == f"HelmRelease/{ns}/shown  Ready"
+    assert f"Deployment/{ns}/shown  Current" in tree.stdout and f"Service/{ns}/shown  Current" in tree.stdout
+    trace = helmop(operator, "trace", "deployment", "shown", "-n", ns)
+    assert trace.returncode == 0, trace.stderr
+    fields = dict(line.split(":", 1) for line in trace.stdout.splitlines() if ":" in line and line != "---")
+    assert fields["Object"].strip() == f"Deployment/{ns}/shown" and fields["HelmRelease"].strip() == f"{ns}/shown"
+    assert fields["Chart"].strip().startswith("demo 0.1.0 from ")
+    assert fields["Values digest"].strip() == get(kube, ns, "hr", "shown")["status"]["lastAttemptedConfigDigest"]
+    kube("kubectl", "-n", ns, "create", "configmap", "loose")
+    loose = helmop(operator, "trace", "cm", "loose", "-n", ns)
+    assert loose.returncode == 2 and "not managed by helmop" in loose.stderr
+    assert helmop(operator, "tree", "hr", "ghost", "-n", ns).returncode == 2
+
+    events = helmop(operator, "events", "hr", "shown", "-n", ns)
+    assert events.returncode == 0, events.stderr
+    rows = events.stdout.splitlines()
+    assert rows[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert any("InstallSucceeded" in r and "helmrelease/shown" in r for r in rows[1:])
+    everything = helmop(operator, "events", "-n", ns).stdout
+    assert "helmrelease/shown" in everything
+
+
+def test_logs_of_one_object_from_the_log_file(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                              tmp_path: Path) -> None:
+    log_file = tmp_path / "operator.log"
+    handler = logsetup.add_file(str(log_file))  # as `helmop run --log-file` does
+    helmop_logger = logging.getLogger("helmop")
+    level = helmop_logger.level
+    helmop_logger.setLevel(logging.INFO)
+    try:
+        apply(kube, ns, hr("logged", chart_repo, version="0.1.0"))
+        apply(kube, ns, hr("other", chart_repo, version="0.1.0"))
+        ready(kube, ns, "logged")
+        ready(kube, ns, "other")
+        shown = helmop(operator, "logs", "hr", "logged", "-n", ns, "--log-file", str(log_file))
+        assert shown.returncode == 0, shown.stderr
+        assert f"INFO HelmRelease {ns}/logged: " in shown.stdout and "InstallSucceeded: Helm install" in shown.stdout
+        assert f"{ns}/other" not in shown.stdout
+        everything = helmop(operator, "logs", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
+        assert f"{ns}/other" in everything and f"{ns}/logged" in everything
+        follow = subprocess.Popen([sys.executable, "-m", "helmop.cli", "logs", "hr", "logged", "-n", ns, "-f",
+                                   "--log-file", str(log_file)], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig)})
+        try:
+            assert follow.stdout is not None
+            assert "InstallSucceeded" in follow.stdout.readline()  # what was there
+            apply(kube, ns, hr("logged", chart_repo, version="0.2.0"))
+            assert any("UpgradeSucceeded" in follow.stdout.readline() for _ in range(20))  # what comes
+        finally:
+            follow.send_signal(signal.SIGINT)
+            assert follow.wait(20) == 0
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+        helmop_logger.setLevel(level)
+    no_source = helmop(operator, "logs", env={"HELMOP_LOG_FILE": ""})
+    assert no_source.returncode == 2 and "no operator pods" in no_source.stderr
+
+
+def test_shell_completion(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo, tmp_path: Path) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        script = helmop(operator, "completion", shell)
+        assert script.returncode == 0 and "helmop" in script.stdout and "_ARGCOMPLETE" in script.stdout
+    apply(kube, ns, hr("completed", chart_repo, version="0.1.0"))
+
+    def complete(line: str) -> list[str]:
+        out = tmp_path / "completions"
+        env = {"_ARGCOMPLETE": "1", "_ARGCOMPLETE_SHELL": "bash", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+               "COMP_TYPE": "9", "_ARGCOMPLETE_STDOUT_FILENAME": str(out), "_ARGCOMPLETE_IFS": "\n"}
+        done = helmop(operator, *line.split()[1:], env=env)
+        assert done.returncode == 0, done.stderr
+        return out.read_text().split()
+
+    assert {"tree", "trace"} <= set(complete("helmop tr"))
+    assert "hr" in complete("helmop get ")
+    assert complete(f"helmop reconcile hr -n {ns} comp") == ["completed"]
+    assert ns in complete(f"helmop get hr -n {ns[:6]}")
+    assert "--watch" in complete("helmop get --w")

@@ -231,16 +231,16 @@ def test_the_cli_creates_shows_and_exports_a_project(operator: Operator, kube: R
     assert exported.returncode == 0 and yaml.safe_load(exported.stdout)["spec"]["members"] == [
         {"kind": "User", "name": "alice", "role": "edit"}]
     refused = helmop(operator, "create", "project", name, "--member", "user:alice:owner", "--export")
-    assert refused.returncode == 1 and "role must be one of admin, edit, view" in refused.stderr
+    assert refused.returncode == 2 and "role must be one of admin, edit, view" in refused.stderr
     kube("kubectl", "apply", "-f", "-", stdin=exported.stdout)  # what --export prints is re-appliable
     eventually(lambda: condition(cluster_get(kube, "project", name)).get("status") == "True", timeout=120)
     listed = helmop(operator, "get", "proj")
     assert listed.returncode == 0 and f"project/{name}" in listed.stdout
     shown = helmop(operator, "tree", "proj", name)
     assert shown.returncode == 0, shown.stderr
-    assert f"Project/{name}  Ready" in shown.stdout and f"Namespace {name}" in shown.stdout
-    assert f"Jenkins {name}/jenkins  Ready" in shown.stdout and f"HelmRelease {name}/" in shown.stdout
-    assert f"ResourceQuota {name}/helmop-project" in shown.stdout
+    assert shown.stdout.startswith(f"Project/{name}  Ready\n") and f"── Namespace/{name}  Current" in shown.stdout
+    assert f"Jenkins/{name}/jenkins  Ready" in shown.stdout and f"── HelmRelease/{name}/" in shown.stdout
+    assert f"ResourceQuota/{name}/helmop-project  Current" in shown.stdout
     applied = helmop(operator, "create", "project", name, "--member", "user:alice:edit", "--quota", "pods=5",
                      "--jenkins")
     assert applied.returncode == 0 and "applied" in applied.stdout

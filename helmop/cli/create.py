@@ -1,0 +1,167 @@
+"""``helmop create helmrelease|gitrepo|csync NAME ...``: a resource written from flags (as ``flux create``),
+checked as ``render --validate`` and the operator check it, then applied server-side or printed with
+``--export``. Projects are written by :mod:`helmop.cli.projects`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from helmop.api import validation
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import parse_spec
+from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, Kind
+from helmop.api.sources import parse_config_sync, parse_git_repository
+from helmop.helm.values import merge, parse_values
+from helmop.infra.kube import Kube
+
+from .errors import Failed
+
+MANAGER = "helmop-cli"
+
+
+def _source(text: str) -> str:
+    """``NAME`` or ``GitRepository/NAME`` (``gitrepo/NAME``): the only source kind is GitRepository."""
+    kind, _, name = text.rpartition("/")
+    if kind and kind.lower() not in ("gitrepository", "gitrepo"):
+        raise Failed(f"--source {text!r}: the source is a GitRepository (GitRepository/NAME)")
+    return name
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not key or not sep:
+            raise Failed(f"--label {pair!r}: expected key=value")
+        out[key] = value
+    return out
+
+
+def helmrelease_spec(args: argparse.Namespace) -> dict[str, Any]:
+    if bool(args.repo) == bool(args.source):
+        raise Failed("give the chart's --repo URL (Helm repository or oci://) or its --source GitRepository/NAME")
+    if args.repo:
+        repository = {"url": args.repo, **({"name": args.chart} if args.chart else {}),
+                      **({"version": args.chart_version} if args.chart_version else {})}
+        chart: dict[str, Any] = {"repository": repository}
+    else:
+        if not args.chart:
+            raise Failed("--chart is the chart's path in the GitRepository")
+        chart = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)}, "path": args.chart}
+    values: dict[str, Any] = {}
+    for file in args.values or []:
+        try:
+            values = merge(values, parse_values(Path(file).read_text(), file))
+        except OSError as exc:
+            raise Failed(f"--values {file}: {exc.strerror}") from None
+    spec: dict[str, Any] = {"chart": chart, "interval": args.interval}
+    optional = {"targetNamespace": args.target_namespace, "releaseName": args.release_name,
+                "serviceAccountName": args.service_account, "timeout": args.timeout, "values": values}
+    spec.update({k: v for k, v in optional.items() if v})
+    if args.depends_on:
+        spec["dependsOn"] = [{"name": d.rpartition("/")[2], **({"namespace": d.rpartition("/")[0]} if "/" in d
+                                                                else {})} for d in args.depends_on]
+    if args.create_target_namespace:
+        spec["install"] = {"createNamespace": True}
+    return spec
+
+
+def gitrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
+    refs = {k: v for k, v in (("branch", args.branch), ("tag", args.tag), ("semver", args.tag_semver),
+                              ("commit", args.commit)) if v}
+    if len(refs) > 1:
+        raise Failed("give one of --branch, --tag, --tag-semver or --commit")
+    spec: dict[str, Any] = {"url": args.url, "ref": refs or {"branch": "main"}, "interval": args.interval}
+    if args.secret_ref:
+        spec["secretRef"] = {"name": args.secret_ref}
+    if args.timeout:
+        spec["timeout"] = args.timeout
+    return spec
+
+
+def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)},
+                            "path": args.path, "interval": args.interval, "prune": args.prune}
+    optional = {"targetNamespace": args.target_namespace, "serviceAccountName": args.service_account}
+    spec.update({k: v for k, v in optional.items() if v})
+    return spec
+
+
+BUILDERS = {"helmrelease": (HELMRELEASE, helmrelease_spec), "gitrepo": (GITREPOSITORY, gitrepository_spec),
+            "csync": (CONFIGSYNC, configsync_spec)}
+NAMES = {"helmrelease": ("helmrelease", "hr"), "gitrepo": ("gitrepository", "gitrepo"),
+         "csync": ("configsync", "csync")}
+
+
+def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
+    """The resource the flags describe, checked against the CRD schema (strict) and as the operator reads it."""
+    kind, build = BUILDERS[which]
+    obj: dict[str, Any] = {"apiVersion": kind.api_version, "kind": kind.kind,
+           "metadata": {"name": args.name, "namespace": namespace,
+                        **({"labels": _labels(args.label)} if args.label else {})},
+           "spec": build(args)}
+    problems = validation.tree({"flags.yaml": yaml.safe_dump(obj).encode()})
+    if problems:
+        raise Failed("; ".join(p.split(": ", 1)[1] for p in problems))
+    try:
+        if kind is HELMRELEASE:
+            parse_spec(obj["spec"], args.name, namespace)
+        elif kind is GITREPOSITORY:
+            parse_git_repository(obj["spec"])
+        else:
+            parse_config_sync(obj["spec"])
+    except SpecError as exc:
+        raise Failed(f"{kind.kind} {namespace}/{args.name}: {exc.reason}: {exc}") from None
+    return kind, obj
+
+
+async def apply(kube: Kube, kind: Kind, obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    await kube.apply(kind.path(meta["namespace"], meta["name"]), obj, MANAGER)
+    return f"✔ {kind.kind} {meta['namespace']}/{meta['name']} applied"
+
+
+def add_arguments(verbs: Any, add_target: Any) -> None:
+    """The ``create`` sub-verbs' flags (``verbs``: the create verb's sub-parsers)."""
+    for which, (full, short) in NAMES.items():
+        sub = verbs.add_parser(full, aliases=[short], help=f"a {BUILDERS[which][0].kind}")
+        add_target(sub)
+        sub.add_argument("name")
+        sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")
+        sub.add_argument("--interval", default={"helmrelease": "10m"}.get(which, "5m"),
+                         help="reconcile interval (default %(default)s)")
+        sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
+        sub.set_defaults(create=which)
+        if which == "helmrelease":
+            sub.add_argument("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)")
+            sub.add_argument("--source", metavar="GitRepository/NAME", help="a GitRepository holding the chart")
+            sub.add_argument("--chart", help="chart name in --repo, or its path in --source")
+            sub.add_argument("--chart-version", help="version or constraint (^1.2; default the newest stable)")
+            sub.add_argument("--values", action="append", metavar="FILE", help="values file, merged in order "
+                                                                               "(repeatable)")
+            sub.add_argument("--target-namespace", help="namespace of the release's objects")
+            sub.add_argument("--create-target-namespace", action="store_true", help="create it on install")
+            sub.add_argument("--release-name", help="helm release name (default [<target-namespace>-]NAME)")
+            sub.add_argument("--service-account", help="act as this ServiceAccount of the namespace")
+            sub.add_argument("--depends-on", action="append", metavar="[NAMESPACE/]NAME",
+                             help="a HelmRelease that must be Ready first (repeatable)")
+            sub.add_argument("--timeout", help="helm action timeout (a duration: 5m)")
+        elif which == "gitrepo":
+            sub.add_argument("--url", required=True, help="https://, ssh:// or git@host:path")
+            sub.add_argument("--branch", help="follow this branch (default main)")
+            sub.add_argument("--tag", help="use this tag")
+            sub.add_argument("--tag-semver", metavar="RANGE", help="the highest tag in this semver range")
+            sub.add_argument("--commit", help="exactly this commit")
+            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials")
+            sub.add_argument("--timeout", help="git operation timeout (a duration: 60s)")
+        else:
+            sub.add_argument("--source", required=True, metavar="GitRepository/NAME", help="the GitRepository")
+            sub.add_argument("--path", default="", help="directory in the repository (default the root)")
+            sub.add_argument("--prune", action=argparse.BooleanOptionalAction, default=True,
+                             help="delete what leaves git (default: yes)")
+            sub.add_argument("--target-namespace", help="namespace for objects that name none")
+            sub.add_argument("--service-account", help="apply as this ServiceAccount of the namespace")

@@ -1,0 +1,277 @@
+"""``helmop tree``, ``helmop trace`` and ``helmop events``: how helmop's resources and the objects they
+deploy hang together, read from the cluster (status inventories, helm's release annotations, the
+ConfigSync owner mark, controller references).
+
+* down (tree, events): a HelmRelease manages its release's objects (``status.inventory``), a ConfigSync
+  what it applied, a GitRepository the ConfigSyncs and HelmReleases that read it, a Jenkins or app
+  resource its HelmRelease, a Project its parts and environments;
+* up (trace): an object was deployed by the helm release its annotations name, which a HelmRelease
+  makes; a HelmRelease may have been applied by a ConfigSync (its uid annotation) or made by an owner
+  (Jenkins, app resource, Project), and a ConfigSync or git chart reads a GitRepository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from helmop.api.conditions import condition_of
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import parse_spec
+from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE
+from helmop.api.objects import Resource
+from helmop.helm.releases import inventory_objects, release_of
+from helmop.infra.kube import Kube, KubeError
+from helmop.reconcile.health import CURRENT, judge
+from helmop.reconcile.sync import OWNER_UID, ObjectId
+
+from .errors import Failed
+
+MAX_DEPTH = 6  # Project > ConfigSync > HelmRelease > objects: a cycle of references cannot run away
+Ref = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+
+
+def is_helmop(api_version: str) -> bool:
+    return api_version.split("/")[0] in (GROUP, APPS_GROUP)
+
+
+@dataclass
+class Node:
+    ref: Ref
+    obj: dict[str, Any] | None
+    children: list[Node] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        _, kind, namespace, name = self.ref
+        return f"{kind}/{namespace + '/' if namespace else ''}{name}"
+
+    @property
+    def health(self) -> str:
+        if self.obj is None:
+            return "NotFound"
+        if is_helmop(self.ref[0]):
+            ready = condition_of(self.obj, "Ready")
+            status = {"True": "Ready", "False": "NotReady"}.get(ready.get("status", ""), "Unknown")
+            return status + (f": {ready.get('reason')}: {ready.get('message', '')}" if status == "NotReady" else "")
+        verdict, why = judge(self.obj)
+        return verdict + (f": {why}" if why and verdict != CURRENT else "")
+
+    def lines(self, prefix: str = "") -> list[str]:
+        out = []
+        for i, child in enumerate(self.children):
+            last = i == len(self.children) - 1
+            out.append(f"{prefix}{'└── ' if last else '├── '}{child.title}  {child.health}")
+            out += child.lines(prefix + ("    " if last else "│   "))
+        return out
+
+    def walk(self) -> list[Node]:
+        return [self, *(n for child in self.children for n in child.walk())]
+
+
+async def fetch(kube: Kube, ref: Ref) -> dict[str, Any] | None:
+    api_version, kind, namespace, name = ref
+    try:
+        return await kube.get(await kube.path_of(api_version, kind, namespace, name))
+    except KubeError as exc:
+        if exc.status in (403, 404):
+            return None
+        raise
+
+
+def _source_readers(kube_items: list[dict[str, Any]], namespace: str, name: str) -> list[Ref]:
+    out = []
+    for obj in kube_items:
+        this = Resource(obj)
+        spec = this.spec
+        source = (spec.get("chart") or {}).get("sourceRef") or spec.get("sourceRef") or {}
+        if source.get("name") == name and (source.get("namespace") or this.namespace) == namespace:
+            out.append((this.api_version, this.kind, this.namespace, this.name))
+    return out
+
+
+async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
+    """What the object manages (see the module's description)."""
+    api_version, kind, namespace, name = ref
+    status = Resource(obj).status
+    if (api_version, kind) == (HELMRELEASE.api_version, HELMRELEASE.kind):
+        return [(v, k, ns, n) for v, ns, k, n in inventory_objects(status.get("inventory"))]
+    if (api_version, kind) == (CONFIGSYNC.api_version, CONFIGSYNC.kind):
+        ids = [ObjectId.from_json(entry) for entry in status.get("inventory") or []]
+        return [(o.api_version, o.kind, o.namespace, o.name) for o in ids]
+    if (api_version, kind) == (GITREPOSITORY.api_version, GITREPOSITORY.kind):
+        readers = [obj for kind_ in (CONFIGSYNC, HELMRELEASE) for obj in await kube.list(kind_.path(namespace))]
+        return _source_readers(readers, namespace, name)
+    if status.get("helmRelease"):  # a Jenkins or an app resource
+        return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, str(status["helmRelease"]))]
+    refs = [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""), str(e.get("name")))
+            for e in status.get("inventory") or [] if isinstance(e, dict)]  # a Project's parts
+    for environment in status.get("environments") or []:
+        refs += [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""),
+                  str(e.get("name"))) for e in environment.get("inventory") or [] if isinstance(e, dict)]
+    return refs
+
+
+async def tree(kube: Kube, ref: Ref, depth: int = 0, seen: set[Ref] | None = None) -> Node:
+    """The object and, recursively, what it manages (each object once)."""
+    seen = set() if seen is None else seen
+    seen.add(ref)
+    node = Node(ref, await fetch(kube, ref))
+    if node.obj is not None and depth < MAX_DEPTH:
+        below = [r for r in await children(kube, ref, node.obj) if r not in seen]
+        seen.update(below)
+        node.children = list(await asyncio.gather(*(tree(kube, r, depth + 1, seen) for r in below)))
+    return node
+
+
+def show_tree(node: Node) -> str:
+    return "\n".join([f"{node.title}  {node.health}", *node.lines()])
+
+
+# --- trace: up the chain --------------------------------------------------------------------------
+
+
+async def _releasing(kube: Kube, release_namespace: str, release: str) -> dict[str, Any] | None:
+    """The HelmRelease whose helm release this is."""
+    for obj in await kube.list(HELMRELEASE.path()):
+        this = Resource(obj)
+        try:
+            spec = parse_spec(this.spec, this.name, this.namespace)
+        except SpecError:
+            continue
+        if (spec.target_namespace, spec.release_name) == (release_namespace, release):
+            return obj
+    return None
+
+
+async def _applied_by(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The ConfigSync that applied the object (the uid it marks what it applies with)."""
+    uid = Resource(obj).annotation(OWNER_UID)
+    if not uid:
+        return None
+    return next((c for c in await kube.list(CONFIGSYNC.path()) if Resource(c).uid == uid), None)
+
+
+async def _owner(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
+    """helmop's resource that made this one (a Jenkins its HelmRelease, a Project its parts)."""
+    this = Resource(obj)
+    for owner in this.metadata.get("ownerReferences") or []:
+        if owner.get("controller") and is_helmop(str(owner.get("apiVersion", ""))):
+            return await fetch(kube, (str(owner["apiVersion"]), str(owner["kind"]), this.namespace,
+                                      str(owner["name"])))
+    return None
+
+
+async def up(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The next helmop resource up the chain from ``obj``."""
+    this = Resource(obj)
+    release = release_of(obj)
+    if release is not None and not is_helmop(this.api_version):
+        return await _releasing(kube, *release)
+    return await _applied_by(kube, obj) or await _owner(kube, obj)
+
+
+def _ready(obj: dict[str, Any]) -> str:
+    ready = condition_of(obj, "Ready")
+    return f"{ready.get('status', 'Unknown')} {ready.get('reason', '')}: {ready.get('message', '')}".rstrip(": ")
+
+
+def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """What trace says of one resource on the chain."""
+    this, status = Resource(obj), Resource(obj).status
+    out = [(this.kind, f"{this.namespace + '/' if this.namespace else ''}{this.name}")]
+    if this.kind == HELMRELEASE.kind:
+        latest = (status.get("history") or [{}])[0]
+        chart = this.spec.get("chart") or {}
+        repository = chart.get("repository") or {}
+        origin = (f"{repository.get('url')} {repository.get('name', '')}" if repository else
+                  f"GitRepository/{(chart.get('sourceRef') or {}).get('name', '')} {chart.get('path', '')}")
+        out += [("Release", f"revision {latest.get('revision', '-')} ({latest.get('status', 'not installed')})"),
+                ("Chart", f"{latest.get('chartName', '')} {latest.get('chartVersion', '')} from {origin}".strip()),
+                ("Values digest", str(status.get("lastAttemptedConfigDigest") or latest.get("configDigest") or "-"))]
+    elif this.kind == CONFIGSYNC.kind:
+        out += [("Path", str(this.spec.get("path") or ".")), ("Revision", str(status.get("lastAppliedRevision", "-")))]
+    elif this.kind == GITREPOSITORY.kind:
+        out += [("URL", str(this.spec.get("url", ""))),
+                ("Revision", str((status.get("artifact") or {}).get("revision", "-")))]
+    if is_helmop(this.api_version):
+        out.append(("Ready", _ready(obj)))
+    return out
+
+
+async def trace(kube: Kube, ref: Ref) -> str:
+    obj = await fetch(kube, ref)
+    if obj is None:
+        raise Failed(f"{ref[1]} {ref[2] + '/' if ref[2] else ''}{ref[3]} not found")
+    chain = [obj]
+    while len(chain) < MAX_DEPTH and (parent := await up(kube, chain[-1])) is not None:
+        chain.append(parent)
+    for source in _sources(chain[-1]):
+        found = await fetch(kube, source)
+        if found is not None:
+            chain.append(found)
+    if len(chain) == 1 and not is_helmop(ref[0]):
+        raise Failed(f"{ref[1]} {ref[2]}/{ref[3]} is not managed by helmop (no helm release, ConfigSync or "
+                     "owner of helmop's)")
+    node = Node(ref, obj)
+    blocks = [[("Object", node.title), ("Health", node.health)]] + [describe(o) for o in chain[1:]]
+    if is_helmop(ref[0]):
+        blocks = [describe(o) for o in chain]
+    width = max(len(key) for block in blocks for key, _ in block) + 2
+    return "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
+
+
+def _sources(obj: dict[str, Any]) -> list[Ref]:
+    """The GitRepository the top of the chain reads (a ConfigSync's, a git chart's)."""
+    this = Resource(obj)
+    source = (this.spec.get("chart") or {}).get("sourceRef") or this.spec.get("sourceRef") or {}
+    if not source.get("name") or this.kind not in (HELMRELEASE.kind, CONFIGSYNC.kind):
+        return []
+    return [(GITREPOSITORY.api_version, GITREPOSITORY.kind, str(source.get("namespace") or this.namespace),
+             str(source["name"]))]
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+def _when(event: dict[str, Any]) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
+def _ago(stamp: str, now: datetime) -> str:
+    if not stamp:
+        return "<unknown>"
+    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str, str, str]] | None) -> str:
+    """Events in time order: of the objects ``about`` names ((kind, namespace, name)), or of every helmop
+    resource in ``namespaces`` (None: every namespace)."""
+    found: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
+        for event in await kube.list(path):
+            involved = event.get("involvedObject") or {}
+            key = (str(involved.get("kind")), str(involved.get("namespace") or ""), str(involved.get("name")))
+            if (key in about) if about is not None else is_helmop(str(involved.get("apiVersion", ""))):
+                found.append(event)
+    found.sort(key=lambda e: (_when(e), int((e.get("metadata") or {}).get("resourceVersion") or 0)))
+    now = datetime.now(UTC)
+    rows = [["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
+    for event in found:
+        involved = event.get("involvedObject") or {}
+        where = f"{involved.get('namespace')}/" if involved.get("namespace") and namespaces == [None] else ""
+        rows.append([_ago(_when(event), now), str(event.get("type", "")), str(event.get("reason", "")),
+                     f"{str(involved.get('kind', '')).lower()}/{where}{involved.get('name', '')}",
+                     str(event.get("message", "")).replace("\n", " ")])
+    if len(rows) == 1:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
+                     for r in rows)

@@ -1,0 +1,203 @@
+"""``helmop get`` and ``helmop export``: helmop's resources as a table (kubectl's columns and ``-o`` forms)
+or as clean, re-appliable YAML."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import yaml
+
+from helmop.api.conditions import condition_of
+from helmop.api.kinds import GROUP, Kind
+from helmop.api.objects import Resource
+from helmop.infra.kube import Kube, KubeError
+from helmop.reconcile.sync import OWNER_LABEL as CONFIGSYNC_LABEL
+
+from .errors import Failed
+from .target import Target
+
+OUTPUTS = ("wide", "json", "yaml", "name")
+# Not part of what a user applies: kubectl's record, and helmop's own bookkeeping under its prefix (kopf's
+# handler state, the one-off reconcile requests, the mark of the ConfigSync that applied the object).
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_BOOKKEEPING = f"{GROUP}/"
+
+
+def _revision(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
+               or status.get("chartVersion") or "")
+
+
+def _source(obj: dict[str, Any]) -> str:
+    """Where a resource takes what it deploys from (wide output)."""
+    spec = Resource(obj).spec
+    chart = spec.get("chart") or {}
+    repository, ref = chart.get("repository") or {}, chart.get("sourceRef") or spec.get("sourceRef") or {}
+    if repository:
+        return f"{repository.get('url', '')} {repository.get('name', '')}@{repository.get('version') or '*'}".strip()
+    if ref:
+        path = chart.get("path") or spec.get("path") or "."
+        return f"{ref.get('kind', 'GitRepository')}/{ref.get('name', '')}:{path}"
+    return str(spec.get("url") or spec.get("namespace") or "")
+
+
+def age(obj: dict[str, Any], now: datetime | None = None) -> str:
+    """kubectl's AGE: the largest unit or two (5d3h, 4m10s)."""
+    stamp = Resource(obj).metadata.get("creationTimestamp")
+    if not stamp:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(str(stamp))).total_seconds())
+    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if seconds >= size:
+            rest = (seconds % size) // small_size
+            return f"{seconds // size}{unit}" + (f"{rest}{smaller}" if rest and seconds < 10 * size else "")
+    return f"{max(seconds, 0)}s"
+
+
+def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool) -> list[str]:
+    this, ready = Resource(obj), condition_of(obj, "Ready")
+    cells = ([] if namespaced_listing else [this.namespace]) + [
+        f"{kind.kind.lower()}/{this.name}", _revision(obj), str(bool(this.spec.get("suspend"))),
+        ready.get("status", "Unknown")]
+    if wide:
+        cells += [ready.get("reason", ""), age(obj), _source(obj)]
+    return [*cells, ready.get("message", "")]
+
+
+def header(*, namespaced_listing: bool, wide: bool) -> list[str]:
+    return (([] if namespaced_listing else ["NAMESPACE"]) + ["NAME", "REVISION", "SUSPENDED", "READY"]
+            + (["REASON", "AGE", "SOURCE"] if wide else []) + ["MESSAGE"])
+
+
+def table(rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell; the last (the message) is not padded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+                     for r in rows)
+
+
+def name_of(kind: Kind, obj: dict[str, Any]) -> str:
+    """kubectl's ``-o name``: resource.group/name."""
+    return f"{kind.kind.lower()}.{kind.group}/{Resource(obj).name}"
+
+
+def render(found: list[tuple[Kind, dict[str, Any]]], output: str, scope: str | None, *, single: bool) -> str:
+    """What ``get`` prints for these objects."""
+    objects = [obj for _, obj in found]
+    if output in ("json", "yaml"):
+        document: Any = objects[0] if single and len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
+                                                                         "items": objects}
+        return json.dumps(document, indent=2) if output == "json" else yaml.safe_dump(document, sort_keys=False)
+    if output == "name":
+        return "\n".join(name_of(kind, obj) for kind, obj in found)
+    namespaced = scope is not None or all(not kind.namespaced for kind, _ in found)
+    wide = output == "wide"
+    return table([header(namespaced_listing=namespaced, wide=wide)]
+                 + [row(kind, obj, namespaced_listing=namespaced, wide=wide) for kind, obj in found])
+
+
+async def collect(kube: Kube, kinds: list[Kind], scope: str | None, names: list[str], selector: str,
+                  err: TextIO = sys.stderr) -> tuple[list[tuple[Kind, dict[str, Any]]], bool]:
+    """The objects asked for, and whether every named one was found (those missing are said on ``err``,
+    as kubectl says them)."""
+    found: list[tuple[Kind, dict[str, Any]]] = []
+    complete = True
+    if names and scope is None and any(kind.namespaced for kind in kinds):
+        raise Failed("a resource cannot be retrieved by name across all namespaces")
+    for kind in kinds:
+        if names:
+            for name in names:
+                obj = await kube.get(kind.path(scope, name))
+                if obj is None:
+                    print(f'Error from server (NotFound): {kind.plural}.{kind.group} "{name}" not found', file=err)
+                    complete = False
+                else:
+                    found.append((kind, obj))
+            continue
+        try:
+            items = await kube.list(kind.path(scope if kind.namespaced else None), selector)
+        except KubeError as exc:
+            if exc.status == 404 and len(kinds) > 1:
+                continue  # listing every kind: one whose CRD is not installed has nothing to show
+            raise
+        found += [(kind, obj) for obj in items]
+    return found, complete
+
+
+async def get(target: Target, kinds: list[Kind], names: list[str], *, output: str, selector: str,
+              out: TextIO = sys.stdout) -> bool:
+    """Print the objects; False when a named one is missing."""
+    scope = target.scope
+    found, complete = await collect(target.kube, kinds, scope, names, selector)
+    if found or output in ("json", "yaml"):
+        print(render(found, output, scope, single=bool(names) and len(names) == 1), file=out, flush=True)
+    elif complete:
+        where = "any namespace" if scope is None else f"the {scope} namespace"
+        print(f"No resources found in {where}.", file=sys.stderr)
+    return complete
+
+
+async def watch(target: Target, kind: Kind, names: list[str], *, output: str, selector: str,
+                out: TextIO = sys.stdout) -> None:
+    """After the listing, one line (or document) per change, until interrupted (kubectl get --watch)."""
+    scope = target.scope
+    path = kind.path(scope if kind.namespaced else None)
+    listing = await target.kube.request("GET", path, params={"labelSelector": selector} if selector else None)
+    version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+    show: Callable[[dict[str, Any]], str] = _watch_line(kind, output, scope)
+    while True:
+        params = {"resourceVersion": version, "allowWatchBookmarks": "true",
+                  **({"labelSelector": selector} if selector else {})}
+        try:
+            async for event in target.kube.watch(path, params):
+                obj = event.get("object") or {}
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if event.get("type") in ("BOOKMARK", "ERROR") or (names and Resource(obj).name not in names):
+                    if event.get("type") == "ERROR":
+                        raise KubeError(int(obj.get("code") or 500), str(obj.get("reason", "")),
+                                        str(obj.get("message", "")))
+                    continue
+                print(show(obj), file=out, flush=True)
+        except KubeError as exc:
+            if exc.status != 410:  # Gone: the version is too old; watch from now
+                raise
+            listing = await target.kube.request("GET", path)
+            version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _watch_line(kind: Kind, output: str, scope: str | None) -> Callable[[dict[str, Any]], str]:
+    if output == "json":
+        return lambda obj: json.dumps(obj, indent=2)
+    if output == "yaml":
+        return lambda obj: "---\n" + yaml.safe_dump(obj, sort_keys=False).rstrip()
+    if output == "name":
+        return lambda obj: name_of(kind, obj)
+    namespaced, wide = scope is not None or not kind.namespaced, output == "wide"
+    return lambda obj: "  ".join(row(kind, obj, namespaced_listing=namespaced, wide=wide))
+
+
+def clean(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as one would apply it: no status, no server-set metadata, no one-off request annotations."""
+    this = Resource(obj)
+    meta: dict[str, Any] = {"name": this.name, **({"namespace": this.namespace} if this.namespace else {})}
+    labels = {k: v for k, v in (this.metadata.get("labels") or {}).items() if k != CONFIGSYNC_LABEL}
+    annotations = {k: v for k, v in (this.metadata.get("annotations") or {}).items()
+                   if k != _LAST_APPLIED and not k.startswith(_BOOKKEEPING)}
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": this.api_version, "kind": this.kind, "metadata": meta,
+            **({"spec": obj["spec"]} if "spec" in obj else {})}
+
+
+async def export(target: Target, kinds: list[Kind], names: list[str], selector: str,
+                 out: TextIO = sys.stdout) -> bool:
+    found, complete = await collect(target.kube, kinds, target.scope, names, selector)
+    print("".join("---\n" + yaml.safe_dump(clean(obj), sort_keys=False) for _, obj in found), end="", file=out)
+    return complete

@@ -1,0 +1,42 @@
+"""Which cluster and namespace a verb acts on, read as kubectl reads them: ``--kubeconfig`` (else
+$KUBECONFIG, ~/.kube/config, in-cluster), ``--context`` (else the current-context), and ``-n`` (else the
+context's namespace, else ``default``); ``-A`` for every namespace where a verb lists."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from helmop.infra.kube import Connection, Kube, KubeconfigError
+
+from .errors import Failed
+
+
+@dataclass
+class Target:
+    kube: Kube
+    namespace: str  # -n, else the context's, else default
+    all_namespaces: bool = False
+
+    @property
+    def scope(self) -> str | None:
+        """The namespace to list in (None: every namespace)."""
+        return None if self.all_namespaces else self.namespace
+
+
+def connect(args: argparse.Namespace) -> Target:
+    try:
+        conn = Connection.from_kubeconfig(args.kubeconfig, getattr(args, "context", None))
+    except KubeconfigError as exc:
+        raise Failed(str(exc)) from None
+    return Target(Kube(conn), args.namespace or conn.namespace or "default", bool(getattr(args, "all_namespaces",
+                                                                                        False)))
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, all_namespaces: bool = False) -> None:
+    """The flags every verb that talks to a cluster takes."""
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context to use (default: its current-context)")
+    parser.add_argument("--namespace", "-n", help="namespace (default: the context's, else default)")
+    if all_namespaces:
+        parser.add_argument("--all-namespaces", "-A", action="store_true", help="in every namespace")
