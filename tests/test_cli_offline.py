@@ -1,15 +1,22 @@
 """The helmop command where no cluster is involved (or the kubeconfig is wrong): --version, clear
-kubeconfig errors, `render --validate` against the CRD schemas, and where `run --sandbox` listens."""
+kubeconfig errors, `render --validate` against the CRD schemas, where `run --sandbox` listens, and `logs`
+reading the operator's pods (the two API calls it makes, answered as the API server answers them: the
+sandbox runs no containers)."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -102,3 +109,72 @@ def test_run_sandbox_listens_on_loopback_only(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+class _OperatorPods(http.server.BaseHTTPRequestHandler):
+    """The two API calls `helmop logs` makes in a cluster, as the API server answers them: the operator's pods
+    by label, and a container's log (followed: lines as they come, the response kept open)."""
+
+    pods: ClassVar[list[dict[str, object]]] = [
+        {"metadata": {"name": f"helmop-{i}", "namespace": "helmop-system"}} for i in (1, 2)]
+    lines: ClassVar[dict[str, list[str]]] = {
+        "helmop-1": ['{"time": "t1", "level": "INFO", "kind": "HelmRelease", "namespace": "shop", "name": "web", '
+                     '"message": "shop/web InstallSucceeded: done"}',
+                     '{"time": "t2", "level": "INFO", "message": "unrelated"}'],
+        "helmop-2": ["2026-11-24 10:00:00 WARNING helmop: shop/web ActionCancelled (text format)"]}
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        if url.path == "/api/v1/pods":
+            assert query["labelSelector"] == ["app.kubernetes.io/name=helmop"]
+            self._send(json.dumps({"kind": "PodList", "items": self.pods}).encode() + b"\n")
+        elif url.path.endswith("/log"):
+            assert query["container"] == ["helmop"]
+            name = url.path.split("/")[-2]
+            self._send("".join(f"{line}\n" for line in self.lines[name]).encode(), hold="follow" in query)
+        else:
+            self.send_error(404)
+
+    def _send(self, body: bytes, hold: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        if hold:
+            time.sleep(30)  # a followed log stays open
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_logs_read_the_operator_pods(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OperatorPods)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    try:
+        env = {"KUBECONFIG": str(kubeconfig), "HELMOP_LOG_FILE": ""}
+        about = helmop("logs", "hr", "web", "-n", "shop", env=env)
+        assert about.returncode == 0, about.stderr
+        assert sorted(about.stdout.splitlines()) == [  # a JSON line made readable; a text line as it is
+            "2026-11-24 10:00:00 WARNING helmop: shop/web ActionCancelled (text format)",
+            "t1 INFO HelmRelease shop/web: shop/web InstallSucceeded: done"]
+        assert "unrelated" in helmop("logs", env=env).stdout
+        follow = subprocess.Popen([sys.executable, "-m", "helmop.cli", "logs", "hr", "web", "-n", "shop", "-f"],
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+        try:
+            assert follow.stdout is not None
+            seen = {follow.stdout.readline().strip() for _ in range(2)}  # both pods' lines, while still open
+            assert any("InstallSucceeded" in line for line in seen) and any("ActionCancelled" in s for s in seen)
+        finally:
+            follow.send_signal(signal.SIGINT)
+            assert follow.wait(20) == 0
+    finally:
+        server.shutdown()

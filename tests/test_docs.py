@@ -1,8 +1,10 @@
-"""The README's CRD reference is the one the schemas generate: documentation that cannot drift."""
+"""The README's CRD and CLI references are the ones the schemas and the parser generate: documentation that
+cannot drift."""
 
 from __future__ import annotations
 
 from helmop.api import crds, reference
+from helmop.cli import reference as cli_reference
 from tests.tools import ROOT, Run
 
 
@@ -11,6 +13,15 @@ def test_readme_crd_reference_matches_the_schemas() -> None:
     start, end = "<!-- crd-reference:start -->\n", "<!-- crd-reference:end -->"
     section = text[text.index(start) + len(start):text.index(end)]
     assert section == reference.markdown(), "regenerate with: python -m helmop.api.reference"
+
+
+def test_readme_cli_reference_matches_the_parser() -> None:
+    text = (ROOT / "README.md").read_text()
+    start, end = "<!-- cli-reference:start -->\n", "<!-- cli-reference:end -->"
+    section = text[text.index(start) + len(start):text.index(end)]
+    assert section == cli_reference.markdown(), "regenerate with: python -m helmop.cli.reference"
+    for verb in ("get", "export", "events", "logs", "tree", "trace", "completion", "create helmrelease"):
+        assert f"| `helmop {verb}" in section, verb
 
 
 def test_every_spec_field_is_documented() -> None:
@@ -69,3 +80,28 @@ def test_readme_sandbox_rows_name_tests_that_exist() -> None:
     for module in re.findall(r"`(\w+\.py)`", section):
         if not module.startswith("test_"):
             assert (ROOT / "sandbox" / "helmop_sandbox" / module).exists(), module
+
+
+def test_readme_flux_table_names_working_helmop_commands() -> None:
+    """Each row of "Coming from Flux" gives a helmop command its parser accepts, or says why there is none."""
+    import re
+    import shlex
+
+    from helmop.cli.main import parser
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Coming from Flux"):text.index("## Installing into a cluster")]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `flux")]
+    assert len(rows) >= 20, "the table lost its rows"
+    for flux, helmop, notes in rows:
+        commands = re.findall(r"`(helmop [^`]+)`", helmop)
+        if not commands:
+            assert helmop.startswith("`helm install ") or (helmop.strip() == "—" and len(notes.strip(" |")) > 10), (
+                flux, "says why there is none")
+            continue
+        for command in commands:
+            args = shlex.split(command.replace("\\|", "|"))[1:]
+            try:
+                parser().parse_args(args)
+            except SystemExit as exc:
+                raise AssertionError(f"{command!r} ({flux}) does not parse") from exc

@@ -43,5 +43,10 @@ def test_the_readme_tour_works(tmp_path: str) -> None:
         assert "+  replicas: 3" in out and "-  replicas: 2" in out  # the preview
         assert '"ok": true' in out.replace(" ", "").replace('"ok":true', '"ok": true')  # the webhook call
         assert "helmop_resource_ready{" in out and "helmop_helm_actions_total{" in out
+        assert re.search(r"^NAME +REVISION +SUSPENDED +READY +REASON +AGE +SOURCE", out, re.M)  # get -o wide, no -n
+        assert "── ConfigSync/tour/tour  Ready" in out and "HelmRelease/tour/shop  Ready" in out  # tree
+        assert re.search(r"^GitRepository: +tour/tour$", out, re.M)  # trace
+        assert re.search(r"Normal +UpgradeSucceeded +helmrelease/shop", out)  # events
+        assert re.search(r"INFO HelmRelease tour/shop: .*UpgradeSucceeded", out)  # logs
     finally:
         subprocess.run([stop], timeout=60)

@@ -139,5 +139,7 @@ async def logs(kube: Kube, *, kind: str, namespace: str, name: str, log_file: st
                 print(readable(line), file=out, flush=True)
             else:
                 shown.append(readable(line))
-    if not follow:
-        print("\n".join(shown[-tail:] if tail >= 0 and log_file else shown), file=out)
+    if log_file and tail >= 0:  # a pod's log is cut by the API server (tailLines)
+        shown = shown[max(0, len(shown) - tail):]
+    if shown:
+        print("\n".join(shown), file=out)

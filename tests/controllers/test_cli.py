@@ -370,6 +370,8 @@ def test_logs_of_one_object_from_the_log_file(operator: Operator, kube: Run, ns:
         assert f"{ns}/other" not in shown.stdout
         everything = helmop(operator, "logs", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
         assert f"{ns}/other" in everything and f"{ns}/logged" in everything
+        last = helmop(operator, "logs", "--tail", "1", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
+        assert last.splitlines() == everything.splitlines()[-1:]
         follow = subprocess.Popen([sys.executable, "-m", "helmop.cli", "logs", "hr", "logged", "-n", ns, "-f",
                                    "--log-file", str(log_file)], stdout=subprocess.PIPE, text=True,
                                   env={**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig)})

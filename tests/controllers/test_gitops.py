@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -15,7 +16,7 @@ from typing import Any
 import requests
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get, settled
+from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get, helmop, settled
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, tool
 
@@ -242,3 +243,33 @@ def test_git_fetch_metrics(operator: Operator, kube: Run, ns: str, repo: Repo) -
     text = requests.get(f"{operator.metrics_url}/metrics", timeout=5).text
     assert 'helmop_git_fetch_duration_seconds_count{result="success"}' in text
     assert f'helmop_resource_ready{{kind="GitRepository",name="config",namespace="{ns}"}}' in text
+
+
+def test_tree_trace_and_events_follow_a_config_repository(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                          chart_repo: ChartRepo) -> None:
+    # A ConfigSync whose source has no revision yet waits: a Normal Event, not a Warning.
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, suspend=True, webhook=None))
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("reason") == "SourceNotReady")
+    waits = [e["type"] for e in events(kube, ns, "apps") if e["reason"] == "SourceNotReady"]
+    assert waits == ["Normal"], waits
+    commit = repo.commit({"apps/web.yaml": release("web", chart_repo.url, 1)})
+    kube("kubectl", "-n", ns, "patch", "gitrepo", "config", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+
+    tree = helmop(operator, "tree", "gitrepo", "config", "-n", ns)
+    assert tree.returncode == 0, tree.stderr
+    titles = [re.sub(r"^[│├└─ ]+", "", line).split("  ")[0] for line in tree.stdout.splitlines()]
+    assert titles[:3] == [f"GitRepository/{ns}/config", f"ConfigSync/{ns}/apps", f"HelmRelease/{ns}/web"]
+    assert f"Deployment/{ns}/web" in titles[3:] and f"Service/{ns}/web" in titles[3:], tree.stdout
+    trace = helmop(operator, "trace", "deploy", "web", "-n", ns)
+    assert trace.returncode == 0, trace.stderr
+    blocks = [dict(line.split(":", 1) for line in block.splitlines()) for block in trace.stdout.split("\n---\n")]
+    assert [next(iter(b)) for b in blocks] == ["Object", "HelmRelease", "ConfigSync", "GitRepository"]
+    assert blocks[2]["Revision"].strip() == blocks[3]["Revision"].strip() == f"main@sha1:{commit}"
+    assert blocks[3]["URL"].strip() == repo.url and blocks[1]["Chart"].strip().startswith("demo 0.1.0")
+    # the Events of the repository and of everything it brought, in time order
+    shown = helmop(operator, "events", "gitrepo", "config", "-n", ns).stdout
+    objects = [line.split()[3] for line in shown.splitlines()[1:]]
+    assert {"gitrepository/config", "configsync/apps", "helmrelease/web"} <= set(objects), shown
+    assert objects.index("gitrepository/config") < objects.index("helmrelease/web")
