@@ -126,7 +126,7 @@ class _OperatorPods(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
         query = urllib.parse.parse_qs(url.query)
-        if url.path == "/api/v1/pods":
+        if url.path in ("/api/v1/pods", "/api/v1/namespaces/helmop-system/pods"):
             assert query["labelSelector"] == ["app.kubernetes.io/name=helmop"]
             self._send(json.dumps({"kind": "PodList", "items": self.pods}).encode() + b"\n")
         elif url.path.endswith("/log"):
@@ -167,6 +167,8 @@ def test_logs_read_the_operator_pods(tmp_path: Path) -> None:
             "2026-11-24 10:00:00 WARNING helmop: shop/web ActionCancelled (text format)",
             "t1 INFO HelmRelease shop/web: shop/web InstallSucceeded: done"]
         assert "unrelated" in helmop("logs", env=env).stdout
+        assert "unrelated" in helmop("logs", "--operator-namespace", "helmop-system", env=env).stdout
+        assert helmop("logs", "--operator-namespace", "elsewhere", env=env).returncode == 2  # no pods there
         follow = subprocess.Popen([sys.executable, "-m", "helmop.cli", "logs", "hr", "web", "-n", "shop", "-f"],
                                   stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
         try:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -283,6 +284,9 @@ def test_export_gives_reappliable_yaml(operator: Operator, kube: Run, ns: str, c
     assert doc["metadata"] == {"name": "kept", "namespace": ns, "annotations": {"team": "web"}}
     everything = helmop(operator, "export", "-n", ns).stdout
     assert everything.startswith("---\n") and "kind: HelmRelease" in everything
+    kube("kubectl", "-n", ns, "label", "hr", "kept", "tier=front")
+    assert "name: kept" in helmop(operator, "export", "hr", "-A", "-l", "tier=front").stdout
+    assert helmop(operator, "export", "hr", "-n", ns, "-l", "tier=back").stdout == ""
     # re-appliable as it is: into another namespace, where it installs the same release
     other = f"{ns}-copy"
     kube("kubectl", "create", "namespace", other)
@@ -324,6 +328,33 @@ def test_create_writes_validated_resources(operator: Operator, kube: Run, ns: st
     assert not get(kube, ns, "hr", "bad")
 
 
+def test_create_flags_write_the_fields_they_name(operator: Operator, kube: Run, ns: str) -> None:
+    def exported(*args: str) -> dict[str, Any]:
+        done = helmop(operator, "create", *args, "-n", ns, "--export", "--label", "team=web", "--interval", "2m")
+        assert done.returncode == 0, done.stderr
+        obj: dict[str, Any] = yaml.safe_load(done.stdout)
+        assert obj["metadata"] == {"name": args[1], "namespace": ns, "labels": {"team": "web"}}
+        assert obj["spec"]["interval"] == "2m"
+        return obj["spec"]
+
+    release = exported("hr", "web", "--source", "gitrepo/config", "--chart", "charts/web", "--target-namespace",
+                       "shop", "--create-target-namespace", "--release-name", "shop-web", "--service-account",
+                       "deployer", "--depends-on", "db", "--depends-on", "infra/cache", "--timeout", "3m")
+    assert release["chart"] == {"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": "charts/web"}
+    assert (release["targetNamespace"], release["releaseName"], release["serviceAccountName"], release["timeout"]) \
+        == ("shop", "shop-web", "deployer", "3m")
+    assert release["install"] == {"createNamespace": True}
+    assert release["dependsOn"] == [{"name": "db"}, {"name": "cache", "namespace": "infra"}]
+    source = exported("gitrepo", "config", "--url", "https://example.com/c.git", "--tag-semver", "^1.2",
+                      "--secret-ref", "creds", "--timeout", "90s")
+    assert source["ref"] == {"semver": "^1.2"} and source["secretRef"] == {"name": "creds"}
+    assert exported("gitrepo", "pinned", "--url", "https://example.com/c.git", "--commit", "a" * 40)["ref"] == {
+        "commit": "a" * 40}
+    sync = exported("csync", "apps", "--source", "config", "--target-namespace", "shop", "--service-account",
+                    "deployer")
+    assert (sync["targetNamespace"], sync["serviceAccountName"], sync["prune"]) == ("shop", "deployer", True)
+
+
 def test_tree_trace_and_events_of_a_release(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, hr("shown", chart_repo, version="0.1.0"))
     ready(kube, ns, "shown")
@@ -349,7 +380,8 @@ def test_tree_trace_and_events_of_a_release(operator: Operator, kube: Run, ns: s
     assert rows[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert any("InstallSucceeded" in r and "helmrelease/shown" in r for r in rows[1:])
     everything = helmop(operator, "events", "-n", ns).stdout
-    assert "helmrelease/shown" in everything
+    assert "helmrelease/shown" in everything and "deployment/" not in everything  # helmop's kinds only
+    assert f"helmrelease/{ns}/shown" in helmop(operator, "events", "-A").stdout
 
 
 def test_logs_of_one_object_from_the_log_file(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
