@@ -4,7 +4,8 @@ ConfigSync owner mark, controller references).
 
 * down (tree, events): a HelmRelease manages its release's objects (``status.inventory``), a ConfigSync
   what it applied, a GitRepository the ConfigSyncs and HelmReleases that read it, a Jenkins or app
-  resource its HelmRelease, a Project its parts and environments;
+  resource its HelmRelease, a Project its parts and environments (a GitRepository's readers are looked for in
+  its own namespace);
 * up (trace): an object was deployed by the helm release its annotations name, which a HelmRelease
   makes; a HelmRelease may have been applied by a ConfigSync (its uid annotation) or made by an owner
   (Jenkins, app resource, Project), and a ConfigSync or git chart reads a GitRepository.
@@ -13,6 +14,7 @@ ConfigSync owner mark, controller references).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
-from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE
+from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE, Kind
 from helmop.api.objects import Resource
 from helmop.helm.releases import inventory_objects, release_of
 from helmop.infra.kube import Kube, KubeError
@@ -133,9 +135,25 @@ def show_tree(node: Node) -> str:
 # --- trace: up the chain --------------------------------------------------------------------------
 
 
+async def _candidates(kube: Kube, kind: Kind, namespace: str) -> AsyncIterator[dict[str, Any]]:
+    """Objects of ``kind`` in ``namespace`` first (where they usually are, and all a tenant may list), then in
+    every namespace when allowed (a targetNamespace points elsewhere)."""
+    for obj in await kube.list(kind.path(namespace)):
+        yield obj
+    try:
+        everywhere = await kube.list(kind.path())
+    except KubeError as exc:
+        if exc.status != 403:
+            raise
+        return
+    for obj in everywhere:
+        if Resource(obj).namespace != namespace:
+            yield obj
+
+
 async def _releasing(kube: Kube, release_namespace: str, release: str) -> dict[str, Any] | None:
     """The HelmRelease whose helm release this is."""
-    for obj in await kube.list(HELMRELEASE.path()):
+    async for obj in _candidates(kube, HELMRELEASE, release_namespace):
         this = Resource(obj)
         try:
             spec = parse_spec(this.spec, this.name, this.namespace)
@@ -151,7 +169,10 @@ async def _applied_by(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
     uid = Resource(obj).annotation(OWNER_UID)
     if not uid:
         return None
-    return next((c for c in await kube.list(CONFIGSYNC.path()) if Resource(c).uid == uid), None)
+    async for sync in _candidates(kube, CONFIGSYNC, Resource(obj).namespace or "default"):
+        if Resource(sync).uid == uid:
+            return sync
+    return None
 
 
 async def _owner(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:

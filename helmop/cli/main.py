@@ -280,8 +280,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                           "(multi-tenancy lockdown; default: the operator's own rights)")
     run.add_argument("--no-cross-namespace-refs", action="store_true",
                      help="refuse every reference from a resource into another namespace (sourceRef, ...)")
-    run.add_argument("--leader-elect", action="store_true",
-                     help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts")
+    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
+                     help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
+                          "(default: on in a pod, where replicas are likely; off elsewhere)")
     run.add_argument("--leader-election-namespace", metavar="NAMESPACE",
                      help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
     run.add_argument("--shard", metavar="NAME",

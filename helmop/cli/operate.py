@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                          tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
                          helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
-                         leader_election=args.leader_elect,
+                         leader_election=_leader_election(args),
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
@@ -74,6 +74,14 @@ def run(args: argparse.Namespace) -> int:
         cfg.kubeconfig = sandbox.kubeconfig
         asyncio.run(run_operator(cfg))
     return 0
+
+
+def _leader_election(args: argparse.Namespace) -> bool:
+    """--leader-elect / --no-leader-elect, else on in a pod (KUBERNETES_SERVICE_HOST, as client-go tells): two
+    replicas of an unflagged operator must not both act."""
+    if args.leader_elect is not None:
+        return bool(args.leader_elect)
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not args.sandbox
 
 
 def _own_namespace() -> str:

@@ -40,8 +40,8 @@ def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -
         time.sleep(0.5 if len(names) < 20 else 3)
 
 
-def _holder(kubectl: Run, name: str = "helmop-leader") -> str:
-    out = kubectl("kubectl", "-n", "default", "get", "lease", name, "-o", "json", check=False)
+def _holder(kubectl: Run, name: str = "helmop-leader", namespace: str = "default") -> str:
+    out = kubectl("kubectl", "-n", namespace, "get", "lease", name, "-o", "json", check=False)
     return str(json.loads(out.stdout)["spec"].get("holderIdentity") or "") if out.returncode == 0 else ""
 
 
@@ -79,6 +79,34 @@ def test_only_the_leader_acts_and_a_standby_takes_over(cluster: Sandbox, kubectl
         kubectl("kubectl", "apply", "-f", "-", stdin=helmrelease("after", "ha", tiny_charts.url))
         _all_ready(kubectl, "ha", ["after"], 60)
         assert _installs(calls)["after"] == {standby.proc.pid}
+    finally:
+        for replica in replicas:
+            replica.stop(signal.SIGKILL)
+
+
+def test_leader_election_is_on_by_default_in_a_pod(cluster: Sandbox, kubectl: Run, tiny_charts: ChartRepo,
+                                                  tmp_path: Path) -> None:
+    """Two unflagged replicas in pods (KUBERNETES_SERVICE_HOST set, as in every pod) elect a leader: one acts."""
+    kubectl("kubectl", "create", "namespace", "pods")
+    calls = tmp_path / "helm.log"
+    helm = helm_recorder(tmp_path / "helm", calls)
+    in_a_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "POD_NAMESPACE": "pods"}
+    replicas = [Replica(cluster, tmp_path / f"p{i}", helm=helm, env=in_a_pod) for i in range(2)]
+    try:
+        for replica in replicas:
+            replica.wait_serving()
+        deadline = time.monotonic() + 30
+        while not (holder := _holder(kubectl, namespace="pods")):
+            assert time.monotonic() < deadline, "no leader Lease in the pod's namespace"
+            time.sleep(0.25)
+        kubectl("kubectl", "create", "namespace", "unflagged")
+        names = ["one", "two"]
+        for name in names:
+            kubectl("kubectl", "apply", "-f", "-", stdin=helmrelease(name, "unflagged", tiny_charts.url))
+        _all_ready(kubectl, "unflagged", names, 120)
+        installs = _installs(calls)
+        assert {n: len(p) for n, p in installs.items() if n in names} == {"one": 1, "two": 1}, installs
+        assert len({pid for n in names for pid in installs[n]}) == 1 and holder
     finally:
         for replica in replicas:
             replica.stop(signal.SIGKILL)
