@@ -4,13 +4,19 @@ resync (every HelmRelease asked to reconcile, nothing changed; with drift detect
 in warn mode, that pass also compares every release's objects with helm's record).
 
     .venv/bin/python bench/helmreleases.py [--count 100 --count 1000] [--concurrency 10] [--helm helm3]
-                                           [--drift warn|enabled|disabled]
+                                           [--drift warn|enabled|disabled] [--layout per-namespace:10]
+    .venv/bin/python bench/helmreleases.py --suspended 10000      # memory per resident, idle HelmRelease
 
 Per count: a fresh sandbox (in this process) and the operator as `helmop run` in a child process, so
 its memory (VmHWM), CPU time (/proc/<pid>/stat) and event-loop lag (its /metrics) are its own; helm
-is wrapped to count the processes the operator starts. Prints a table, then one JSON line per count
-(keys: count, helmop_s, raw_helm_s, ratio, noop_s, noop_cpu_s, noop_helm, peak_rss_mib,
-max_loop_lag_ms), and draws bench/results/helmreleases-<helm>.png. Not a test: it prints numbers.
+is wrapped to count the processes the operator starts, and the sandbox counts the API requests (the
+operator's and its helm processes') per installed release. ``--layout`` puts every release in one
+namespace (helm 4's --wait watches a whole namespace: the worst case for raw helm) or K per namespace,
+for both sides. Prints a table, then one JSON line per count (keys: count, layout, helmop_s,
+raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, peak_rss_mib,
+max_loop_lag_ms), and draws bench/results/helmreleases-<helm>.png when matplotlib (the ``bench``
+extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
+operator's RSS before and after, and the memory per object. Not a test: it prints numbers.
 """
 
 from __future__ import annotations
@@ -39,12 +45,12 @@ from helmop_sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 
 RESULTS = ROOT / "bench" / "results"
-KEYS = ("count", "helmop_s", "raw_helm_s", "ratio", "noop_s", "noop_cpu_s", "noop_helm", "peak_rss_mib",
-        "max_loop_lag_ms")
+KEYS = ("count", "layout", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release", "noop_s", "noop_cpu_s",
+        "noop_helm", "peak_rss_mib", "max_loop_lag_ms")
 
 
-def ready_count(kubeconfig: Path, ns: str, key: str = "") -> int:
-    items = json.loads(kubectl(kubeconfig, "-n", ns, "get", "hr", "-o", "json"))["items"]
+def ready_count(kubeconfig: Path, key: str = "") -> int:
+    items = json.loads(kubectl(kubeconfig, "get", "hr", "-A", "-o", "json"))["items"]
     done = 0
     for item in items:
         status = item.get("status") or {}
@@ -54,9 +60,9 @@ def ready_count(kubeconfig: Path, ns: str, key: str = "") -> int:
     return done
 
 
-def wait_all(kubeconfig: Path, ns: str, count: int, key: str = "") -> float:
+def wait_all(kubeconfig: Path, count: int, key: str = "") -> float:
     start = time.perf_counter()
-    while ready_count(kubeconfig, ns, key) < count:
+    while ready_count(kubeconfig, key) < count:
         time.sleep(0.5)
     return time.perf_counter() - start
 
@@ -69,6 +75,21 @@ def cpu_seconds(pid: int) -> float:
 def peak_rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024
+
+
+def namespace_of(i: int, per_namespace: int, base: str) -> str:
+    """Where release ``i`` goes: ``base``, or ``base-<k>`` with ``per_namespace`` releases in each."""
+    return f"{base}-{i // per_namespace}" if per_namespace else base
+
+
+def parse_layout(text: str) -> int:
+    """one-namespace -> 0; per-namespace:K -> K."""
+    if text == "one-namespace":
+        return 0
+    kind, _, k = text.partition(":")
+    if kind != "per-namespace" or not k.isdigit() or int(k) < 1:
+        raise argparse.ArgumentTypeError("one-namespace or per-namespace:K (K >= 1)")
+    return int(k)
 
 
 def metric(port: int, name: str) -> float:
@@ -85,7 +106,7 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
 
     async def one(i: int) -> None:
         async with slots:
-            where = f"{ns}-{i // per_namespace}" if per_namespace else ns
+            where = namespace_of(i, per_namespace, ns)
             proc = await asyncio.create_subprocess_exec(
                 str(TOOLS / helm), "upgrade", "--install", f"raw{i}", str(chart), "-n", where, "--wait",
                 "--create-namespace",
@@ -99,7 +120,27 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
     return time.perf_counter() - start
 
 
-def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str) -> dict[str, Any]:
+def releases(count: int, per_namespace: int, repo: ChartRepo, drift: str, suspend: bool = False
+             ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The namespaces and the HelmReleases of a run."""
+    namespaces = sorted({namespace_of(i, per_namespace, "bench") for i in range(count)})
+    docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+             "metadata": {"name": f"hr{i}", "namespace": namespace_of(i, per_namespace, "bench")},
+             "spec": {"interval": "1h", "suspend": suspend,
+                      "chart": {"repository": {"url": repo.url, "name": "bench", "version": "1.0.0"}},
+                      "values": {"fullnameOverride": f"hr{i}"}, "driftDetection": {"mode": drift}}}
+            for i in range(count)]
+    return namespaces, docs
+
+
+def apply(kubeconfig: Path, namespaces: list[str], docs: list[dict[str, Any]]) -> None:
+    for namespace in namespaces:
+        kubectl(kubeconfig, "create", "namespace", namespace)
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+
+def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str,
+            per_namespace: int) -> dict[str, Any]:
     calls = work / f"helm-calls-{count}.log"
     wrapper = work / f"helm-{count}"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
@@ -110,34 +151,71 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
         operator, port = start_operator(kc, work / f"operator-{count}.log", "--cache-dir", str(work / f"cache-{count}"),
                                         "--concurrency", str(concurrency), helm=wrapper)
         try:
-            kubectl(kc, "create", "namespace", "bench")
-            docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
-                     "metadata": {"name": f"hr{i}", "namespace": "bench"},
-                     "spec": {"interval": "1h", "chart": {"repository": {"url": repo.url, "name": "bench",
-                                                                         "version": "1.0.0"}},
-                              "values": {"fullnameOverride": f"hr{i}"}, "driftDetection": {"mode": drift}}}
-                    for i in range(count)]
+            namespaces, docs = releases(count, per_namespace, repo, drift)
+            served = sandbox.requests_served
             start = time.perf_counter()
-            kubectl(kc, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-            wait_all(kc, "bench", count)
+            apply(kc, namespaces, docs)
+            wait_all(kc, count)
             helmop_s = time.perf_counter() - start  # from the apply
+            requests_per_release = (sandbox.requests_served - served) / count  # the bench's own polls included
 
             before, cpu_before = len(calls.read_text().splitlines()), cpu_seconds(operator.pid)
             stamp = datetime.now(UTC).isoformat()
             start = time.perf_counter()
-            kubectl(kc, "-n", "bench", "annotate", "hr", "--all", "--overwrite", f"helmop.dev/requestedAt={stamp}")
-            wait_all(kc, "bench", count, stamp)
+            for namespace in namespaces:
+                kubectl(kc, "-n", namespace, "annotate", "hr", "--all", "--overwrite",
+                        f"helmop.dev/requestedAt={stamp}")
+            wait_all(kc, count, stamp)
             noop_s = time.perf_counter() - start
             figures = {"noop_s": noop_s, "noop_cpu_s": cpu_seconds(operator.pid) - cpu_before,
                        "noop_helm": len(calls.read_text().splitlines()) - before,
                        "peak_rss_mib": peak_rss_mib(operator.pid),
-                       "max_loop_lag_ms": metric(port, "helmop_event_loop_lag_max_seconds") * 1000}
+                       "max_loop_lag_ms": metric(port, "helmop_event_loop_lag_max_seconds") * 1000,
+                       "api_requests_per_release": requests_per_release}
         finally:
             operator.terminate()
             operator.wait(30)
         kubectl(kc, "create", "namespace", "raw")
-        raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw"))
-    return {"count": count, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s, **figures}
+        raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw",
+                                     per_namespace))
+    layout = f"per-namespace:{per_namespace}" if per_namespace else "one-namespace"
+    return {"count": count, "layout": layout, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s,
+            **figures}
+
+
+def measure_suspended(count: int, repo: ChartRepo, work: Path) -> dict[str, Any]:
+    """``count`` suspended HelmReleases resident: the operator's memory with no helm work at all."""
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kc = sandbox.kubeconfig
+        operator, port = start_operator(kc, work / f"operator-suspended-{count}.log", "--cache-dir",
+                                        str(work / "cache-suspended"), helm=TOOLS / "helm")
+        try:
+            idle = current_rss_mib(operator.pid)
+            namespaces, docs = releases(count, 1000, repo, "disabled", suspend=True)
+            start = time.perf_counter()
+            for chunk in range(0, count, 1000):  # kubectl apply of 10 000 documents at once is slow to parse
+                apply(kc, namespaces if chunk == 0 else [], docs[chunk:chunk + 1000])
+            while metric_sum(port, "helmop_resource_suspended") < count:
+                time.sleep(1)
+            took = time.perf_counter() - start
+            resident = current_rss_mib(operator.pid)
+            return {"suspended": count, "observed_s": round(took, 1), "idle_rss_mib": round(idle, 1),
+                    "rss_mib": round(resident, 1), "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
+                    "kib_per_object": round((resident - idle) * 1024 / count, 1)}
+        finally:
+            operator.terminate()
+            operator.wait(30)
+
+
+def current_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
+
+
+def metric_sum(port: int, name: str) -> float:
+    """The sum of a metric's samples (every label set)."""
+    lines = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines()
+    return sum(float(line.split()[-1]) for line in lines if line.startswith(name + "{"))
 
 
 def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path,
@@ -157,18 +235,22 @@ def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: 
 
 def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
     lines = [f"{helm}, concurrency {concurrency}",
-             "| HelmReleases | helmop -> all Ready | raw helm | ratio | no-op resync | no-op CPU | no-op helm "
-             "processes | peak RSS | max loop lag |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| HelmReleases | layout | helmop -> all Ready | raw helm | ratio | API requests per release | "
+             "no-op resync | no-op CPU | no-op helm processes | peak RSS | max loop lag |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['count']} | {r['helmop_s']:.1f} s | {r['raw_helm_s']:.1f} s | {r['ratio']:.2f} | "
-                     f"{r['noop_s']:.1f} s | {r['noop_cpu_s']:.1f} s | {r['noop_helm']} | "
-                     f"{r['peak_rss_mib']:.0f} MiB | {r['max_loop_lag_ms']:.0f} ms |")
+        lines.append(f"| {r['count']} | {r['layout']} | {r['helmop_s']:.1f} s | {r['raw_helm_s']:.1f} s | "
+                     f"{r['ratio']:.2f} | {r['api_requests_per_release']:.0f} | {r['noop_s']:.1f} s | "
+                     f"{r['noop_cpu_s']:.1f} s | {r['noop_helm']} | {r['peak_rss_mib']:.0f} MiB | "
+                     f"{r['max_loop_lag_ms']:.0f} ms |")
     return "\n".join(lines)
 
 
-def chart(rows: list[dict[str, Any]], helm: str) -> Path:
-    import matplotlib
+def chart(rows: list[dict[str, Any]], helm: str) -> Path | None:
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")  # files only: no display here
     import matplotlib.pyplot as plt
@@ -200,16 +282,26 @@ def main() -> None:
                         help="the HelmReleases' driftDetection.mode (default warn: the no-op pass checks drift)")
     parser.add_argument("--raw-only", action="store_true",
                         help="only raw `helm upgrade --install --wait` (the sandbox's scaling: 1000 vs 100)")
-    parser.add_argument("--per-namespace", type=int, default=0,
-                        help="with --raw-only: releases per namespace (default 0: all in one, as the operator's)")
+    parser.add_argument("--layout", type=parse_layout, default=0, metavar="one-namespace|per-namespace:K",
+                        help="where the releases go, for helmop and raw helm alike (default one-namespace)")
+    parser.add_argument("--suspended", type=int, metavar="N",
+                        help="only N suspended HelmReleases resident: the operator's memory per idle object")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helmop-bench-"))
     subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
     repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
     repo.publish("bench", "1.0.0")
+    if args.suspended:
+        figures = measure_suspended(args.suspended, repo, work)
+        repo.close()
+        print(f"{args.suspended} suspended HelmReleases resident: RSS {figures['idle_rss_mib']} -> "
+              f"{figures['rss_mib']} MiB ({figures['kib_per_object']} KiB each), all observed in "
+              f"{figures['observed_s']} s")
+        print(json.dumps(figures))
+        return
     if args.raw_only:
         counts = args.count or [100, 1000]
-        runs = [measure_raw(count, args.concurrency, args.helm, repo, work, args.per_namespace) for count in counts]
+        runs = [measure_raw(count, args.concurrency, args.helm, repo, work, args.layout) for count in counts]
         repo.close()
         for count, (took, sandbox_cpu, helm_cpu) in zip(counts, runs, strict=True):
             print(f"raw {args.helm}: {count} releases in {took:.1f} s ({took / runs[0][0]:.1f}x the first); "
@@ -218,12 +310,14 @@ def main() -> None:
                           "sandbox_cpu_s": [round(r[1], 1) for r in runs],
                           "helm_cpu_s": [round(r[2], 1) for r in runs]}))
         return
-    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift) for count in args.count or [100]]
+    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift, args.layout)
+            for count in args.count or [100]]
     repo.close()
     print(table(rows, f"{args.helm}, drift detection {args.drift}", args.concurrency))
     for row in rows:
         print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key] for key in KEYS}))
-    print(f"chart: {chart(rows, args.helm)}")
+    drawn = chart(rows, args.helm)
+    print(f"chart: {drawn}" if drawn else "chart: not drawn (matplotlib is not installed: pip install -e '.[bench]')")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,11 @@ class Sandbox:
         return list(self._http.audit) if self._http is not None else []
 
     @property
+    def requests_served(self) -> int:
+        """Resource requests served so far (every client's: what the benchmarks divide by their work)."""
+        return self._http.served if self._http is not None else 0
+
+    @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 

@@ -191,12 +191,17 @@ class HttpApi:
         # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
         # needed by something a client really did
         self.audit: deque[tuple[str, Attributes]] = deque(maxlen=200_000)
-        self.authz = Authorizer(api.store, self.audit.append)
+        self.served = 0  # resource requests authorized since the start (the audit keeps only the latest)
+        self.authz = Authorizer(api.store, self._audited)
         self.openapi = OpenApi(api.registry)
         self.bookmark_interval = bookmark_interval
         self.address = ""
         self._streams: set[web.StreamResponse] = set()
         self.stopping = asyncio.Event()
+
+    def _audited(self, entry: tuple[str, Attributes]) -> None:
+        self.audit.append(entry)
+        self.served += 1
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
