@@ -82,7 +82,7 @@ def table(rows: list[list[str]]) -> str:
 
 
 def name_of(kind: Kind, obj: dict[str, Any]) -> str:
-    """kubectl's ``-o name``: resource.group/name."""
+    """kubectl's ``-o name`` for a custom resource: kind.group/name (lowercase kind)."""
     return f"{kind.kind.lower()}.{kind.group}/{Resource(obj).name}"
 
 
