@@ -13,8 +13,6 @@ from pathlib import Path
 
 from helmop.api.apps import parse_apps
 from helmop.api.tenancy import Tenancy
-from helmop.controllers.operator import OperatorConfig
-from helmop.controllers.operator import run as run_operator
 from helmop.infra.kube import KubeconfigError
 
 from . import logsetup
@@ -38,6 +36,10 @@ def _no_sandbox() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The operator (kopf, the controllers) is imported by the verb that runs it, not by every CLI command.
+    from helmop.controllers.operator import OperatorConfig
+    from helmop.controllers.operator import run as run_operator
+
     logsetup.setup(args.log_format, args.log_file)
     # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
     address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")

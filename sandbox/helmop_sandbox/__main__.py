@@ -9,8 +9,6 @@ import signal
 import sys
 import threading
 
-from .embedded import Sandbox
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
@@ -24,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from .embedded import Sandbox  # here: parsing the flags (helmop's parser does) needs none of the server
+
     try:
         sandbox = Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay,
                           state_dir=args.state_dir, faults=args.faults)
