@@ -36,6 +36,21 @@ def run(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
     return runner(kubeconfig, tmp_path_factory.mktemp("helm-home"), default_timeout=180)
 
 
+@pytest.fixture(scope="session")
+def helmop(kubeconfig: str) -> Run:
+    """The helmop CLI against the cluster, as a user runs it."""
+
+    def call(*args: str, check: bool = True, timeout: float = 120,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "helmop.cli", *args], capture_output=True, text=True,
+                              timeout=timeout, input=stdin, env={**os.environ, "KUBECONFIG": kubeconfig})
+        if check and done.returncode != 0:
+            raise AssertionError(f"helmop {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        return done
+
+    return call
+
+
 @pytest.fixture
 def namespace(run: Run) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"

@@ -23,7 +23,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     chart_repo.close()
 
 
-def test_apply_change_delete(operator: Operator, run: Run, namespace: str, repo: ChartRepo) -> None:
+def test_apply_change_delete(operator: Operator, run: Run, helmop: Run, namespace: str, repo: ChartRepo) -> None:
     until(run, "kubectl", "get", "crd", "helmreleases.helmop.dev")
     release = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
                "metadata": {"name": "hello", "namespace": namespace},
@@ -42,6 +42,11 @@ def test_apply_change_delete(operator: Operator, run: Run, namespace: str, repo:
     run("kubectl", "-n", namespace, "wait", "--for=condition=Ready", "hr/hello", "--timeout=180s")
     history = json.loads(run("helm", "history", "hello", "-n", namespace, "-o", "json").stdout)
     assert [h["revision"] for h in history] == [1, 2]
+    # what the CLI tells of it: the release's objects, who deployed the Deployment, what happened
+    assert f"Deployment/{namespace}/hello  Current" in helmop("tree", "hr", "hello", "-n", namespace).stdout
+    trace = helmop("trace", "deployment", "hello", "-n", namespace).stdout
+    assert "HelmRelease:" in trace and f"{namespace}/hello" in trace and "hello 1.0.0" in trace
+    assert "UpgradeSucceeded" in helmop("events", "hr", "hello", "-n", namespace).stdout
 
     run("kubectl", "-n", namespace, "delete", "hr", "hello", "--timeout=180s")
     assert json.loads(run("helm", "list", "-n", namespace, "-o", "json").stdout) == []
