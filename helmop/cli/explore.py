@@ -106,8 +106,10 @@ async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
     if (api_version, kind) == (GITREPOSITORY.api_version, GITREPOSITORY.kind):
         readers = [obj for kind_ in (CONFIGSYNC, HELMRELEASE) for obj in await kube.list(kind_.path(namespace))]
         return _source_readers(readers, namespace, name)
-    if status.get("helmRelease"):  # a Jenkins or an app resource
+    if status.get("helmRelease"):  # a Jenkins or an app resource (an app kind is in any group)
         return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, str(status["helmRelease"]))]
+    if not is_helmop(api_version):  # another controller's status.inventory is not read as a Project's
+        return []
     refs = [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""), str(e.get("name")))
             for e in status.get("inventory") or [] if isinstance(e, dict)]  # a Project's parts
     for environment in status.get("environments") or []:
