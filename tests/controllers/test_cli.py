@@ -83,6 +83,10 @@ def test_reconcile_a_jenkins_waits_for_its_release(operator: Operator, kube: Run
     done = helmop(operator, "reconcile", "jk", "ci", "-n", ns, "--timeout", "120")
     assert done.returncode == 0 and "✔" in done.stdout, done.stdout + done.stderr
     assert get(kube, ns, "jenkins", "ci")["status"]["lastHandledReconcileAt"]
+    tree = helmop(operator, "tree", "jk", "ci", "-n", ns).stdout.splitlines()
+    release = get(kube, ns, "jenkins", "ci")["status"]["helmRelease"]
+    assert tree[0] == f"Jenkins/{ns}/ci  Ready" and tree[1].startswith(f"└── HelmRelease/{ns}/{release}  Ready")
+    assert any(f"StatefulSet/{ns}/" in line for line in tree[2:]), tree
 
 
 def test_diff_exit_codes_and_a_preview_before_applying(operator: Operator, kube: Run, ns: str,
