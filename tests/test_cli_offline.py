@@ -121,7 +121,8 @@ class _OperatorPods(http.server.BaseHTTPRequestHandler):
         "helmop-1": ['{"time": "t1", "level": "INFO", "kind": "HelmRelease", "namespace": "shop", "name": "web", '
                      '"message": "shop/web InstallSucceeded: done"}',
                      '{"time": "t2", "level": "INFO", "message": "unrelated"}'],
-        "helmop-2": ["2026-11-24 10:00:00 WARNING helmop: shop/web ActionCancelled (text format)"]}
+        "helmop-2": ["2026-11-24 10:00:00 WARNING helmop: shop/web ActionCancelled (text format)",
+                     "2026-11-24 10:00:01 INFO helmop: shop/web2 InstallSucceeded (another release)"]}
 
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,7 +40,8 @@ def about(line: str, kind: str, namespace: str, name: str) -> bool:
     if isinstance(record, dict) and record.get("name"):
         return (record.get("name") == name and record.get("namespace", namespace) == namespace
                 and (not record.get("kind") or str(record["kind"]).lower() == kind.lower()))
-    return f"{namespace}/{name}" in line
+    # the name as a whole word: shop/web is not about shop/web2 or myshop/web
+    return re.search(rf"(?<![\w.-]){re.escape(namespace)}/{re.escape(name)}(?![\w.-])", line) is not None
 
 
 def readable(line: str) -> str:
