@@ -9,7 +9,7 @@ import base64
 import difflib
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from helmop.helm.apps import release_spec
 from helmop.helm.engine import Engine, HelmError
 from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
 from helmop.helm.request import upgrade_request
-from helmop.infra.kube import Kube
+from helmop.infra.kube import Kube, KubeError
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Credentials, Repositories
@@ -210,10 +210,10 @@ class ReleaseDiff:
 _SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
 
 
-def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str], str]:
-    """Each object's text in a helm manifest, by (kind, namespace, name) (namespace ``namespace`` when
-    it names none; cluster-scoped objects are listed under it too, as helm reads them)."""
-    out: dict[tuple[str, str, str], str] = {}
+def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str, str], str]:
+    """Each object's text in a helm manifest, by (apiVersion, kind, namespace, name) (namespace
+    ``namespace`` when it names none: the manifest does not say which kinds are cluster-scoped)."""
+    out: dict[tuple[str, str, str, str], str] = {}
     for chunk in _SEPARATOR.split(manifest):
         if not chunk.strip():
             continue
@@ -223,7 +223,8 @@ def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str]
             continue
         if isinstance(obj, dict) and obj.get("kind"):
             meta = obj.get("metadata") or {}
-            key = (str(obj["kind"]), str(meta.get("namespace") or namespace), str(meta.get("name", "")))
+            key = (str(obj.get("apiVersion", "")), str(obj["kind"]), str(meta.get("namespace") or namespace),
+                   str(meta.get("name", "")))
             out[key] = chunk.strip("\n") + "\n"
     return out
 
@@ -248,13 +249,22 @@ async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
         old, new = before.get(key, ""), after.get(key, "")
         if old == new:
             continue
-        kind, namespace, name = key
+        api_version, kind, namespace, name = key
+        namespace = namespace if await _namespaced(ctx.kube, api_version, kind) else ""
+        diffed = ObjectDiff(kind, namespace, name, "create" if not old else "delete" if not new else "update", "")
         lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                     fromfile=f"{kind} {namespace}/{name} (live)",
-                                     tofile=f"{kind} {namespace}/{name} ({release.origin})")
-        objects.append(ObjectDiff(kind, namespace, name, "create" if not old else "delete" if not new else "update",
-                                  "".join(lines)))
+                                     fromfile=f"{diffed.title} (live)", tofile=f"{diffed.title} ({release.origin})")
+        objects.append(replace(diffed, diff="".join(lines)))
     return ReleaseDiff(release, objects)
+
+
+async def _namespaced(kube: Kube, api_version: str, kind: str) -> bool:
+    """Whether the cluster serves ``kind`` namespaced (a kind it does not serve yet, such as one of the
+    chart's own CRDs, counts as namespaced)."""
+    try:
+        return (await kube.resource(api_version, kind))[1]
+    except KubeError:
+        return True
 
 
 async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, name: str) -> list[ReleaseDiff]:

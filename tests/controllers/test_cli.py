@@ -134,6 +134,22 @@ def test_diff_exit_codes_and_a_preview_before_applying(operator: Operator, kube:
     assert helmop(operator, "diff", "-f", str(local), "-n", ns).returncode == 0
 
 
+def test_diff_names_a_cluster_scoped_object_without_a_namespace(operator: Operator, kube: Run, ns: str,
+                                                                 chart_repo: ChartRepo, tmp_path: Path) -> None:
+    chart = f"scoped-{ns}"
+    role = ("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: " + ns + "-reader}\n"
+            "rules: [{apiGroups: [''], resources: [{{ .Values.resource | default \"pods\" }}], verbs: [get]}]\n")
+    chart_repo.publish(chart, "0.1.0", templates={"role.yaml": role})
+    apply(kube, ns, hr("scoped", chart_repo, chart=chart, version="0.1.0"))
+    ready(kube, ns, "scoped")
+    local = tmp_path / "scoped.yaml"
+    local.write_text(hr("scoped", chart_repo, chart=chart, version="0.1.0", values={"resource": "secrets"}))
+    changed = helmop(operator, "diff", "-f", str(local), "-n", ns)
+    assert changed.returncode == 1, changed.stderr
+    assert f"ClusterRole {ns}-reader (HelmRelease {ns}/scoped: update)" in changed.stdout.splitlines(), changed.stdout
+    kube("kubectl", "-n", ns, "delete", "hr", "scoped", "--timeout=60s")
+
+
 def test_operator_diff_and_render_build_the_same_helm_request(operator: Operator, kube: Run, ns: str,
                                                               chart_repo: ChartRepo, tmp_path: Path) -> None:
     """One spec, three paths: the operator's install, `helmop diff` and `helmop render` give helm the
