@@ -86,9 +86,11 @@ async def _get(args: argparse.Namespace, where: target.Target) -> int:
     kinds = await _kinds(where, args.kind)
     if args.watch and len(kinds) != 1:
         raise Failed("--watch takes one kind")
+    version = await show.version_now(where, kinds[0]) if args.watch else ""
     complete = await show.get(where, kinds, args.names, output=args.output or "", selector=args.selector or "")
     if args.watch:
-        await show.watch(where, kinds[0], args.names, output=args.output or "", selector=args.selector or "")
+        await show.watch(where, kinds[0], args.names, version, output=args.output or "",
+                         selector=args.selector or "")
     return OK if complete else ERROR
 
 

@@ -142,13 +142,19 @@ async def get(target: Target, kinds: list[Kind], names: list[str], *, output: st
     return complete
 
 
-async def watch(target: Target, kind: Kind, names: list[str], *, output: str, selector: str,
+async def version_now(target: Target, kind: Kind) -> str:
+    """The collection's resourceVersion now: a watch from it misses no change made after this call."""
+    listing = await target.kube.request("GET", kind.path(target.scope if kind.namespaced else None),
+                                        params={"limit": "1"})
+    return str((listing.get("metadata") or {}).get("resourceVersion", ""))
+
+
+async def watch(target: Target, kind: Kind, names: list[str], version: str, *, output: str, selector: str,
                 out: TextIO = sys.stdout) -> None:
-    """After the listing, one line (or document) per change, until interrupted (kubectl get --watch)."""
+    """One line (or document) per change after ``version`` (taken before the listing was printed), until
+    interrupted (kubectl get --watch)."""
     scope = target.scope
     path = kind.path(scope if kind.namespaced else None)
-    listing = await target.kube.request("GET", path, params={"labelSelector": selector} if selector else None)
-    version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
     show: Callable[[dict[str, Any]], str] = _watch_line(kind, output, scope)
     while True:
         params = {"resourceVersion": version, "allowWatchBookmarks": "true",
@@ -166,8 +172,7 @@ async def watch(target: Target, kind: Kind, names: list[str], *, output: str, se
         except KubeError as exc:
             if exc.status != 410:  # Gone: the version is too old; watch from now
                 raise
-            listing = await target.kube.request("GET", path)
-            version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+            version = await version_now(target, kind)
 
 
 def _watch_line(kind: Kind, output: str, scope: str | None) -> Callable[[dict[str, Any]], str]:
