@@ -168,18 +168,14 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler
         _kind_handlers(registry, ctx, PROJECT, t.release_interval, lambda body: projects.reconcile(ctx, body),
                        lambda body: projects.finalize(ctx, body), shard)
     for app in apps:
-        _kind_handlers(registry, ctx, app.kind.resource, t.release_interval, *_app_handlers(AppController(ctx, app)),
-                       shard)
+        _app_kind(registry, ctx, AppController(ctx, app), shard)
 
 
-def _app_handlers(controller: AppController) -> tuple[Reconcile, Finalize]:
-    async def reconcile(body: dict[str, Any]) -> Outcome:
-        return await controller.reconcile(body)
-
-    async def finalize(body: dict[str, Any]) -> Outcome:
-        return await controller.finalize(body)
-
-    return reconcile, finalize
+def _app_kind(registry: kopf.OperatorRegistry, ctx: Context, controller: AppController, shard: str) -> None:
+    """An app kind's handlers, in the same form as the others (a function of its own: each app's lambdas
+    close over their own controller)."""
+    _kind_handlers(registry, ctx, controller.app.kind.resource, ctx.tunables.release_interval,
+                   lambda body: controller.reconcile(body), lambda body: controller.finalize(body), shard)
 
 
 async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:

@@ -227,7 +227,7 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
         ctx.drop(_key(this.name))
         return DONE
     teardown = dict(this.status.get("teardown") or {})
-    namespace = _namespace(body, spec)
+    namespace = _namespace(inventory, spec)
     if namespace and (spec is None or spec.retain_data):  # before anything that could delete a claim
         teardown["retained"] = sorted(set(teardown.get("retained") or []) | set(await _retain_volumes(ctx, namespace)))
     for environment in this.status.get("environments") or []:  # the branches' namespaces first
@@ -256,7 +256,7 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
 
 async def _step(ctx: Context, step: str, inventory: list[dict[str, Any]], spec: ProjectSpec | None) -> str:
     """Do one teardown step; "" when it is done, else what it waits for."""
-    namespace = next((r["name"] for r in inventory if r["kind"] == "Namespace"), spec.namespace if spec else "")
+    namespace = _namespace(inventory, spec)
     if step == STEPS[0] and namespace:
         # The ConfigSync first (its clean-up prunes what it applied), then every HelmRelease left.
         for ref in [r for r in inventory if r["kind"] == "ConfigSync"]:
@@ -316,8 +316,8 @@ def _label(step: str) -> str:
     return step.removesuffix("Ready")
 
 
-def _namespace(body: dict[str, Any], spec: ProjectSpec | None) -> str:
-    inventory = Resource(body).status.get("inventory") or []
+def _namespace(inventory: list[dict[str, Any]], spec: ProjectSpec | None) -> str:
+    """The project namespace: the one the Project made (its inventory), else the one its spec names."""
     return next((r["name"] for r in inventory if r["kind"] == "Namespace"), spec.namespace if spec else "")
 
 
