@@ -21,10 +21,9 @@ from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, Kind
-from helmop.helm.engine import Engine, default_executable
 from helmop.infra.kube import KubeError
 
-from . import completion, create, explore, operate, operator_logs, projects, releases, show, target, tenancy, verbs
+from . import completion, create, explore, operate, operator_logs, projects, show, target, tenancy, verbs
 from .errors import Failed
 
 T = TypeVar("T")
@@ -204,6 +203,10 @@ def _apps(args: argparse.Namespace) -> list[AppKind]:
 
 
 async def _diff(args: argparse.Namespace, where: target.Target) -> int:
+    from helmop.helm.engine import Engine, default_executable
+
+    from . import releases  # with helm's client (pyhelm3, pydantic): for diff and render only
+
     engine = Engine.start(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
     if args.filename:
         if args.kind or args.name:
@@ -224,6 +227,10 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from helmop.helm.engine import Engine, default_executable
+
+    from . import releases
+
     try:
         apps = _apps(args)
         if args.validate and _schema_problems(args.path):
@@ -245,6 +252,8 @@ def _render(args: argparse.Namespace) -> int:
 
 def _schema_problems(path: str) -> bool:
     """Print the tree's problems against the CRD schemas (file:line); whether there were any."""
+    from . import releases
+
     problems = validation.tree(releases.read_tree([Path(path)]))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)

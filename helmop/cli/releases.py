@@ -23,7 +23,8 @@ from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, parse_spec
 from helmop.api.kinds import HELMRELEASE
 from helmop.helm import values as helm_values
 from helmop.helm.apps import release_spec
-from helmop.helm.engine import Engine, HelmError
+from helmop.helm.engine import Engine
+from helmop.helm.errors import HelmError
 from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
 from helmop.helm.request import upgrade_request
 from helmop.infra.kube import Kube, KubeError

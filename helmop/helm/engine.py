@@ -27,10 +27,10 @@ from pyhelm3 import Command
 from pyhelm3 import errors as helm_errors
 
 from helmop.api.actions import Action
-from helmop.api.errors import HelmopError
 from helmop.api.process import minimal_env, niced
 
 from . import postrender
+from .errors import HelmError
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +167,6 @@ def uninstall_args(req: UninstallRequest) -> list[str]:
     if req.cascade != "background":  # helm's default
         args.append(f"--cascade={req.cascade}")
     return args
-
-
-class HelmError(HelmopError):
-    """A failed helm action: ``reason`` for the condition, ``transient`` if retrying may help."""
 
 
 # helm's own log lines (helm 4's slog: level=WARN msg=..., client-go's klog: W1124 ..., helm 3's WARNING:)

@@ -27,7 +27,8 @@ from helmop.api.settings import Tunables
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
-from helmop.helm.engine import Engine, HelmError
+from helmop.helm.engine import Engine
+from helmop.helm.errors import HelmError
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources.errors import SourceError

@@ -19,7 +19,7 @@ import yaml
 
 from helmop.api import bounded, yamlc
 
-from .engine import HelmError
+from .errors import HelmError
 
 OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"

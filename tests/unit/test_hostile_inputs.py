@@ -18,7 +18,8 @@ from helmop.api import bounded, yamlc
 from helmop.api.kinds import is_namespace_name, is_object_name
 from helmop.api.process import minimal_env
 from helmop.helm import chartdeps, storage
-from helmop.helm.engine import HelmError, helm_env
+from helmop.helm.engine import helm_env
+from helmop.helm.errors import HelmError
 from helmop.infra.kube import KubeError, _check_path
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_url, write_tree
