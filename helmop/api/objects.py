@@ -57,6 +57,13 @@ class Resource:
         return spec
 
     @property
+    def source_ref(self) -> dict[str, Any]:
+        """The source object the resource reads: a HelmRelease's ``spec.chart.sourceRef``, a ConfigSync's
+        ``spec.sourceRef`` ({} when none)."""
+        ref: dict[str, Any] = (self.spec.get("chart") or {}).get("sourceRef") or self.spec.get("sourceRef") or {}
+        return ref
+
+    @property
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = self.body.get("status") or {}
         return status

@@ -18,8 +18,10 @@ from typing import Any
 import argcomplete
 from argcomplete.shell_integration import shellcode
 
-from helmop.infra.kube import Connection, Kube, KubeconfigError, KubeError
+from helmop.infra.kube import Kube, KubeError
 
+from . import target
+from .errors import Failed
 from .verbs import ALIASES, resolve_kind
 
 SHELLS = ("bash", "zsh", "fish")
@@ -30,18 +32,16 @@ def _ask(parsed: argparse.Namespace, work: Callable[[Kube, str], Any]) -> list[s
     """Run ``work(kube, namespace)`` against the cluster the command line names; nothing on any failure
     (a completion never prints an error into the user's line)."""
     async def main() -> list[str]:
-        conn = Connection.from_kubeconfig(getattr(parsed, "kubeconfig", None), getattr(parsed, "context", None))
-        kube = Kube(conn)
+        where = target.connect(parsed)
         try:
-            found: list[str] = await asyncio.wait_for(
-                work(kube, getattr(parsed, "namespace", None) or conn.namespace or "default"), 5)
+            found: list[str] = await asyncio.wait_for(work(where.kube, where.namespace), 5)
             return found
         finally:
-            await kube.close()
+            await where.kube.close()
 
     try:
         return asyncio.run(main())
-    except (KubeconfigError, KubeError, TimeoutError, OSError):
+    except (Failed, KubeError, TimeoutError, OSError):
         return []
 
 

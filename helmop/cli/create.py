@@ -5,6 +5,8 @@ checked as ``render --validate`` and the operator check it, then applied server-
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,29 +93,34 @@ def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
-BUILDERS = {"helmrelease": (HELMRELEASE, helmrelease_spec), "gitrepo": (GITREPOSITORY, gitrepository_spec),
-            "csync": (CONFIGSYNC, configsync_spec)}
-NAMES = {"helmrelease": ("helmrelease", "hr"), "gitrepo": ("gitrepository", "gitrepo"),
-         "csync": ("configsync", "csync")}
+@dataclass(frozen=True)
+class Creatable:
+    kind: Kind
+    names: tuple[str, str]  # the sub-verb and its alias
+    build: Callable[[argparse.Namespace], dict[str, Any]]
+    check: Callable[[dict[str, Any], str, str], object]  # the operator's parser: (spec, name, namespace)
+
+
+KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec, parse_spec),
+         "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec,
+                              lambda spec, _name, _namespace: parse_git_repository(spec)),
+         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec,
+                            lambda spec, _name, _namespace: parse_config_sync(spec))}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
     """The resource the flags describe, checked against the CRD schema (strict) and as the operator reads it."""
-    kind, build = BUILDERS[which]
+    creatable = KINDS[which]
+    kind = creatable.kind
     obj: dict[str, Any] = {"apiVersion": kind.api_version, "kind": kind.kind,
-           "metadata": {"name": args.name, "namespace": namespace,
-                        **({"labels": _labels(args.label)} if args.label else {})},
-           "spec": build(args)}
+                           "metadata": {"name": args.name, "namespace": namespace,
+                                        **({"labels": _labels(args.label)} if args.label else {})},
+                           "spec": creatable.build(args)}
     problems = validation.tree({"flags.yaml": yaml.safe_dump(obj).encode()})
     if problems:
         raise Failed("; ".join(p.split(": ", 1)[1] for p in problems))
     try:
-        if kind is HELMRELEASE:
-            parse_spec(obj["spec"], args.name, namespace)
-        elif kind is GITREPOSITORY:
-            parse_git_repository(obj["spec"])
-        else:
-            parse_config_sync(obj["spec"])
+        creatable.check(obj["spec"], args.name, namespace)
     except SpecError as exc:
         raise Failed(f"{kind.kind} {namespace}/{args.name}: {exc.reason}: {exc}") from None
     return kind, obj
@@ -127,8 +134,9 @@ async def apply(kube: Kube, kind: Kind, obj: dict[str, Any]) -> str:
 
 def add_arguments(verbs: Any, add_target: Any) -> None:
     """The ``create`` sub-verbs' flags (``verbs``: the create verb's sub-parsers)."""
-    for which, (full, short) in NAMES.items():
-        sub = verbs.add_parser(full, aliases=[short], help=f"a {BUILDERS[which][0].kind}")
+    for which, creatable in KINDS.items():
+        full, short = creatable.names
+        sub = verbs.add_parser(full, aliases=[short], help=f"a {creatable.kind.kind}")
         add_target(sub)
         sub.add_argument("name")
         sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")

@@ -30,6 +30,7 @@ from helmop.reconcile.health import CURRENT, judge
 from helmop.reconcile.sync import OWNER_UID, ObjectId
 
 from .errors import Failed
+from .show import since, table
 
 MAX_DEPTH = 6  # Project > ConfigSync > HelmRelease > objects: a cycle of references cannot run away
 Ref = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
@@ -87,11 +88,16 @@ def _source_readers(kube_items: list[dict[str, Any]], namespace: str, name: str)
     out = []
     for obj in kube_items:
         this = Resource(obj)
-        spec = this.spec
-        source = (spec.get("chart") or {}).get("sourceRef") or spec.get("sourceRef") or {}
+        source = this.source_ref
         if source.get("name") == name and (source.get("namespace") or this.namespace) == namespace:
             out.append((this.api_version, this.kind, this.namespace, this.name))
     return out
+
+
+def _refs(entries: Any) -> list[Ref]:
+    """The (apiVersion, kind, namespace, name) entries of a Project's inventory."""
+    return [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""), str(e.get("name")))
+            for e in entries or [] if isinstance(e, dict)]
 
 
 async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
@@ -110,12 +116,9 @@ async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
         return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, str(status["helmRelease"]))]
     if not is_helmop(api_version):  # another controller's status.inventory is not read as a Project's
         return []
-    refs = [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""), str(e.get("name")))
-            for e in status.get("inventory") or [] if isinstance(e, dict)]  # a Project's parts
-    for environment in status.get("environments") or []:
-        refs += [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""),
-                  str(e.get("name"))) for e in environment.get("inventory") or [] if isinstance(e, dict)]
-    return refs
+    # a Project's parts, then its environments'
+    return _refs(status.get("inventory")) + [ref for environment in status.get("environments") or []
+                                             for ref in _refs(environment.get("inventory"))]
 
 
 async def tree(kube: Kube, ref: Ref, depth: int = 0, seen: set[Ref] | None = None) -> Node:
@@ -238,10 +241,11 @@ async def trace(kube: Kube, ref: Ref) -> str:
     if len(chain) == 1 and not is_helmop(ref[0]):
         raise Failed(f"{ref[1]} {ref[2]}/{ref[3]} is not managed by helmop (no helm release, ConfigSync or "
                      "owner of helmop's)")
-    node = Node(ref, obj)
-    blocks = [[("Object", node.title), ("Health", node.health)]] + [describe(o) for o in chain[1:]]
     if is_helmop(ref[0]):
         blocks = [describe(o) for o in chain]
+    else:
+        node = Node(ref, obj)
+        blocks = [[("Object", node.title), ("Health", node.health)], *(describe(o) for o in chain[1:])]
     width = max(len(key) for block in blocks for key, _ in block) + 2
     return "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
 
@@ -249,7 +253,7 @@ async def trace(kube: Kube, ref: Ref) -> str:
 def _sources(obj: dict[str, Any]) -> list[Ref]:
     """The GitRepository the top of the chain reads (a ConfigSync's, a git chart's)."""
     this = Resource(obj)
-    source = (this.spec.get("chart") or {}).get("sourceRef") or this.spec.get("sourceRef") or {}
+    source = this.source_ref
     if not source.get("name") or this.kind not in (HELMRELEASE.kind, CONFIGSYNC.kind):
         return []
     return [(GITREPOSITORY.api_version, GITREPOSITORY.kind, str(source.get("namespace") or this.namespace),
@@ -261,16 +265,6 @@ def _sources(obj: dict[str, Any]) -> list[Ref]:
 
 def _when(event: dict[str, Any]) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
-
-
-def _ago(stamp: str, now: datetime) -> str:
-    if not stamp:
-        return "<unknown>"
-    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str, str, str]] | None) -> str:
@@ -285,16 +279,14 @@ async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str,
             if (key in about) if about is not None else is_helmop(str(involved.get("apiVersion", ""))):
                 found.append(event)
     found.sort(key=lambda e: (_when(e), int((e.get("metadata") or {}).get("resourceVersion") or 0)))
+    if not found:
+        return ""
     now = datetime.now(UTC)
     rows = [["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
     for event in found:
         involved = event.get("involvedObject") or {}
         where = f"{involved.get('namespace')}/" if involved.get("namespace") and namespaces == [None] else ""
-        rows.append([_ago(_when(event), now), str(event.get("type", "")), str(event.get("reason", "")),
+        rows.append([since(_when(event), now), str(event.get("type", "")), str(event.get("reason", "")),
                      f"{str(involved.get('kind', '')).lower()}/{where}{involved.get('name', '')}",
                      str(event.get("message", "")).replace("\n", " ")])
-    if len(rows) == 1:
-        return ""
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
-                     for r in rows)
+    return table(rows)

@@ -113,12 +113,16 @@ async def _suspend(args: argparse.Namespace, where: target.Target) -> int:
     return OK
 
 
-async def _tree(args: argparse.Namespace, where: target.Target) -> int:
-    ref = await verbs.reference(where.kube, args.kind, where.namespace, args.name)
-    node = await explore.tree(where.kube, ref)
+async def _tree_of(args: argparse.Namespace, where: target.Target) -> explore.Node:
+    """The tree under the object KIND NAME names (Failed when it does not exist)."""
+    node = await explore.tree(where.kube, await verbs.reference(where.kube, args.kind, where.namespace, args.name))
     if node.obj is None:
         raise Failed(f"{node.title} not found")
-    print(explore.show_tree(node))
+    return node
+
+
+async def _tree(args: argparse.Namespace, where: target.Target) -> int:
+    print(explore.show_tree(await _tree_of(args, where)))
     return OK
 
 
@@ -131,10 +135,7 @@ async def _events(args: argparse.Namespace, where: target.Target) -> int:
     if bool(args.kind) != bool(args.name):
         raise Failed("give KIND NAME (the object's Events and those of what it manages), or neither")
     if args.kind:
-        node = await explore.tree(where.kube, await verbs.reference(where.kube, args.kind, where.namespace,
-                                                                      args.name))
-        if node.obj is None:
-            raise Failed(f"{node.title} not found")
+        node = await _tree_of(args, where)
         about = {(n.ref[1], n.ref[2], n.ref[3]) for n in node.walk()}
         # Events of cluster-scoped objects are kept in the default namespace
         namespaces: list[str | None] = [*sorted({n.ref[2] or "default" for n in node.walk()})]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helmop.api.apps import parse_apps
 from helmop.api.tenancy import Tenancy
-from helmop.infra.kube import IN_CLUSTER_NAMESPACE, KubeconfigError
+from helmop.infra.kube import KubeconfigError, in_cluster_namespace
 
 from . import logsetup
 
@@ -88,5 +88,4 @@ def _leader_election(args: argparse.Namespace) -> bool:
 
 def _own_namespace() -> str:
     """The pod's namespace (downward API variable, or the service account's), else "default"."""
-    account = Path(IN_CLUSTER_NAMESPACE)
-    return os.environ.get("POD_NAMESPACE") or (account.read_text().strip() if account.is_file() else "default")
+    return os.environ.get("POD_NAMESPACE") or in_cluster_namespace() or "default"

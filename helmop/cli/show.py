@@ -35,9 +35,10 @@ def _revision(obj: dict[str, Any]) -> str:
 
 def _source(obj: dict[str, Any]) -> str:
     """Where a resource takes what it deploys from (wide output)."""
-    spec = Resource(obj).spec
+    this = Resource(obj)
+    spec, ref = this.spec, this.source_ref
     chart = spec.get("chart") or {}
-    repository, ref = chart.get("repository") or {}, chart.get("sourceRef") or spec.get("sourceRef") or {}
+    repository = chart.get("repository") or {}
     if repository:
         return f"{repository.get('url', '')} {repository.get('name', '')}@{repository.get('version') or '*'}".strip()
     if ref:
@@ -46,9 +47,8 @@ def _source(obj: dict[str, Any]) -> str:
     return str(spec.get("url") or spec.get("namespace") or "")
 
 
-def age(obj: dict[str, Any], now: datetime | None = None) -> str:
-    """kubectl's AGE: the largest unit or two (5d3h, 4m10s)."""
-    stamp = Resource(obj).metadata.get("creationTimestamp")
+def since(stamp: Any, now: datetime | None = None) -> str:
+    """kubectl's AGE and LAST SEEN: the time since ``stamp`` in its largest unit or two (5d3h, 4m10s)."""
     if not stamp:
         return "<unknown>"
     seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(str(stamp))).total_seconds())
@@ -65,7 +65,7 @@ def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool
         f"{kind.kind.lower()}/{this.name}", _revision(obj), str(bool(this.spec.get("suspend"))),
         ready.get("status", "Unknown")]
     if wide:
-        cells += [ready.get("reason", ""), age(obj), _source(obj)]
+        cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), _source(obj)]
     return [*cells, ready.get("message", "")]
 
 

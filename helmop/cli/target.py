@@ -25,12 +25,13 @@ class Target:
 
 
 def connect(args: argparse.Namespace) -> Target:
+    """The cluster and namespace the flags name (what a completion has parsed so far will do)."""
     try:
-        conn = Connection.from_kubeconfig(args.kubeconfig, getattr(args, "context", None))
+        conn = Connection.from_kubeconfig(getattr(args, "kubeconfig", None), getattr(args, "context", None))
     except KubeconfigError as exc:
         raise Failed(str(exc)) from None
-    return Target(Kube(conn), args.namespace or conn.namespace or "default", bool(getattr(args, "all_namespaces",
-                                                                                        False)))
+    return Target(Kube(conn), getattr(args, "namespace", None) or conn.namespace or "default",
+                  bool(getattr(args, "all_namespaces", False)))
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, all_namespaces: bool = False) -> None:

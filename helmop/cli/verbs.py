@@ -14,6 +14,7 @@ from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
+from helmop.api.objects import Resource
 from helmop.infra.kube import Kube, KubeError
 
 from .errors import Failed
@@ -96,10 +97,10 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     obj = await kube.get(kind.path(namespace, name))
     if obj is None:
         raise Failed(f"{kind.kind} {namespace}/{name} not found")
-    if (obj.get("spec") or {}).get("suspend"):
+    this = Resource(obj)
+    if this.spec.get("suspend"):
         raise Failed(f"{kind.kind} {namespace}/{name} is suspended; resume it first")
-    spec = obj.get("spec") or {}
-    source = (spec.get("chart") or {}).get("sourceRef") or spec.get("sourceRef")
+    source = this.source_ref
     if with_source and source and not await reconcile(kube, GITREPOSITORY, namespace, source["name"],
                                                       with_source=False, timeout=timeout, out=out):
         return False

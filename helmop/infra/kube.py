@@ -95,7 +95,7 @@ class Connection:
             except config.ConfigException:
                 raise KubeconfigError("no kubeconfig: ~/.kube/config does not exist, $KUBECONFIG is not set, and "
                                       "this is not a pod in a cluster (pass --kubeconfig)") from None
-            namespace = _read(IN_CLUSTER_NAMESPACE)
+            namespace = in_cluster_namespace()
         token = (configuration.api_key or {}).get("authorization", "") or (configuration.api_key or {}).get(
             "BearerToken", "")
         return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
@@ -127,9 +127,10 @@ def _context_namespace(path: str | Path | None, context: str | None) -> str:
     return str(((chosen or {}).get("context") or {}).get("namespace") or "")
 
 
-def _read(path: str) -> str:
+def in_cluster_namespace() -> str:
+    """The namespace of the pod this runs in, from its service account ("" outside a pod)."""
     try:
-        return Path(path).read_text().strip()
+        return Path(IN_CLUSTER_NAMESPACE).read_text().strip()
     except OSError:
         return ""
 
