@@ -5,6 +5,7 @@ subclasses named for where they happened; handlers catch this one."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 
 class HelmopError(Exception):
@@ -36,3 +37,11 @@ def describe(exc: BaseException) -> str:
 
 
 _SSL = re.compile(r" ssl:(<[^>]*>|\S+)")
+
+
+def some(names: Iterable[str], limit: int = 10, width: int = 100) -> str:
+    """Names for a message (the branches, charts or versions a source has): at most ``limit``, each cut to
+    ``width`` characters (whoever owns the source chose them), ", ..." when there are more; "" for none."""
+    listed = list(names)
+    shown = ", ".join(name[:width] for name in listed[:limit])
+    return shown + (", ..." if len(listed) > limit else "")

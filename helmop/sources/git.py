@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from helmop.api.errors import some
 from helmop.api.process import minimal_env, niced
 from helmop.api.redaction import redact, safe_url
 
@@ -75,7 +76,7 @@ class GitAuth:
 
 
 MAX_BRANCHES = 1000  # listed for a Project's environments; a repository may hold any number
-LISTED = 10  # refs a RefNotFound names (each cut to 100 characters: the repository's owner chose them)
+LISTED = 10  # refs a RefNotFound names (api.errors.some cuts each: the repository's owner chose them)
 
 
 @dataclass(frozen=True)
@@ -337,8 +338,7 @@ class GitCache:
                                            namespace], env, cwd=mirror)).decode(errors="replace").split()
             except SourceError:
                 listed = []
-            has = ", ".join(name[:100] for name in listed[:LISTED]) or "none"
-            has += ", ..." if len(listed) > LISTED else ""
+            has = some(listed, LISTED) or "none"
             raise SourceError("RefNotFound", f"{refname.split('/', 2)[-1]!r} not found in the repository "
                                              f"({what}: {has})", transient=False) from None
         return out.decode().strip()

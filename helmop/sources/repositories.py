@@ -33,7 +33,7 @@ from urllib.parse import urljoin
 import aiohttp
 
 from helmop.api import bounded
-from helmop.api.errors import describe
+from helmop.api.errors import describe, some
 from helmop.api.redaction import safe_url
 
 from . import index
@@ -225,13 +225,11 @@ class Repositories:
             chosen = self._choose(index, url, name, version)
         entries = index.charts.get(name) or []
         if not entries:
-            listed = sorted(index.charts)
-            has = f"; it has {', '.join(listed[:10])}{', ...' if len(listed) > 10 else ''}" if listed else \
-                "; it has no charts"
+            has = f"; it has {some(sorted(index.charts))}" if index.charts else "; it has no charts"
             raise SourceError("ChartNotFound", f"chart {name!r} not found in repository {safe_url(url)}{has}",
                               transient=False)
         if chosen is None:
-            available = ", ".join(sorted({e.version for e in entries}, reverse=True)[:10])
+            available = some(sorted({e.version for e in entries}, reverse=True))
             raise SourceError("VersionNotFound", f"no version of chart {name!r} matches {version or 'any'!r} in "
                                                  f"{safe_url(url)} (available: {available})", transient=False)
         entry = next(e for e in entries if e.version == chosen)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from helmop.sources import index
 from helmop.sources.errors import SourceError
@@ -130,3 +131,23 @@ async def test_an_index_over_the_cap_is_refused(server: _Server, tmp_path: Path)
     with pytest.raises(SourceError) as too_large:
         await repos.resolve(server.url, "app", "1.x", Credentials())
     assert too_large.value.reason == "IndexTooLarge" and "64 bytes" in str(too_large.value)
+
+
+async def test_what_a_repository_has_is_named_within_bounds(server: _Server, tmp_path: Path) -> None:
+    """ChartNotFound and VersionNotFound name what the index has: its owner chose those names, so each is cut
+    and at most ten are listed."""
+    long_name, versions = "a" * 100_000, [f"1.0.{i}" for i in range(30)]  # listed first
+    entries = {long_name: [{"version": "1.0.0", "urls": ["x.tgz"]}],
+               **{f"c{i:02}": [{"version": "1.0.0", "urls": ["c.tgz"]}] for i in range(20)},
+               "app": [{"version": v, "urls": [f"app-{v}.tgz"]} for v in versions]}
+    server.body = yaml.safe_dump({"apiVersion": "v1", "entries": entries}).encode()
+    repos = Repositories(tmp_path)
+    with pytest.raises(SourceError) as missing:
+        await repos.resolve(server.url, "nope", "", Credentials())
+    message = str(missing.value)
+    assert missing.value.reason == "ChartNotFound" and f"it has {'a' * 100}, app, c00" in message
+    assert message.endswith(", ...")
+    assert len(message) < 2000
+    with pytest.raises(SourceError) as no_version:
+        await repos.resolve(server.url, "app", "9.x", Credentials())
+    assert no_version.value.reason == "VersionNotFound" and str(no_version.value).endswith(", ...)")
