@@ -14,6 +14,7 @@ from helmop.helm.releases import Gateway
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
+from helmop.infra.watches import Collections
 from helmop.infra.worker import Worker
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
@@ -68,6 +69,7 @@ class Context:
     cel: Worker = field(init=False)  # spec.healthCheckExprs, off the event loop
     yaml: Worker = field(init=False)  # large YAML, off the event loop
     releases: Gateway = field(init=False)  # helm's storage, read and written through the API
+    collections: Collections = field(init=False)  # what releases' readiness is judged from, watched once
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
     # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what is
@@ -86,6 +88,7 @@ class Context:
         self.cel = Worker(timeout=self.tunables.cel_timeout)
         self.yaml = Worker(timeout=self.tunables.yaml_timeout)
         self.releases = Gateway(self.kube)
+        self.collections = Collections(self.kube)
 
     def lock(self, key: Key) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())

@@ -161,6 +161,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         finally:
             await ctx.cel.close()
             await ctx.yaml.close()
+            await ctx.collections.close()
             for server in servers:
                 await server.stop()
     except KubeError as exc:

@@ -115,6 +115,8 @@ def _change_flags(major: int, *, wait: bool, disable_hooks: bool, force: bool, c
     args = []
     if wait:
         args += ["--wait=watcher", "--wait-for-jobs"] if major >= 4 else ["--wait", "--wait-for-jobs"]
+    elif major >= 4:
+        args.append("--wait=hookOnly")  # helm 4's default, said: hooks are still waited for (helm 3 always does)
     if disable_hooks:
         args.append("--no-hooks")
     if force:

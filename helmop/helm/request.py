@@ -16,14 +16,17 @@ from .engine import RollbackRequest, TestRequest, UninstallRequest, UpgradeReque
 
 
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
-                    digest: str, action: Action, tenancy: Tenancy | None = None) -> UpgradeRequest:
+                    digest: str, action: Action, tenancy: Tenancy | None = None,
+                    helm_waits: bool = True) -> UpgradeRequest:
     """``helm upgrade --install`` for HelmRelease ``namespace/name``: the install or the upgrade options,
-    the ownership and config-digest labels stored on the release record, and the identity helm acts as."""
+    the ownership and config-digest labels stored on the release record, and the identity helm acts as.
+    ``helm_waits``: False when helmop judges the objects' readiness itself (helm then waits for hooks only)."""
     opts = spec.install if action is Action.INSTALL else spec.upgrade
     forced = isinstance(opts, UpgradeOptions) and opts.force
     return UpgradeRequest(
         release=spec.release_name, namespace=spec.target_namespace, chart=chart, values=values,
-        timeout=opts.timeout or spec.timeout, wait=not opts.disable_wait, disable_hooks=opts.disable_hooks,
+        timeout=opts.timeout or spec.timeout, wait=helm_waits and not opts.disable_wait,
+        disable_hooks=opts.disable_hooks,
         force=forced, cleanup_on_fail=isinstance(opts, UpgradeOptions) and opts.cleanup_on_fail,
         create_namespace=spec.install.create_namespace,
         max_history=spec.max_history,

@@ -70,6 +70,24 @@ def expression_for(obj: dict[str, Any], exprs: tuple[HealthExpr, ...]) -> Health
     return next((e for e in exprs if (e.api_version, e.kind) == (obj.get("apiVersion"), obj.get("kind"))), None)
 
 
+# Kinds kstatus always judges Current once they exist (no status to wait for): not read back after a deploy.
+_STATIC = {("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "ServiceAccount"), ("v1", "Endpoints"),
+           ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+           ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+           ("networking.k8s.io/v1", "NetworkPolicy"), ("scheduling.k8s.io/v1", "PriorityClass")}
+
+
+def needs_live(obj: dict[str, Any], exprs: tuple[HealthExpr, ...]) -> bool:
+    """Whether the verdict on a deployed object (as its manifest says it) depends on its live state: not for
+    kinds kstatus judges Current on sight, nor a Service that is not a LoadBalancer, unless an expression
+    of spec.healthCheckExprs judges the kind."""
+    if expression_for(obj, exprs) is not None:
+        return True
+    if (obj.get("apiVersion"), obj.get("kind")) in _STATIC:
+        return False
+    return not (obj.get("kind") == "Service" and (obj.get("spec") or {}).get("type") != "LoadBalancer")
+
+
 def by_expression(expr: HealthExpr, failed: bool, current: bool) -> tuple[str, str]:
     """The verdict of an expression entry, given whether its ``failed`` and ``current`` expressions hold."""
     if failed:

@@ -90,6 +90,7 @@ class Operator:
     def __init__(self, sandbox: Sandbox, helm: str, workdir: Path, charts: ChartRepo,
                  kubeconfig: Path | None = None) -> None:
         self.sandbox = sandbox
+        self.helm = helm  # "helm" (4) or "helm3"
         self.log = workdir / "helm-calls.log"
         self.values_log = workdir / "helm-values.log"
         wrapper = helm_wrapper(workdir / "helm-wrapper", TOOLS / helm, self.log, self.values_log)

@@ -17,6 +17,7 @@ from helmop.reconcile.health import (
     check_exprs,
     expression_for,
     judge,
+    needs_live,
 )
 
 
@@ -101,3 +102,21 @@ async def test_a_runaway_expression_is_stopped_and_the_worker_recovers() -> None
         assert await worker.evaluate(["self.kind == 'Gizmo'"], big) == [True]
     finally:
         await worker.close()
+
+
+@pytest.mark.parametrize("manifest,live", [
+    (obj("Deployment"), True),
+    (obj("ConfigMap", api_version="v1"), False),
+    (obj("Secret", api_version="v1"), False),
+    (obj("ClusterRole", api_version="rbac.authorization.k8s.io/v1"), False),
+    (obj("Service", {"type": "ClusterIP"}, api_version="v1"), False),
+    (obj("Service", {"type": "LoadBalancer"}, api_version="v1"), True),
+    (obj("Widget", api_version="example.com/v1"), True),  # a custom resource may have a Ready condition
+])
+def test_only_objects_whose_verdict_can_change_are_read_back(manifest: dict[str, Any], live: bool) -> None:
+    assert needs_live(manifest, ()) is live
+
+
+def test_an_expression_makes_any_kind_read_back() -> None:
+    config = obj("ConfigMap", api_version="v1")
+    assert needs_live(config, (HealthExpr("v1", "ConfigMap", current="has(self.data)"),))

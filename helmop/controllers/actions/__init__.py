@@ -80,6 +80,7 @@ class Result:
     history: list[dict[str, Any]] = field(default_factory=list)  # release revisions after the action
     inventory: dict[str, Any] | None = None  # the objects of the release after the action (None: unknown)
     state: ReleaseState | None = None  # the release as read after the action (None: not read)
+    readiness: dict[str, str] = field(default_factory=dict)  # who judged an install or upgrade ready, and why
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,15 @@ other, the chart's CRDs handled by the CRD policy, and how the result settles in
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import replace
 from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
 from helmop.helm.crds import chart_crds
+from helmop.helm.hooks import needs_helm_wait
 from helmop.helm.request import upgrade_request
 
 from . import (
@@ -22,6 +25,7 @@ from . import (
     drop,
     failures_key,
     health,
+    objects,
     observed,
     outcome,
     read_release,
@@ -49,31 +53,43 @@ async def _crds(job: Job, policy: str, action: Action) -> bool:
     return True
 
 
+async def _readiness(job: Job, disable_wait: bool) -> dict[str, str]:
+    """Who judges the release ready: helm's own wait where the chart has hooks helm runs after it, else
+    helmop from its shared watches (status.readinessCheck)."""
+    assert job.inputs is not None
+    if disable_wait:
+        return {"by": "none"}
+    why = await asyncio.to_thread(needs_helm_wait, job.inputs.chart_path)
+    return {"by": "helm", "reason": why} if why else {"by": "helmop"}
+
+
 async def run(job: Job, action: Action) -> Result:
     assert job.inputs is not None
+    started = time.monotonic()
     opts = job.spec.install if action is Action.INSTALL else job.spec.upgrade
     verb = action.value
     skip_crds = await _crds(job, opts.crds, action)
+    readiness = await _readiness(job, opts.disable_wait)
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
-                              tenancy=job.ctx.tenancy)
+                              tenancy=job.ctx.tenancy, helm_waits=readiness["by"] == "helm")
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
     result = await outcome(job, verb, job.ctx.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
-    if not result.ok or opts.disable_wait or result.inventory is None:
+    result = replace(result, readiness=readiness)
+    if not result.ok or opts.disable_wait or result.state is None:
         return result
     try:
-        problem = await health.unhealthy(job, result.inventory, opts.timeout or job.spec.timeout)
+        reason, problem = await health.unhealthy(job, await objects(job, result.state), request.timeout, started)
     except Cancelled:
         return cancelled(job, "health check")
-    if not problem:
+    if not reason:
         return result
-    assert result.state is not None
     await job.ctx.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
     state = await read_release(job.ctx, job.spec)
-    return Result(False, "HealthCheckFailed", f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
-                  history=state.history(), inventory=result.inventory, state=state)
+    return Result(False, reason, f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
+                  history=state.history(), inventory=result.inventory, state=state, readiness=readiness)
 
 
 def settle(status: dict[str, Any], job: Job, result: Result, action: Action) -> dict[str, Any]:
@@ -83,6 +99,8 @@ def settle(status: dict[str, Any], job: Job, result: Result, action: Action) -> 
         return out
     attempted(out, job, action)
     observed(out, result)
+    if result.readiness:
+        out["readinessCheck"] = result.readiness
     if result.ok:
         assert job.inputs is not None
         out[failures_key(action)] = 0

@@ -1,22 +1,30 @@
 """After helm reports success: every object of the release must become healthy by kstatus rules (or
-spec.healthCheckExprs) within the action's timeout, whatever the helm version's --wait checked. An
+spec.healthCheckExprs) before the action's deadline, whatever the helm version's --wait checked. An
 unhealthy release is a failed one: the deploy action marks helm's record failed (unlock.mark_failed), so
-remediation follows."""
+remediation follows.
+
+Objects are followed through the operator's shared collections (one watch per kind and namespace for
+every release), after one read of each right after helm: a cached copy counts only once it is the same
+object (uid) at least as new (generation) as that read, so a watch that lags behind helm's write never
+passes an old rollout for the new one. Kinds judged Current on sight are not read at all. Where the
+operator may not watch a kind, its objects are read again every second, as the release's identity.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
-from helmop.helm.releases import inventory_objects
 from helmop.infra.kube import KubeError
+from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
-from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge
+from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 
 from . import Cancelled, Job
 
-POLL = 1.0
+POLL = 1.0  # for objects of collections the operator may not watch
 
 
 async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
@@ -32,28 +40,83 @@ async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
     return by_expression(expr, failed, current)
 
 
-async def unhealthy(job: Job, inventory: dict[str, Any], timeout: float) -> str:
-    """"" once every object is Current; else, at the first Failed object or at the timeout, what is wrong."""
-    kube = job.ctx.kube.acting_as(job.acting_as)
+def _newest(read: dict[str, Any] | None, cached: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cached copy when it is the object that was read, at least as new; else what was read."""
+    if read is None or cached is None:
+        return cached if read is None else read
+    meta, seen = read["metadata"], cached["metadata"]
+    if seen.get("uid") == meta.get("uid") and int(seen.get("generation", 0)) >= int(meta.get("generation", 0)):
+        return cached
+    return read
+
+
+class _Watched:
+    """One object of the release: its REST path, the collection it belongs to, and the last copy read."""
+
+    def __init__(self, path: str, manifest: dict[str, Any], collection: Collection) -> None:
+        self.path, self.collection = path, collection
+        self.name = path.rpartition("/")[2]
+        namespace = (manifest.get("metadata") or {}).get("namespace")
+        self.kind, self.title = manifest["kind"], f"{namespace}/{self.name}" if namespace else self.name
+        self.read: dict[str, Any] | None = None
+
+    async def refresh(self, job: Job) -> str:
+        """Read it as the release's identity; a problem reading it ("" when none)."""
+        try:
+            self.read = await job.ctx.kube.acting_as(job.acting_as).get(self.path)
+        except KubeError as exc:
+            return exc.message
+        return ""
+
+    def live(self) -> dict[str, Any] | None:
+        return self.read if self.collection.refused else _newest(self.read, self.collection.objects.get(self.name))
+
+
+async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout: float,
+                    started: float) -> tuple[str, str]:
+    """("", "") once every object is Current; else the reason and what is wrong: HealthCheckFailed at the
+    first Failed object, Timeout (as helm's own wait says it) ``timeout`` seconds after ``started``."""
     superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
-    deadline = time.monotonic() + timeout
-    while True:
-        waiting = []
-        for api_version, namespace, kind, name in inventory_objects(inventory):
-            try:
-                live = await kube.get(await kube.path_of(api_version, kind, namespace, name))
-            except KubeError as exc:
-                waiting.append(f"{kind}/{name}: {exc.message}")
-                continue
-            state, why = (IN_PROGRESS, "not found") if live is None else await _judge(job, live)
-            if state == FAILED:
-                return f"{kind} {namespace}/{name} is not healthy: {why}"
-            if state == IN_PROGRESS:
-                waiting.append(f"{kind}/{name}: {why}")
-        if not waiting:
-            return ""
-        if time.monotonic() > deadline:
-            return f"not healthy within {timeout:.0f}s: " + "; ".join(waiting[:5])
-        if superseded.is_set():
-            raise Cancelled()
-        await asyncio.sleep(POLL)
+    deadline = started + timeout
+    live_ones = [(path, obj) for path, obj in located if needs_live(obj, job.spec.health_check_exprs)]
+    async with job.ctx.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
+        watched = [_Watched(path, obj, held[path.rpartition("/")[0]]) for path, obj in live_ones]
+        problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(job) for w in watched)),
+                            strict=True))
+        while True:
+            changes = [w.collection.changed(w.name) for w in watched]  # taken before judging: none is missed
+            waiting = []
+            for w in watched:
+                if problems.get(w.path):
+                    waiting.append(f"{w.kind}/{w.name}: {problems[w.path]}")
+                    continue
+                live = w.live()
+                state, why = (IN_PROGRESS, "not found") if live is None else await _judge(job, live)
+                if state == FAILED:
+                    return "HealthCheckFailed", f"{w.kind} {w.title} is not healthy: {why}"
+                if state == IN_PROGRESS:
+                    waiting.append(f"{w.kind}/{w.name}: {why}")
+            if not waiting:
+                return "", ""
+            if time.monotonic() > deadline:
+                return "Timeout", f"timed out: not healthy within {timeout:.0f}s: " + "; ".join(waiting[:5])
+            if superseded.is_set():
+                raise Cancelled()
+            polled = [w for w in watched if w.collection.refused]
+            await _next_change(changes, superseded, deadline, POLL if polled else None)
+            problems = dict(zip([w.path for w in polled],
+                                await asyncio.gather(*(w.refresh(job) for w in polled)), strict=True))
+
+
+async def _next_change(changes: list[asyncio.Event], superseded: asyncio.Event, deadline: float,
+                       poll: float | None) -> None:
+    """Until one of ``changes`` or ``superseded`` is set, ``poll`` seconds passed, or the deadline."""
+    waits = [asyncio.ensure_future(e.wait()) for e in {id(e): e for e in [*changes, superseded]}.values()]
+    limit = max(0.0, deadline - time.monotonic()) + 0.01
+    try:
+        await asyncio.wait(waits, timeout=min(limit, poll) if poll else limit, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*waits, return_exceptions=True)

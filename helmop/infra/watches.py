@@ -1,0 +1,155 @@
+"""Collections watched once for every reader: a list then a watch per collection path (one kind in one
+namespace, or cluster-wide), its objects kept in memory while someone reads them and for a short while
+after, so releases deployed one after the other into a namespace share one watch of its Deployments
+(helm's own ``--wait`` starts a set of informers per helm process instead).
+
+Objects are kept without ``managedFields`` and kubectl's last-applied annotation (what a verdict never
+reads). A collection the operator may not list or watch is ``refused``: its readers fetch objects one by
+one as they always could.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .kube import Kube, KubeError
+
+log = logging.getLogger(__name__)
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    (meta.get("annotations") or {}).pop(_LAST_APPLIED, None)
+    return obj
+
+
+class Collection:
+    """One collection path's objects by name, kept current by a watch."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self.kube, self.path = kube, path
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()  # listed at least once (or refused)
+        self.refused: KubeError | None = None  # not allowed or not served: read objects one by one
+        self.readers = 0
+        self._waits: dict[str, asyncio.Event] = {}  # by object name: set at its next change
+        self._task: asyncio.Task[None] | None = None
+        self._idle: asyncio.TimerHandle | None = None
+
+    def changed(self, name: str) -> asyncio.Event:
+        """Set at the next change of object ``name`` (or of the whole collection: a new list, a refusal). One
+        event per name, however many wait: a change wakes the readers of that object, not every reader."""
+        return self._waits.setdefault(name, asyncio.Event())
+
+    def _signal(self, name: str | None = None) -> None:
+        if name is None:
+            fired, self._waits = list(self._waits.values()), {}
+        else:
+            one = self._waits.pop(name, None)
+            fired = [one] if one else []
+        for event in fired:
+            event.set()
+
+    def start(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if self._task is None:
+            self._task = asyncio.create_task(self._follow())
+
+    def stop_after(self, linger: float, forget: Any) -> None:
+        def stop() -> None:
+            if self.readers == 0 and self._task is not None:
+                self._task.cancel()
+                forget(self)
+        self._idle = asyncio.get_running_loop().call_later(linger, stop)
+
+    async def close(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _follow(self) -> None:
+        version, pause = "", 0.5
+        while True:
+            try:
+                if not version:
+                    listed = await self.kube.request("GET", self.path)
+                    # a list's items carry no apiVersion and kind (watch events' objects do): the list says them
+                    typed = {"apiVersion": listed.get("apiVersion"),
+                             "kind": str(listed.get("kind")).removesuffix("List")}
+                    self.objects = {o["metadata"]["name"]: _slim({**typed, **o}) for o in listed.get("items") or []}
+                    version = listed["metadata"]["resourceVersion"]
+                    self.synced.set()
+                    self._signal()
+                params = {"resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
+                async for event in self.kube.watch(self.path, params):
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = ""  # 410 Gone (or worse): list again
+                        break
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion") or version
+                    if event.get("type") == "DELETED":
+                        self.objects.pop(meta.get("name", ""), None)
+                    elif event.get("type") in ("ADDED", "MODIFIED"):
+                        self.objects[meta["name"]] = _slim(obj)
+                    else:
+                        continue
+                    self._signal(meta.get("name", ""))
+                pause = 0.5
+            except asyncio.CancelledError:
+                raise
+            except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: not a list or an event
+                if isinstance(exc, KubeError) and exc.status in (401, 403, 404, 405):
+                    log.info("not watching %s (%s): its objects are read one by one", self.path, exc)
+                    self.refused = exc
+                    self.synced.set()
+                    self._signal()
+                    return
+                if isinstance(exc, KubeError) and exc.status == 410:
+                    version = ""
+                log.warning("watching %s failed (%s); again in %.1f s", self.path, exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 30.0)
+
+
+class Collections:
+    """The shared collections of an operator; ``linger``: how long one is kept watched after its last reader."""
+
+    def __init__(self, kube: Kube, linger: float = 60.0) -> None:
+        self.kube, self.linger = kube, linger
+        self.open: dict[str, Collection] = {}
+
+    @contextlib.asynccontextmanager
+    async def reading(self, paths: set[str]) -> AsyncIterator[dict[str, Collection]]:
+        """The collections of ``paths``, each listed (or refused), watched while the block runs."""
+        held = {path: self.open.setdefault(path, Collection(self.kube, path)) for path in paths}
+        for collection in held.values():
+            collection.readers += 1
+            collection.start()
+        try:
+            await asyncio.gather(*(c.synced.wait() for c in held.values()))
+            yield held
+        finally:
+            for collection in held.values():
+                collection.readers -= 1
+                if collection.readers == 0:
+                    collection.stop_after(self.linger, self._forget)
+
+    def _forget(self, collection: Collection) -> None:
+        if self.open.get(collection.path) is collection:
+            del self.open[collection.path]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.open.values()))
+        self.open.clear()
