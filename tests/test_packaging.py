@@ -93,3 +93,21 @@ def test_the_chart_installs_the_roles_the_operator_installs() -> None:
     charted = [d for d in yaml.safe_load_all(rendered)
                if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] in ("helmop-edit", "helmop-view")]
     assert charted == roles.definitions()
+
+
+def test_the_charts_operator_arguments_are_ones_helmop_accepts() -> None:
+    """Every way the chart starts the operator (leader election, hash shards) parses with helmop's own parser."""
+    import yaml
+
+    from helmop.cli.main import parser
+    from tests.tools import tool
+
+    cases = [([], (None, True)), (["--set", "sharding=auto"], ("auto", False)),
+             (["--set", "leaderElection.enabled=false"], (None, False))]
+    for settings, (shards, leader_elect) in cases:
+        rendered = subprocess.run([tool("helm"), "template", "x", str(ROOT / "deploy" / "helmop"), *settings],
+                                  check=True, capture_output=True, text=True, timeout=60).stdout
+        deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        args = parser().parse_args(["run", *container["args"]])
+        assert (args.shards, args.leader_elect) == (shards, leader_elect), settings

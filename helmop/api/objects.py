@@ -76,3 +76,16 @@ class Resource:
         """A controller reference to this object (what the objects it creates carry)."""
         return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid,
                 "controller": True, "blockOwnerDeletion": True}
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as kept in memory: without ``managedFields`` and kubectl's last-applied annotation, which
+    together are often most of its size and which nothing that judges or reconciles it reads. A copy of
+    the top and of its metadata; the rest is shared."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    if LAST_APPLIED in (meta.get("annotations") or {}):
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != LAST_APPLIED}
+    return {**obj, "metadata": meta}

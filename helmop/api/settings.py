@@ -40,7 +40,6 @@ class Tunables:
     deleted_together: float = 5.0
     cleanup_wait: float = 2.0  # a clean-up waiting for what it deleted to go
     progress_after: float = 2.0  # Reconciling=True for a helm action still running after this
-    finalizer_wait: float = 5.0  # an object without helmop's finalizer yet (kopf adds it)
     lease_duration: float = 15.0  # leader election, controller-runtime's defaults
     renew_deadline: float = 10.0
     retry_period: float = 2.0

@@ -299,6 +299,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                      help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
     run.add_argument("--shard", metavar="NAME",
                      help="handle only resources labelled helmop.dev/shard=NAME (default: only those without it)")
+    run.add_argument("--shards", choices=["auto"],
+                     help="auto: the replicas (of this --shard) split the objects among themselves by the hash of "
+                          "their uid, each announced by a Lease helmop-member-<identity>; no leader")
     run.add_argument("--helm-cache-ttl", type=_argument(parse_duration), default=settings.HELM_CACHE_TTL,
                      metavar="DURATION", help="how long a chart repository's index is used before it is asked "
                                               "again (default %(default)ss; `helmop reconcile` asks at once)")

@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     from helmop.controllers.operator import OperatorConfig
     from helmop.controllers.operator import run as run_operator
 
+    if args.shards == "auto" and args.leader_elect:
+        print("helmop: --shards auto and --leader-elect exclude each other: hash shards all act", file=sys.stderr)
+        return 2
     logsetup.setup(args.log_format, args.log_file)
     # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
     address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                          tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
                          helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
-                         leader_election=_leader_election(args),
+                         shards_auto=args.shards == "auto", leader_election=_leader_election(args),
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
@@ -83,7 +86,8 @@ def _leader_election(args: argparse.Namespace) -> bool:
     replicas of an unflagged operator must not both act."""
     if args.leader_elect is not None:
         return bool(args.leader_elect)
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not args.sandbox
+    # replicas that split the work by hash all act: no leader
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not args.sandbox and args.shards != "auto"
 
 
 def _own_namespace() -> str:

@@ -13,7 +13,7 @@ import yaml
 
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import GROUP, Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import LAST_APPLIED, Resource
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_LABEL as CONFIGSYNC_LABEL
 
@@ -23,7 +23,6 @@ from .target import Target
 OUTPUTS = ("wide", "json", "yaml", "name")
 # Not part of what a user applies: kubectl's record, and helmop's own bookkeeping under its prefix (kopf's
 # handler state, the one-off reconcile requests, the mark of the ConfigSync that applied the object).
-_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _BOOKKEEPING = f"{GROUP}/"
 
 
@@ -192,7 +191,7 @@ def clean(obj: dict[str, Any]) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": this.name, **({"namespace": this.namespace} if this.namespace else {})}
     labels = {k: v for k, v in (this.metadata.get("labels") or {}).items() if k != CONFIGSYNC_LABEL}
     annotations = {k: v for k, v in (this.metadata.get("annotations") or {}).items()
-                   if k != _LAST_APPLIED and not k.startswith(_BOOKKEEPING)}
+                   if k != LAST_APPLIED and not k.startswith(_BOOKKEEPING)}
     if labels:
         meta["labels"] = labels
     if annotations:

@@ -71,7 +71,6 @@ class Context:
     releases: Gateway = field(init=False)  # helm's storage, read and written through the API
     collections: Collections = field(init=False)  # what releases' readiness is judged from, watched once
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
-    wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
     # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what is
     # reported of an unexpected error, which may quote anything.
     secrets: dict[Key, list[str]] = field(default_factory=dict)
@@ -79,10 +78,14 @@ class Context:
     # old one is stopped rather than left to wait out its timeout.
     supersessions: dict[Key, Supersession] = field(default_factory=dict)
     references: Links = field(default_factory=Links)
+    # Objects whose turn started a helm action: moving a hash shard waits for those turns to end, and
+    # cancels the others (a turn still waiting for a helm slot loses nothing).
+    committed: set[Key] = field(default_factory=set)
     # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
     # (helm changing them during an action must not stop that action).
     observers: Links = field(default_factory=Links)
     watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
+    wake: Callable[[Key], None] = lambda key: None  # a turn for an object now; set by the handlers' scheduler
 
     def __post_init__(self) -> None:
         self.cel = Worker(timeout=self.tunables.cel_timeout)
@@ -93,9 +96,6 @@ class Context:
     def lock(self, key: Key) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())
 
-    def waker(self, key: Key) -> asyncio.Event:
-        return self.wakers.setdefault(key, asyncio.Event())
-
     def superseded(self, key: Key) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
 
@@ -105,7 +105,7 @@ class Context:
         supersession = self.superseded(key)
         supersession.why = why
         supersession.set()
-        self.waker(key).set()
+        self.wake(key)
 
     def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
         """An input of theirs changed (a values Secret, a source's revision): supersede what they run."""
@@ -115,7 +115,7 @@ class Context:
     def notify_referrers(self, namespace: str, kind: str, name: str) -> None:
         """A status they read changed (an app its HelmRelease's, a Project its Jenkins's): a look, no more."""
         for key in list(self.references.of((namespace, kind, name))):
-            self.waker(key).set()
+            self.wake(key)
 
     def refer(self, referrer: Key, targets: list[Target]) -> None:
         """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""
@@ -138,11 +138,11 @@ class Context:
 
     def wake_observers(self, namespace: str, kind: str, name: str) -> None:
         for key in self.observed_by(namespace, kind, name):
-            self.waker(key).set()
+            self.wake(key)
 
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.observers.assign(key, [])
-        for table in (self.locks, self.wakers, self.supersessions, self.secrets):
+        for table in (self.locks, self.supersessions, self.secrets):
             table.pop(key, None)

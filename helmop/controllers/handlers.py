@@ -1,21 +1,22 @@
 """The kopf handlers: thin, they only route events to the reconcilers.
 
-Each object of a helmop kind gets a daemon that reconciles it, then sleeps until its interval
-passes or it is woken: by a change of its spec (generation) or ``helmop.dev/requestedAt``, or by a
-change of something it reads (a ConfigMap/Secret of its values, its GitRepository, a push webhook;
-ConfigMaps and Secrets are watched by ``referrers``, as metadata only).
-One daemon per object means one reconcile at a time per object; the semaphore in the context
-bounds helm actions across objects. Deletion goes through kopf's finalizer.
+kopf watches helmop's kinds and hands each event to :class:`Dispatcher`, which keeps the object's latest
+body and asks the :class:`Scheduler` for a turn: now for a change of its spec (generation), of
+``helmop.dev/requestedAt`` (and the other requests) or of its finalizer, or when something it reads
+changes (a ConfigMap/Secret of its values, its GitRepository, a push webhook: ``Context.wake``); else at
+its interval. A turn reconciles the object, or cleans up after it once it is being deleted and removes
+helmop's finalizer (which a turn adds before anything else). No per-object task or kopf state: kopf only
+watches (its own finalizer setting names one nobody sets). One turn at a time per object; the semaphore
+in the context bounds helm actions across objects.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import logging
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -33,23 +34,27 @@ from helmop.api.kinds import (
     SHARD_LABEL,
     Kind,
 )
-from helmop.api.objects import Resource
+from helmop.api.objects import Resource, slim
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
+from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
+from helmop.infra.kube import KubeError
 
 from . import configsyncs, gitrepositories, projects
 from .apps import App, AppController
 from .context import Context, Key
 from .helmreleases import Reconciler
 from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
+from .scheduler import Scheduler
 from .status import report
 
 log = logging.getLogger(__name__)
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
+SOON = 1.0  # after a write of the finalizer lost a race: the winner's event is on its way
 
 
-def _interval(body: kopf.Body, default: float) -> float:
+def _interval(body: dict[str, Any], default: float) -> float:
     try:
         return parse_duration(str((body.get("spec") or {}).get("interval") or "")) or default
     except ValueError:
@@ -76,106 +81,193 @@ class _Failures:
         return self.tunables.error_backoff.after(self.counts[key])
 
 
-def _kind_handlers(registry: kopf.OperatorRegistry, ctx: Context, resource: Kind, default_interval: float,
-                   reconcile: Reconcile, finalize: Finalize, shard: str) -> None:
-    seen: dict[Key, tuple[Any, ...]] = {}
-    failures = _Failures(ctx.tunables)
-    kind, group, version, plural = resource.kind, resource.group, resource.version, resource.plural
-    # A replica with --shard handles only what carries that label; without, only what carries none.
-    labels = {SHARD_LABEL: shard or kopf.ABSENT}
+@dataclass(frozen=True)
+class Controller:
+    """What one kind does: its reconcile and clean-up, and how often it comes back when all is well."""
 
-    def key_of(body: kopf.Body) -> Key:
-        return (kind, body.metadata.namespace or "", body.metadata.name or "")
+    resource: Kind
+    interval: float
+    reconcile: Reconcile
+    finalize: Finalize
 
-    @kopf.on.event(group, version, plural, registry=registry, id=f"{kind}-changed", labels=labels)
-    async def changed(body: kopf.Body, type: str, **_: Any) -> None:
-        key = key_of(body)
-        if type == "DELETED":
-            seen.pop(key, None)
-            ctx.metrics.forget_resource(*key)
+
+class Dispatcher:
+    """Every object of helmop's kinds this operator sees: its latest body, its turns, its failures."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.controllers: dict[str, Controller] = {}
+        self.bodies: dict[Key, dict[str, Any]] = {}
+        self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
+        self.failures = _Failures(ctx.tunables)
+        self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
+        self.scheduler = Scheduler(self.turn, self.owns)
+        ctx.wake = self.scheduler.wake
+
+    def owns(self, key: Key) -> bool:
+        return self.acting is EVERYTHING or self._hash(key) in self.acting
+
+    def _hash(self, key: Key) -> int:
+        body = self.bodies.get(key)
+        return hash_of(str(body["metadata"].get("uid") or "")) if body is not None else -1
+
+    def hold(self, acting: Range) -> bool:
+        """Act on ``acting`` from now on (objects newly in it get a turn at once); True once no turn outside
+        it is still running (the membership then says it holds no more than that)."""
+        before, self.acting = self.acting, acting
+        for key in self.bodies:
+            h = self._hash(key)
+            if h in acting and h not in before:
+                self.scheduler.wake(key)
+        outside = [key for key in self.scheduler.running if not self.owns(key)]
+        for key in outside:
+            if key not in self.ctx.committed:  # not in helm yet: stopping it loses nothing
+                self.scheduler.running[key].cancel()
+        return not outside
+
+    def drop(self) -> None:
+        """Act on nothing, and stop the turns running now (this replica may already count as gone)."""
+        self.acting = NOTHING
+        self.scheduler.cancel()
+
+    def seen(self, controller: Controller, body: dict[str, Any], event: str) -> None:
+        """An event of kopf's watch: keep the body, and ask for a turn when something that matters changed."""
+        meta = body["metadata"]
+        key = (controller.resource.kind, meta.get("namespace") or "", meta.get("name") or "")
+        if event == "DELETED":
+            self.bodies.pop(key, None)
+            self.tokens.pop(key, None)
+            self.scheduler.forget(key)
+            self.ctx.metrics.forget_resource(*key)
             return
-        ctx.metrics.observe_resource(kind, body)
-        annotations = body.metadata.annotations or {}
-        token = (body.metadata.get("generation"), tuple(annotations.get(a) for a in ASKED),
-                 FINALIZER in (body.metadata.get("finalizers") or []))
-        previous = seen.get(key)
-        if previous != token:
-            seen[key] = token
-            if previous is not None and previous[0] != token[0]:
-                # a new generation of the spec (deleting one is one too): stop acting on the old one
-                ctx.supersede(key, f"the {kind} is being deleted" if body.metadata.get("deletionTimestamp")
-                              else f"generation {token[0]} of its spec arrived")
-            else:
-                ctx.waker(key).set()
+        self.bodies[key] = slim(body)
+        self.ctx.metrics.observe_resource(controller.resource.kind, body)
+        token = self._token(meta)
+        previous = self.tokens.get(key)
+        if previous == token:
+            return
+        self.tokens[key] = token
+        if previous is not None and previous[0] != token[0]:
+            # a new generation of the spec (deleting one is one too): stop acting on the old one
+            self.ctx.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
+                               else f"generation {token[0]} of its spec arrived")
+        else:
+            self.scheduler.wake(key)
 
-    @kopf.daemon(group, version, plural, registry=registry, id=f"{kind}-loop", cancellation_timeout=None, labels=labels)
-    async def loop(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        key = key_of(body)
-        wake = ctx.waker(key)
-        while not stopped:
-            if FINALIZER not in (body.metadata.get("finalizers") or []):
-                # Never act before the finalizer is there: it is what guarantees the clean-up.
-                await _sleep(wake, stopped, ctx.tunables.finalizer_wait)
-                continue
-            wake.clear()
-            started = time.monotonic()
-            work = asyncio.ensure_future(reconcile(dict(body)))
-            await _first(work, stopped)
-            if not work.done():  # the operator is stopping: stop the action (helm is told to stop)
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
-                return
-            try:
-                outcome = work.result()
-                delay = failures.delay(key, outcome, _interval(body, default_interval))
-            except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
-                await _unexpected(ctx, resource, dict(body), exc, "reconcile")
-                outcome, delay = FAILED, failures.unexpected(key)
-            ctx.metrics.reconcile.labels(kind, "retry" if outcome.failed else "done").observe(
-                time.monotonic() - started)
-            await _sleep(wake, stopped, delay)
+    @staticmethod
+    def _token(meta: dict[str, Any]) -> tuple[Any, ...]:
+        annotations = meta.get("annotations") or {}
+        return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
+                FINALIZER in (meta.get("finalizers") or []))
 
-    @kopf.on.delete(group, version, plural, registry=registry, id=f"{kind}-finalizer", labels=labels)
-    async def deleted(body: kopf.Body, **_: Any) -> None:
-        key = key_of(body)
+    async def turn(self, key: Key) -> float | None:
+        """Reconcile the object, or clean up after it; the delay to its next turn (None: it has none)."""
         try:
-            outcome = await finalize(dict(body))
-        except Exception as exc:
-            await _unexpected(ctx, resource, dict(body), exc, "clean-up")
-            raise kopf.TemporaryError(f"{kind} clean-up failed; retrying", delay=failures.unexpected(key)) from None
-        if outcome != DONE:
-            raise kopf.TemporaryError(f"{kind} clean-up not done yet; retrying",
-                                      delay=failures.delay(key, outcome, 0.0))
-        failures.counts.pop(key, None)
+            return await self._turn(key)
+        finally:
+            self.ctx.committed.discard(key)
 
-    del changed, loop, deleted  # registered; kept only by kopf
+    async def _turn(self, key: Key) -> float | None:
+        body = self.bodies.get(key)
+        if body is None:
+            return None
+        controller = self.controllers[key[0]]
+        meta = body["metadata"]
+        if meta.get("deletionTimestamp"):
+            return await self._clean_up(controller, key, body) if FINALIZER in (meta.get("finalizers") or []) else None
+        if FINALIZER not in (meta.get("finalizers") or []):
+            # Never act before the finalizer is there: it is what guarantees the clean-up.
+            held = await self._finalizers(controller, body, [*(meta.get("finalizers") or []), FINALIZER])
+            if held is None:
+                return SOON
+            body = self.bodies[key] = slim(held)
+            # its own write's event is no news: the turn goes on with the body written
+            self.tokens[key] = self._token(held["metadata"])
+        started = time.monotonic()
+        try:
+            outcome = await controller.reconcile(dict(body))
+            delay = self.failures.delay(key, outcome, _interval(body, controller.interval))
+        except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
+            await _unexpected(self.ctx, controller.resource, dict(body), exc, "reconcile")
+            outcome, delay = FAILED, self.failures.unexpected(key)
+        self.ctx.metrics.reconcile.labels(key[0], "retry" if outcome.failed else "done").observe(
+            time.monotonic() - started)
+        return delay
+
+    async def _clean_up(self, controller: Controller, key: Key, body: dict[str, Any]) -> float | None:
+        try:
+            outcome = await controller.finalize(dict(body))
+        except Exception as exc:
+            await _unexpected(self.ctx, controller.resource, dict(body), exc, "clean-up")
+            return self.failures.unexpected(key)
+        if outcome != DONE:
+            return max(self.failures.delay(key, outcome, 0.0), 0.2)
+        finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != FINALIZER]
+        if await self._finalizers(controller, body, finalizers) is None:
+            return SOON  # lost a race with another writer of the list: its event brings the new one
+        self.failures.counts.pop(key, None)
+        return None
+
+    async def _finalizers(self, controller: Controller, body: dict[str, Any],
+                          finalizers: list[str]) -> dict[str, Any] | None:
+        """Write the object's finalizers, if it has not changed since ``body`` (the list is replaced whole:
+        the resourceVersion keeps another writer's entry from being lost); the object written, or None
+        when it changed or is gone."""
+        meta = body["metadata"]
+        path = controller.resource.path(meta.get("namespace"), meta["name"])
+        try:
+            return await self.ctx.kube.merge_patch(path, {"metadata": {
+                "finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}})
+        except KubeError as exc:
+            if exc.status in (404, 409):
+                return None
+            raise
+
+    async def stop(self) -> None:
+        await self.scheduler.stop()
+
+
+def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, controller: Controller,
+                   shard: str) -> None:
+    resource = controller.resource
+    dispatcher.controllers[resource.kind] = controller
+
+    # A replica with --shard handles only what carries that label; without, only what carries none.
+    @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry, id=f"{resource.kind}-seen",
+                   labels={SHARD_LABEL: shard or kopf.ABSENT})
+    async def seen(body: kopf.Body, type: str, **_: Any) -> None:
+        dispatcher.seen(controller, dict(body), type)
+
+    del seen  # registered; kept only by kopf
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App],
-             shard: str = "", *, clusterwide: bool = True) -> None:
+             shard: str = "", *, clusterwide: bool = True) -> Dispatcher:
     """Every kind's handlers; cluster-scoped kinds (Project) only for an operator that watches the whole
     cluster."""
-    # Methods and module functions looked up at each call (not bound once here).
+    dispatcher = Dispatcher(ctx)
     t = ctx.tunables
-    _kind_handlers(registry, ctx, HELMRELEASE, t.release_interval, lambda body: releases.reconcile(body),
-                   lambda body: releases.finalize(body), shard)
-    _kind_handlers(registry, ctx, GITREPOSITORY, t.source_interval, lambda body: gitrepositories.reconcile(ctx, body),
-                   lambda body: gitrepositories.finalize(ctx, body), shard)
-    _kind_handlers(registry, ctx, CONFIGSYNC, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
-                   lambda body: configsyncs.finalize(ctx, body), shard)
-    if clusterwide:
-        _kind_handlers(registry, ctx, PROJECT, t.release_interval, lambda body: projects.reconcile(ctx, body),
-                       lambda body: projects.finalize(ctx, body), shard)
-    for app in apps:
-        _app_kind(registry, ctx, AppController(ctx, app), shard)
+    # Methods and module functions looked up at each call (not bound once here).
+    controllers = [
+        Controller(HELMRELEASE, t.release_interval, lambda body: releases.reconcile(body),
+                   lambda body: releases.finalize(body)),
+        Controller(GITREPOSITORY, t.source_interval, lambda body: gitrepositories.reconcile(ctx, body),
+                   lambda body: gitrepositories.finalize(ctx, body)),
+        Controller(CONFIGSYNC, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
+                   lambda body: configsyncs.finalize(ctx, body)),
+        *([Controller(PROJECT, t.release_interval, lambda body: projects.reconcile(ctx, body),
+                      lambda body: projects.finalize(ctx, body))] if clusterwide else []),
+        *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
+    ]
+    for controller in controllers:
+        _kind_handlers(registry, dispatcher, controller, shard)
+    return dispatcher
 
 
-def _app_kind(registry: kopf.OperatorRegistry, ctx: Context, controller: AppController, shard: str) -> None:
-    """An app kind's handlers, in the same form as the others (a function of its own: each app's lambdas
-    close over their own controller)."""
-    _kind_handlers(registry, ctx, controller.app.kind.resource, ctx.tunables.release_interval,
-                   lambda body: controller.reconcile(body), lambda body: controller.finalize(body), shard)
+def _app_controller(ctx: Context, app: AppController) -> Controller:
+    """An app kind's controller (a function of its own: each app's lambdas close over their own controller)."""
+    return Controller(app.app.kind.resource, ctx.tunables.release_interval, lambda body: app.reconcile(body),
+                      lambda body: app.finalize(body))
 
 
 async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:
@@ -193,25 +285,3 @@ async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: E
         await report(ctx, resource, body, copy.deepcopy(body.get("status") or {}), False, "ReconcileError", message)
     except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same
         log.warning("could not report the error on %s %s/%s: %s", resource.kind, key[1], key[2], failed)
-
-
-async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:
-    """Until woken, stopped, or ``seconds`` passed."""
-    waking = asyncio.ensure_future(wake.wait())
-    try:
-        await _first(waking, stopped, seconds)
-    finally:
-        waking.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waking
-
-
-async def _first(task: asyncio.Future[Any], stopped: kopf.DaemonStopped, timeout: float | None = None) -> None:
-    """Until ``task`` is done, the daemon is stopped, or ``timeout`` passed."""
-    stopping = asyncio.ensure_future(stopped.wait())
-    try:
-        await asyncio.wait([task, stopping], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stopping

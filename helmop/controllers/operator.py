@@ -18,12 +18,14 @@ from helmop.api import crds, jenkins, roles, settings
 from helmop.api.apps import AppKind
 from helmop.api.kinds import FINALIZER
 from helmop.api.settings import Tunables
+from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine, Processes, default_executable
 from helmop.infra import webhooks
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Connection, Kube, KubeError
 from helmop.infra.leader import Election, identity, lease_name
+from helmop.infra.membership import Membership
 from helmop.infra.metrics import CacheCounts
 from helmop.infra.probes import Probes
 from helmop.infra.serving import Server, serve
@@ -34,7 +36,7 @@ from helmop.sources.repositories import Repositories
 from . import referrers
 from .apps import generic_app, jenkins_app
 from .context import Context
-from .handlers import register
+from .handlers import Dispatcher, register
 from .helmreleases import Reconciler
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class OperatorConfig:
     jenkins_chart: dict[str, Any] = field(default_factory=lambda: dict(jenkins.DEFAULT_CHART))
     tenancy: Tenancy = field(default_factory=Tenancy)  # --default-service-account, --no-cross-namespace-refs
     shard: str = ""  # handle only resources labelled helmop.dev/shard=<shard> ("": those without the label)
+    shards_auto: bool = False  # split the objects with the other replicas by uid hash (infra.membership)
     leader_election: bool = False
     leader_election_namespace: str = "default"  # where the Lease lives (the operator's own namespace)
     helm_cache_ttl: float = settings.HELM_CACHE_TTL  # seconds a repository index is used before it is revalidated
@@ -95,9 +98,9 @@ async def install_crds(kube: Kube) -> None:
 
 def _settings() -> kopf.OperatorSettings:
     kopf_settings = kopf.OperatorSettings()
-    kopf_settings.persistence.finalizer = FINALIZER
-    kopf_settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="helmop.dev")
-    kopf_settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="helmop.dev")
+    # kopf only watches (helmop's scheduler adds and removes helmop's finalizer): a name of kopf's own that
+    # nothing carries, so that kopf never takes helmop's finalizer for a leftover of its own and removes it.
+    kopf_settings.persistence.finalizer = f"kopf.{FINALIZER}"
     kopf_settings.posting.enabled = False  # helmop posts its own Events, without repeats
     kopf_settings.peering.standalone = True
     return kopf_settings
@@ -151,9 +154,18 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             # kopf gives the tasks started after it a grace period of 5 s when it stops; helmop's own
             # (probes, watches) are stopped as soon as the operator is told to stop.
             background.append(asyncio.create_task(_cancel_on(halt, list(background))))
-            await kopf.operator(registry=_registry(cfg, ctx), settings=_settings(), standalone=True,
-                                clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
-                                stop_flag=halt, ready_flag=ready)
+            registry, dispatcher = _registry(cfg, ctx)
+            left = asyncio.Event()  # set once every turn stopped: only then may the member Lease go
+            member = _member(cfg, kube, dispatcher, left) if cfg.shards_auto else None
+            try:
+                await kopf.operator(registry=registry, settings=_settings(), standalone=True,
+                                    clusterwide=not cfg.namespaces, namespaces=cfg.namespaces,
+                                    stop_flag=halt, ready_flag=ready)
+            finally:  # every turn stopped (helm told to stop) before a Lease goes or the process ends
+                await dispatcher.stop()
+                left.set()
+                if member is not None:
+                    await member
             if lost.is_set():
                 raise SystemExit("helmop: lost the leader Lease; exiting so that a restart rejoins the election")
             if election is not None:
@@ -184,7 +196,7 @@ async def _context(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Con
                    tunables=cfg.tunables)
 
 
-def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
+def _registry(cfg: OperatorConfig, ctx: Context) -> tuple[kopf.OperatorRegistry, Dispatcher]:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -197,8 +209,17 @@ def _registry(cfg: OperatorConfig, ctx: Context) -> kopf.OperatorRegistry:
 
     del login  # registered; kept only by kopf
     apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
-    register(registry, ctx, Reconciler(ctx), apps, cfg.shard, clusterwide=not cfg.namespaces)
-    return registry
+    return registry, register(registry, ctx, Reconciler(ctx), apps, cfg.shard, clusterwide=not cfg.namespaces)
+
+
+def _member(cfg: OperatorConfig, kube: Kube, dispatcher: Dispatcher, left: asyncio.Event) -> asyncio.Task[None]:
+    """Take part in --shards auto: act on nothing until the membership grants this replica its range."""
+    dispatcher.acting = NOTHING
+    t = cfg.tunables
+    membership = Membership(kube, cfg.leader_election_namespace, cfg.shard, identity(), dispatcher,
+                            lease_duration=t.lease_duration, renew_deadline=t.renew_deadline,
+                            retry_period=t.retry_period)
+    return asyncio.create_task(membership.run(left))
 
 
 async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyncio.Event) -> None:

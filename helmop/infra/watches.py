@@ -16,19 +16,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from helmop.api.objects import slim
+
 from .kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
-_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    meta.pop("managedFields", None)
-    (meta.get("annotations") or {}).pop(_LAST_APPLIED, None)
-    return obj
-
-
 class Collection:
     """One collection path's objects by name, kept current by a watch."""
 
@@ -87,7 +79,7 @@ class Collection:
                     # a list's items carry no apiVersion and kind (watch events' objects do): the list says them
                     typed = {"apiVersion": listed.get("apiVersion"),
                              "kind": str(listed.get("kind")).removesuffix("List")}
-                    self.objects = {o["metadata"]["name"]: _slim({**typed, **o}) for o in listed.get("items") or []}
+                    self.objects = {o["metadata"]["name"]: slim({**typed, **o}) for o in listed.get("items") or []}
                     version = listed["metadata"]["resourceVersion"]
                     self.synced.set()
                     self._signal()
@@ -102,7 +94,7 @@ class Collection:
                     if event.get("type") == "DELETED":
                         self.objects.pop(meta.get("name", ""), None)
                     elif event.get("type") in ("ADDED", "MODIFIED"):
-                        self.objects[meta["name"]] = _slim(obj)
+                        self.objects[meta["name"]] = slim(obj)
                     else:
                         continue
                     self._signal(meta.get("name", ""))

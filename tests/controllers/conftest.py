@@ -32,7 +32,7 @@ JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
 # wait it out), a clean-up looks again after 0.2 s.
 FAST = Tunables(failure_backoff=Backoff(0.2, 5.0), error_backoff=Backoff(0.5, 5.0), dependency_recheck=2.0,
-                dependents_wait=0.2, cleanup_wait=0.2, finalizer_wait=0.5)
+                dependents_wait=0.2, cleanup_wait=0.2)
 
 
 @pytest.fixture(params=["stand-in", "official"])

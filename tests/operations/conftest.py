@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -147,11 +148,12 @@ def tiny_charts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]
 
 
 def helmrelease(name: str, namespace: str, repo_url: str, *, labels: dict[str, str] | None = None,
-                chart: str = "tiny", version: str = "0.1.0") -> str:
+                chart: str = "tiny", version: str = "0.1.0", values: dict[str, Any] | None = None) -> str:
     return json.dumps({
         "apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": {"interval": "10m", "chart": {"repository": {"url": repo_url, "name": chart, "version": version}}}})
+        "spec": {"interval": "10m", "chart": {"repository": {"url": repo_url, "name": chart, "version": version}},
+                 **({"values": values} if values else {})}})
 
 
 def ready_condition(kubectl: Run, namespace: str, name: str) -> dict[str, str]:

@@ -104,6 +104,7 @@ async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
     superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
     started, result = time.monotonic(), "success"
     async with job.ctx.slots:
+        job.ctx.committed.add(("HelmRelease", job.namespace, job.name))
         task = asyncio.ensure_future(call)
         waiter = asyncio.ensure_future(superseded.wait())
         try:

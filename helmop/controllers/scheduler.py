@@ -1,0 +1,111 @@
+"""When each object is reconciled next, for every object of every kind: one timer heap, and a task only
+while an object's turn runs. An idle object costs a heap entry and a number, not a task, its locks and
+its logger (what a per-object daemon costs: the bulk of an idle operator's memory).
+
+One turn at a time per object: a wake that arrives during a turn runs the next turn right after it.
+``owns`` says which objects this replica acts on (hash shards); turns of the others are not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from .context import Key
+
+log = logging.getLogger(__name__)
+
+Turn = Callable[[Key], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
+
+
+class Scheduler:
+    def __init__(self, turn: Turn, owns: Callable[[Key], bool] = lambda key: True) -> None:
+        self.turn, self.owns = turn, owns
+        self.due: dict[Key, float] = {}  # monotonic time of each object's next turn
+        self.running: dict[Key, asyncio.Task[None]] = {}
+        self._again: set[Key] = set()  # woken during their turn
+        self._heap: list[tuple[float, Key]] = []  # (time, key); entries that no longer match ``due`` are stale
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopping = False
+
+    def wake(self, key: Key, delay: float = 0.0) -> None:
+        """A turn for ``key`` in ``delay`` seconds (or sooner, if one is due sooner already)."""
+        if self._stopping:
+            return
+        if key in self.running:
+            if delay == 0.0:
+                self._again.add(key)
+            return
+        at = time.monotonic() + delay
+        if key in self.due and self.due[key] <= at:
+            return
+        self._at(key, at)
+
+    def forget(self, key: Key) -> None:
+        """No more turns for ``key`` (the one running ends as it will)."""
+        self.due.pop(key, None)
+        self._again.discard(key)
+
+    def _at(self, key: Key, at: float) -> None:
+        self.due[key] = at
+        heapq.heappush(self._heap, (at, key))
+        if len(self._heap) > 2 * len(self.due) + 64:  # mostly stale entries: rebuild, so memory stays bounded
+            self._heap = [(when, k) for k, when in self.due.items()]
+            heapq.heapify(self._heap)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._heap:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(loop.time() + max(0.0, self._heap[0][0] - time.monotonic()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = time.monotonic()
+        while self._heap and self._heap[0][0] <= now:
+            at, key = heapq.heappop(self._heap)
+            if self.due.get(key) != at:
+                continue  # stale: rescheduled or forgotten since
+            del self.due[key]
+            if self.owns(key):
+                self.running[key] = asyncio.create_task(self._run(key))
+        self._arm()
+
+    async def _run(self, key: Key) -> None:
+        delay: float | None = None
+        try:
+            delay = await self.turn(key)
+        except asyncio.CancelledError:
+            return
+        except Exception:  # the turn reports its own errors; this is a bug in the reporting itself
+            log.exception("a turn of %s %s/%s failed", *key)
+            delay = 30.0
+        finally:
+            self.running.pop(key, None)
+        if key in self._again:
+            self._again.discard(key)
+            self.wake(key)
+        elif delay is not None:
+            self.wake(key, delay)
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Stop every running turn (their helm processes are told to stop); the tasks, ending."""
+        tasks = list(self.running.values())
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    async def stop(self) -> None:
+        """Stop every running turn and start no more."""
+        self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self.cancel(), return_exceptions=True)
