@@ -196,7 +196,7 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
                        "--concurrency", "10", helm=helm)
 
     replicas = [replica(f"m{i}") for i in range(3)]
-    count = 150  # the benchmark's figure is 300; half shows the same and keeps the suite's time
+    count = 90  # the figure is 300: this shows the same, in a third of the suite's time
     names = [f"h{i}" for i in range(count)]
 
     def deploy(greeting: str) -> int:
@@ -217,9 +217,9 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
         assert all(len(installs[n]) == 1 for n in names), {n: installs[n] for n in names if len(installs[n]) != 1}
         shares = Counter(next(iter(installs[n])) for n in names)
         assert set(shares) == {r.proc.pid for r in replicas}
-        # An even split is 50 each; a uniform hash of 150 uids gives ~6 either way (one sigma), so this
+        # An even split is 30 each; a uniform hash of 90 uids gives ~4.5 either way (one sigma), so this
         # bound (4 sigma) holds by chance as good as always, and a broken split fails it.
-        assert all(abs(n - count / 3) <= 24 for n in shares.values()), shares
+        assert all(abs(n - count / 3) <= 18 for n in shares.values()), shares
 
         # Scale 3 -> 4: the ranges move, and a new revision of every release is upgraded once, by its owner.
         replicas.append(replica("m3"))
@@ -230,16 +230,16 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
         upgrades = _upgrades(calls, start)
         assert all(len(upgrades[n]) == 1 for n in names), {n: upgrades[n] for n in names if len(upgrades[n]) != 1}
         shares = Counter(upgrades[n][0] for n in names)
-        assert set(shares) == {r.proc.pid for r in replicas} and all(abs(n - count / 4) <= 21 for n in shares.values())
+        assert set(shares) == {r.proc.pid for r in replicas} and all(abs(n - count / 4) <= 16 for n in shares.values())
 
         # Kill one without a goodbye: once its Lease expired (15 s), the others take its range over.
         victim = replicas.pop(1)
         victim.stop(signal.SIGKILL)
         killed = time.monotonic()
+        start = deploy("three")  # the others upgrade their own share meanwhile
         while not _tiled_by(list(_members(kubectl).values()), 3):
             assert time.monotonic() - killed < 30, f"its range not taken over within 30 s: {_members(kubectl)}"
             time.sleep(0.25)
-        start = deploy("three")
         _all_ready_at(kubectl, "hashed", names, 3, 120)
         upgrades = _upgrades(calls, start)
         assert all(len(upgrades[n]) == 1 for n in names), {n: upgrades[n] for n in names if len(upgrades[n]) != 1}

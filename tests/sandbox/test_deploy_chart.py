@@ -35,7 +35,7 @@ def test_chart_installs_crds_rbac_and_a_hardened_deployment(helm: str, run: Run,
     lease_role = json.loads(run("kubectl", "-n", namespace, "get", "role", "helmop-leader-election", "-o",
                                 "json").stdout)
     assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                    "verbs": ["get", "create", "update"]}]
+                                    "verbs": ["get", "list", "create", "update", "delete"]}]
     role = json.loads(run("kubectl", "get", "clusterrole", "helmop", "-o", "json").stdout)
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
