@@ -198,9 +198,16 @@ def measure_suspended(count: int, repo: ChartRepo, work: Path) -> dict[str, Any]
             while metric_sum(port, "helmop_resource_suspended") < count:
                 time.sleep(1)
             took = time.perf_counter() - start
+            seen = current_rss_mib(operator.pid)
+            # Resident means settled: every object reconciled once, and the burst's idle API connections
+            # closed (aiohttp keeps them 15 s; each TLS connection holds a 256 KiB buffer).
+            while metric_sum(port, "helmop_reconcile_duration_seconds_count") < count:
+                time.sleep(1)
+            time.sleep(20)
             resident = current_rss_mib(operator.pid)
             return {"suspended": count, "observed_s": round(took, 1), "idle_rss_mib": round(idle, 1),
-                    "rss_mib": round(resident, 1), "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
+                    "seen_rss_mib": round(seen, 1), "rss_mib": round(resident, 1),
+                    "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
                     "kib_per_object": round((resident - idle) * 1024 / count, 1)}
         finally:
             operator.terminate()

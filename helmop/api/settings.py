@@ -40,6 +40,10 @@ class Tunables:
     deleted_together: float = 5.0
     cleanup_wait: float = 2.0  # a clean-up waiting for what it deleted to go
     progress_after: float = 2.0  # Reconciling=True for a helm action still running after this
+    # Turns (reconciles, clean-ups) running at once, every kind together; helm actions are bounded apart
+    # (--concurrency). Without a bound, 10 000 objects seen at start would all ask the API at once: the
+    # burst's buffers stay in the heap as fragmentation long after it.
+    max_turns: int = 100
     lease_duration: float = 15.0  # leader election, controller-runtime's defaults
     renew_deadline: float = 10.0
     retry_period: float = 2.0

@@ -70,7 +70,6 @@ class Context:
     yaml: Worker = field(init=False)  # large YAML, off the event loop
     releases: Gateway = field(init=False)  # helm's storage, read and written through the API
     collections: Collections = field(init=False)  # what releases' readiness is judged from, watched once
-    locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what is
     # reported of an unexpected error, which may quote anything.
     secrets: dict[Key, list[str]] = field(default_factory=dict)
@@ -93,11 +92,20 @@ class Context:
         self.releases = Gateway(self.kube)
         self.collections = Collections(self.kube)
 
-    def lock(self, key: Key) -> asyncio.Lock:
-        return self.locks.setdefault(key, asyncio.Lock())
-
     def superseded(self, key: Key) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
+
+    def fresh(self, key: Key) -> None:
+        """A reconcile of ``key`` starts from its newest spec and inputs: what superseded the last one is done."""
+        self.supersessions.pop(key, None)
+
+    def turn_ended(self, key: Key) -> None:
+        """Forget what only a turn needed (so an idle object keeps nothing here), but not a supersession that
+        arrived during it: the next turn must see it."""
+        self.committed.discard(key)
+        supersession = self.supersessions.get(key)
+        if supersession is not None and not supersession.is_set():
+            del self.supersessions[key]
 
     def supersede(self, key: Key, why: str) -> None:
         """A newer revision of ``key``'s spec or inputs (``why``: which): wake it, and stop what it runs for
@@ -144,5 +152,5 @@ class Context:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.observers.assign(key, [])
-        for table in (self.locks, self.supersessions, self.secrets):
+        for table in (self.supersessions, self.secrets):
             table.pop(key, None)

@@ -101,7 +101,7 @@ class Dispatcher:
         self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
         self.failures = _Failures(ctx.tunables)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
-        self.scheduler = Scheduler(self.turn, self.owns)
+        self.scheduler = Scheduler(self.turn, self.owns, ctx.tunables.max_turns)
         ctx.wake = self.scheduler.wake
 
     def owns(self, key: Key) -> bool:
@@ -165,7 +165,7 @@ class Dispatcher:
         try:
             return await self._turn(key)
         finally:
-            self.ctx.committed.discard(key)
+            self.ctx.turn_ended(key)
 
     async def _turn(self, key: Key) -> float | None:
         body = self.bodies.get(key)

@@ -69,42 +69,40 @@ class Reconciler:
     async def reconcile(self, body: dict[str, Any]) -> Outcome:
         this = Resource(body)
         key = ("HelmRelease", this.namespace, this.name)
-        async with self.ctx.lock(key):
-            self.ctx.superseded(key).clear()  # this reconcile reads the newest spec and inputs
-            try:
-                return await self._reconcile(copy.deepcopy(body))
-            except KubeError as exc:  # the API itself failed us: try again soon
-                log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
-                return FAILED
+        self.ctx.fresh(key)  # this reconcile reads the newest spec and inputs
+        try:
+            return await self._reconcile(copy.deepcopy(body))
+        except KubeError as exc:  # the API itself failed us: try again soon
+            log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
+            return FAILED
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
         this = Resource(body)
         key = ("HelmRelease", this.namespace, this.name)
-        async with self.ctx.lock(key):
-            self.ctx.drop(key)
-            try:
-                spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
-            except SpecError:
-                return DONE  # nothing helmop could have installed
-            first = await dependencies.dependents_first(self.ctx, this)
-            if first:
-                log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
-                         ", ".join(first))
-                return after(self.ctx.tunables.dependents_wait)
-            state = await read_release(self.ctx, spec)
-            desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name),
-                              suspended=spec.suspend, deleting=True)
-            decision = decide(desired, Observed(self._release(state)))
-            if decision.action is not Action.UNINSTALL:
-                log.info("%s/%s deleted: %s", this.namespace, this.name, decision.message)
-                return DONE
-            job = Job(self.ctx, body, spec, decision, state)
-            result = await uninstall.STEP.run(job)
-            await self._report(job, result)
-            if not result.ok:
-                await self._write_status(body, uninstall.STEP.settle(body.get("status") or {}, job, result))
-            return DONE if result.ok else FAILED
+        self.ctx.drop(key)
+        try:
+            spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
+        except SpecError:
+            return DONE  # nothing helmop could have installed
+        first = await dependencies.dependents_first(self.ctx, this)
+        if first:
+            log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
+                     ", ".join(first))
+            return after(self.ctx.tunables.dependents_wait)
+        state = await read_release(self.ctx, spec)
+        desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name),
+                          suspended=spec.suspend, deleting=True)
+        decision = decide(desired, Observed(self._release(state)))
+        if decision.action is not Action.UNINSTALL:
+            log.info("%s/%s deleted: %s", this.namespace, this.name, decision.message)
+            return DONE
+        job = Job(self.ctx, body, spec, decision, state)
+        result = await uninstall.STEP.run(job)
+        await self._report(job, result)
+        if not result.ok:
+            await self._write_status(body, uninstall.STEP.settle(body.get("status") or {}, job, result))
+        return DONE if result.ok else FAILED
 
     # --- the reconcile -----------------------------------------------------------------------------
 

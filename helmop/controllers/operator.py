@@ -102,6 +102,10 @@ def _settings() -> kopf.OperatorSettings:
     # nothing carries, so that kopf never takes helmop's finalizer for a leftover of its own and removes it.
     kopf_settings.persistence.finalizer = f"kopf.{FINALIZER}"
     kopf_settings.posting.enabled = False  # helmop posts its own Events, without repeats
+    # kopf runs a worker per object with events queued: 10 000 objects listed at start are 10 000 workers at
+    # once, whose memory stays behind as fragmentation; the handler only records the event, so a hundred do.
+    kopf_settings.queueing.worker_limit = 100
+    kopf_settings.queueing.idle_timeout = 0.1  # a worker done with its events gives its place up soon
     kopf_settings.peering.standalone = True
     return kopf_settings
 

@@ -3,7 +3,8 @@ while an object's turn runs. An idle object costs a heap entry and a number, not
 its logger (what a per-object daemon costs: the bulk of an idle operator's memory).
 
 One turn at a time per object: a wake that arrives during a turn runs the next turn right after it.
-``owns`` says which objects this replica acts on (hash shards); turns of the others are not started.
+At most ``limit`` turns run at once; due ones wait their turn in order. ``owns`` says which objects this
+replica acts on (hash shards); turns of the others are not started.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import heapq
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from .context import Key
@@ -23,8 +25,10 @@ Turn = Callable[[Key], Awaitable[float | None]]  # the delay to the next turn; N
 
 
 class Scheduler:
-    def __init__(self, turn: Turn, owns: Callable[[Key], bool] = lambda key: True) -> None:
-        self.turn, self.owns = turn, owns
+    def __init__(self, turn: Turn, owns: Callable[[Key], bool] = lambda key: True, limit: int = 100) -> None:
+        self.turn, self.owns, self.limit = turn, owns, limit
+        self._ready: deque[Key] = deque()  # due, waiting for one of the ``limit`` places
+        self._queued: set[Key] = set()
         self.due: dict[Key, float] = {}  # monotonic time of each object's next turn
         self.running: dict[Key, asyncio.Task[None]] = {}
         self._again: set[Key] = set()  # woken during their turn
@@ -36,8 +40,8 @@ class Scheduler:
         """A turn for ``key`` in ``delay`` seconds (or sooner, if one is due sooner already)."""
         if self._stopping:
             return
-        if key in self.running:
-            if delay == 0.0:
+        if key in self.running or key in self._queued:
+            if delay == 0.0 and key in self.running:
                 self._again.add(key)
             return
         at = time.monotonic() + delay
@@ -49,6 +53,7 @@ class Scheduler:
         """No more turns for ``key`` (the one running ends as it will)."""
         self.due.pop(key, None)
         self._again.discard(key)
+        self._queued.discard(key)  # its place in the queue is passed over
 
     def _at(self, key: Key, at: float) -> None:
         self.due[key] = at
@@ -74,9 +79,18 @@ class Scheduler:
             if self.due.get(key) != at:
                 continue  # stale: rescheduled or forgotten since
             del self.due[key]
-            if self.owns(key):
-                self.running[key] = asyncio.create_task(self._run(key))
+            self._ready.append(key)
+            self._queued.add(key)
+        self._start_ready()
         self._arm()
+
+    def _start_ready(self) -> None:
+        while self._ready and len(self.running) < self.limit and not self._stopping:
+            key = self._ready.popleft()
+            if key in self._queued:
+                self._queued.discard(key)
+                if self.owns(key):
+                    self.running[key] = asyncio.create_task(self._run(key))
 
     async def _run(self, key: Key) -> None:
         delay: float | None = None
@@ -89,6 +103,7 @@ class Scheduler:
             delay = 30.0
         finally:
             self.running.pop(key, None)
+            self._start_ready()
         if key in self._again:
             self._again.discard(key)
             self.wake(key)

@@ -80,3 +80,27 @@ def test_objects_not_owned_get_no_turn_and_stop_cancels_running_ones() -> None:
         return seen, cancelled.is_set()
 
     assert asyncio.run(scenario()) == (["a"], True)
+
+
+def test_at_most_limit_turns_run_at_once_and_the_others_wait_in_order() -> None:
+    async def scenario() -> tuple[int, list[str]]:
+        running, most, order = 0, 0, []
+
+        async def turn(key: tuple[str, str, str]) -> float | None:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            order.append(key[2])
+            await asyncio.sleep(0.01)
+            running -= 1
+            return None
+
+        scheduler = Scheduler(turn, limit=3)
+        for i in range(10):
+            scheduler.wake(("HelmRelease", "ns", f"o{i}"))
+        await asyncio.sleep(0.2)
+        await scheduler.stop()
+        return most, order
+
+    most, order = asyncio.run(scenario())
+    assert most == 3 and sorted(order) == sorted(f"o{i}" for i in range(10)) and len(order) == 10
