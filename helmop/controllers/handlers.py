@@ -232,11 +232,13 @@ def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, cont
     resource = controller.resource
     dispatcher.controllers[resource.kind] = controller
 
-    # A replica with --shard handles only what carries that label; without, only what carries none.
-    @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry, id=f"{resource.kind}-seen",
-                   labels={SHARD_LABEL: shard or kopf.ABSENT})
+    # A replica with --shard handles only what carries that label; without, only what carries none. Every
+    # event is looked at (no kopf label filter): an object relabelled into another shard must be let go
+    # here, as gone, or this replica would go on acting on the body it kept.
+    @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry, id=f"{resource.kind}-seen")
     async def seen(body: kopf.Body, type: str, **_: Any) -> None:
-        dispatcher.seen(controller, dict(body), type)
+        ours = (body.metadata.labels or {}).get(SHARD_LABEL, "") == shard
+        dispatcher.seen(controller, dict(body), type if ours else "DELETED")
 
     del seen  # registered; kept only by kopf
 

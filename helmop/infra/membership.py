@@ -13,9 +13,9 @@ form). A handoff is safe by this order:
   reads the others' again, and acts only if nobody claimed an overlap meanwhile (of two racing claims,
   the later reader backs off);
 - a replica that could not renew for ``renew_deadline`` (shorter than the Lease's duration) stops every
-  turn at once, before the others may judge it gone; a Lease unrenewed for its duration counts as gone,
-  and its range is taken by the rest. A replica that stops cleanly deletes its Lease, so the rest take
-  over at once.
+  turn at once (a timer, whatever its requests are stuck on), before the others may judge it gone; a
+  Lease unrenewed for its duration counts as gone, and its range is taken by the rest. A replica that
+  stops cleanly deletes its Lease, so the rest take over at once.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -69,7 +70,8 @@ class Membership:
     held: Range = NOTHING  # what this replica's Lease says it holds
     acting: Range = NOTHING  # what its turns may start in (within ``held``)
     _seen: dict[str, tuple[str, float]] = field(default_factory=dict)  # Lease -> (renewTime, when it changed)
-    _renewed: float = field(default_factory=time.monotonic)
+    _watchdog: asyncio.TimerHandle | None = None  # fires renew_deadline after the last renewal
+    _drops: int = 0  # how often it fired
     on_change: Callable[[Range], None] = lambda acting: None  # for metrics and the log
 
     @property
@@ -84,20 +86,31 @@ class Membership:
         """Take part until ``stop`` is set; then give the Lease up."""
         try:
             while not stop.is_set():
-                await self._tick()
+                try:  # a hung request must not hold renewals up
+                    await asyncio.wait_for(self._tick(), self.renew_deadline / 2)
+                except (TimeoutError, KubeError) as exc:
+                    log.warning("member Lease %s: %s", self.name, exc or "the API did not answer in time")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.retry_period)
         finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             with contextlib.suppress(KubeError):
                 await self.kube.request("DELETE", f"{self._collection}/{self.name}", attempts=1)
 
+    def _expire(self) -> None:
+        """No renewal for ``renew_deadline``: stop every action now, before the others may count this replica
+        gone (a timer, so a tick stuck on the API cannot delay it)."""
+        self._watchdog = None
+        self._drops += 1
+        if not self.acting.empty:
+            log.error("could not renew the member Lease %s for %.0f s: stopping every action", self.name,
+                      self.renew_deadline)
+            self.holder.drop()
+        self._set(NOTHING, NOTHING)
+
     async def _tick(self) -> None:
         if not await self._publish(self.held):
-            if time.monotonic() - self._renewed > self.renew_deadline and not self.acting.empty:
-                log.error("could not renew the member Lease %s for %.0f s: stopping every action", self.name,
-                          self.renew_deadline)
-                self.holder.drop()
-                self._set(NOTHING, NOTHING)
             return
         members, others = await self._members()
         target = share(members, self.identity)
@@ -109,10 +122,11 @@ class Membership:
             return
         if target == self.held or any(target.overlaps(o) for o in others):
             return  # settled, or another replica still holds part of it: next time
+        drops = self._drops
         if not await self._publish(target):
             return
         _, others = await self._members()
-        if any(target.overlaps(o) for o in others):  # a racing claim: back off, both may retry
+        if any(target.overlaps(o) for o in others) or drops != self._drops:  # a racing claim, or renewals failed
             await self._publish(self.held)
             return
         self.holder.hold(target)
@@ -127,7 +141,7 @@ class Membership:
 
     async def _members(self) -> tuple[list[str], list[Range]]:
         """The live members' identities (this one included), and the ranges the others hold."""
-        listed = await self.kube.request("GET", self._collection,
+        listed = await self.kube.request("GET", self._collection, attempts=1,
                                          params={"labelSelector": f"{GROUP_LABEL}={self.group or 'default'}"})
         now, members, others = time.monotonic(), [self.identity], []
         names = set()
@@ -163,7 +177,7 @@ class Membership:
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace,
                          "labels": {GROUP_LABEL: self.group or "default"}, "annotations": {HOLDS: held.selector()}},
-            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.lease_duration),
                      "renewTime": _now()}}
         try:
             try:
@@ -175,5 +189,7 @@ class Membership:
         except KubeError as exc:
             log.warning("renewing the member Lease %s failed: %s", self.name, exc)
             return False
-        self._renewed = time.monotonic()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = asyncio.get_running_loop().call_later(self.renew_deadline, self._expire)
         return True

@@ -28,8 +28,9 @@ def _installs(log: Path) -> dict[str, set[int]]:
     return by_release
 
 
-def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -> None:
-    """Until every HelmRelease named is Ready; polled gently (each poll is a kubectl of every object)."""
+def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float, generation: int = 0) -> None:
+    """Until every HelmRelease named is Ready (for ``generation`` of its spec, when given); polled gently (each
+    poll is a kubectl of every object)."""
     deadline = time.monotonic() + timeout
     pending = list(names)
     while pending:
@@ -37,9 +38,10 @@ def _all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float) -
         listed = json.loads(kubectl("kubectl", "-n", namespace, "get", "hr", "-o", "json").stdout)["items"]
         ready = {o["metadata"]["name"] for o in listed
                  if any(c["type"] == "Ready" and c["status"] == "True"
+                        and (not generation or c.get("observedGeneration") == generation)
                         for c in o.get("status", {}).get("conditions", []))}
         pending = [n for n in pending if n not in ready]
-        time.sleep(0.5 if len(names) < 20 else 3)
+        time.sleep(0.5 if len(names) < 20 else 1 if generation else 3)
 
 
 def _holder(kubectl: Run, name: str = "helmop-leader", namespace: str = "default") -> str:
@@ -140,6 +142,13 @@ def test_shards_split_the_work_exactly(cluster: Sandbox, kubectl: Run, tiny_char
         for shard in shards:
             assert _holder(kubectl, f"helmop-leader-{shard}" if shard else "helmop-leader")
         assert ready_condition(kubectl, "shards", "r0")["status"] == "True"
+        # Relabelled into another shard, with a new revision: only that shard's replica acts on it now.
+        assert names["r1"] == "blue"
+        start = len(calls.read_text().splitlines())
+        kubectl("kubectl", "apply", "-f", "-", stdin=helmrelease("r1", "shards", tiny_charts.url, values={
+            "greeting": "moved"}, labels={"helmop.dev/shard": "green"}))
+        _all_ready(kubectl, "shards", ["r1"], 60, generation=2)
+        assert _upgrades(calls, start)["r1"] == [replicas["green"].proc.pid]
     finally:
         for replica in replicas.values():
             replica.stop(signal.SIGKILL)
@@ -226,7 +235,7 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
         replicas[-1].wait_ready()
         _settled(kubectl, 4)
         start = deploy("two")
-        _all_ready_at(kubectl, "hashed", names, 2, 400)
+        _all_ready(kubectl, "hashed", names, 400, generation=2)
         upgrades = _upgrades(calls, start)
         assert all(len(upgrades[n]) == 1 for n in names), {n: upgrades[n] for n in names if len(upgrades[n]) != 1}
         shares = Counter(upgrades[n][0] for n in names)
@@ -240,7 +249,7 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
         while not _tiled_by(list(_members(kubectl).values()), 3):
             assert time.monotonic() - killed < 30, f"its range not taken over within 30 s: {_members(kubectl)}"
             time.sleep(0.25)
-        _all_ready_at(kubectl, "hashed", names, 3, 120)
+        _all_ready(kubectl, "hashed", names, 120, generation=3)
         upgrades = _upgrades(calls, start)
         assert all(len(upgrades[n]) == 1 for n in names), {n: upgrades[n] for n in names if len(upgrades[n]) != 1}
         assert {pid for n in names for pid in upgrades[n]} == {r.proc.pid for r in replicas}
@@ -248,17 +257,3 @@ def test_hash_shards_split_rebalance_and_take_over(cluster: Sandbox, kubectl: Ru
     finally:
         for r in replicas:
             r.stop(signal.SIGKILL)
-
-
-def _all_ready_at(kubectl: Run, namespace: str, names: list[str], generation: int, timeout: float) -> None:
-    """Until every HelmRelease named is Ready for ``generation`` of its spec."""
-    deadline = time.monotonic() + timeout
-    pending = list(names)
-    while pending:
-        assert time.monotonic() < deadline, f"not Ready within {timeout}s: {pending[:5]} ({len(pending)} left)"
-        listed = json.loads(kubectl("kubectl", "-n", namespace, "get", "hr", "-o", "json").stdout)["items"]
-        done = {o["metadata"]["name"] for o in listed
-                if any(c["type"] == "Ready" and c["status"] == "True" and c.get("observedGeneration") == generation
-                       for c in o.get("status", {}).get("conditions", []))}
-        pending = [n for n in pending if n not in done]
-        time.sleep(1)
