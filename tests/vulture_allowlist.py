@@ -3,8 +3,8 @@
 from helmop.controllers.operator import OperatorConfig
 
 # kopf reads its settings' attributes; helmop only sets them.
-_.progress_storage  # type: ignore[name-defined]  # noqa: B018, F821
-_.diffbase_storage  # type: ignore[name-defined]  # noqa: B018, F821
+_.worker_limit  # type: ignore[name-defined]  # noqa: B018, F821
+_.idle_timeout  # type: ignore[name-defined]  # noqa: B018, F821
 _.enabled  # type: ignore[name-defined]  # noqa: B018, F821
 _.standalone  # type: ignore[name-defined]  # noqa: B018, F821
 # The ports actually bound (when 0 asked for any free one), for whoever embeds the operator (the tests do).

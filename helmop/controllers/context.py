@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
@@ -85,6 +86,9 @@ class Context:
     observers: Links = field(default_factory=Links)
     watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
     wake: Callable[[Key], None] = lambda key: None  # a turn for an object now; set by the handlers' scheduler
+    # A status just written: the next turn must read it even if the watch has not brought it yet (a ConfigSync's
+    # inventory is what it prunes from). Set by the handlers.
+    status_written: Callable[[Key, dict[str, Any]], None] = lambda key, status: None
 
     def __post_init__(self) -> None:
         self.cel = Worker(timeout=self.tunables.cel_timeout)

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
 SOON = 1.0  # after a write of the finalizer lost a race: the winner's event is on its way
+WRITTEN_WINS = 5.0  # how long a status a turn wrote wins over watch events that do not show it yet
 
 
 def _interval(body: dict[str, Any], default: float) -> float:
@@ -99,10 +100,29 @@ class Dispatcher:
         self.controllers: dict[str, Controller] = {}
         self.bodies: dict[Key, dict[str, Any]] = {}
         self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
+        self.written: dict[Key, tuple[dict[str, Any], float]] = {}  # a status a turn wrote, and when
         self.failures = _Failures(ctx.tunables)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, ctx.tunables.max_turns)
         ctx.wake = self.scheduler.wake
+        ctx.status_written = self._status_written
+
+    def _status_written(self, key: Key, status: dict[str, Any]) -> None:
+        """A turn wrote this status: the body the next turn reads has it, whether or not its event came (and
+        an event of an earlier write arriving after it does not take it back, for a few seconds)."""
+        self.written[key] = (status, time.monotonic())
+        body = self.bodies.get(key)
+        if body is not None:
+            self.bodies[key] = {**body, "status": status}
+
+    def _with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
+        written = self.written.get(key)
+        if written is None:
+            return body
+        if body.get("status") == written[0] or time.monotonic() - written[1] > WRITTEN_WINS:
+            del self.written[key]
+            return body
+        return {**body, "status": written[0]}
 
     def owns(self, key: Key) -> bool:
         return self.acting is EVERYTHING or self._hash(key) in self.acting
@@ -137,10 +157,11 @@ class Dispatcher:
         if event == "DELETED":
             self.bodies.pop(key, None)
             self.tokens.pop(key, None)
+            self.written.pop(key, None)
             self.scheduler.forget(key)
             self.ctx.metrics.forget_resource(*key)
             return
-        self.bodies[key] = slim(body)
+        self.bodies[key] = self._with_written(key, slim(body))
         self.ctx.metrics.observe_resource(controller.resource.kind, body)
         token = self._token(meta)
         previous = self.tokens.get(key)

@@ -97,7 +97,12 @@ class Scheduler:
         try:
             delay = await self.turn(key)
         except asyncio.CancelledError:
-            return
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # stopped: the operator, a shard move, lost membership
+                self._again.discard(key)
+                return
+            log.warning("a turn of %s %s/%s ended cancelled from within; again in 5 s", *key)
+            delay = 5.0
         except Exception:  # the turn reports its own errors; this is a bug in the reporting itself
             log.exception("a turn of %s %s/%s failed", *key)
             delay = 30.0

@@ -55,6 +55,7 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: d
         if exc.status != 404:
             raise
     body["status"] = status
+    ctx.status_written((kind.kind, obj.namespace, obj.name), status)
     ctx.notify_referrers(obj.namespace, kind.kind, obj.name)
     return True
 

@@ -26,7 +26,6 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -72,7 +71,6 @@ class Membership:
     _seen: dict[str, tuple[str, float]] = field(default_factory=dict)  # Lease -> (renewTime, when it changed)
     _watchdog: asyncio.TimerHandle | None = None  # fires renew_deadline after the last renewal
     _drops: int = 0  # how often it fired
-    on_change: Callable[[Range], None] = lambda acting: None  # for metrics and the log
 
     @property
     def name(self) -> str:
@@ -137,7 +135,6 @@ class Membership:
         self.held, self.acting = held, acting
         if changed:
             log.info("member %s now acts on %s", self.identity, acting.selector() or "nothing")
-            self.on_change(acting)
 
     async def _members(self) -> tuple[list[str], list[Range]]:
         """The live members' identities (this one included), and the ranges the others hold."""

@@ -164,7 +164,8 @@ def test_wait_timeout_is_reported(operator: Operator, kube: Run, ns: str, chart_
     assert obj["status"]["upgradeFailures"] == 1 and obj["status"]["lastAttemptedReleaseAction"] == "upgrade"
     # judged by helmop from its shared watch (helm did not wait), within the release's 3 s, as helm's own wait
     assert obj["status"]["readinessCheck"] == {"by": "helmop"}
-    assert "not healthy within 3s: Deployment/slow: 1/2 replicas ready" in condition(obj)["message"]
+    message = condition(obj)["message"]
+    assert "timed out: not healthy within 3s: Deployment/slow: " in message and "/2 replicas ready" in message
     stall = eventually(lambda: condition(get(kube, ns, "hr", "slow"), "Stalled"))
     assert stall["status"] == "True" and stall["reason"] == "RetriesExceeded"
     assert condition(obj, "Released")["status"] == "False"
