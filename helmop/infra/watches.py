@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from helmop.api.objects import slim
@@ -21,6 +21,8 @@ from helmop.api.objects import slim
 from .kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
+
+
 class Collection:
     """One collection path's objects by name, kept current by a watch."""
 
@@ -55,7 +57,8 @@ class Collection:
         if self._task is None:
             self._task = asyncio.create_task(self._follow())
 
-    def stop_after(self, linger: float, forget: Any) -> None:
+    def stop_after(self, linger: float, forget: Callable[[Collection], None]) -> None:
+        """Stop watching ``linger`` seconds from now unless a reader came back meanwhile."""
         def stop() -> None:
             if self.readers == 0 and self._task is not None:
                 self._task.cancel()
