@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,35 @@ def ready_condition(kubectl: Run, namespace: str, name: str) -> dict[str, str]:
         return {}
     conditions = (json.loads(out.stdout).get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c["type"] == "Ready"), {})
+
+
+def installs_by_release(log: Path) -> dict[str, set[int]]:
+    """release name -> pids of the operators that started `helm upgrade --install` for it."""
+    return defaultdict(set, {release: set(pids) for release, pids in upgrades_since(log).items()})
+
+
+def all_ready(kubectl: Run, namespace: str, names: list[str], timeout: float, generation: int = 0) -> None:
+    """Until every HelmRelease named is Ready (for ``generation`` of its spec, when given); polled gently (each
+    poll is a kubectl of every object)."""
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending:
+        assert time.monotonic() < deadline, f"not Ready within {timeout}s: {pending[:5]} ({len(pending)} left)"
+        listed = json.loads(kubectl("kubectl", "-n", namespace, "get", "hr", "-o", "json").stdout)["items"]
+        ready = {o["metadata"]["name"] for o in listed
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        and (not generation or c.get("observedGeneration") == generation)
+                        for c in o.get("status", {}).get("conditions", []))}
+        pending = [n for n in pending if n not in ready]
+        time.sleep(0.5 if len(names) < 20 else 1 if generation else 3)
+
+
+def upgrades_since(log: Path, after: int = 0) -> dict[str, list[int]]:
+    """release -> pids of the operators that ran `helm upgrade` for it (each time), from line ``after`` of the
+    log (a helm_recorder's) on."""
+    by_release: dict[str, list[int]] = defaultdict(list)
+    for line in log.read_text().splitlines()[after:] if log.exists() else []:
+        pid, verb, *rest = line.split()
+        if verb == "upgrade":
+            by_release[rest[0]].append(int(pid))
+    return by_release
