@@ -35,7 +35,8 @@ def identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def _now() -> str:
+def micro_time() -> str:
+    """Now, as a Lease's MicroTime fields are written."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a MicroTime
 
 
@@ -87,7 +88,7 @@ class Election:
         """Give the Lease up (a clean stop): a standby need not wait for it to expire."""
         if self._observed.get("holderIdentity") != self.identity:
             return
-        spec = {**self._observed, "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _now()}
+        spec = {**self._observed, "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()}
         try:
             await self.kube.request("PUT", self.path, self._lease(spec), attempts=1)
         except KubeError as exc:
@@ -128,7 +129,7 @@ class Election:
         return self.path.rsplit("/", 1)[0]
 
     def _spec(self, acquired: str | None, transitions: int) -> dict[str, Any]:
-        now = _now()
+        now = micro_time()
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
                 "acquireTime": acquired or now, "renewTime": now, "leaseTransitions": transitions}
 

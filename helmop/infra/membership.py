@@ -27,12 +27,12 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from helmop.api.shards import NOTHING, Range, share
 
 from .kube import Kube, KubeError
+from .leader import micro_time
 
 log = logging.getLogger(__name__)
 GROUP_LABEL = "helmop.dev/member-of"
@@ -50,10 +50,6 @@ class Holder(Protocol):
 
 def lease_name(identity: str) -> str:
     return (PREFIX + re.sub(r"[^a-z0-9.-]+", "-", identity.lower())).strip("-.")[:253]
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -175,7 +171,7 @@ class Membership:
             "metadata": {"name": self.name, "namespace": self.namespace,
                          "labels": {GROUP_LABEL: self.group or "default"}, "annotations": {HOLDS: held.selector()}},
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.lease_duration),
-                     "renewTime": _now()}}
+                     "renewTime": micro_time()}}
         try:
             try:
                 await self.kube.request("PUT", f"{self._collection}/{self.name}", lease, attempts=1)

@@ -62,6 +62,11 @@ class Job:
         return self.ctx.tenancy.acting_as(self.namespace, self.spec.service_account_name)
 
     @property
+    def key(self) -> tuple[str, str, str]:
+        """The HelmRelease's key in the operator's tables (supersessions, committed turns)."""
+        return ("HelmRelease", self.namespace, self.name)
+
+    @property
     def release(self) -> str:
         return f"{self.spec.target_namespace}/{self.spec.release_name}"
 
@@ -80,6 +85,7 @@ class Result:
     history: list[dict[str, Any]] = field(default_factory=list)  # release revisions after the action
     inventory: dict[str, Any] | None = None  # the objects of the release after the action (None: unknown)
     state: ReleaseState | None = None  # the release as read after the action (None: not read)
+    objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (REST path, object) after it
     readiness: dict[str, str] = field(default_factory=dict)  # who judged an install or upgrade ready, and why
 
 
@@ -94,17 +100,17 @@ class Cancelled(Exception):
 
 
 def cancelled(job: Job, what: str) -> Result:
-    why = job.ctx.superseded(("HelmRelease", job.namespace, job.name)).why or "a newer revision arrived"
+    why = job.ctx.superseded(job.key).why or "a newer revision arrived"
     return Result(False, "ActionCancelled", f"{what} of {job.release} stopped: {why}", cancelled=True)
 
 
 async def helm_call(job: Job, action: str, call: Awaitable[T]) -> T:
     """Run a helm call, counted and timed by its result, within the concurrency limit, and stopped when
     a newer revision of the spec or values arrives (no waiting for an old rollout's timeout)."""
-    superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
+    superseded = job.ctx.superseded(job.key)
     started, result = time.monotonic(), "success"
     async with job.ctx.slots:
-        job.ctx.committed.add(("HelmRelease", job.namespace, job.name))
+        job.ctx.committed.add(job.key)
         task = asyncio.ensure_future(call)
         waiter = asyncio.ensure_future(superseded.wait())
         try:
@@ -142,8 +148,9 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
     state = await read_release(job.ctx, job.spec)  # once: the history, the inventory and the next decision
     revisions = state.history()
     revision = revisions[0]["revision"] if revisions else 0
+    located = await objects(job, state)  # its manifest parsed once: for the inventory and the health check
     return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions,
-                  inventory=releases.inventory([obj for _, obj in await objects(job, state)]), state=state)
+                  inventory=releases.inventory([obj for _, obj in located]), state=state, objects=located)
 
 
 async def objects(job: Job, state: ReleaseState | None = None) -> list[tuple[str, dict[str, Any]]]:

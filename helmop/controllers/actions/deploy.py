@@ -25,7 +25,6 @@ from . import (
     drop,
     failures_key,
     health,
-    objects,
     observed,
     outcome,
     read_release,
@@ -81,7 +80,7 @@ async def run(job: Job, action: Action) -> Result:
     if not result.ok or opts.disable_wait or result.state is None:
         return result
     try:
-        reason, problem = await health.unhealthy(job, await objects(job, result.state), request.timeout, started)
+        reason, problem = await health.unhealthy(job, result.objects, request.timeout, started)
     except Cancelled:
         return cancelled(job, "health check")
     if not reason:

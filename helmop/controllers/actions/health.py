@@ -76,7 +76,7 @@ async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout
                     started: float) -> tuple[str, str]:
     """("", "") once every object is Current; else the reason and what is wrong: HealthCheckFailed at the
     first Failed object, Timeout (as helm's own wait says it) ``timeout`` seconds after ``started``."""
-    superseded = job.ctx.superseded(("HelmRelease", job.namespace, job.name))
+    superseded = job.ctx.superseded(job.key)
     deadline = started + timeout
     live_ones = [(path, obj) for path, obj in located if needs_live(obj, job.spec.health_check_exprs)]
     async with job.ctx.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
@@ -104,8 +104,8 @@ async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout
                 raise Cancelled()
             polled = [w for w in watched if w.collection.refused]
             await _next_change(changes, superseded, deadline, POLL if polled else None)
-            problems = dict(zip([w.path for w in polled],
-                                await asyncio.gather(*(w.refresh(job) for w in polled)), strict=True))
+            problems.update(zip([w.path for w in polled], await asyncio.gather(*(w.refresh(job) for w in polled)),
+                                strict=True))
 
 
 async def _next_change(changes: list[asyncio.Event], superseded: asyncio.Event, deadline: float,
