@@ -18,6 +18,7 @@ _HOOK = re.compile(r"""["']?helm\.sh/hook["']?\s*:(.*)""")
 _POST = ("post-install", "post-upgrade")
 _DEPTH = 3  # archives within archives (a chart's charts/*.tgz)
 _MAX_FILE = 5 << 20  # what helmop reads of one file (a subchart archive's files are not bounded by the fetch)
+_MAX_ENTRIES, _MAX_WALKED = 20_000, 100 << 20  # entries and bytes of one look, as the fetch bounds a chart
 
 
 def _post_hook(text: str) -> bool:
@@ -36,8 +37,23 @@ def _subchart(name: str) -> bool:
     return name.endswith(".tgz") and "/charts/" in f"/{name}"
 
 
-def _archive_reason(archive: tarfile.TarFile, depth: int) -> str:
-    for member in archive.getmembers():
+class _Budget:
+    """What one look may walk through, all archives together: a subchart archive inside a chart is not bounded
+    by the fetch's checks, and each of its headers and bytes costs time even when passed over."""
+
+    def __init__(self) -> None:
+        self.entries, self.size = _MAX_ENTRIES, _MAX_WALKED
+
+    def spend(self, member: tarfile.TarInfo) -> bool:
+        self.entries -= 1
+        self.size -= member.size
+        return self.entries >= 0 and self.size >= 0
+
+
+def _archive_reason(archive: tarfile.TarFile, depth: int, budget: _Budget) -> str:
+    for member in archive:
+        if not budget.spend(member):
+            return "the chart is too large to look into"
         if not member.isfile() or not (_template(member.name) or _subchart(member.name)):
             continue
         if member.size > _MAX_FILE:
@@ -49,7 +65,7 @@ def _archive_reason(archive: tarfile.TarFile, depth: int) -> str:
             if depth >= _DEPTH:
                 return f"{member.name} is nested too deep to look into"
             with tarfile.open(fileobj=io.BytesIO(data.read())) as inner:
-                reason = _archive_reason(inner, depth + 1)
+                reason = _archive_reason(inner, depth + 1, budget)
             if reason:
                 return reason
         elif _post_hook(data.read().decode(errors="replace")):
@@ -66,9 +82,10 @@ def needs_helm_wait(chart: Path) -> str:
 
 
 def _look(chart: Path) -> str:
+    budget = _Budget()
     if not chart.is_dir():
         with tarfile.open(chart) as archive:
-            return _archive_reason(archive, 0)
+            return _archive_reason(archive, 0, budget)
     for file in sorted(chart.rglob("*")):
         name = file.relative_to(chart).as_posix()
         if file.is_symlink() or not file.is_file() or not (_template(name) or _subchart(name)):
@@ -77,7 +94,7 @@ def _look(chart: Path) -> str:
             return f"{name} is too large to look into"
         if _subchart(name):
             with tarfile.open(file) as archive:
-                reason = _archive_reason(archive, 1)
+                reason = _archive_reason(archive, 1, budget)
         elif _post_hook(file.read_text(errors="replace")):
             reason = f"{name} has a post-install or post-upgrade hook"
         else:

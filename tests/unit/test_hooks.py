@@ -73,3 +73,10 @@ def test_helm_waits_for_hooks_only_when_helmop_judges_readiness() -> None:
     assert not [a for a in upgrade_args(req, 3) if a.startswith("--wait")]  # helm 3 waits for hooks always
     waiting = UpgradeRequest("web", "apps", Path("/c.tgz"), {}, 60)
     assert "--wait=watcher" in upgrade_args(waiting, 4) and "--wait" in upgrade_args(waiting, 3)
+
+
+def test_a_subchart_archive_of_too_many_entries_is_not_walked_through(tmp_path: Path) -> None:
+    many = archive(tmp_path / "many.tgz", {f"m/templates/f{i}.yaml": b"" for i in range(20_001)})
+    parent = archive(tmp_path / "app.tgz", {"app/Chart.yaml": b"name: app\n",
+                                            "app/charts/m-0.1.0.tgz": many.read_bytes()})
+    assert "too large to look into" in needs_helm_wait(parent)
