@@ -22,6 +22,11 @@ Every document is hostile until checked. Before anything is built, one pass over
 
 A document that is JSON (as values and manifests often are) is read by the JSON parser: libyaml takes
 over a hundred times longer on large JSON, for the same value.
+
+An alias yields a value of its own, as in Go's YAML: PyYAML hands out the anchored object itself, so a
+chart's ``annotations: *labels`` would be the very dict of its labels, and helm's labels added to one
+would appear in the other (drift that is not there, and written back by drift correction). Only a
+document whose events include an alias is walked for that.
 """
 
 from __future__ import annotations
@@ -61,14 +66,16 @@ def _allowed_ratio(decoded: int) -> float:
     return 0.99 - 0.89 * (decoded - _RATIO_LOW) / (_RATIO_HIGH - _RATIO_LOW)
 
 
-def check(text: str | bytes) -> None:
+def check(text: str | bytes) -> bool:
     """YamlBomb if ``text`` would expand or nest beyond what Go's YAML decodes; a syntax error as PyYAML's
     own. Counts as go-yaml does: every node decoded, and every node decoded inside an alias's expansion,
-    each anchored collection's expanded size computed once (so the check itself is linear)."""
+    each anchored collection's expanded size computed once (so the check itself is linear). True when the
+    text has an alias (its data must then be :func:`unshared`)."""
     sizes: dict[str, int] = {}  # anchor -> nodes decoded when it is expanded
     open_anchors: set[str] = set()
     stack: list[list[Any]] = []  # open collections: [anchor or None, expanded size so far, flow style]
     decoded = aliased = flow = work = 0
+    has_alias = False
     for event in _events(text):
         work += flow
         if work > FLOW_WORK:
@@ -78,6 +85,7 @@ def check(text: str | bytes) -> None:
             sizes.clear()
             decoded = aliased = 0
         elif isinstance(event, yaml.AliasEvent):
+            has_alias = True
             anchor = str(event.anchor)
             if anchor in open_anchors:
                 raise YamlBomb(f"anchor {anchor!r} value contains itself", event.start_mark)
@@ -109,6 +117,26 @@ def check(text: str | bytes) -> None:
                 sizes[str(anchor)] = size
             if stack:
                 stack[-1][1] += size
+    return has_alias
+
+
+def unshared(data: Any) -> Any:
+    """``data`` with every list or dict that appears more than once in it replaced by a copy of its own (an
+    alias, or a merge key's values), as Go's YAML decodes each alias anew. Iterative: no recursion limit."""
+    seen: set[int] = set()
+    root = [data]
+    stack: list[list[Any] | dict[Any, Any]] = [root]
+    while stack:
+        parent = stack.pop()
+        for key, value in (parent.items() if isinstance(parent, dict) else enumerate(parent)):
+            if not isinstance(value, dict | list):
+                continue
+            if id(value) in seen:
+                value = dict(value) if isinstance(value, dict) else list(value)
+                parent[key] = value  # a shallow copy: its own children, if shared, are copied in turn
+            seen.add(id(value))
+            stack.append(value)
+    return root[0]
 
 
 def _events(text: str | bytes) -> Iterator[yaml.Event]:
@@ -141,8 +169,9 @@ def load(text: str | bytes) -> Any:
     if is_json:
         return value
     try:
-        check(text)
-        return _all(Loader, text, single=True)
+        aliased = check(text)
+        data = _all(Loader, text, single=True)
+        return unshared(data) if aliased else data
     except YamlBomb:
         raise
     except yaml.YAMLError as exc:
@@ -154,8 +183,9 @@ def load_all(text: str | bytes) -> list[Any]:
     if is_json:
         return [value]
     try:
-        check(text)
-        return list(_all(Loader, text))
+        aliased = check(text)
+        data = list(_all(Loader, text))
+        return unshared(data) if aliased else data
     except YamlBomb:
         raise
     except yaml.YAMLError as exc:
@@ -166,14 +196,15 @@ def documents(text: str | bytes) -> list[tuple[yaml.Node, Any]]:
     """(node, data) of each document, checked as :func:`load` checks: the node has the marks (lines) of
     what the data was built from."""
     try:
-        check(text)
+        aliased = check(text)
         loader = Loader(text)
         try:
             out = []
             while loader.check_node():
                 node = loader.get_node()
                 if node is not None:
-                    out.append((node, loader.construct_document(node)))
+                    data = loader.construct_document(node)
+                    out.append((node, unshared(data) if aliased else data))
             return out
         finally:
             loader.dispose()

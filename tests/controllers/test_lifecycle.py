@@ -428,3 +428,33 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
     settled(kube, ns, "hr", "drift")
     assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 3  # owned by the autoscaler now: not drift
     assert len(helm_history(kube, ns, "drift")) == revisions  # no helm revision for any of it
+
+
+ALIASED_LABELS = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+  labels: &labels {app: x}
+  annotations: *labels
+data: {a: "1"}
+"""
+
+
+def test_yaml_aliases_in_a_chart_are_not_drift(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    """Go's YAML gives each alias a value of its own: helm's labels added to the ConfigMap's labels do not
+    appear in its annotations (the same map in the template), and drift correction has nothing to do."""
+    if not (chart_repo.dir / "aliased-0.1.0.tgz").exists():  # (once for both helm versions)
+        chart_repo.publish("aliased", "0.1.0", templates={"aliased.yaml": ALIASED_LABELS})
+    apply(kube, ns, release("aliased", chart_repo, "aliased", driftDetection={"mode": "enabled"}))
+    ready(kube, ns, "aliased")
+    before = get(kube, ns, "configmap", "aliased")["metadata"]
+    settled(kube, ns, "hr", "aliased")  # a drift check of the deployed release
+    hr = get(kube, ns, "hr", "aliased")
+    assert condition(hr, "Drifted").get("status") != "True", condition(hr, "Drifted")
+    after = get(kube, ns, "configmap", "aliased")["metadata"]
+    # helm's own annotations and labels, each on its own map (as the API server has them after helm)
+    assert after["annotations"] == {"app": "x", "meta.helm.sh/release-name": "aliased",
+                                    "meta.helm.sh/release-namespace": ns}
+    assert after["labels"] == {"app": "x", "app.kubernetes.io/managed-by": "Helm"}
+    assert after["resourceVersion"] == before["resourceVersion"]
+    assert "DriftCorrected" not in reasons(kube, ns, "aliased")
