@@ -22,3 +22,15 @@ import helmop_sandbox  # noqa: E402
 helmop_sandbox.__getattr__  # noqa: B018
 # argcomplete reads each argparse action's completer.
 _.completer  # type: ignore[name-defined]  # noqa: B018, F821
+# Status fields that helmop writes and people, the CLI and other tools read (msgspec encodes them for the API).
+from helmop.api.status.app import AppStatus  # noqa: E402
+from helmop.api.status.configsync import ConfigSyncStatus  # noqa: E402
+from helmop.api.status.helmrelease import HelmReleaseStatus, Snapshot  # noqa: E402
+from helmop.api.status.sources import Artifact, GitRepositoryStatus  # noqa: E402
+
+AppStatus.helm_release  # noqa: B018
+ConfigSyncStatus.last_attempted_revision  # noqa: B018
+Snapshot.chart_name, Snapshot.app_version, Snapshot.first_deployed, Snapshot.last_deployed  # noqa: B018
+HelmReleaseStatus.last_attempted_generation, HelmReleaseStatus.last_attempted_revision  # noqa: B018
+HelmReleaseStatus.readiness_check  # noqa: B018
+Artifact.last_update_time, GitRepositoryStatus.last_fetched_at  # noqa: B018

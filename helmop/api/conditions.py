@@ -1,9 +1,10 @@
 """Status conditions in Kubernetes convention (type, status, reason, message, lastTransitionTime,
-observedGeneration), so `kubectl wait --for=condition=Ready` and kstatus-aware tools work."""
+observedGeneration), so `kubectl wait --for=condition=Ready` and kstatus-aware tools work: their names,
+the Event type of an outcome, and reading one off any object. helmop's own statuses are typed
+(:mod:`helmop.api.status`)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 READY = "Ready"
@@ -24,30 +25,8 @@ def event_type(ok: bool, reason: str) -> str:
     return "Normal" if ok or reason in WAITING else "Warning"
 
 
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def set_condition(conditions: list[dict[str, Any]], kind: str, status: bool, reason: str, message: str,
-                  generation: int, at: str | None = None) -> list[dict[str, Any]]:
-    """A copy of ``conditions`` with ``kind`` set; the transition time moves only when status flips."""
-    text = "True" if status else "False"
-    previous = next((c for c in conditions if c.get("type") == kind), None)
-    since = previous["lastTransitionTime"] if previous and previous.get("status") == text else (at or now())
-    updated = {"type": kind, "status": text, "reason": reason, "message": message,
-               "lastTransitionTime": since, "observedGeneration": generation}
-    others = [c for c in conditions if c.get("type") != kind]
-    return [*others, updated]
-
-
-def remove_condition(conditions: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [c for c in conditions if c.get("type") != kind]
-
-
 def condition_of(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The object's condition of type ``kind`` ({} when it has none)."""
-    return get_condition((obj.get("status") or {}).get("conditions") or [], kind) or {}
-
-
-def get_condition(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == kind), None)
+    """The condition of type ``kind`` of any object as read from the API ({} when it has none): another
+    controller's objects too, whose status is not one of helmop's types."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == kind), {})

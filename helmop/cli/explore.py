@@ -24,6 +24,8 @@ from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE, Kind
 from helmop.api.objects import Resource
+from helmop.api.status import parse
+from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm.releases import inventory_objects, release_of
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.health import CURRENT, judge
@@ -105,7 +107,8 @@ async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
     api_version, kind, namespace, name = ref
     status = Resource(obj).status
     if (api_version, kind) == (HELMRELEASE.api_version, HELMRELEASE.kind):
-        return [(v, k, ns, n) for v, ns, k, n in inventory_objects(status.get("inventory"))]
+        inventory = parse(HelmReleaseStatus, status).inventory
+        return [(v, k, ns, n) for v, ns, k, n in inventory_objects(inventory)]
     if (api_version, kind) == (CONFIGSYNC.api_version, CONFIGSYNC.kind):
         ids = [ObjectId.from_json(entry) for entry in status.get("inventory") or []]
         return [(o.api_version, o.kind, o.namespace, o.name) for o in ids]

@@ -7,29 +7,31 @@ HelmRelease's is helm.apps.release_spec, shared with ``helmop render`` and ``hel
 from __future__ import annotations
 
 import asyncio
-import copy
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from helmop.api import conditions as cond
 from helmop.api import jenkins
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
 from helmop.api.kinds import HELMRELEASE, REQUESTED_AT
 from helmop.api.objects import Resource
+from helmop.api.status import parse
+from helmop.api.status.app import AppStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
+from helmop.reconcile.settle import app as settle
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
 from .status import report, requested, write_status
 
 MANAGER = "helmop-apps"
-# Extra status fields — or SpecError / InputError
-Prepare = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
+# The app's own status fields (settle.app.mirrored says which) — or SpecError / InputError
+Prepare = Callable[[Context, dict[str, Any]], Awaitable[dict[str, str]]]
 
 
 @dataclass
@@ -39,7 +41,7 @@ class App:
 
 
 def generic_app(kind: AppKind) -> App:
-    async def prepare(_ctx: Context, _body: dict[str, Any]) -> dict[str, Any]:
+    async def prepare(_ctx: Context, _body: dict[str, Any]) -> dict[str, str]:
         return {}
 
     return App(kind, prepare)
@@ -48,11 +50,11 @@ def generic_app(kind: AppKind) -> App:
 def jenkins_app(default_chart: dict[str, Any]) -> App:
     """Jenkins: its admin Secret must exist (a named one) or is generated once (owned by the Jenkins)."""
 
-    async def prepare(ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
+    async def prepare(ctx: Context, body: dict[str, Any]) -> dict[str, str]:
         obj = Resource(body)
         namespace, spec = obj.namespace, obj.spec
         admin = jenkins.admin_secret(obj.name, spec)
-        secret = await ctx.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{admin.name}")
+        secret = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{admin.name}")
         if admin.given:
             if secret is None:
                 raise InputError("AdminSecretNotFound", f"Secret {namespace}/{admin.name} named in "
@@ -62,7 +64,7 @@ def jenkins_app(default_chart: dict[str, Any]) -> App:
                 raise InputError("AdminSecretInvalid", f"Secret {namespace}/{admin.name} lacks the "
                                                        f"key(s) {', '.join(missing)}", transient=True)
         elif secret is None:
-            await ctx.kube.request("POST", f"/api/v1/namespaces/{namespace}/secrets", {
+            await ctx.services.kube.request("POST", f"/api/v1/namespaces/{namespace}/secrets", {
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": admin.name, "labels": {jenkins.PROJECT_LABEL: str(spec.get("project", ""))},
                              "ownerReferences": [obj.owner_reference()]},
@@ -82,7 +84,7 @@ class AppController:
         this = Resource(body)
         namespace, name, spec = this.namespace, this.name, this.spec
         kind = self.app.kind
-        status = copy.deepcopy(body.get("status") or {})
+        status = parse(AppStatus, body.get("status"))
         try:
             release = release_spec(kind, name, spec)
             extra = await self.app.prepare(self.ctx, body)
@@ -97,53 +99,36 @@ class AppController:
                             "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": name},
                             "annotations": annotations},
                "spec": release}
-        self.ctx.refer((kind.kind, namespace, name), [(namespace, HELMRELEASE.kind, hr_name)])
+        self.ctx.memory.refer((kind.kind, namespace, name), [(namespace, HELMRELEASE.kind, hr_name)])
         try:
-            await self.ctx.kube.apply(HELMRELEASE.path(namespace, hr_name), obj, MANAGER)
+            await self.ctx.services.kube.apply(HELMRELEASE.path(namespace, hr_name), obj, MANAGER)
         except KubeError as exc:
             await report(self.ctx, kind.resource, body, status, False, "HelmReleaseRejected", exc.message,
                          stalled=exc.status == 422)
             return DONE if exc.status == 422 else FAILED
-        live = await self.ctx.kube.get(HELMRELEASE.path(namespace, hr_name)) or {}
+        live = await self.ctx.services.kube.get(HELMRELEASE.path(namespace, hr_name)) or {}
         await self._mirror(body, status, live, extra)
         return DONE
 
-    async def _mirror(self, body: dict[str, Any], status: dict[str, Any], hr: dict[str, Any],
-                      extra: dict[str, Any]) -> None:
-        hr_status = hr.get("status") or {}
-        current = hr_status.get("observedGeneration") == (hr.get("metadata") or {}).get("generation")
+    async def _mirror(self, body: dict[str, Any], status: AppStatus, hr: dict[str, Any], extra: dict[str, str]) -> None:
         this = Resource(body)
-        generation = this.generation
-        conditions: list[dict[str, Any]] = []
-        for c in hr_status.get("conditions") or []:
-            conditions = cond.set_condition(conditions, c["type"], c.get("status") == "True", c.get("reason", ""),
-                                            c.get("message", ""), generation, c.get("lastTransitionTime"))
-        ready = cond.get_condition(conditions, cond.READY)
-        if not current or ready is None:
-            conditions = cond.set_condition(conditions, cond.READY, False, "Progressing",
-                                            "waiting for the HelmRelease to be reconciled", generation)
-        history = hr_status.get("history") or [{}]
-        # The release's outcome is the app's: a request is handled when its HelmRelease handled it.
-        if hr_status.get("lastHandledReconcileAt"):
-            status["lastHandledReconcileAt"] = hr_status["lastHandledReconcileAt"]
-        status.update(extra, conditions=conditions, observedGeneration=generation,
-                      helmRelease=hr["metadata"]["name"] if hr else "", releaseName=this.name,
-                      revision=history[0].get("revision", 0), chartVersion=hr_status.get("lastAppliedRevision", ""))
-        # the app's request is handled when its HelmRelease handled it (mirrored above), not by this write
-        await write_status(self.ctx, self.app.kind.resource, body, status, outcome=False)
+        mirrored = settle.mirrored(status, this.generation, this.name, hr, parse(HelmReleaseStatus, hr.get("status")),
+                                   extra)
+        # the app's request is handled when its HelmRelease handled it (mirrored), not by this write
+        await write_status(self.ctx, self.app.kind.resource, body, mirrored, outcome=False)
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
         this = Resource(body)
         path = HELMRELEASE.path(this.namespace, self.app.kind.release_object_name(this.name))
-        self.ctx.drop((self.app.kind.kind, this.namespace, this.name))
+        self.ctx.memory.drop((self.app.kind.kind, this.namespace, this.name))
         try:
-            await self.ctx.kube.request("DELETE", path)
+            await self.ctx.services.kube.request("DELETE", path)
         except KubeError as exc:
             if exc.status != 404:
                 return FAILED
         for _ in range(60):  # most uninstalls end within this; the rest are looked at again
-            if await self.ctx.kube.get(path) is None:
+            if await self.ctx.services.kube.get(path) is None:
                 return DONE
             await asyncio.sleep(0.5)
         return after(self.ctx.tunables.cleanup_wait)

@@ -27,9 +27,12 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.objects import Resource
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
+from helmop.api.status import parse
+from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
 from helmop.helm.inputs import LARGE_YAML, InputError, source_revision
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
+from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.sync import (
     OWNER_LABEL,
     OWNER_UID,
@@ -68,7 +71,7 @@ async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manife
     for path, data in files.items():
         if manifests.is_manifest(path) and len(data) > LARGE_YAML:
             try:
-                loaded[path] = await ctx.yaml.documents(data.decode())
+                loaded[path] = await ctx.services.yaml.documents(data.decode())
             except (yaml.YAMLError, UnicodeDecodeError) as exc:  # reported as parse() reports the file
                 loaded[path] = exc if isinstance(exc, yaml.YAMLError) else yamlc.YamlBomb("not UTF-8 text")
             except WorkerTimeout as exc:
@@ -79,13 +82,13 @@ async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manife
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
     """The client that writes this ConfigSync's objects, and whether it acts as a ServiceAccount."""
     actor = ctx.tenancy.acting_as(namespace, spec.service_account_name)
-    return ctx.kube.acting_as(actor), bool(actor)
+    return ctx.services.kube.acting_as(actor), bool(actor)
 
 
 async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     this = Resource(body)
     namespace, name, uid = this.namespace, this.name, this.uid
-    status = copy.deepcopy(body.get("status") or {})
+    status = parse(ConfigSyncStatus, body.get("status"))
     try:
         spec = parse_config_sync(body.get("spec") or {})
         ctx.tenancy.check_reference(namespace, spec.source_namespace, "spec.sourceRef")
@@ -95,16 +98,17 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     if spec.suspend:
         return DONE
     source_namespace = spec.source_namespace or namespace
-    ctx.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
+    ctx.memory.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
     try:
-        source = await source_revision(ctx, source_namespace, spec.source_name)
+        source = await source_revision(ctx.services, source_namespace, spec.source_name)
         revision = source.revision
         # Only manifests are read (each within the per-file limit); other files are never inflated.
-        files = await ctx.git.files(source.url, source.sha, spec.path, source.auth, wanted=manifests.is_manifest)
+        files = await ctx.services.git.files(source.url, source.sha, spec.path, source.auth,
+                                             wanted=manifests.is_manifest)
     except (InputError, SourceError) as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
-    status["lastAttemptedRevision"] = revision
+    status = settle.attempted(status, revision)
     # Repository-relative names, so messages point at the file as the user knows it.
     named = {posixpath.join(spec.path, rel): data for rel, data in files.items()}
     found, errors = manifests.parse(named, await _load_large(ctx, named))
@@ -139,9 +143,9 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         objects[oid], origins[oid] = obj, item.origin
         if not namespaced:
             cluster_scoped.add(oid)
-    previous = [ObjectId.from_json(x) for x in status.get("inventory") or []]
+    previous = [_id(x) for x in status.inventory]
     refusal = (("", "") if impersonating else confinement(origins, namespace, cluster_scoped))
-    applied_uids = _uids(status.get("inventory") or [])
+    applied_uids = {_id(x): x.uid for x in status.inventory if x.uid}
     if not refusal[0]:
         claims = [p for oid in apply_order(list(objects))
                   if (p := claim_problem(oid, origins[oid], await _live(kube, oid), uid, label, oid in previous,
@@ -168,29 +172,29 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
             else:
                 pruned.append(oid)
     # what was applied (now or before) only: an object refused at its first apply was never this sync's
-    status["inventory"] = [_entry(oid, applied_uids) for oid in sorted(objects)
-                           if applied_uids.get(oid) or oid in previous]
+    inventory = [_entry(oid, applied_uids) for oid in sorted(objects) if applied_uids.get(oid) or oid in previous]
     if failures:
         # keep what could not be pruned in the inventory, so the next sync tries again
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
-        status["inventory"] += [_entry(oid, applied_uids) for oid in pending]
+        status = settle.inventoried(status, inventory + [_entry(oid, applied_uids) for oid in pending])
         message = f"revision {revision}: " + "; ".join(failures[:10])
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return FAILED
-    changed = status.get("lastAppliedRevision") != revision or bool(pruned)
-    status["lastAppliedRevision"] = revision
+    changed = status.last_applied_revision != revision or bool(pruned)
+    status = settle.applied(status, revision, inventory)
     message = f"applied revision {revision}: {len(objects)} object(s), pruned {len(pruned)}" + (
         f" ({', '.join(map(str, pruned[:10]))}{', ...' if len(pruned) > 10 else ''})" if pruned else "")
     await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
     return DONE
 
 
-def _uids(inventory: list[dict[str, Any]]) -> dict[ObjectId, str]:
-    return {ObjectId.from_json(entry): str(entry["uid"]) for entry in inventory if entry.get("uid")}
+def _id(entry: AppliedObject) -> ObjectId:
+    return ObjectId(entry.api_version, entry.kind, entry.namespace, entry.name)
 
 
-def _entry(oid: ObjectId, uids: dict[ObjectId, str]) -> dict[str, str]:
-    return {**oid.to_json(), **({"uid": uids[oid]} if uids.get(oid) else {})}
+def _entry(oid: ObjectId, uids: dict[ObjectId, str]) -> AppliedObject:
+    return AppliedObject(api_version=oid.api_version, kind=oid.kind, namespace=oid.namespace, name=oid.name,
+                         uid=uids.get(oid, ""))
 
 
 async def _live(kube: Kube, oid: ObjectId) -> dict[str, Any] | None:
@@ -228,7 +232,7 @@ async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: s
 async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """With prune, a deleted ConfigSync takes its objects with it (as Flux's Kustomization does)."""
     this = Resource(body)
-    ctx.drop(("ConfigSync", this.namespace, this.name))
+    ctx.memory.drop(("ConfigSync", this.namespace, this.name))
     raw = body.get("spec") or {}
     if not raw.get("prune", True) or raw.get("suspend"):
         return DONE
@@ -237,9 +241,8 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     except SpecError:
         return DONE  # an invalid spec never applied anything
     label = owner_label(this.namespace, this.name)
-    entries = (body.get("status") or {}).get("inventory") or []
-    uids = _uids(entries)
-    inventory = [ObjectId.from_json(x) for x in entries]
-    problems = [p for oid in reversed(apply_order(inventory))
-                if (p := await _delete(kube, oid, this.uid, label, uids.get(oid, "")))]
+    entries = parse(ConfigSyncStatus, body.get("status")).inventory
+    uids = {_id(x): x.uid for x in entries}
+    problems = [p for oid in reversed(apply_order([_id(x) for x in entries]))
+                if (p := await _delete(kube, oid, this.uid, label, uids[oid]))]
     return FAILED if problems else DONE

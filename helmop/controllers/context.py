@@ -1,9 +1,12 @@
-"""What every reconcile of one operator process shares: clients, caches, limits, and the wiring
-that lets a change to one object wake the reconcilers of the objects that depend on it."""
+"""What every reconcile of one operator process shares, in three parts: the settings (tunables and the
+tenancy policy, fixed at start), the :class:`Services` (clients, workers, caches: the I/O), and the
+:class:`Memory` of what reconciles learned about each other (who reads what, who is superseded), which
+lets a change to one object wake the reconcilers of the objects that depend on it."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +26,36 @@ from helmop.sources.repositories import Repositories
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
 Key = tuple[str, str, str]
 Target = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Services:
+    """The operator's I/O, made once per process."""
+
+    kube: Kube
+    engine: Engine
+    repos: Repositories
+    git: GitCache
+    events: Recorder
+    slots: asyncio.Semaphore  # helm processes at once
+    metrics: Metrics
+    cel: Worker  # spec.healthCheckExprs, off the event loop
+    yaml: Worker  # large YAML, off the event loop
+    releases: Gateway  # helm's storage, read and written through the API
+    collections: Collections  # what releases' readiness is judged from, watched once
+
+    @classmethod
+    def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, *, concurrency: int,
+           tunables: Tunables, metrics: Metrics | None = None) -> Services:
+        return cls(kube=kube, engine=engine, repos=repos, git=git, events=Recorder(kube),
+                   slots=asyncio.Semaphore(concurrency), metrics=metrics or Metrics(),
+                   cel=Worker(timeout=tunables.cel_timeout), yaml=Worker(timeout=tunables.yaml_timeout),
+                   releases=Gateway(kube), collections=Collections(kube))
+
+    async def close(self) -> None:
+        await self.cel.close()
+        await self.yaml.close()
+        await self.collections.close()
 
 
 @dataclass
@@ -56,45 +89,31 @@ class Supersession(asyncio.Event):
     why: str = ""
 
 
-@dataclass
-class Context:
-    kube: Kube
-    engine: Engine
-    repos: Repositories
-    git: GitCache
-    events: Recorder
-    slots: asyncio.Semaphore  # helm processes at once
-    tenancy: Tenancy = field(default_factory=Tenancy)
-    tunables: Tunables = field(default_factory=Tunables)
-    metrics: Metrics = field(default_factory=Metrics)
-    cel: Worker = field(init=False)  # spec.healthCheckExprs, off the event loop
-    yaml: Worker = field(init=False)  # large YAML, off the event loop
-    releases: Gateway = field(init=False)  # helm's storage, read and written through the API
-    collections: Collections = field(init=False)  # what releases' readiness is judged from, watched once
-    # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what is
-    # reported of an unexpected error, which may quote anything.
-    secrets: dict[Key, list[str]] = field(default_factory=dict)
-    # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the
-    # old one is stopped rather than left to wait out its timeout.
-    supersessions: dict[Key, Supersession] = field(default_factory=dict)
-    references: Links = field(default_factory=Links)
-    # Objects whose turn started a helm action: moving a hash shard waits for those turns to end, and
-    # cancels the others (a turn still waiting for a helm slot loses nothing).
-    committed: set[Key] = field(default_factory=set)
-    # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
-    # (helm changing them during an action must not stop that action).
-    observers: Links = field(default_factory=Links)
-    watch_kind: Callable[[str, str], None] = lambda api_version, kind: None  # set by the operator
-    wake: Callable[[Key], None] = lambda key: None  # a turn for an object now; set by the handlers' scheduler
-    # A status just written: the next turn must read it even if the watch has not brought it yet (a ConfigSync's
-    # inventory is what it prunes from). Set by the handlers.
-    status_written: Callable[[Key, dict[str, Any]], None] = lambda key, status: None
+class Memory:
+    """What the reconciles of one process know of each other between turns. ``wake`` gives an object a
+    turn now (the scheduler's)."""
 
-    def __post_init__(self) -> None:
-        self.cel = Worker(timeout=self.tunables.cel_timeout)
-        self.yaml = Worker(timeout=self.tunables.yaml_timeout)
-        self.releases = Gateway(self.kube)
-        self.collections = Collections(self.kube)
+    def __init__(self, wake: Callable[[Key], None]) -> None:
+        self.wake = wake
+        # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what
+        # is reported of an unexpected error, which may quote anything.
+        self.secrets: dict[Key, list[str]] = {}
+        # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the old
+        # one is stopped rather than left to wait out its timeout.
+        self.supersessions: dict[Key, Supersession] = {}
+        self.references = Links()
+        # Objects whose turn started a helm action: moving a hash shard waits for those turns to end, and
+        # cancels the others (a turn still waiting for a helm slot loses nothing).
+        self.committed: set[Key] = set()
+        # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
+        # (helm changing them during an action must not stop that action).
+        self.observers = Links()
+        # (apiVersion, kind) of what is observed: the referrer watches follow this set as it grows.
+        self.observed_kinds: set[tuple[str, str]] = set()
+        self.new_kinds = asyncio.Event()
+        # A status just written, and when: the next turn must read it even if the watch has not brought it yet
+        # (a ConfigSync's inventory is what it prunes from).
+        self.written: dict[Key, tuple[dict[str, Any], float]] = {}
 
     def superseded(self, key: Key) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
@@ -136,8 +155,10 @@ class Context:
     def observe(self, observer: Key, objects: list[tuple[str, str, str, str]]) -> None:
         """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
         self.observers.assign(observer, [(namespace, kind, name) for _, namespace, kind, name in objects])
-        for api_version, _, kind, _ in objects:
-            self.watch_kind(api_version, kind)
+        kinds = {(api_version, kind) for api_version, _, kind, _ in objects} - self.observed_kinds
+        if kinds:
+            self.observed_kinds |= kinds
+            self.new_kinds.set()
 
     def wake_observers_of(self, kind: str) -> None:
         """Wake everything that watches objects of ``kind``."""
@@ -152,9 +173,20 @@ class Context:
         for key in self.observed_by(namespace, kind, name):
             self.wake(key)
 
+    def status_written(self, key: Key, status: dict[str, Any]) -> None:
+        self.written[key] = (status, time.monotonic())
+
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.observers.assign(key, [])
-        for table in (self.supersessions, self.secrets):
+        for table in (self.supersessions, self.secrets, self.written):
             table.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Context:
+    tunables: Tunables
+    tenancy: Tenancy
+    services: Services
+    memory: Memory

@@ -19,7 +19,7 @@ MAX_CHAIN = 100  # HelmReleases followed when looking for a cycle
 
 
 def _ready(obj: dict[str, Any]) -> bool:
-    ready = cond.get_condition((obj.get("status") or {}).get("conditions") or [], cond.READY) or {}
+    ready = cond.condition_of(obj, cond.READY)
     return ready.get("status") == "True" and ready.get("observedGeneration") == Resource(obj).generation
 
 
@@ -37,7 +37,7 @@ async def waiting_for(ctx: Context, namespace: str, name: str,
     dependencies lead back to this HelmRelease (the message names the whole cycle)."""
     waiting: list[str] = []
     for dep_namespace, dep_name in depends_on:
-        dep = await ctx.kube.get(HELMRELEASE.path(dep_namespace, dep_name))
+        dep = await ctx.services.kube.get(HELMRELEASE.path(dep_namespace, dep_name))
         if dep is None or not _ready(dep):
             waiting.append(f"{dep_namespace}/{dep_name}" + ("" if dep is not None else " (not found)"))
     cycle = await _cycle(ctx, (namespace, name), depends_on)
@@ -58,7 +58,7 @@ async def _cycle(ctx: Context, start: tuple[str, str], depends_on: tuple[tuple[s
         if node in seen:
             continue
         seen.add(node)
-        obj = await ctx.kube.get(HELMRELEASE.path(*node))
+        obj = await ctx.services.kube.get(HELMRELEASE.path(*node))
         if obj is not None:
             paths += [[*path, nxt] for nxt in _depends_on(obj)]
     return []
@@ -70,7 +70,7 @@ async def dependents_first(ctx: Context, deleted: Resource) -> list[str]:
     deleted_at = deleted.deleted_at
     together = deleted_at is not None and time.time() - deleted_at < ctx.tunables.deleted_together
     out = []
-    for obj in await ctx.kube.list(HELMRELEASE.path()):
+    for obj in await ctx.services.kube.list(HELMRELEASE.path()):
         if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

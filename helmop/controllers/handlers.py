@@ -3,7 +3,7 @@
 kopf watches helmop's kinds and hands each event to :class:`Dispatcher`, which keeps the object's latest
 body and asks the :class:`Scheduler` for a turn: now for a change of its spec (generation), of
 ``helmop.dev/requestedAt`` (and the other requests) or of its finalizer, or when something it reads
-changes (a ConfigMap/Secret of its values, its GitRepository, a push webhook: ``Context.wake``); else at
+changes (a ConfigMap/Secret of its values, its GitRepository, a push webhook: ``Memory.wake``); else at
 its interval. A turn reconciles the object, or cleans up after it once it is being deleted and removes
 helmop's finalizer (which a turn adds before anything else). No per-object task or kopf state: kopf only
 watches (its own finalizer setting names one nobody sets). One turn at a time per object; the semaphore
@@ -12,7 +12,6 @@ in the context bounds helm actions across objects.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 import traceback
@@ -38,11 +37,18 @@ from helmop.api.objects import Resource, slim
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
+from helmop.api.status import Status, parse
+from helmop.api.status.app import AppStatus
+from helmop.api.status.configsync import ConfigSyncStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.project import ProjectStatus
+from helmop.api.status.sources import GitRepositoryStatus
+from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
 from . import configsyncs, gitrepositories, projects
 from .apps import App, AppController
-from .context import Context, Key
+from .context import Context, Key, Memory, Services
 from .helmreleases import Reconciler
 from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
 from .scheduler import Scheduler
@@ -87,6 +93,7 @@ class Controller:
     """What one kind does: its reconcile and clean-up, and how often it comes back when all is well."""
 
     resource: Kind
+    status: type[Status]
     interval: float
     reconcile: Reconcile
     finalize: Finalize
@@ -95,34 +102,26 @@ class Controller:
 class Dispatcher:
     """Every object of helmop's kinds this operator sees: its latest body, its turns, its failures."""
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, services: Services, tunables: Tunables, tenancy: Tenancy) -> None:
         self.controllers: dict[str, Controller] = {}
         self.bodies: dict[Key, dict[str, Any]] = {}
         self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
-        self.written: dict[Key, tuple[dict[str, Any], float]] = {}  # a status a turn wrote, and when
-        self.failures = _Failures(ctx.tunables)
+        self.failures = _Failures(tunables)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
-        self.scheduler = Scheduler(self.turn, self.owns, ctx.tunables.max_turns)
-        ctx.wake = self.scheduler.wake
-        ctx.status_written = self._status_written
-
-    def _status_written(self, key: Key, status: dict[str, Any]) -> None:
-        """A turn wrote this status: the body the next turn reads has it, whether or not its event came (and
-        an event of an earlier write arriving after it does not take it back, for a few seconds)."""
-        self.written[key] = (status, time.monotonic())
-        body = self.bodies.get(key)
-        if body is not None:
-            self.bodies[key] = {**body, "status": status}
+        self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
+        self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
 
     def _with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
-        written = self.written.get(key)
-        if written is None:
+        """The body with the status a turn wrote, whether or not its event came (an event of an earlier write
+        arriving after it does not take it back, for a few seconds)."""
+        written = self.ctx.memory.written
+        if key not in written:
             return body
-        if body.get("status") == written[0] or time.monotonic() - written[1] > WRITTEN_WINS:
-            del self.written[key]
+        status, at = written[key]
+        if body.get("status") == status or time.monotonic() - at > WRITTEN_WINS:
+            del written[key]
             return body
-        return {**body, "status": written[0]}
+        return {**body, "status": status}
 
     def owns(self, key: Key) -> bool:
         return self.acting is EVERYTHING or self._hash(key) in self.acting
@@ -141,7 +140,7 @@ class Dispatcher:
                 self.scheduler.wake(key)
         outside = [key for key in self.scheduler.running if not self.owns(key)]
         for key in outside:
-            if key not in self.ctx.committed:  # not in helm yet: stopping it loses nothing
+            if key not in self.ctx.memory.committed:  # not in helm yet: stopping it loses nothing
                 self.scheduler.running[key].cancel()
         return not outside
 
@@ -157,12 +156,12 @@ class Dispatcher:
         if event == "DELETED":
             self.bodies.pop(key, None)
             self.tokens.pop(key, None)
-            self.written.pop(key, None)
+            self.ctx.memory.written.pop(key, None)
             self.scheduler.forget(key)
-            self.ctx.metrics.forget_resource(*key)
+            self.ctx.services.metrics.forget_resource(*key)
             return
         self.bodies[key] = self._with_written(key, slim(body))
-        self.ctx.metrics.observe_resource(controller.resource.kind, body)
+        self.ctx.services.metrics.observe_resource(controller.resource.kind, body)
         token = self._token(meta)
         previous = self.tokens.get(key)
         if previous == token:
@@ -170,7 +169,7 @@ class Dispatcher:
         self.tokens[key] = token
         if previous is not None and previous[0] != token[0]:
             # a new generation of the spec (deleting one is one too): stop acting on the old one
-            self.ctx.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
+            self.ctx.memory.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
                                else f"generation {token[0]} of its spec arrived")
         else:
             self.scheduler.wake(key)
@@ -186,12 +185,13 @@ class Dispatcher:
         try:
             return await self._turn(key)
         finally:
-            self.ctx.turn_ended(key)
+            self.ctx.memory.turn_ended(key)
 
     async def _turn(self, key: Key) -> float | None:
         body = self.bodies.get(key)
         if body is None:
             return None
+        body = self._with_written(key, body)
         controller = self.controllers[key[0]]
         meta = body["metadata"]
         if meta.get("deletionTimestamp"):
@@ -209,9 +209,9 @@ class Dispatcher:
             outcome = await controller.reconcile(dict(body))
             delay = self.failures.delay(key, outcome, _interval(body, controller.interval))
         except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
-            await _unexpected(self.ctx, controller.resource, dict(body), exc, "reconcile")
+            await _unexpected(self.ctx, controller, dict(body), exc, "reconcile")
             outcome, delay = FAILED, self.failures.unexpected(key)
-        self.ctx.metrics.reconcile.labels(key[0], "retry" if outcome.failed else "done").observe(
+        self.ctx.services.metrics.reconcile.labels(key[0], "retry" if outcome.failed else "done").observe(
             time.monotonic() - started)
         return delay
 
@@ -219,7 +219,7 @@ class Dispatcher:
         try:
             outcome = await controller.finalize(dict(body))
         except Exception as exc:
-            await _unexpected(self.ctx, controller.resource, dict(body), exc, "clean-up")
+            await _unexpected(self.ctx, controller, dict(body), exc, "clean-up")
             return self.failures.unexpected(key)
         if outcome != DONE:
             return max(self.failures.delay(key, outcome, 0.0), 0.2)
@@ -237,7 +237,7 @@ class Dispatcher:
         meta = body["metadata"]
         path = controller.resource.path(meta.get("namespace"), meta["name"])
         try:
-            return await self.ctx.kube.merge_patch(path, {"metadata": {
+            return await self.ctx.services.kube.merge_patch(path, {"metadata": {
                 "finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}})
         except KubeError as exc:
             if exc.status in (404, 409):
@@ -264,47 +264,48 @@ def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, cont
     del seen  # registered; kept only by kopf
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context, releases: Reconciler, apps: list[App],
-             shard: str = "", *, clusterwide: bool = True) -> Dispatcher:
+def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list[App], shard: str = "", *,
+             clusterwide: bool = True) -> None:
     """Every kind's handlers; cluster-scoped kinds (Project) only for an operator that watches the whole
     cluster."""
-    dispatcher = Dispatcher(ctx)
+    ctx = dispatcher.ctx
+    releases = Reconciler(ctx)
     t = ctx.tunables
     # Methods and module functions looked up at each call (not bound once here).
     controllers = [
-        Controller(HELMRELEASE, t.release_interval, lambda body: releases.reconcile(body),
+        Controller(HELMRELEASE, HelmReleaseStatus, t.release_interval, lambda body: releases.reconcile(body),
                    lambda body: releases.finalize(body)),
-        Controller(GITREPOSITORY, t.source_interval, lambda body: gitrepositories.reconcile(ctx, body),
-                   lambda body: gitrepositories.finalize(ctx, body)),
-        Controller(CONFIGSYNC, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
+        Controller(GITREPOSITORY, GitRepositoryStatus, t.source_interval,
+                   lambda body: gitrepositories.reconcile(ctx, body), lambda body: gitrepositories.finalize(ctx, body)),
+        Controller(CONFIGSYNC, ConfigSyncStatus, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
                    lambda body: configsyncs.finalize(ctx, body)),
-        *([Controller(PROJECT, t.release_interval, lambda body: projects.reconcile(ctx, body),
+        *([Controller(PROJECT, ProjectStatus, t.release_interval, lambda body: projects.reconcile(ctx, body),
                       lambda body: projects.finalize(ctx, body))] if clusterwide else []),
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
     ]
     for controller in controllers:
         _kind_handlers(registry, dispatcher, controller, shard)
-    return dispatcher
 
 
 def _app_controller(ctx: Context, app: AppController) -> Controller:
     """An app kind's controller (a function of its own: each app's lambdas close over their own controller)."""
-    return Controller(app.app.kind.resource, ctx.tunables.release_interval, lambda body: app.reconcile(body),
-                      lambda body: app.finalize(body))
+    return Controller(app.app.kind.resource, AppStatus, ctx.tunables.release_interval,
+                      lambda body: app.reconcile(body), lambda body: app.finalize(body))
 
 
-async def _unexpected(ctx: Context, resource: Kind, body: dict[str, Any], exc: Exception, action: str) -> None:
+async def _unexpected(ctx: Context, controller: Controller, body: dict[str, Any], exc: Exception, action: str) -> None:
     """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
     what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. What was
     raised may quote anything: the secret strings the object's reconcile read are masked in all three."""
-    this = Resource(body)
+    this, resource = Resource(body), controller.resource
     key = (resource.kind, this.namespace, this.name)
-    ctx.metrics.reconcile_errors.labels(resource.kind).inc()
-    message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.secrets.get(key, []))[:1024]
+    ctx.services.metrics.reconcile_errors.labels(resource.kind).inc()
+    message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.memory.secrets.get(key, []))[:1024]
     # the frames (code, not values) and the masked message; never the exception's own text
     log.error("%s %s/%s: %s\n%s", resource.kind, key[1], key[2], message,
               "".join(traceback.format_tb(exc.__traceback__)).rstrip())
     try:
-        await report(ctx, resource, body, copy.deepcopy(body.get("status") or {}), False, "ReconcileError", message)
+        await report(ctx, resource, body, parse(controller.status, body.get("status")), False, "ReconcileError",
+                     message)
     except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same
         log.warning("could not report the error on %s %s/%s: %s", resource.kind, key[1], key[2], failed)

@@ -22,7 +22,6 @@ from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine, Processes, default_executable
 from helmop.infra import webhooks
-from helmop.infra.events import Recorder
 from helmop.infra.kube import Connection, Kube, KubeError
 from helmop.infra.leader import Election, identity, lease_name
 from helmop.infra.membership import Membership
@@ -35,9 +34,8 @@ from helmop.sources.repositories import Repositories
 
 from . import referrers
 from .apps import generic_app, jenkins_app
-from .context import Context
+from .context import Services
 from .handlers import Dispatcher, register
-from .helmreleases import Reconciler
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop"
@@ -121,9 +119,9 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     try:
         if cfg.install_crds:
             await install_crds(kube)
-        ctx = await _context(cfg, kube, helm)
+        services = await _services(cfg, kube, helm)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
-        probes = Probes(kube, ctx.metrics, api_every=cfg.tunables.api_check)
+        probes = Probes(kube, services.metrics, api_every=cfg.tunables.api_check)
         background.append(asyncio.create_task(probes.run()))
         t = cfg.tunables
         election = (Election(kube, cfg.leader_election_namespace, lease_name(cfg.shard), identity(),
@@ -136,29 +134,29 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             # A standby is ready when the API is: it answers webhooks, and a rollout must not wait for it.
             return probes.api_ready() if ready.is_set() or standing_by else "starting"
 
-        repos = ctx.repos
-        ctx.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches))
+        repos = services.repos
+        services.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches))
         servers: list[Server] = []
         try:
             if cfg.metrics_port is not None:
-                servers.append(await serve(ctx.metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port))
+                servers.append(await serve(services.metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port))
                 cfg.bound_metrics_port = servers[-1].port
             if cfg.webhook_port is not None:
-                servers.append(await serve(webhooks.app(ctx.kube), cfg.webhook_address, cfg.webhook_port))
+                servers.append(await serve(webhooks.app(services.kube), cfg.webhook_address, cfg.webhook_port))
                 cfg.bound_webhook_port = servers[-1].port
             if election is not None and not await election.acquire(halt):
                 return  # stopped while standing by
             standing_by, lost = False, asyncio.Event()
             if election is not None:
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
-            watches = referrers.Watches(ctx, cfg.namespaces)
-            ctx.watch_kind = watches.watch_kind
+            dispatcher = Dispatcher(services, cfg.tunables, cfg.tenancy)
+            watches = referrers.Watches(dispatcher.ctx, cfg.namespaces)
             background.append(asyncio.create_task(watches.run()))
             background.append(asyncio.create_task(_started(ready, rearm)))
             # kopf gives the tasks started after it a grace period of 5 s when it stops; helmop's own
             # (probes, watches) are stopped as soon as the operator is told to stop.
             background.append(asyncio.create_task(_cancel_on(halt, list(background))))
-            registry, dispatcher = _registry(cfg, ctx)
+            registry = _registry(cfg, dispatcher)
             left = asyncio.Event()  # set once every turn stopped: only then may the member Lease go
             member = _member(cfg, kube, dispatcher, left) if cfg.shards_auto else None
             try:
@@ -175,9 +173,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             if election is not None:
                 await election.release()
         finally:
-            await ctx.cel.close()
-            await ctx.yaml.close()
-            await ctx.collections.close()
+            await services.close()
             for server in servers:
                 await server.stop()
     except KubeError as exc:
@@ -189,18 +185,16 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         await kube.close()
 
 
-async def _context(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Context:
+async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Services:
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
     engine = await asyncio.to_thread(Engine.start, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
-    return Context(kube=kube, engine=engine, repos=repos, git=git,
-                   events=Recorder(kube), slots=asyncio.Semaphore(cfg.concurrency), tenancy=cfg.tenancy,
-                   tunables=cfg.tunables)
+    return Services.of(kube, engine, repos, git, concurrency=cfg.concurrency, tunables=cfg.tunables)
 
 
-def _registry(cfg: OperatorConfig, ctx: Context) -> tuple[kopf.OperatorRegistry, Dispatcher]:
+def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -213,7 +207,8 @@ def _registry(cfg: OperatorConfig, ctx: Context) -> tuple[kopf.OperatorRegistry,
 
     del login  # registered; kept only by kopf
     apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
-    return registry, register(registry, ctx, Reconciler(ctx), apps, cfg.shard, clusterwide=not cfg.namespaces)
+    register(registry, dispatcher, apps, cfg.shard, clusterwide=not cfg.namespaces)
+    return registry
 
 
 def _member(cfg: OperatorConfig, kube: Kube, dispatcher: Dispatcher, left: asyncio.Event) -> asyncio.Task[None]:

@@ -41,8 +41,13 @@ class Watches:
         for api_version, kind, selector in INPUTS:
             for namespace in self.namespaces or [""]:
                 self._spawn((api_version, kind, namespace), selector)
+        memory = self.ctx.memory
         try:
-            await asyncio.Event().wait()
+            while True:  # every kind of object a release deployed, as the memory learns of them
+                await memory.new_kinds.wait()
+                memory.new_kinds.clear()
+                for api_version, kind in sorted(memory.observed_kinds):
+                    self.watch_kind(api_version, kind)
         finally:
             for task in self.tasks.values():
                 task.cancel()
@@ -58,8 +63,9 @@ class Watches:
         self.tasks[what] = asyncio.create_task(self._follow(*what, selector))
 
     async def _follow(self, api_version: str, kind: str, namespace: str, selector: str) -> None:
+        kube = self.ctx.services.kube
         try:
-            plural, namespaced = await self.ctx.kube.resource(api_version, kind)
+            plural, namespaced = await kube.resource(api_version, kind)
         except KubeError as exc:
             log.info("not watching %s %s: %s", api_version, kind, exc)
             return
@@ -70,14 +76,14 @@ class Watches:
         while True:
             try:
                 if not version:
-                    listed = await self.ctx.kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
+                    listed = await kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
                     version = listed["metadata"]["resourceVersion"]
                     # What changed before this (first, or after 410 Gone) list was not seen: a drift check of
                     # everything that deployed this kind covers it.
-                    self.ctx.wake_observers_of(kind)
-                async for event in self.ctx.kube.watch(path, {**params, "resourceVersion": version,
-                                                              "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
-                                                       accept=_ONE):
+                    self.ctx.memory.wake_observers_of(kind)
+                async for event in kube.watch(path, {**params, "resourceVersion": version,
+                                                     "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
+                                              accept=_ONE):
                     if event.get("type") == "ERROR":
                         version = ""  # 410 Gone (or worse): list again
                         break
@@ -99,8 +105,8 @@ class Watches:
     def _changed(self, kind: str, type_: str, meta: dict[str, object]) -> None:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if kind in ("ConfigMap", "Secret"):
-            self.ctx.wake_referrers(namespace, kind, name)
-        if not self.ctx.observed_by(namespace, kind, name):
+            self.ctx.memory.wake_referrers(namespace, kind, name)
+        if not self.ctx.memory.observed_by(namespace, kind, name):
             return
         key = (namespace, kind, name)
         if type_ == "DELETED":
@@ -110,4 +116,4 @@ class Watches:
             return  # a status update: the spec (what drift is about) did not change
         if isinstance(generation, int) and type_ != "DELETED":
             self.generations[key] = generation
-        self.ctx.wake_observers(namespace, kind, name)
+        self.ctx.memory.wake_observers(namespace, kind, name)

@@ -11,7 +11,9 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.kinds import REQUESTED_AT, Kind
 from helmop.api.objects import Resource
+from helmop.api.status import Status, merge_patch, to_json
 from helmop.infra.kube import KubeError
+from helmop.reconcile.settle import outcome
 
 from .context import Context
 
@@ -38,44 +40,34 @@ def pending_request(body: dict[str, Any]) -> float:
         return time.time()
 
 
-async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any], *,
+async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: Status, *,
                        outcome: bool = True) -> bool:
-    """Merge-patch ``status`` if it changed (True when written); a resource deleted meanwhile is not an
-    error. An ``outcome`` (not a progress mark) also records the pending reconcile request as handled:
-    ``helmop reconcile`` waits for that, whatever the outcome. What reads this object's status (an app its
-    HelmRelease's, a Project its Jenkins's) is woken."""
+    """Write ``status`` if it changed (True when written), as the merge patch from the status the object
+    has; a resource deleted meanwhile is not an error. An ``outcome`` (not a progress mark) also records
+    the pending reconcile request as handled: ``helmop reconcile`` waits for that, whatever the outcome.
+    What reads this object's status (an app its HelmRelease's, a Project its Jenkins's) is woken."""
     if outcome and requested(body):
-        status = {**status, "lastHandledReconcileAt": requested(body)}
-    if status == body.get("status"):
+        status = status.but(last_handled_reconcile_at=requested(body))
+    before, after = body.get("status") or {}, to_json(status)
+    if after == before:
         return False
     obj = Resource(body)
     try:
-        await ctx.kube.merge_patch(kind.path(obj.namespace, obj.name) + "/status", {"status": status})
+        await ctx.services.kube.merge_patch(kind.path(obj.namespace, obj.name) + "/status",
+                                            {"status": merge_patch(before, after)})
     except KubeError as exc:
         if exc.status != 404:
             raise
-    body["status"] = status
-    ctx.status_written((kind.kind, obj.namespace, obj.name), status)
-    ctx.notify_referrers(obj.namespace, kind.kind, obj.name)
+    body["status"] = after
+    ctx.memory.status_written((kind.kind, obj.namespace, obj.name), after)
+    ctx.memory.notify_referrers(obj.namespace, kind.kind, obj.name)
     return True
 
 
-def with_ready(body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str, message: str,
-               *, stalled: bool = False) -> dict[str, Any]:
-    """``status`` with an outcome: Ready (and Stalled) set, Reconciling cleared."""
-    generation = Resource(body).generation
-    conditions = cond.set_condition(status.get("conditions") or [], cond.READY, ready, reason, message, generation)
-    conditions = cond.remove_condition(conditions, cond.RECONCILING)
-    if stalled:
-        conditions = cond.set_condition(conditions, cond.STALLED, True, reason, message, generation)
-    else:
-        conditions = cond.remove_condition(conditions, cond.STALLED)
-    return {**status, "conditions": conditions, "observedGeneration": generation}
-
-
-async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: dict[str, Any], ready: bool, reason: str,
+async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status, ready: bool, reason: str,
                  message: str, *, stalled: bool = False, event: bool = True) -> None:
-    """Write the outcome (see :func:`with_ready`) and post the matching Event."""
-    await write_status(ctx, kind, body, with_ready(body, status, ready, reason, message, stalled=stalled))
+    """Write the outcome (see :func:`helmop.reconcile.settle.outcome`) and post the matching Event."""
+    generation = Resource(body).generation
+    await write_status(ctx, kind, body, outcome(status, generation, ready, reason, message, stalled=stalled))
     if event:
-        await ctx.events.post(body, cond.event_type(ready, reason), reason, message)
+        await ctx.services.events.post(body, cond.event_type(ready, reason), reason, message)

@@ -38,13 +38,18 @@ from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 
 class Readers(Protocol):
     """Where inputs are read from: the API, the chart and git caches, helm (dependency builds) and the
-    worker process that loads large YAML. The operator's context is one; the CLI builds its own."""
+    worker process that loads large YAML. The operator's services are one; the CLI builds its own."""
 
-    kube: Kube
-    repos: Repositories
-    git: GitCache
-    engine: Engine
-    yaml: Worker
+    @property
+    def kube(self) -> Kube: ...
+    @property
+    def repos(self) -> Repositories: ...
+    @property
+    def git(self) -> GitCache: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def yaml(self) -> Worker: ...
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from helmop.api.status.helmrelease import Inventory, InventoryEntry, Snapshot
 from helmop.infra.kube import Kube, KubeError
 
 from . import storage
@@ -74,10 +75,10 @@ class ReleaseState:
             return ""
         return storage.test_result(self.record(latest.secret))
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> tuple[Snapshot, ...]:
         """Snapshots of the newest revisions (chart, digest, status, deployed times, tests)."""
         ordered = sorted(self.secrets, key=storage.revision_of, reverse=True)
-        return [storage.summary(s) for s in ordered[:HISTORY_KEPT]]
+        return tuple(storage.summary(s) for s in ordered[:HISTORY_KEPT])
 
     def manifest(self) -> list[dict[str, Any]]:
         """The objects of the latest revision's manifest (hooks are not part of it); [] when uninstalled."""
@@ -87,26 +88,25 @@ class ReleaseState:
         return storage.manifest_objects(self.record(latest.secret))
 
 
-def inventory(objects: list[dict[str, Any]]) -> dict[str, Any]:
+def inventory(objects: list[dict[str, Any]]) -> Inventory:
     """The objects as Flux records them: ``entries`` of ``{id: <namespace>_<name>_<group>_<kind>, v: <version>}``."""
     entries = set()
     for obj in objects:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         meta = obj["metadata"]
         entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
-    return {"entries": [{"id": i, "v": v} for i, v in sorted(entries)]}
+    return Inventory(entries=tuple(InventoryEntry(id=i, v=v) for i, v in sorted(entries)))
 
 
-def inventory_objects(recorded: dict[str, Any] | None) -> list[ObjectRef]:
+def inventory_objects(recorded: Inventory | None) -> list[ObjectRef]:
     """(apiVersion, namespace, kind, name) of each entry of an inventory (none of an id's parts can contain
     an underscore); malformed entries are passed over."""
     out = []
-    for entry in (recorded or {}).get("entries") or []:
-        parts = str(entry.get("id", "")).split("_")
+    for entry in recorded.entries if recorded else ():
+        parts = entry.id.split("_")
         if len(parts) == 4:
             namespace, name, group, kind = parts
-            version = str(entry.get("v", ""))
-            out.append((f"{group}/{version}" if group else version, namespace, kind, name))
+            out.append((f"{group}/{entry.v}" if group else entry.v, namespace, kind, name))
     return out
 
 

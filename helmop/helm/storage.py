@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from helmop.api import bounded, yamlc
+from helmop.api.status.helmrelease import Snapshot
 
 from .errors import HelmError
 
@@ -135,17 +136,16 @@ def encode(record: dict[str, Any]) -> str:
     return base64.b64encode(base64.b64encode(packed)).decode()
 
 
-def summary(secret: dict[str, Any]) -> dict[str, Any]:
-    """The fields a HelmRelease status shows of one revision."""
+def summary(secret: dict[str, Any]) -> Snapshot:
+    """What a HelmRelease status shows of one revision."""
     record = decode(secret)
     info, meta = record.get("info") or {}, (record.get("chart") or {}).get("metadata") or {}
     labels = secret.get("metadata", {}).get("labels") or {}
-    out = {"revision": int(record.get("version", 0)), "chartName": meta.get("name", ""),
-           "chartVersion": meta.get("version", ""), "appVersion": meta.get("appVersion", ""),
-           "status": info.get("status", ""), "firstDeployed": info.get("first_deployed", ""),
-           "lastDeployed": info.get("last_deployed", ""), "configDigest": labels.get(DIGEST_LABEL, "")}
-    tests = test_result(record)
-    return {**out, "tests": tests} if tests else out
+    return Snapshot(revision=int(record.get("version", 0)), chart_name=str(meta.get("name", "")),
+                    chart_version=str(meta.get("version", "")), app_version=str(meta.get("appVersion", "")),
+                    status=str(info.get("status", "")), first_deployed=str(info.get("first_deployed", "")),
+                    last_deployed=str(info.get("last_deployed", "")), config_digest=str(labels.get(DIGEST_LABEL, "")),
+                    tests=test_result(record))
 
 
 def unlocked(secret: dict[str, Any], why: str) -> dict[str, Any]:

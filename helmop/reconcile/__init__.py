@@ -70,8 +70,18 @@ class Release:
 
 @dataclass(frozen=True)
 class Desired:
+    """What the spec and its inputs ask for; the status fields a reconcile records come from here too."""
+
     config_digest: str  # digest label form (see helm.releases.digest_token)
     owner: str
+    generation: int = 0  # of the spec
+    digest: str = ""  # the full configuration digest (status form)
+    chart_version: str = ""
+    chart: str = ""  # name@version, for people
+    release: str = ""  # namespace/name of the helm release, for people
+    release_name: str = ""
+    reset_at: str = ""  # helmop.dev/resetAt, as it is now
+    force_at: str = ""  # helmop.dev/forceAt
     suspended: bool = False
     deleting: bool = False
     install: Remediation = field(default_factory=Remediation)
@@ -102,6 +112,17 @@ class Decision:
     target_revision: int = 0  # ROLLBACK: the revision to go back to
     force: bool = False  # UPGRADE: asked for by forceAt
     drifted: tuple[str, ...] = ()  # CORRECT: the drifted objects, "Kind/name: what differs"
+
+
+def drift_matters(desired: Desired, observed: Observed) -> bool:
+    """Whether the live objects are worth comparing with the release before deciding: drift detection is
+    on and the release is deployed by this HelmRelease with the desired configuration (where rule 6 is
+    reached). The comparison costs API reads, so a reconcile makes it only then; :func:`decide` then
+    decides once, with the drift it found."""
+    release = observed.release
+    return (desired.drift_mode != "disabled" and not (desired.deleting or desired.suspended or desired.waiting_for)
+            and release is not None and release.owner == desired.owner and release.status == "deployed"
+            and release.digest == desired.config_digest and not observed.force_requested)
 
 
 def _remediate(last_action: Action, policy: Remediation, release: Release, why: str) -> Decision:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from helmop.api.projects import Environments, Member, ProjectSpec
+from helmop.api.status.project import ObjectRef
 
 PROJECT_LABEL = "helmop.dev/project"
 DEPLOYER = "deployer"
@@ -35,11 +36,11 @@ class Part:
     obj: dict[str, Any]
 
     @property
-    def ref(self) -> dict[str, str]:
+    def ref(self) -> ObjectRef:
         """How the Project's inventory names it."""
         meta = self.obj["metadata"]
-        return {"apiVersion": self.obj["apiVersion"], "kind": self.obj["kind"],
-                "namespace": meta.get("namespace", ""), "name": meta["name"]}
+        return ObjectRef(api_version=self.obj["apiVersion"], kind=self.obj["kind"],
+                         namespace=meta.get("namespace", ""), name=meta["name"])
 
 
 def _meta(project: str, uid: str, name: str, namespace: str = "", **extra: Any) -> dict[str, Any]:
@@ -119,9 +120,9 @@ def parts(project: str, uid: str, spec: ProjectSpec) -> list[Part]:
     return out
 
 
-def step_of(ref: dict[str, Any]) -> str:
+def step_of(ref: ObjectRef) -> str:
     """The teardown step (a condition's name) an inventory entry goes in."""
-    kind = ref.get("kind")
+    kind = ref.kind
     if kind == "Namespace":
         return NAMESPACE_READY
     if kind == "Jenkins":

@@ -169,7 +169,7 @@ def test_an_environment_per_branch(operator: Operator, kube: Run, chart_repo: Ch
         status = cluster_get(kube, "project", name).get("status") or {}
         return {e["branch"]: e for e in status.get("environments") or []}
 
-    ready = eventually(lambda: (e := environments()) and len(e) == 2 and all(v["ready"] for v in e.values()) and e,
+    ready = eventually(lambda: (e := environments()) and len(e) == 2 and all(v.get("ready") for v in e.values()) and e,
                        timeout=120)
     login, odd = ready["feature/login"]["namespace"], ready["feature/Über_Weird.Name"]["namespace"]
     assert login == f"{name}-feature-login"

@@ -188,4 +188,4 @@ def test_release_records_round_trip_and_unlock() -> None:
     fixed = storage.unlocked(secret, "why")
     assert storage.decode(fixed)["info"] == {"status": "failed", "description": "why"}
     assert fixed["metadata"]["labels"]["status"] == "failed" and secret["metadata"]["labels"]["status"] != "failed"
-    assert storage.summary(secret)["chartVersion"] == "1.0.0"
+    assert storage.summary(secret).chart_version == "1.0.0"

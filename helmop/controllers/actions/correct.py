@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmop.api import conditions as cond
 from helmop.helm.releases import FIELD_MANAGER, FIELD_MANAGERS, as_helm_applies
 from helmop.infra.kube import KubeError
 from helmop.reconcile.drift import differences, ignored_paths, owned_by_others
 
-from . import Job, Result, Step, begin, condition, objects
+from .job import Job, Result, objects
 
 
 def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +20,7 @@ def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
 
 async def _drift(job: Job, path: str, obj: dict[str, Any]) -> str:
     """What differs between the live object and the release's ("deleted", or JSON pointers; "" for nothing)."""
-    kube = job.ctx.kube.acting_as(job.acting_as)
+    kube = job.ctx.services.kube.acting_as(job.acting_as)
     live = await kube.get(path)
     if live is None:
         return "deleted"
@@ -42,7 +41,7 @@ async def detect(job: Job) -> tuple[str, ...]:
 
 
 async def run(job: Job) -> Result:
-    kube = job.ctx.kube.acting_as(job.acting_as)
+    kube = job.ctx.services.kube.acting_as(job.acting_as)
     drifted = {entry.partition(":")[0] for entry in job.decision.drifted}
     try:
         for path, obj in await objects(job):
@@ -55,12 +54,3 @@ async def run(job: Job) -> Result:
         return Result(False, "DriftCorrectionFailed", f"correcting drift of {job.release} failed: {exc.message}",
                       transient=True)
     return Result(True, "DriftCorrected", f"release {job.release}: corrected {job.decision.message}")
-
-
-def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
-    out = begin(status, job)
-    condition(out, job, cond.DRIFTED, not result.ok, result.reason, result.message)
-    return out
-
-
-STEP = Step(run, settle)

@@ -1,35 +1,20 @@
-"""What install and upgrade share: one ``helm upgrade --install`` with the options of the one or the
-other, the chart's CRDs handled by the CRD policy, and how the result settles into status."""
+"""Install and upgrade: one ``helm upgrade --install`` with the options of the one or the other, the
+chart's CRDs handled by the CRD policy, then the release's readiness (helm's wait, or helmop's)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any
 
-from helmop.api import conditions as cond
 from helmop.api.actions import Action
+from helmop.api.status.helmrelease import ReadinessCheck
 from helmop.helm.crds import chart_crds
 from helmop.helm.hooks import needs_helm_wait
 from helmop.helm.request import upgrade_request
 
-from . import (
-    Cancelled,
-    Job,
-    Result,
-    attempted,
-    begin,
-    cancelled,
-    condition,
-    drop,
-    failures_key,
-    health,
-    observed,
-    outcome,
-    read_release,
-    stalled,
-)
+from . import health
+from .job import Cancelled, Job, Result, cancelled, outcome, read_release
 
 MANAGER = "helmop-crds"
 
@@ -44,7 +29,7 @@ async def _crds(job: Job, policy: str, action: Action) -> bool:
         return False  # helm's own behaviour on install
     if action is Action.UPGRADE and policy not in ("Create", "CreateReplace"):
         return True
-    kube = job.ctx.kube.acting_as(job.acting_as)
+    kube = job.ctx.services.kube.acting_as(job.acting_as)
     for crd in chart_crds(job.inputs.chart_path):
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
         if policy == "CreateReplace" or await kube.get(path) is None:
@@ -52,17 +37,25 @@ async def _crds(job: Job, policy: str, action: Action) -> bool:
     return True
 
 
-async def _readiness(job: Job, disable_wait: bool) -> dict[str, str]:
+async def _readiness(job: Job, disable_wait: bool) -> ReadinessCheck:
     """Who judges the release ready: helm's own wait where the chart has hooks helm runs after it, else
     helmop from its shared watches (status.readinessCheck)."""
     assert job.inputs is not None
     if disable_wait:
-        return {"by": "none"}
+        return ReadinessCheck(by="none")
     why = await asyncio.to_thread(needs_helm_wait, job.inputs.chart_path)
-    return {"by": "helm", "reason": why} if why else {"by": "helmop"}
+    return ReadinessCheck(by="helm", reason=why) if why else ReadinessCheck(by="helmop")
 
 
-async def run(job: Job, action: Action) -> Result:
+async def install(job: Job) -> Result:
+    return await _deploy(job, Action.INSTALL)
+
+
+async def upgrade(job: Job) -> Result:
+    return await _deploy(job, Action.UPGRADE)
+
+
+async def _deploy(job: Job, action: Action) -> Result:
     assert job.inputs is not None
     started = time.monotonic()
     opts = job.spec.install if action is Action.INSTALL else job.spec.upgrade
@@ -71,9 +64,9 @@ async def run(job: Job, action: Action) -> Result:
     readiness = await _readiness(job, opts.disable_wait)
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
-                              tenancy=job.ctx.tenancy, helm_waits=readiness["by"] == "helm")
+                              tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm")
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
-    result = await outcome(job, verb, job.ctx.engine.upgrade(request, action),
+    result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
     result = replace(result, readiness=readiness)
@@ -85,34 +78,7 @@ async def run(job: Job, action: Action) -> Result:
         return cancelled(job, "health check")
     if not reason:
         return result
-    await job.ctx.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
+    await job.ctx.services.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
     state = await read_release(job.ctx, job.spec)
     return Result(False, reason, f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
                   history=state.history(), inventory=result.inventory, state=state, readiness=readiness)
-
-
-def settle(status: dict[str, Any], job: Job, result: Result, action: Action) -> dict[str, Any]:
-    out = begin(status, job)
-    if result.cancelled:
-        condition(out, job, cond.READY, False, result.reason, result.message)
-        return out
-    attempted(out, job, action)
-    observed(out, result)
-    if result.readiness:
-        out["readinessCheck"] = result.readiness
-    if result.ok:
-        assert job.inputs is not None
-        out[failures_key(action)] = 0
-        out["lastAppliedRevision"] = job.inputs.chart.version
-        for kind in (cond.RELEASED, cond.READY):
-            condition(out, job, kind, True, result.reason, result.message)
-        drop(out, cond.REMEDIATED)
-        drop(out, cond.TEST_SUCCESS)  # a new revision: its tests have not run
-        stalled(out, job)
-        return out
-    if not result.transient:
-        out[failures_key(action)] = int(out.get(failures_key(action), 0)) + 1
-    for kind in (cond.RELEASED, cond.READY):
-        condition(out, job, kind, False, result.reason, result.message)
-    # Whether retries are left is reconcile.decide's to say (Stalled RetriesExceeded), on the next round.
-    return out

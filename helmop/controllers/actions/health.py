@@ -22,7 +22,7 @@ from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 
-from . import Cancelled, Job
+from .job import Cancelled, Job
 
 POLL = 1.0  # for objects of collections the operator may not watch
 
@@ -34,7 +34,7 @@ async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
     if expr is None:
         return judge(live)
     try:
-        failed, current = await job.ctx.cel.evaluate([expr.failed or "false", expr.current or "false"], live)
+        failed, current = await job.ctx.services.cel.evaluate([expr.failed or "false", expr.current or "false"], live)
     except WorkerTimeout as exc:
         return FAILED, f"healthCheckExprs: the expressions {exc}"
     return by_expression(expr, failed, current)
@@ -63,7 +63,7 @@ class _Watched:
     async def refresh(self, job: Job) -> str:
         """Read it as the release's identity; a problem reading it ("" when none)."""
         try:
-            self.read = await job.ctx.kube.acting_as(job.acting_as).get(self.path)
+            self.read = await job.ctx.services.kube.acting_as(job.acting_as).get(self.path)
         except KubeError as exc:
             return exc.message
         return ""
@@ -76,10 +76,10 @@ async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout
                     started: float) -> tuple[str, str]:
     """("", "") once every object is Current; else the reason and what is wrong: HealthCheckFailed at the
     first Failed object, Timeout (as helm's own wait says it) ``timeout`` seconds after ``started``."""
-    superseded = job.ctx.superseded(job.key)
+    superseded = job.ctx.memory.superseded(job.key)
     deadline = started + timeout
     live_ones = [(path, obj) for path, obj in located if needs_live(obj, job.spec.health_check_exprs)]
-    async with job.ctx.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
+    async with job.ctx.services.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
         watched = [_Watched(path, obj, held[path.rpartition("/")[0]]) for path, obj in live_ones]
         problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(job) for w in watched)),
                             strict=True))

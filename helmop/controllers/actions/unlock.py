@@ -3,19 +3,11 @@ record, as Flux does, so the next action can proceed. One API write, no helm pro
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import Job, Result, Step, begin
+from .job import Job, Result
 
 
 async def run(job: Job) -> Result:
-    if not await job.ctx.releases.unlock(job.state, "marked failed by helmop: the previous action never finished"):
+    why = "marked failed by helmop: the previous action never finished"
+    if not await job.ctx.services.releases.unlock(job.state, why):
         return Result(True, "ReleaseUnlocked", "the release record is gone; nothing to unlock")
     return Result(True, "ReleaseUnlocked", job.decision.message)
-
-
-def settle(status: dict[str, Any], job: Job, result: Result) -> dict[str, Any]:
-    return begin(status, job)
-
-
-STEP = Step(run, settle)

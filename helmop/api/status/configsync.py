@@ -1,0 +1,19 @@
+"""A ConfigSync's status: the revisions tried and applied, and what it applied (what it prunes from)."""
+
+from __future__ import annotations
+
+from . import Status, Struct
+
+
+class AppliedObject(Struct, frozen=True):
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""  # as applied: an object re-created by someone else is not pruned
+
+
+class ConfigSyncStatus(Status, frozen=True):
+    last_applied_revision: str = ""
+    last_attempted_revision: str = ""
+    inventory: tuple[AppliedObject, ...] = ()
