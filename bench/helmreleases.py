@@ -14,7 +14,7 @@ operator's and its helm processes') per installed release. ``--layout`` puts eve
 namespace (helm 4's --wait watches a whole namespace: the worst case for raw helm) or K per namespace,
 for both sides. Prints a table, then one JSON line per count (keys: count, layout, helmop_s,
 raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, peak_rss_mib,
-max_loop_lag_ms), and draws bench/results/helmreleases-<helm>.png when matplotlib (the ``bench``
+max_loop_lag_ms), and draws docs/img/helmreleases-<helm>.png when matplotlib (the ``bench``
 extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
 operator's RSS before and after, and the memory per object. Not a test: it prints numbers.
 """
@@ -44,7 +44,7 @@ from helmop_sandbox import Sandbox
 
 from tests.chartrepo import ChartRepo
 
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "docs" / "img"  # the docs' Benchmarks page shows the chart
 KEYS = ("count", "layout", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release", "noop_s", "noop_cpu_s",
         "noop_helm", "peak_rss_mib", "max_loop_lag_ms")
 

@@ -1,22 +1,89 @@
-"""The README's CRD and CLI references are the ones the schemas and the parser generate: documentation that
-cannot drift."""
+"""The docs: a site that builds, a short README, references generated from the schemas, the parser and the
+metrics registry (documentation that cannot drift), every command block run by a test, and no page that
+repeats another."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 from helmop.api import crds, reference
 from helmop.cli import reference as cli_reference
+from helmop.infra.metrics import CacheCounts, Metrics
+from tests import test_docs_journey
+from tests.docs import DOCS, blocks, page_name, pages
 from tests.tools import ROOT, Run
 
 
-def test_readme_crd_reference_matches_the_schemas() -> None:
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """mkdocs with the Material theme, as `mkdocs build --strict`: a broken link, a missing anchor or a page
+    left out of the navigation fails it."""
+    done = subprocess.run([str(Path(sys.executable).with_name("mkdocs")), "build", "--strict", "-d", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "guides" / "helmrelease" / "index.html").exists()
+    assert (tmp_path / "img" / "helmreleases-helm.png").exists()
+
+
+def test_the_readme_is_a_front_door() -> None:
     text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 15 * 1024, len(text.encode())
+    assert "scripts/demo" in text.split("\n## ")[0] and "scripts/test" in text.split("\n## ")[0]
+    linked = set(re.findall(r"\]\((docs/[^)#]+)", text))
+    assert {f"docs/{p}" for p in ("getting-started.md", "guides/helmrelease.md", "reference/crds.md",
+                                  "operations/install.md", "architecture.md")} <= linked
+    assert all((ROOT / link).exists() for link in linked), linked
+
+
+def _paragraphs(text: str) -> set[str]:
+    """The prose paragraphs of a page of 200 characters or more (code blocks and tables left out)."""
+    text = re.sub(r"^ *```.*?^ *```", "", text, flags=re.S | re.M)
+    paragraphs = (" ".join(p.split()) for p in text.split("\n\n"))
+    return {p for p in paragraphs if len(p) >= 200 and not p.startswith("|")}
+
+
+def test_no_page_repeats_another() -> None:
+    seen: dict[str, str] = {}
+    for path in pages():
+        for paragraph in _paragraphs(path.read_text()):
+            assert paragraph not in seen, f"{page_name(path)} repeats {seen[paragraph]}: {paragraph[:80]}..."
+            seen[paragraph] = page_name(path)
+
+
+def test_every_command_block_is_named_and_run_by_a_test() -> None:
+    journey = {("getting-started.md", name) for name in test_docs_journey.TOUR}
+    journey |= set(test_docs_journey.IN_THE_TOUR) | set(test_docs_journey.FROM_THE_CLONE)
+    sources = "\n".join(p.read_text() for folder in ("tests", "e2e") for p in (ROOT / folder).rglob("*.py"))
+    for path in pages():
+        page = page_name(path)
+        for name, commands in blocks(page):
+            assert name, f"{page}: a bash block without a name: {commands[:60]!r}"
+            assert (page, name) in journey or f'block("{page}", "{name}")' in sources, (
+                f"{page}: block {name!r} is run by no test")
+
+
+def test_every_metric_is_documented() -> None:
+    metrics = Metrics()
+    metrics.count_caches(lambda: CacheCounts(0, 0, 0))
+    page = (DOCS / "operations" / "metrics.md").read_text()
+    names = {family.name for family in metrics.registry.collect()}
+    assert len(names) >= 12
+    for name in names:
+        assert f"| `{name}`" in page, name
+
+
+def test_crd_reference_matches_the_schemas() -> None:
+    text = (DOCS / "reference" / "crds.md").read_text()
     start, end = "<!-- crd-reference:start -->\n", "<!-- crd-reference:end -->"
     section = text[text.index(start) + len(start):text.index(end)]
     assert section == reference.markdown(), "regenerate with: python -m helmop.api.reference"
 
 
-def test_readme_cli_reference_matches_the_parser() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_cli_reference_matches_the_parser() -> None:
+    text = (DOCS / "reference" / "cli.md").read_text()
     start, end = "<!-- cli-reference:start -->\n", "<!-- cli-reference:end -->"
     section = text[text.index(start) + len(start):text.index(end)]
     assert section == cli_reference.markdown(), "regenerate with: python -m helmop.cli.reference"
@@ -63,11 +130,9 @@ def test_kubectl_explain_shows_the_descriptions(run: Run) -> None:
         assert phrase in " ".join(out.split()) and "<empty>" not in out, (resource, out)
 
 
-def test_readme_sandbox_rows_name_tests_that_exist() -> None:
+def test_sandbox_rows_name_tests_that_exist() -> None:
     """Each row of the sandbox's "what is emulated" table names tests; they must exist."""
-    import re
-
-    text = (ROOT / "README.md").read_text()
+    text = (DOCS / "contributing" / "sandbox.md").read_text()
     section = text[text.index("What is emulated"):text.index("Simulation knobs")]
     named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
     assert len(named) >= 20
@@ -82,15 +147,13 @@ def test_readme_sandbox_rows_name_tests_that_exist() -> None:
             assert (ROOT / "sandbox" / "helmop_sandbox" / module).exists(), module
 
 
-def test_readme_flux_table_names_working_helmop_commands() -> None:
+def test_flux_table_names_working_helmop_commands() -> None:
     """Each row of "Coming from Flux" gives a helmop command its parser accepts, or says why there is none."""
-    import re
     import shlex
 
     from helmop.cli.main import parser
 
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Coming from Flux"):text.index("## Installing into a cluster")]
+    section = (DOCS / "guides" / "coming-from-flux.md").read_text()
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `flux")]
     assert len(rows) >= 20, "the table lost its rows"
     for flux, helmop, notes in rows:

@@ -1,5 +1,5 @@
 """The CRD reference as Markdown, generated from the CRD schemas themselves (so it cannot drift:
-tests/test_docs.py checks the README's copy). ``python -m helmop.api.reference`` prints it."""
+tests/test_docs.py checks the copy in docs/reference/crds.md). ``python -m helmop.api.reference`` prints it."""
 
 from __future__ import annotations
 

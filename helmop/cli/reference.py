@@ -1,4 +1,4 @@
-"""The README's CLI reference, generated from the parser itself (so it cannot drift from it; a test
+"""The CLI reference (docs/reference/cli.md), generated from the parser itself (so it cannot drift from it; a test
 compares). ``python -m helmop.cli.reference`` prints it."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ records from helm's storage and the last attempt from status), :func:`decide` re
 unit-testable; the controllers gather the inputs, carry the action out, observe again and ask again
 until the answer is "nothing to do" (or an action failed).
 
-The rules, in order (README, "When things fail", says the same in words):
+The rules, in order (docs/guides/helmrelease.md, "When things fail", says the same in words):
 
 1. Deleting: uninstall the release if it is there and ours (a suspended HelmRelease leaves it).
 2. Suspended: nothing. Someone else's release: refuse. A release stuck ``pending-*``: unlock it.

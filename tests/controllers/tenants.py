@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 
 from tests.controllers.conftest import condition, eventually, get
+from tests.docs import block
 from tests.gitserver import Repo
-from tests.tools import ROOT, Run
+from tests.tools import Run
 
 CLUSTER_ADMIN_GRAB = """apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -37,9 +38,9 @@ def stalled(kube: Run, ns: str, kind: str, name: str, reason: str) -> str:
 
 
 def tenant(kube: Run) -> str:
-    """A team namespace set up exactly as the README's "Multi-tenancy" section says."""
-    readme = (ROOT / "README.md").read_text()
-    loop = readme[readme.index("for team in alpha beta; do"):]
+    """A team namespace set up exactly as the multi-tenancy guide says."""
+    loop = block("guides/multi-tenancy.md", "two-teams")
+    assert loop.startswith("for team in alpha beta; do\n") and loop.rstrip().endswith("done")
     loop = loop[:loop.index("done")].replace("\\\n", " ")
     ns = f"team-{uuid.uuid4().hex[:5]}"
     for line in loop.splitlines()[1:]:

@@ -170,7 +170,7 @@ class Target:
         return self.work / "operator" / "cache"
 
     def namespace(self, purpose: str) -> str:
-        """A namespace the attacker owns: set up as README's "Multi-tenancy" says in lockdown mode."""
+        """A namespace the attacker owns: set up as the multi-tenancy guide says in lockdown mode."""
         if self.mode == "lockdown":
             ns = readme_tenant(self.kube)
         else:
