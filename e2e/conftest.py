@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
-from tests.tools import TOOLS, Run, runner
+from tests.tools import TOOLS, Run, eventually, runner
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +69,7 @@ def serve_chart(tmp_path_factory: pytest.TempPathFactory, name: str, version: st
 
 def until(run: Run, *args: str, timeout: float = 120) -> None:
     """Repeat a command until it succeeds."""
-    deadline = time.monotonic() + timeout
-    while run(*args, check=False).returncode != 0:
-        assert time.monotonic() < deadline, f"timed out: {' '.join(args)}"
-        time.sleep(0.5)
+    eventually(lambda: run(*args, check=False).returncode == 0, timeout, 0.5)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import yaml
 
-from tests.tools import TOOLS, tool
+from tests.tools import TOOLS, eventually, tool
 
 
 def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -102,9 +102,7 @@ def test_run_sandbox_listens_on_loopback_only(tmp_path: Path) -> None:
                              "--metrics-port", str(probes)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm")})
     try:
-        deadline = time.monotonic() + 60
-        while not (_listening(hooks) and _listening(probes)) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        eventually(lambda: _listening(hooks) and _listening(probes))
         assert _listening(hooks) == {"127.0.0.1"} and _listening(probes) == {"127.0.0.1"}
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -137,10 +137,9 @@ def test_sandbox_rows_name_tests_that_exist() -> None:
     named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
     assert len(named) >= 20
     for module, test in named:
-        found = [path for path in (ROOT / "sandbox" / "tests" / module, ROOT / "tests" / "sandbox" / module)
-                 if path.exists()]
-        assert found, module
-        source = found[0].read_text()
+        path = ROOT / "sandbox" / "tests" / module
+        assert path.exists(), module
+        source = path.read_text()
         assert re.search(rf"^(async )?def {test}\(", source, re.M), f"{module}::{test}"
     for module in re.findall(r"`(\w+\.py)`", section):
         if not module.startswith("test_"):

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from helmop_sandbox import Sandbox
 
 from helmop.api.shards import NOTHING, SPACE, Range
 from helmop.infra.kube import Connection, Kube
 from helmop.infra.membership import Membership
+from tests.tools import eventually
 
 
 class Recorder:
@@ -29,12 +31,9 @@ class Recorder:
         self.acting, self.dropped = NOTHING, time.monotonic()
 
 
-async def _until(check: object, timeout: float) -> float:
-    started = time.monotonic()
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() - started < timeout, "not within the time"
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
+async def _until(check: Callable[[], bool], timeout: float) -> None:
+    """``eventually``, from a thread: the members it watches run on this loop."""
+    await asyncio.to_thread(eventually, check, timeout, 0.05)
 
 
 async def test_members_split_the_space_and_a_silent_one_stops_before_its_range_moves() -> None:

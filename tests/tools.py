@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -13,6 +15,26 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T], timeout: float = 60.0, interval: float = 0.2,
+               ignoring: tuple[type[Exception], ...] = ()) -> T:
+    """Call ``check`` until it returns something true, and return that; after ``timeout`` seconds, an
+    AssertionError with the last value. Exceptions of the ``ignoring`` types count as "not yet" (any other
+    ends the wait at once). The one way the tests wait for something to happen."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            last = result = check()
+            if result:
+                return result
+        except ignoring as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not within {timeout}s; last: {last!r}"[:2000])
+        time.sleep(interval)
 
 
 def tool(name: str) -> str:

@@ -4,7 +4,8 @@ its logger (what a per-object daemon costs: the bulk of an idle operator's memor
 
 One turn at a time per object: a wake that arrives during a turn runs the next turn right after it.
 At most ``limit`` turns run at once; due ones wait their turn in order. ``owns`` says which objects this
-replica acts on (hash shards); turns of the others are not started.
+replica acts on (hash shards); turns of the others are not started. Times are the event loop's clock
+(``loop.time()``, monotonic), so a test can run the scheduler on a loop whose clock it moves.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import contextlib
 import heapq
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -29,7 +29,7 @@ class Scheduler:
         self.turn, self.owns, self.limit = turn, owns, limit
         self._ready: deque[Key] = deque()  # due, waiting for one of the ``limit`` places
         self._queued: set[Key] = set()
-        self.due: dict[Key, float] = {}  # monotonic time of each object's next turn
+        self.due: dict[Key, float] = {}  # the loop's time of each object's next turn
         self.running: dict[Key, asyncio.Task[None]] = {}
         self._again: set[Key] = set()  # woken during their turn
         self._heap: list[tuple[float, Key]] = []  # (time, key); entries that no longer match ``due`` are stale
@@ -44,7 +44,7 @@ class Scheduler:
             if delay == 0.0 and key in self.running:
                 self._again.add(key)
             return
-        at = time.monotonic() + delay
+        at = asyncio.get_running_loop().time() + delay
         if key in self.due and self.due[key] <= at:
             return
         self._at(key, at)
@@ -69,11 +69,11 @@ class Scheduler:
             self._timer = None
         if self._heap:
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_at(loop.time() + max(0.0, self._heap[0][0] - time.monotonic()), self._fire)
+            self._timer = loop.call_at(max(loop.time(), self._heap[0][0]), self._fire)
 
     def _fire(self) -> None:
         self._timer = None
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         while self._heap and self._heap[0][0] <= now:
             at, key = heapq.heappop(self._heap)
             if self.due.get(key) != at:

@@ -99,6 +99,7 @@ class Controllers:
         self._pending: dict[tuple[Key, str, str], asyncio.TimerHandle] = {}
         # The controllers' clock: tests move it to reach a CronJob's next schedule without waiting.
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self.cronjob_passes = 0  # whole passes of the CronJob controller: what a test sees it looked
         self.manager = MANAGER
         self.recorder = Recorder(api, MANAGER, lambda: stamp(self.clock()))
         self.batch = Batch(self, self.recorder, lambda: self.clock())
@@ -139,6 +140,7 @@ class Controllers:
     def _cronjob_resync(self) -> None:
         try:
             self.batch.cronjobs()
+            self.cronjob_passes += 1
         except ApiError as exc:
             log.debug("sandbox cronjob controller: %s", exc)
         self.loop.call_later(1.0, self._cronjob_resync)

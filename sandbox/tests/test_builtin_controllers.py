@@ -4,22 +4,13 @@ and the printer columns of `kubectl get` for the kinds they manage."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import timedelta
 from typing import Any
 
 from helmop_sandbox import Sandbox
 from support import runner
 
-from tests.tools import Run
-
-
-def _until(check: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return result
+from tests.tools import Run, eventually
 
 
 def _json(run: Run, *args: str) -> Any:
@@ -74,15 +65,16 @@ def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
         run = runner(sandbox)
         assert sandbox.controllers is not None
         run("kubectl", "create", "cronjob", "tick", "--image=busybox:1", "--schedule=*/5 * * * *", "--", "date")
-        time.sleep(1.5)
+        passes = sandbox.controllers.cronjob_passes
+        eventually(lambda: sandbox.controllers.cronjob_passes >= passes + 2)  # it looked, at least once whole
         assert _json(run, "get", "jobs")["items"] == []  # nothing is due yet
         real = sandbox.controllers.clock
         sandbox.controllers.clock = lambda: real() + timedelta(minutes=5)
-        jobs = _until(lambda: _json(run, "get", "jobs")["items"])
+        jobs = eventually(lambda: _json(run, "get", "jobs")["items"])
         assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tick-")
         assert jobs[0]["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
         run("kubectl", "wait", "--for=condition=Complete", f"job/{jobs[0]['metadata']['name']}", "--timeout=15s")
-        status = _until(lambda: (s := _json(run, "get", "cronjob", "tick")["status"]).get("lastSuccessfulTime")
+        status = eventually(lambda: (s := _json(run, "get", "cronjob", "tick")["status"]).get("lastSuccessfulTime")
                         and s)
         assert "active" not in status and status["lastScheduleTime"]
         events = run("kubectl", "events", "--for", "cronjob/tick").stdout
@@ -92,7 +84,8 @@ def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
                            "CONTAINERS", "IMAGES", "SELECTOR"]
         run("kubectl", "patch", "cronjob", "tick", "-p", '{"spec": {"suspend": true}}')
         sandbox.controllers.clock = lambda: real() + timedelta(minutes=10)
-        time.sleep(2.5)
+        passes = sandbox.controllers.cronjob_passes
+        eventually(lambda: sandbox.controllers.cronjob_passes >= passes + 2)  # it looked since the time moved
         assert len(_json(run, "get", "jobs")["items"]) == 1  # suspended: no new Job
 
 
@@ -138,22 +131,28 @@ def test_rollout_history_undo_and_pause(run: Run, namespace: str) -> None:
     assert deploy["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "4"
     run(*kubectl, "rollout", "pause", "deploy/web")
     run(*kubectl, "set", "image", "deploy/web", "nginx=nginx:4")
-    time.sleep(0.5)
-    assert "nginx:4" not in _replicasets(run, namespace)
-    progressing = _until(lambda: next((c for c in _json(run, *kubectl[1:], "get", "deploy", "web")["status"][
-        "conditions"] if c["type"] == "Progressing" and c["reason"] == "DeploymentPaused"), None))
+
+    def paused_at_the_new_generation() -> dict[str, Any] | None:
+        deploy = _json(run, *kubectl[1:], "get", "deploy", "web")
+        if deploy["status"].get("observedGeneration") != deploy["metadata"]["generation"]:
+            return None  # the controller has not looked at the new image yet
+        return next((c for c in deploy["status"]["conditions"]
+                     if c["type"] == "Progressing" and c["reason"] == "DeploymentPaused"), None)
+
+    progressing = eventually(paused_at_the_new_generation)
     assert progressing["status"] == "Unknown"
+    assert "nginx:4" not in _replicasets(run, namespace)  # it saw the new template, and made no ReplicaSet
     run(*kubectl, "rollout", "resume", "deploy/web")
     run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
     assert _replicasets(run, namespace)["nginx:4"] == ("5", 2)
 
 
 def test_every_namespace_has_the_root_ca(run: Run, namespace: str, sandbox: Sandbox) -> None:
-    cm = _until(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", "-o", "json",
+    cm = eventually(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", "-o", "json",
                             check=False).stdout)
     assert json.loads(cm)["data"]["ca.crt"] == sandbox.ca_file.read_text()
     run("kubectl", "-n", namespace, "delete", "configmap", "kube-root-ca.crt")
-    _until(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", check=False)
+    eventually(lambda: run("kubectl", "-n", namespace, "get", "configmap", "kube-root-ca.crt", check=False)
            .returncode == 0)
 
 
@@ -176,7 +175,7 @@ spec:
 def test_statefulsets_run_ordinal_pods_with_their_claims(run: Run, namespace: str) -> None:
     run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=STATEFULSET)
     run("kubectl", "-n", namespace, "rollout", "status", "sts/db", "--timeout=15s")
-    pods = _until(lambda: (p := _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
+    pods = eventually(lambda: (p := _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
                   and len(p) == 2 and p)
     assert sorted(p["metadata"]["name"] for p in pods) == ["db-0", "db-1"]
     for pod in pods:
@@ -188,14 +187,14 @@ def test_statefulsets_run_ordinal_pods_with_their_claims(run: Run, namespace: st
     assert sorted(c["metadata"]["name"] for c in claims) == ["data-db-0", "data-db-1"]
     first = {p["metadata"]["name"]: p["metadata"]["labels"]["controller-revision-hash"] for p in pods}
     run("kubectl", "-n", namespace, "set", "image", "sts/db", "c=postgres:17")  # a new revision: pods replaced
-    _until(lambda: all(p["metadata"]["labels"]["controller-revision-hash"] != first["db-0"] and
+    eventually(lambda: all(p["metadata"]["labels"]["controller-revision-hash"] != first["db-0"] and
                        p["spec"]["containers"][0]["image"] == "postgres:17"
                        for p in _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"]))
     run("kubectl", "-n", namespace, "scale", "sts/db", "--replicas=1")
-    _until(lambda: [p["metadata"]["name"] for p in _json(run, "-n", namespace, "get", "pods", "-l", "app=db")
+    eventually(lambda: [p["metadata"]["name"] for p in _json(run, "-n", namespace, "get", "pods", "-l", "app=db")
                     ["items"]] == ["db-0"])
     run("kubectl", "-n", namespace, "delete", "sts", "db")
-    _until(lambda: not _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
+    eventually(lambda: not _json(run, "-n", namespace, "get", "pods", "-l", "app=db")["items"])
     assert len(_json(run, "-n", namespace, "get", "pvc")["items"]) == 2  # claims outlive their pods, as upstream
 
 
@@ -214,7 +213,7 @@ def test_claims_get_volumes_of_the_default_class_and_give_them_back(run: Run, na
     assert "standard (default)" in classes and "rancher.io/local-path" in classes and "Delete" in classes
     kubectl = ("kubectl", "-n", namespace)
     run(*kubectl, "apply", "-f", "-", stdin=_claim("data"))
-    claim = _until(lambda: (c := _json(run, *kubectl[1:], "get", "pvc", "data"))["status"].get("phase") == "Bound"
+    claim = eventually(lambda: (c := _json(run, *kubectl[1:], "get", "pvc", "data"))["status"].get("phase") == "Bound"
                    and c)
     volume = _json(run, "get", "pv", claim["spec"]["volumeName"])
     assert volume["metadata"]["name"] == f"pvc-{claim['metadata']['uid']}"
@@ -222,15 +221,15 @@ def test_claims_get_volumes_of_the_default_class_and_give_them_back(run: Run, na
     assert (volume["spec"]["storageClassName"], volume["spec"]["capacity"]["storage"]) == ("standard", "2Gi")
     assert volume["status"]["phase"] == "Bound" and claim["status"]["capacity"]["storage"] == "2Gi"
     run(*kubectl, "delete", "pvc", "data")
-    _until(lambda: run("kubectl", "get", "pv", volume["metadata"]["name"], check=False).returncode != 0)
+    eventually(lambda: run("kubectl", "get", "pv", volume["metadata"]["name"], check=False).returncode != 0)
 
     run(*kubectl, "apply", "-f", "-", stdin=_claim("kept"))
-    name = _until(lambda: _json(run, *kubectl[1:], "get", "pvc", "kept")["spec"].get("volumeName"))
+    name = eventually(lambda: _json(run, *kubectl[1:], "get", "pvc", "kept")["spec"].get("volumeName"))
     run("kubectl", "patch", "pv", name, "-p", '{"spec": {"persistentVolumeReclaimPolicy": "Retain"}}')
     run(*kubectl, "delete", "pvc", "kept")
-    _until(lambda: _json(run, "get", "pv", name)["status"].get("phase") == "Released")
+    eventually(lambda: _json(run, "get", "pv", name)["status"].get("phase") == "Released")
     # re-attached: the claimRef cleared (as an administrator does), a new claim naming the volume
     run("kubectl", "patch", "pv", name, "--type=json", "-p", '[{"op": "remove", "path": "/spec/claimRef"}]')
     run(*kubectl, "apply", "-f", "-", stdin=_claim("again", volume=name))
-    _until(lambda: _json(run, *kubectl[1:], "get", "pvc", "again")["status"].get("phase") == "Bound")
+    eventually(lambda: _json(run, *kubectl[1:], "get", "pvc", "again")["status"].get("phase") == "Bound")
     assert _json(run, "get", "pv", name)["spec"]["claimRef"]["name"] == "again"

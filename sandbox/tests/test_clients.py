@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from helmop_sandbox import Sandbox
 from kopf.testing import KopfRunner
 from kubernetes import client, watch
 
-from tests.tools import Run
+from tests.tools import Run, eventually
+
+T = TypeVar("T")
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -68,18 +70,9 @@ def things(run: Run) -> None:
     run("kubectl", "wait", "--for=condition=Established", "crd/things.clients.test", "--timeout=10s")
 
 
-def _eventually(check: object, timeout: float = 15.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()  # type: ignore[operator]
-            if result:
-                return result
-        except (AssertionError, KeyError, client.ApiException):
-            pass
-        if time.monotonic() > deadline:
-            return check()  # type: ignore[operator]
-        time.sleep(0.1)
+def _settles(check: Callable[[], T]) -> T:
+    """Until ``check`` holds: a client's request may fail (or the object lack a field) until it does."""
+    return eventually(check, timeout=15, interval=0.1, ignoring=(AssertionError, KeyError, client.ApiException))
 
 
 def test_kopf_operator_with_finalizer(things: None, sandbox: Sandbox, k8s: client.ApiClient, namespace: str,
@@ -92,11 +85,11 @@ def test_kopf_operator_with_finalizer(things: None, sandbox: Sandbox, k8s: clien
     with KopfRunner(["run", "--standalone", f"--namespace={namespace}", str(script)], timeout=60) as runner:
         api.create_namespaced_custom_object(*gvr, {"apiVersion": "clients.test/v1", "kind": "Thing",
                                                    "metadata": {"name": "t1"}, "spec": {"size": 1}})
-        obj = _eventually(lambda: (o := api.get_namespaced_custom_object(*gvr, "t1"))["status"]["createdWith"] == 1
+        obj = _settles(lambda: (o := api.get_namespaced_custom_object(*gvr, "t1"))["status"]["createdWith"] == 1
                           and o)
         assert obj["metadata"]["finalizers"] == ["clients.test/finalizer"]
         api.patch_namespaced_custom_object(*gvr, "t1", {"spec": {"size": 2}})
-        assert _eventually(lambda: api.get_namespaced_custom_object(*gvr, "t1")["status"].get("updatedTo") == 2)
+        assert _settles(lambda: api.get_namespaced_custom_object(*gvr, "t1")["status"].get("updatedTo") == 2)
         api.delete_namespaced_custom_object(*gvr, "t1")
         # The finalizer holds the object until kopf's delete handler ran; then it is gone.
         def gone() -> bool:
@@ -106,7 +99,7 @@ def test_kopf_operator_with_finalizer(things: None, sandbox: Sandbox, k8s: clien
                 return exc.status == 404
             return False
 
-        assert _eventually(gone)
+        assert _settles(gone)
     assert runner.exit_code == 0, runner.output
     assert "cleaned up t1" in runner.output
 
@@ -136,12 +129,9 @@ def test_python_client_list_watch_patch_resume(things: None, k8s: client.ApiClie
     assert [o["metadata"]["name"] for o in listed["items"]] == ["w0", "w1", "w2"]
     rv = listed["metadata"]["resourceVersion"]
 
-    def changes() -> None:
-        time.sleep(0.3)
-        api.patch_namespaced_custom_object(*gvr, "w1", {"spec": {"size": 10}})
-        api.delete_namespaced_custom_object(*gvr, "w2")
-
-    threading.Thread(target=changes).start()
+    # made before the watch starts: resuming from the list's resourceVersion brings them all the same
+    api.patch_namespaced_custom_object(*gvr, "w1", {"spec": {"size": 10}})
+    api.delete_namespaced_custom_object(*gvr, "w2")
     seen = []
     w = watch.Watch()
     for event in w.stream(api.list_namespaced_custom_object, *gvr, resource_version=rv, timeout_seconds=5):

@@ -13,6 +13,8 @@ import requests
 from helmop_sandbox import Sandbox
 from support import Raw
 
+from tests.tools import eventually
+
 
 def cm(name: str, **extra: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **extra}, "data": {"a": "1"}}
@@ -23,13 +25,6 @@ def deployment(name: str, **meta: Any) -> dict[str, Any]:
             "spec": {"selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}
-
-
-def eventually(check: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return result
 
 
 def test_server_fields_and_resource_versions(http: Raw, namespace: str) -> None:

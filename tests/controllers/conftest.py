@@ -9,9 +9,8 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from helmop.controllers.operator import OperatorConfig, run
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo
-from tests.tools import ROOT, TOOLS, Run, tool
+from tests.tools import ROOT, TOOLS, Run, eventually, tool
 
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
@@ -195,17 +194,6 @@ def ns(kube: Run) -> str:
     name = f"hr-{uuid.uuid4().hex[:6]}"
     kube("kubectl", "create", "namespace", name)
     return name
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
 
 
 def settled(kube: Run, ns: str, kind: str, name: str, timeout: float = 60.0) -> None:

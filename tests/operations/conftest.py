@@ -21,7 +21,7 @@ from helmop_sandbox import Sandbox
 
 from tests.chartrepo import ChartRepo, tiny_chart
 from tests.conftest import _runner
-from tests.tools import ROOT, TOOLS, Run, tool
+from tests.tools import ROOT, TOOLS, Run, eventually, tool
 
 HELMOP = Path(sys.executable).with_name("helmop")
 
@@ -76,21 +76,15 @@ class Replica:
             return 0, "", time.monotonic() - started
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"operator exited ({self.proc.returncode}):\n{self.output()}"
-            if self.probe("/readyz")[0] == 200:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"operator not ready within {timeout}s:\n{self.output()}")
+        eventually(lambda: self._alive() and self.probe("/readyz")[0] == 200, timeout)
 
     def wait_serving(self, timeout: float = 60) -> None:
         """Until the probes answer at all (a standby is not ready, but it answers)."""
-        deadline = time.monotonic() + timeout
-        while self.probe("/healthz")[0] != 200:
-            assert time.monotonic() < deadline, f"no /healthz within {timeout}s:\n{self.output()}"
-            assert self.proc.poll() is None, f"operator exited ({self.proc.returncode}):\n{self.output()}"
-            time.sleep(0.2)
+        eventually(lambda: self._alive() and self.probe("/healthz")[0] == 200, timeout)
+
+    def _alive(self) -> bool:
+        assert self.proc.poll() is None, f"operator exited ({self.proc.returncode}):\n{self.output()}"
+        return True
 
     def metric(self, name: str) -> float:
         for line in requests.get(self.url + "/metrics", timeout=5).text.splitlines():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from helmop_sandbox import Sandbox
@@ -14,7 +13,7 @@ from helmop_sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 from tests.docs import block
 from tests.operations.conftest import Replica, helmrelease, ready_condition
-from tests.tools import TOOLS, Run
+from tests.tools import TOOLS, Run, eventually
 
 
 def test_finalizers_removed_by_hand_once_the_operator_is_gone(cluster: Sandbox, kubectl: Run, tiny_charts: ChartRepo,
@@ -26,10 +25,7 @@ def test_finalizers_removed_by_hand_once_the_operator_is_gone(cluster: Sandbox, 
     try:
         replica.wait_ready()
         kubectl("kubectl", "apply", "-f", "-", stdin=helmrelease("web", "shop", tiny_charts.url))
-        deadline = time.monotonic() + 60
-        while ready_condition(kubectl, "shop", "web").get("status") != "True":
-            assert time.monotonic() < deadline, replica.output()
-            time.sleep(0.2)
+        eventually(lambda: ready_condition(kubectl, "shop", "web").get("status") == "True")
     finally:
         replica.stop()
     kubectl("kubectl", "-n", "shop", "delete", "hr", "web", "--wait=false")

@@ -1,70 +1,103 @@
 """The scheduler that replaced a daemon per object: turns at their time, one at a time per object, a wake
-during a turn gives exactly one more, and objects another replica owns get none."""
+during a turn gives exactly one more, and objects another replica owns get none.
+
+Each scenario runs on an event loop whose clock moves only when nothing is left to run now (looptime):
+`asyncio.sleep(10)` takes no real time, and a count at a given moment is exact, whatever the machine's load.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import looptime
 
 from helmop.controllers.scheduler import Scheduler
 
 A, B = ("HelmRelease", "ns", "a"), ("HelmRelease", "ns", "b")
+Key = tuple[str, str, str]
+T = TypeVar("T")
+
+
+def on_fake_clock(scenario: Callable[[], Awaitable[T]]) -> T:
+    loop = looptime.new_event_loop(start=0)  # enabled from the start: time moves only when the loop is idle
+    try:
+        return loop.run_until_complete(scenario())
+    finally:
+        loop.close()
 
 
 def test_turns_run_one_at_a_time_and_a_wake_during_one_gives_one_more() -> None:
     async def scenario() -> list[str]:
         log: list[str] = []
-        release = asyncio.Event()
 
-        async def turn(key: tuple[str, str, str]) -> float | None:
-            log.append(f"start {key[2]}")
-            if len(log) == 1:
-                await release.wait()
-            log.append(f"end {key[2]}")
+        async def turn(key: Key) -> float | None:
+            log.append(f"start {key[2]} at {asyncio.get_running_loop().time():g}")
+            await asyncio.sleep(1)
+            log.append(f"end {key[2]} at {asyncio.get_running_loop().time():g}")
             return None
 
         scheduler = Scheduler(turn)
         scheduler.wake(A)
-        await asyncio.sleep(0.01)
-        for _ in range(3):  # three wakes during the turn: one more turn, not three
+        await asyncio.sleep(0.5)
+        for _ in range(3):  # three wakes during the turn: one more turn, right after it, not three
             scheduler.wake(A)
-        release.set()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(10)
         await scheduler.stop()
         return log
 
-    assert asyncio.run(scenario()) == ["start a", "end a", "start a", "end a"]
+    assert on_fake_clock(scenario) == ["start a at 0", "end a at 1", "start a at 1", "end a at 2"]
 
 
-def test_a_turn_comes_back_after_its_delay_and_forgotten_objects_do_not() -> None:
-    async def scenario() -> dict[str, int]:
-        counts = {"a": 0, "b": 0}
+def test_a_turn_comes_back_after_its_delay_and_a_forgotten_object_does_not() -> None:
+    async def scenario() -> dict[str, list[float]]:
+        times: dict[str, list[float]] = {"a": [], "b": []}
 
-        async def turn(key: tuple[str, str, str]) -> float | None:
-            counts[key[2]] += 1
-            return 0.02
+        async def turn(key: Key) -> float | None:
+            times[key[2]].append(asyncio.get_running_loop().time())
+            return 2.0
 
         scheduler = Scheduler(turn)
         scheduler.wake(A)
-        scheduler.wake(B)
-        await asyncio.sleep(0.01)
+        scheduler.wake(B, 1.0)
+        await asyncio.sleep(2.5)
         scheduler.forget(B)
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(5.0)  # until 7.5
         await scheduler.stop()
-        return counts
+        return times
 
-    counts = asyncio.run(scenario())
-    assert counts["a"] >= 3 and counts["b"] == 1
+    assert on_fake_clock(scenario) == {"a": [0, 2, 4, 6], "b": [1]}
+
+
+def test_a_sooner_wake_wins_and_a_later_one_does_not_postpone() -> None:
+    async def scenario() -> list[float]:
+        times: list[float] = []
+
+        async def turn(key: Key) -> float | None:
+            times.append(asyncio.get_running_loop().time())
+            return None
+
+        scheduler = Scheduler(turn)
+        scheduler.wake(A, 5.0)
+        scheduler.wake(A, 9.0)  # later: the turn at 5 stands
+        scheduler.wake(A, 3.0)  # sooner: it comes at 3 instead
+        await asyncio.sleep(20)
+        await scheduler.stop()
+        return times
+
+    assert on_fake_clock(scenario) == [3.0]
 
 
 def test_objects_not_owned_get_no_turn_and_stop_cancels_running_ones() -> None:
-    async def scenario() -> tuple[list[str], bool]:
+    async def scenario() -> tuple[list[str], bool, bool]:
         seen: list[str] = []
         cancelled = asyncio.Event()
 
-        async def turn(key: tuple[str, str, str]) -> float | None:
+        async def turn(key: Key) -> float | None:
             seen.append(key[2])
             try:
-                await asyncio.sleep(10)
+                await asyncio.sleep(100)
             except asyncio.CancelledError:
                 cancelled.set()
                 raise
@@ -73,34 +106,49 @@ def test_objects_not_owned_get_no_turn_and_stop_cancels_running_ones() -> None:
         scheduler = Scheduler(turn, owns=lambda key: key == A)
         scheduler.wake(A)
         scheduler.wake(B)
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(1)
         await scheduler.stop()
         scheduler.wake(A)  # after stop: nothing more starts
-        await asyncio.sleep(0.02)
-        return seen, cancelled.is_set()
+        await asyncio.sleep(1)
+        return seen, cancelled.is_set(), bool(scheduler.running)
 
-    assert asyncio.run(scenario()) == (["a"], True)
+    assert on_fake_clock(scenario) == (["a"], True, False)
 
 
 def test_at_most_limit_turns_run_at_once_and_the_others_wait_in_order() -> None:
-    async def scenario() -> tuple[int, list[str]]:
-        running, most, order = 0, 0, []
+    async def scenario() -> list[tuple[str, float]]:
+        started: list[tuple[str, float]] = []
 
-        async def turn(key: tuple[str, str, str]) -> float | None:
-            nonlocal running, most
-            running += 1
-            most = max(most, running)
-            order.append(key[2])
-            await asyncio.sleep(0.01)
-            running -= 1
+        async def turn(key: Key) -> float | None:
+            started.append((key[2], asyncio.get_running_loop().time()))
+            await asyncio.sleep(1)
             return None
 
         scheduler = Scheduler(turn, limit=3)
-        for i in range(10):
+        for i in range(7):
             scheduler.wake(("HelmRelease", "ns", f"o{i}"))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(10)
         await scheduler.stop()
-        return most, order
+        return started
 
-    most, order = asyncio.run(scenario())
-    assert most == 3 and sorted(order) == sorted(f"o{i}" for i in range(10)) and len(order) == 10
+    # three at once, each second the next three, in the order they were woken
+    assert on_fake_clock(scenario) == [("o0", 0), ("o1", 0), ("o2", 0), ("o3", 1), ("o4", 1), ("o5", 1), ("o6", 2)]
+
+
+def test_a_turn_cancelled_from_within_comes_back_in_five_seconds() -> None:
+    async def scenario() -> list[float]:
+        times: list[float] = []
+
+        async def turn(key: Key) -> float | None:
+            times.append(asyncio.get_running_loop().time())
+            if len(times) == 1:
+                raise asyncio.CancelledError()  # as a cancelled inner wait surfaces
+            return None
+
+        scheduler = Scheduler(turn)
+        scheduler.wake(A)
+        await asyncio.sleep(30)
+        await scheduler.stop()
+        return times
+
+    assert on_fake_clock(scenario) == [0, 5]
