@@ -47,13 +47,13 @@ class Watches:
                 await memory.new_kinds.wait()
                 memory.new_kinds.clear()
                 for api_version, kind in sorted(memory.observed_kinds):
-                    self.watch_kind(api_version, kind)
+                    self._watch_kind(api_version, kind)
         finally:
             for task in self.tasks.values():
                 task.cancel()
             await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
-    def watch_kind(self, api_version: str, kind: str) -> None:
+    def _watch_kind(self, api_version: str, kind: str) -> None:
         """Watch every object of this kind (idempotent), to wake the resources that deployed one."""
         if (api_version, kind, "") not in self.tasks and not any(
                 (api_version, kind) == (v, k) for v, k, _ in INPUTS):

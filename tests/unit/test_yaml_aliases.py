@@ -1,6 +1,7 @@
 """A YAML alias is a value of its own, as Go's YAML decodes it: changing what one alias yielded changes
 nothing else. Each reader of YAML in helmop is asserted on its own (values and valuesFrom, release
-manifests, ConfigSync files, the post-renderer's input and output, chart metadata)."""
+manifests, ConfigSync files in and out of the worker process, the post-renderer's input and output, a chart's
+metadata from git); a chart with aliases through the operator: tests/controllers/test_lifecycle.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 
 from helmop.api import yamlc
 from helmop.api.manifests import parse
+from helmop.helm.inputs import _chart_metadata
 from helmop.helm.postrender import render
 from helmop.helm.storage import manifest_objects
 from helmop.helm.values import parse_values
@@ -97,3 +99,10 @@ def test_post_renderer_reads_and_writes_aliases_as_copies(patch: dict[str, Any])
     assert out["metadata"]["annotations"] == {"app": "x"}
     assert out["metadata"]["labels"] == {"app": "x", **patch.get("labels", {})}
     assert "&" not in render(ALIASED, patch), "the output names no anchor: what helm reads is plain"
+
+
+def test_chart_metadata_reads_aliases_as_copies() -> None:
+    chart = b"apiVersion: v2\nname: web\nversion: 1.0.0\nmaintainers: [&me {name: a}, *me]\n"
+    meta, _ = _chart_metadata({"Chart.yaml": chart}, "charts/web")
+    meta["maintainers"][0]["name"] = "b"
+    assert meta["maintainers"][1] == {"name": "a"}
