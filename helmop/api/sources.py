@@ -1,13 +1,17 @@
-"""GitRepository and ConfigSync specs (helmop.dev/v1alpha1), parsed and validated."""
+"""GitRepository and ConfigSync specs (helmop.dev/v1alpha1), parsed and validated. A ConfigSync takes
+the fields of Flux's Kustomization that shape the kustomize build and substitute variables after it, with
+Flux's names."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import posixpath
+from dataclasses import dataclass, field
 from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
 from .settings import SOURCE_INTERVAL
+from .substitution import SubstitutionError, check_names
 
 DEFAULT_INTERVAL = SOURCE_INTERVAL
 
@@ -26,6 +30,46 @@ class GitRepositorySpec:
     suspend: bool = False
 
 
+PATCH_TARGET = ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
+IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
+
+
+@dataclass(frozen=True)
+class Patch:
+    patch: str  # a strategic merge patch (a map) or a JSON 6902 patch (a list of operations), as YAML
+    target: tuple[tuple[str, str], ...] = ()  # PATCH_TARGET selectors
+
+
+@dataclass(frozen=True)
+class Build:
+    """What the kustomize build adds, as Flux's Kustomization says it (an overlay over spec.path)."""
+
+    patches: tuple[Patch, ...] = ()
+    images: tuple[tuple[tuple[str, str], ...], ...] = ()  # IMAGE_FIELDS of each
+    name_prefix: str = ""
+    name_suffix: str = ""
+    components: tuple[str, ...] = ()  # relative to spec.path
+    namespace: str = ""  # spec.targetNamespace, which Flux's build sets on every namespaced object
+
+    def __bool__(self) -> bool:
+        return bool(self.patches or self.images or self.name_prefix or self.name_suffix or self.components
+                    or self.namespace)
+
+
+@dataclass(frozen=True)
+class VariablesRef:
+    kind: str  # ConfigMap | Secret
+    name: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class PostBuild:
+    substitute: tuple[tuple[str, str], ...] = ()
+    substitute_from: tuple[VariablesRef, ...] = ()
+    always: bool = False  # substituteStrategy Always: even without variables (for ${var:=default})
+
+
 @dataclass(frozen=True)
 class ConfigSyncSpec:
     source_name: str
@@ -36,6 +80,10 @@ class ConfigSyncSpec:
     interval: float = DEFAULT_INTERVAL
     prune: bool = True
     suspend: bool = False
+    build: Build = field(default_factory=Build)
+    post_build: PostBuild = field(default_factory=PostBuild)
+    common_labels: tuple[tuple[str, str], ...] = ()  # spec.commonMetadata, set on every object after the build
+    common_annotations: tuple[tuple[str, str], ...] = ()
 
 
 def _seconds(spec: dict[str, Any], key: str, default: float) -> float:
@@ -71,9 +119,83 @@ def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
     kind = str(source.get("kind") or "GitRepository")
     if kind != "GitRepository":
         raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be GitRepository, not {kind!r}")
+    target_namespace = str(spec.get("targetNamespace") or "")
+    metadata = _map(spec, "commonMetadata")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),
                           source_namespace=str(source.get("namespace") or ""),
                           service_account_name=str(spec.get("serviceAccountName") or ""),
-                          target_namespace=str(spec.get("targetNamespace") or ""),
+                          target_namespace=target_namespace,
                           interval=_seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),
-                          suspend=bool(spec.get("suspend", False)))
+                          suspend=bool(spec.get("suspend", False)), build=_build(spec, target_namespace),
+                          post_build=_post_build(spec),
+                          common_labels=_strings(metadata, "labels", "spec.commonMetadata.labels"),
+                          common_annotations=_strings(metadata, "annotations", "spec.commonMetadata.annotations"))
+
+
+def _map(spec: dict[str, Any], key: str, where: str = "") -> dict[str, Any]:
+    value = spec.get(key) or {}
+    if not isinstance(value, dict):
+        raise SpecError("InvalidSpec", f"{where or 'spec.' + key} must be a map")
+    return value
+
+
+def _list(spec: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = spec.get(key) or []
+    if not isinstance(value, list):
+        raise SpecError("InvalidSpec", f"{where} must be a list")
+    return value
+
+
+def _strings(spec: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in _map(spec, key, where).items())
+
+
+def _relative(path: str, where: str) -> str:
+    """A path inside the repository, relative to spec.path (no URL, not absolute)."""
+    if not path or path.startswith("/") or "://" in path or "\\" in path or "\0" in path:
+        raise SpecError("InvalidSpec", f"{where}: {path[:200]!r} is not a relative path in the repository")
+    return posixpath.normpath(path)
+
+
+def _build(spec: dict[str, Any], target_namespace: str) -> Build:
+    patches = []
+    for i, item in enumerate(_list(spec, "patches", "spec.patches")):
+        where = f"spec.patches[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("patch"), str) or not item["patch"].strip():
+            raise SpecError("InvalidSpec", f"{where}.patch must be a strategic merge or JSON 6902 patch (YAML text)")
+        target = _map(item, "target", f"{where}.target")
+        unknown = sorted(set(target) - set(PATCH_TARGET))
+        if unknown:
+            raise SpecError("InvalidSpec", f"{where}.target: unknown field(s) {', '.join(unknown)}")
+        patches.append(Patch(item["patch"], tuple((k, str(target[k])) for k in PATCH_TARGET if target.get(k))))
+    images = []
+    for i, item in enumerate(_list(spec, "images", "spec.images")):
+        if not isinstance(item, dict) or not item.get("name") or not (set(item) - {"name"}):
+            raise SpecError("InvalidSpec", f"spec.images[{i}] needs a name and newName, newTag or digest")
+        unknown = sorted(set(item) - set(IMAGE_FIELDS))
+        if unknown:
+            raise SpecError("InvalidSpec", f"spec.images[{i}]: unknown field(s) {', '.join(unknown)}")
+        images.append(tuple((k, str(item[k])) for k in IMAGE_FIELDS if item.get(k)))
+    components = tuple(_relative(str(c), f"spec.components[{i}]")
+                       for i, c in enumerate(_list(spec, "components", "spec.components")))
+    return Build(patches=tuple(patches), images=tuple(images), name_prefix=str(spec.get("namePrefix") or ""),
+                 name_suffix=str(spec.get("nameSuffix") or ""), components=components, namespace=target_namespace)
+
+
+def _post_build(spec: dict[str, Any]) -> PostBuild:
+    post = _map(spec, "postBuild")
+    substitute = _strings(post, "substitute", "spec.postBuild.substitute")
+    try:
+        check_names(dict(substitute))
+    except SubstitutionError as exc:
+        raise SpecError("InvalidSpec", f"spec.postBuild.substitute: {exc}") from None
+    refs = []
+    for i, item in enumerate(_list(post, "substituteFrom", "spec.postBuild.substituteFrom")):
+        if not isinstance(item, dict) or item.get("kind") not in ("ConfigMap", "Secret") or not item.get("name"):
+            raise SpecError("InvalidSpec", f"spec.postBuild.substituteFrom[{i}] needs kind (ConfigMap or Secret) "
+                                           "and name")
+        refs.append(VariablesRef(str(item["kind"]), str(item["name"]), bool(item.get("optional", False))))
+    strategy = str(post.get("substituteStrategy") or "WithVariables")
+    if strategy not in ("WithVariables", "Always"):
+        raise SpecError("InvalidSpec", "spec.postBuild.substituteStrategy must be WithVariables or Always")
+    return PostBuild(substitute=substitute, substitute_from=tuple(refs), always=strategy == "Always")

@@ -292,6 +292,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                           "(multi-tenancy lockdown; default: the operator's own rights)")
     run.add_argument("--no-cross-namespace-refs", action="store_true",
                      help="refuse every reference from a resource into another namespace (sourceRef, ...)")
+    run.add_argument("--strict-substitution", action="store_true",
+                     help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
+                          "\"\" (Flux's StrictPostBuildSubstitutions)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                      help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
                           "(default: on in a pod, where replicas are likely; off elsewhere)")

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from helmop.api.apps import parse_apps
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
                          shards_auto=args.shards == "auto", leader_election=_leader_election(args),
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
+    if args.strict_substitution:
+        cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if args.apps:

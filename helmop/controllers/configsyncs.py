@@ -13,6 +13,7 @@ prunes or deletes only objects that carry its own uid.
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import logging
@@ -26,10 +27,12 @@ from helmop.api import manifests, yamlc
 from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.objects import Resource
+from helmop.api.redaction import redact
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.api.status import parse
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
-from helmop.helm.inputs import LARGE_YAML, InputError, source_revision
+from helmop.api.substitution import SubstitutionError, check_names, substituted, with_metadata
+from helmop.helm.inputs import LARGE_YAML, InputError, Source, source_revision
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.settle import configsync as settle
@@ -43,6 +46,7 @@ from helmop.reconcile.sync import (
     owned,
     to_prune,
 )
+from helmop.sources import kustomize
 from helmop.sources.errors import SourceError
 
 from .context import Context
@@ -79,6 +83,75 @@ async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manife
     return loaded
 
 
+def _folder(path: str) -> str:
+    normal = posixpath.normpath(path or ".").strip("/")
+    return "" if normal == "." else normal
+
+
+async def _read(ctx: Context, spec: ConfigSyncSpec, source: Source) -> tuple[list[manifests.Manifest], list[str]]:
+    """The objects of spec.path at the source's commit: its manifests as they are, or what kustomize builds
+    of it (a kustomization.yaml there, or build fields in the spec); errors as ``file:line: problem``."""
+    git, folder = ctx.services.git, _folder(spec.path)
+    # Only manifests are read (each within the per-file limit); other files are never inflated.
+    files = await git.files(source.url, source.sha, spec.path, source.auth,
+                            wanted=lambda rel: manifests.is_manifest(rel) or rel in kustomize.FILES)
+    # Repository-relative names, so messages point at the file as the user knows it.
+    named = {posixpath.join(folder, rel): data for rel, data in files.items()}
+    if not spec.build and not kustomize.kustomization_of(named, folder):
+        return manifests.parse(named, await _load_large(ctx, named))
+    # a build reads the whole tree (bases, components, generators' files), within the same limits
+    tree = await git.files(source.url, source.sha, "", source.auth)
+    built = {f"{folder or '.'}/(kustomize build).yaml": (await ctx.services.kustomize.build(
+        tree, folder, spec.build)).encode()}
+    found, errors = manifests.parse(built, await _load_large(ctx, built))
+    limit = ctx.services.kustomize.limits.objects
+    if len(found) > limit:
+        raise SourceError("BuildTooLarge", f"the kustomize build of {folder or '.'} has {len(found)} objects "
+                                           f"(at most {limit})", transient=False)
+    return found, errors
+
+
+async def _variables(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[dict[str, str], list[str]]:
+    """spec.postBuild's variables (substituteFrom in order, then substitute), and the values that came from
+    Secrets (masked wherever a message could quote them)."""
+    variables: dict[str, str] = {}
+    secrets: list[str] = []
+    for ref in spec.post_build.substitute_from:
+        plural = "secrets" if ref.kind == "Secret" else "configmaps"
+        obj = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/{plural}/{ref.name}")
+        if obj is None:
+            if ref.optional:
+                continue
+            raise InputError("SubstituteFromNotFound", f"spec.postBuild.substituteFrom: {ref.kind} {namespace}/"
+                                                       f"{ref.name} does not exist", transient=True)
+        data = {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
+        if ref.kind == "Secret":
+            data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+            secrets += [v for v in data.values() if len(v) >= 3]
+        try:
+            check_names(data)
+        except SubstitutionError as exc:
+            raise InputError("SubstituteFromInvalid", f"{ref.kind} {namespace}/{ref.name}: {exc}",
+                             transient=False) from None
+        variables.update(data)
+    return {**variables, **dict(spec.post_build.substitute)}, secrets
+
+
+def _post_built(found: list[manifests.Manifest], spec: ConfigSyncSpec, variables: dict[str, str], *,
+                strict: bool) -> list[manifests.Manifest]:
+    """Variables substituted (when there are any, or the strategy says Always), then commonMetadata set."""
+    substituting = bool(variables) or spec.post_build.always
+    labels, annotations = dict(spec.common_labels), dict(spec.common_annotations)
+    out = []
+    for item in found:
+        try:
+            obj = substituted(item.obj, variables, strict=strict) if substituting else item.obj
+        except SubstitutionError as exc:
+            raise InputError("SubstitutionFailed", f"{item.origin}: {exc}", transient=False) from None
+        out.append(manifests.Manifest(with_metadata(obj, labels, annotations), item.origin))
+    return out
+
+
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
     """The client that writes this ConfigSync's objects, and whether it acts as a ServiceAccount."""
     actor = ctx.tenancy.acting_as(namespace, spec.service_account_name)
@@ -98,24 +171,28 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     if spec.suspend:
         return DONE
     source_namespace = spec.source_namespace or namespace
-    ctx.memory.refer(("ConfigSync", namespace, name), [(source_namespace, "GitRepository", spec.source_name)])
+    key = ("ConfigSync", namespace, name)
+    ctx.memory.refer(key, [(source_namespace, "GitRepository", spec.source_name),
+                           *((namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from)])
     try:
         source = await source_revision(ctx.services, source_namespace, spec.source_name)
-        revision = source.revision
-        # Only manifests are read (each within the per-file limit); other files are never inflated.
-        files = await ctx.services.git.files(source.url, source.sha, spec.path, source.auth,
-                                             wanted=manifests.is_manifest)
     except (InputError, SourceError) as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
+    revision = source.revision
     status = settle.attempted(status, revision)
-    # Repository-relative names, so messages point at the file as the user knows it.
-    named = {posixpath.join(spec.path, rel): data for rel, data in files.items()}
-    found, errors = manifests.parse(named, await _load_large(ctx, named))
-    if errors:
-        message = f"revision {revision}: {len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
-        await report(ctx, CONFIGSYNC, body, status, False, "ManifestInvalid", message, stalled=True)
-        return DONE
+    try:
+        found, errors = await _read(ctx, spec, source)
+        if errors:
+            message = f"{len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
+            raise InputError("ManifestInvalid", message, transient=False)
+        variables, secrets = await _variables(ctx, namespace, spec)
+        ctx.memory.secrets[key] = secrets
+        found = _post_built(found, spec, variables, strict=ctx.tunables.strict_substitution)
+    except (InputError, SourceError) as exc:
+        message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
+        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, message, stalled=not exc.transient)
+        return FAILED if exc.transient else DONE
     kube, impersonating = _client(ctx, namespace, spec)
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
@@ -152,8 +229,8 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
                                          applied_uids.get(oid, "")))]
         refusal = ("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(claims[:10])}") if claims else refusal
     if refusal[0]:
-        await report(ctx, CONFIGSYNC, body, status, False, refusal[0], f"revision {revision}: {refusal[1]}",
-                     stalled=True)
+        message = redact(f"revision {revision}: {refusal[1]}", ctx.memory.secrets.get(key, []))
+        await report(ctx, CONFIGSYNC, body, status, False, refusal[0], message, stalled=True)
         return DONE
     # The inventory records each object's own uid too: an object deleted and re-created by someone else
     # under the same name (even with copied marks) is not the one this ConfigSync applied.
@@ -177,7 +254,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         # keep what could not be pruned in the inventory, so the next sync tries again
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
         status = settle.inventoried(status, inventory + [_entry(oid, applied_uids) for oid in pending])
-        message = f"revision {revision}: " + "; ".join(failures[:10])
+        message = redact(f"revision {revision}: " + "; ".join(failures[:10]), ctx.memory.secrets.get(key, []))
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return FAILED
     changed = status.last_applied_revision != revision or bool(pruned)

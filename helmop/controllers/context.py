@@ -21,6 +21,7 @@ from helmop.infra.metrics import Metrics
 from helmop.infra.watches import Collections
 from helmop.infra.worker import Worker
 from helmop.sources.git import GitCache
+from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
@@ -36,6 +37,7 @@ class Services:
     engine: Engine
     repos: Repositories
     git: GitCache
+    kustomize: Kustomize  # a config repository's overlays, built
     events: Recorder
     slots: asyncio.Semaphore  # helm processes at once
     metrics: Metrics
@@ -45,9 +47,9 @@ class Services:
     collections: Collections  # what releases' readiness is judged from, watched once
 
     @classmethod
-    def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, *, concurrency: int,
-           tunables: Tunables, metrics: Metrics | None = None) -> Services:
-        return cls(kube=kube, engine=engine, repos=repos, git=git, events=Recorder(kube),
+    def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
+           concurrency: int, tunables: Tunables, metrics: Metrics | None = None) -> Services:
+        return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=Recorder(kube),
                    slots=asyncio.Semaphore(concurrency), metrics=metrics or Metrics(),
                    cel=Worker(timeout=tunables.cel_timeout), yaml=Worker(timeout=tunables.yaml_timeout),
                    releases=Gateway(kube), collections=Collections(kube))

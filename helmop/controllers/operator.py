@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from helmop.infra.probes import Probes
 from helmop.infra.serving import Server, serve
 from helmop.infra.termination import handle_signals
 from helmop.sources.git import GitCache
+from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
 from . import referrers
@@ -49,6 +51,7 @@ class OperatorConfig:
     cache_dir: Path = field(default_factory=lambda: Path(os.environ.get("XDG_CACHE_HOME",
                                                                         Path.home() / ".cache")) / "helmop")
     helm: str = field(default_factory=default_executable)
+    kubectl: str = field(default_factory=lambda: os.environ.get("HELMOP_KUBECTL", "kubectl"))  # its kustomize
     install_crds: bool = False
     allow_file_git: tuple[Path, ...] = ()  # directories file:// GitRepositories may name (tests, one machine)
     webhook_port: int | None = None  # None: no webhook server; 0: any free port
@@ -191,7 +194,8 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
     engine = await asyncio.to_thread(Engine.start, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
-    return Services.of(kube, engine, repos, git, concurrency=cfg.concurrency, tunables=cfg.tunables)
+    kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize")
+    return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables)
 
 
 def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:
