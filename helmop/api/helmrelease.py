@@ -313,7 +313,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=depends_on(spec.get("dependsOn"), name, namespace),
-        health_check_exprs=_health_exprs(spec.get("healthCheckExprs")),
+        health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
         post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers")),
         **_drift(spec.get("driftDetection")),
     )
@@ -359,7 +359,7 @@ def _post_render(common: Any, renderers: Any) -> dict[str, Any]:
     return out
 
 
-def _health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
+def health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
     out = []
     for i, entry in enumerate(raw or []):
         if not isinstance(entry, dict) or not entry.get("apiVersion") or not entry.get("kind"):
@@ -371,13 +371,16 @@ def _health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
     return tuple(out)
 
 
-def depends_on(raw: Any, name: str, namespace: str) -> tuple[tuple[str, str], ...]:
+def depends_on(raw: Any, name: str, namespace: str, kind: str = "HelmRelease") -> tuple[tuple[str, str], ...]:
+    """(namespace, name) of each spec.dependsOn entry (of ``kind``, as the object itself)."""
+    if raw is not None and not isinstance(raw, list):
+        raise SpecError("InvalidSpec", "spec.dependsOn must be a list")
     out = []
     for i, ref in enumerate(raw or []):
         if not isinstance(ref, dict) or not ref.get("name"):
             raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
         target = (str(ref.get("namespace") or namespace), str(ref["name"]))
         if target == (namespace, name):
-            raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this HelmRelease itself")
+            raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this {kind} itself")
         out.append(target)
     return tuple(out)

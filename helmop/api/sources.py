@@ -10,6 +10,7 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .helmrelease import HealthExpr, depends_on, health_exprs
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
 
@@ -70,6 +71,24 @@ class PostBuild:
     always: bool = False  # substituteStrategy Always: even without variables (for ${var:=default})
 
 
+DELETION_POLICIES = ("MirrorPrune", "Delete", "WaitForTermination", "Orphan")
+
+
+@dataclass(frozen=True)
+class Dependency:
+    namespace: str
+    name: str
+    ready_expr: str = ""  # CEL over dep and self; "" = Ready for its current generation
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
+
+
 @dataclass(frozen=True)
 class ConfigSyncSpec:
     source_name: str
@@ -84,6 +103,24 @@ class ConfigSyncSpec:
     post_build: PostBuild = field(default_factory=PostBuild)
     common_labels: tuple[tuple[str, str], ...] = ()  # spec.commonMetadata, set on every object after the build
     common_annotations: tuple[tuple[str, str], ...] = ()
+    depends_on: tuple[Dependency, ...] = ()  # ConfigSyncs to be Ready first
+    wait: bool = False  # every applied object must become healthy (healthChecks is then ignored)
+    health_checks: tuple[ObjectRef, ...] = ()
+    health_check_exprs: tuple[HealthExpr, ...] = ()
+    timeout: float = 0.0  # 0: the interval, as Flux
+    retry_interval: float = 0.0  # 0: the failure backoff
+    force: bool = False  # recreate objects whose immutable fields changed
+    deletion_policy: str = "MirrorPrune"
+
+    @property
+    def deadline(self) -> float:
+        """Seconds any one operation may take: spec.timeout, else the interval (Flux's default)."""
+        return self.timeout or self.interval
+
+    @property
+    def prunes_on_deletion(self) -> bool:
+        return self.deletion_policy in ("Delete", "WaitForTermination") or (
+            self.deletion_policy == "MirrorPrune" and self.prune)
 
 
 def _seconds(spec: dict[str, Any], key: str, default: float) -> float:
@@ -112,7 +149,8 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
         suspend=bool(spec.get("suspend", False)))
 
 
-def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
+def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "") -> ConfigSyncSpec:
+    """``name`` and ``namespace``: the ConfigSync's (what dependsOn may not name, and its default namespace)."""
     source = spec.get("sourceRef") or {}
     if not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", "spec.sourceRef.name is required")
@@ -121,6 +159,9 @@ def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
         raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be GitRepository, not {kind!r}")
     target_namespace = str(spec.get("targetNamespace") or "")
     metadata = _map(spec, "commonMetadata")
+    policy = str(spec.get("deletionPolicy") or "MirrorPrune")
+    if policy not in DELETION_POLICIES:
+        raise SpecError("InvalidSpec", f"spec.deletionPolicy must be one of {', '.join(DELETION_POLICIES)}")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),
                           source_namespace=str(source.get("namespace") or ""),
                           service_account_name=str(spec.get("serviceAccountName") or ""),
@@ -129,7 +170,31 @@ def parse_config_sync(spec: dict[str, Any]) -> ConfigSyncSpec:
                           suspend=bool(spec.get("suspend", False)), build=_build(spec, target_namespace),
                           post_build=_post_build(spec),
                           common_labels=_strings(metadata, "labels", "spec.commonMetadata.labels"),
-                          common_annotations=_strings(metadata, "annotations", "spec.commonMetadata.annotations"))
+                          common_annotations=_strings(metadata, "annotations", "spec.commonMetadata.annotations"),
+                          depends_on=_dependencies(spec, name, namespace), wait=bool(spec.get("wait", False)),
+                          health_checks=_health_checks(spec),
+                          health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
+                          timeout=duration_field(spec, "timeout", 0.0) or 0.0,
+                          retry_interval=duration_field(spec, "retryInterval", 0.0) or 0.0,
+                          force=bool(spec.get("force", False)), deletion_policy=policy)
+
+
+def _dependencies(spec: dict[str, Any], name: str, namespace: str) -> tuple[Dependency, ...]:
+    out = []
+    for (dep_namespace, dep_name), raw in zip(depends_on(spec.get("dependsOn"), name, namespace, "ConfigSync"),
+                                              spec.get("dependsOn") or [], strict=True):
+        out.append(Dependency(dep_namespace, dep_name, str(raw.get("readyExpr") or "")))
+    return tuple(out)
+
+
+def _health_checks(spec: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    out = []
+    for i, item in enumerate(_list(spec, "healthChecks", "spec.healthChecks")):
+        if not isinstance(item, dict) or not item.get("kind") or not item.get("name"):
+            raise SpecError("InvalidSpec", f"spec.healthChecks[{i}] needs kind and name")
+        out.append(ObjectRef(str(item.get("apiVersion") or "v1"), str(item["kind"]), str(item["name"]),
+                             str(item.get("namespace") or "")))
+    return tuple(out)
 
 
 def _map(spec: dict[str, Any], key: str, where: str = "") -> dict[str, Any]:

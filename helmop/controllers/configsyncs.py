@@ -13,28 +13,32 @@ prunes or deletes only objects that carry its own uid.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import hashlib
 import logging
 import posixpath
 import re
+import time
 from typing import Any
 
 import yaml
 
+from helmop.api import conditions as cond
 from helmop.api import manifests, yamlc
 from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
-from helmop.api.status import parse
+from helmop.api.status import READY, Condition, parse
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError, check_names, substituted, with_metadata
 from helmop.helm.inputs import LARGE_YAML, InputError, Source, source_revision
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
+from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.sync import (
     OWNER_LABEL,
@@ -49,12 +53,16 @@ from helmop.reconcile.sync import (
 from helmop.sources import kustomize
 from helmop.sources.errors import SourceError
 
+from . import dependencies
 from .context import Context
-from .outcome import DONE, FAILED, Outcome
+from .outcome import DONE, FAILED, Outcome, after
+from .readiness import Cancelled, Waiter, unhealthy
 from .status import report
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-configsync"
+FORCE = "kustomize.toolkit.fluxcd.io/force"  # on an object: recreate it when an immutable field changed
+PRUNE = "kustomize.toolkit.fluxcd.io/prune"  # on an object: "disabled" keeps it when it leaves git
 
 
 def owner_label(namespace: str, name: str) -> str:
@@ -102,7 +110,7 @@ async def _read(ctx: Context, spec: ConfigSyncSpec, source: Source) -> tuple[lis
     # a build reads the whole tree (bases, components, generators' files), within the same limits
     tree = await git.files(source.url, source.sha, "", source.auth)
     built = {f"{folder or '.'}/(kustomize build).yaml": (await ctx.services.kustomize.build(
-        tree, folder, spec.build)).encode()}
+        tree, folder, spec.build, spec.deadline)).encode()}
     found, errors = manifests.parse(built, await _load_large(ctx, built))
     limit = ctx.services.kustomize.limits.objects
     if len(found) > limit:
@@ -162,23 +170,41 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     this = Resource(body)
     namespace, name, uid = this.namespace, this.name, this.uid
     status = parse(ConfigSyncStatus, body.get("status"))
+    key = ("ConfigSync", namespace, name)
     try:
-        spec = parse_config_sync(body.get("spec") or {})
+        spec = parse_config_sync(body.get("spec") or {}, name, namespace)
         ctx.tenancy.check_reference(namespace, spec.source_namespace, "spec.sourceRef")
+        for i, dep in enumerate(spec.depends_on):
+            ctx.tenancy.check_reference(namespace, dep.namespace, f"spec.dependsOn[{i}]")
+            if dep.ready_expr:
+                check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
+        check_exprs(spec.health_check_exprs)
     except SpecError as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
     if spec.suspend:
         return DONE
     source_namespace = spec.source_namespace or namespace
-    key = ("ConfigSync", namespace, name)
     ctx.memory.refer(key, [(source_namespace, "GitRepository", spec.source_name),
-                           *((namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from)])
+                           *((namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
+                           *((dep.namespace, "ConfigSync", dep.name) for dep in spec.depends_on)])
+    try:
+        waiting = await dependencies.waiting_for(
+            ctx, namespace, name, tuple((d.namespace, d.name) for d in spec.depends_on), kind=CONFIGSYNC, this=body,
+            ready_exprs={(d.namespace, d.name): d.ready_expr for d in spec.depends_on if d.ready_expr})
+    except SpecError as exc:
+        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
+        return DONE
+    if waiting:  # woken when a dependency's status changes
+        said = f"waiting for {', '.join(waiting)} to be Ready (spec.dependsOn)"
+        await report(ctx, CONFIGSYNC, body, status, False, "DependencyNotReady", said,
+                      event=(status.condition(READY) or Condition(type="", status="")).message != said)
+        return after(ctx.tunables.dependency_recheck)
     try:
         source = await source_revision(ctx.services, source_namespace, spec.source_name)
     except (InputError, SourceError) as exc:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
+        return _retry(spec) if exc.transient else DONE
     revision = source.revision
     status = settle.attempted(status, revision)
     try:
@@ -192,7 +218,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     except (InputError, SourceError) as exc:
         message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, message, stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
+        return _retry(spec) if exc.transient else DONE
     kube, impersonating = _client(ctx, namespace, spec)
     label = owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
@@ -234,10 +260,17 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         return DONE
     # The inventory records each object's own uid too: an object deleted and re-created by someone else
     # under the same name (even with copied marks) is not the one this ConfigSync applied.
+    started = time.monotonic()
+    crds: list[ObjectId] = []
     for oid in apply_order(list(objects)):
         try:
-            live = await kube.apply(await object_path(kube, oid), objects[oid], MANAGER)
+            if crds and oid.kind not in ("CustomResourceDefinition", "Namespace"):
+                await _established(kube, crds, started + spec.deadline)  # before any object of theirs
+                crds = []
+            live = await _apply(kube, oid, objects[oid], force=spec.force)
             applied_uids[oid] = str((live.get("metadata") or {}).get("uid", ""))
+            if oid.kind == "CustomResourceDefinition":
+                crds.append(oid)
         except KubeError as exc:
             failures.append(f"{oid}: {exc.message}")
     pruned: list[ObjectId] = []
@@ -256,13 +289,73 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         status = settle.inventoried(status, inventory + [_entry(oid, applied_uids) for oid in pending])
         message = redact(f"revision {revision}: " + "; ".join(failures[:10]), ctx.memory.secrets.get(key, []))
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
-        return FAILED
+        return _retry(spec)
+    status = settle.inventoried(status, inventory)
+    checked = _checked(spec, objects)
+    if checked:
+        located = [(await kube.path_of(o["apiVersion"], o["kind"], o["metadata"].get("namespace", ""),
+                                       o["metadata"]["name"]), o) for o in checked]
+        waiter = Waiter(ctx, key, ctx.tenancy.acting_as(namespace, spec.service_account_name),
+                        spec.health_check_exprs)
+        try:
+            reason, problem = await unhealthy(waiter, located, spec.deadline, started)
+        except Cancelled:
+            return after(0.01)  # a newer generation: reconciled at once
+        if reason:
+            message = redact(f"revision {revision}: {problem}", ctx.memory.secrets.get(key, []))
+            await report(ctx, CONFIGSYNC, body, status, False, reason, message)
+            return _retry(spec)
     changed = status.last_applied_revision != revision or bool(pruned)
     status = settle.applied(status, revision, inventory)
     message = f"applied revision {revision}: {len(objects)} object(s), pruned {len(pruned)}" + (
         f" ({', '.join(map(str, pruned[:10]))}{', ...' if len(pruned) > 10 else ''})" if pruned else "")
     await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
     return DONE
+
+
+def _retry(spec: ConfigSyncSpec) -> Outcome:
+    """After a failure: spec.retryInterval when it is set, else the failure backoff."""
+    return after(spec.retry_interval) if spec.retry_interval else FAILED
+
+
+def _checked(spec: ConfigSyncSpec, objects: dict[ObjectId, dict[str, Any]]) -> list[dict[str, Any]]:
+    """What must become healthy after the apply: every object with spec.wait, else spec.healthChecks."""
+    if spec.wait:
+        return [objects[oid] for oid in apply_order(list(objects))]
+    return [{"apiVersion": ref.api_version, "kind": ref.kind,
+             "metadata": {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})}}
+            for ref in spec.health_checks]
+
+
+async def _apply(kube: Kube, oid: ObjectId, obj: dict[str, Any], *, force: bool) -> dict[str, Any]:
+    """Server-side apply; an object whose immutable fields changed is deleted and created again when spec.force
+    (or its kustomize.toolkit.fluxcd.io/force: enabled mark) says so."""
+    path = await object_path(kube, oid)
+    try:
+        return await kube.apply(path, obj, MANAGER)
+    except KubeError as exc:
+        marks = {**(obj["metadata"].get("labels") or {}), **(obj["metadata"].get("annotations") or {})}
+        forced = force or str(marks.get(FORCE, "")).lower() == "enabled"
+        if not (forced and exc.status == 422 and "immutable" in exc.message):
+            raise
+    log.info("recreating %s: an immutable field changed (force)", oid)
+    await kube.request("DELETE", path, {"propagationPolicy": "Background"})  # its dependents go after it
+    for _ in range(600):  # a finalizer may hold it a while; a minute at most
+        if await kube.get(path) is None:
+            break
+        await asyncio.sleep(0.1)
+    return await kube.apply(path, obj, MANAGER)
+
+
+async def _established(kube: Kube, crds: list[ObjectId], deadline: float) -> None:
+    """Until every CRD in ``crds`` is Established (its kind is served), or the deadline."""
+    for oid in crds:
+        path = await object_path(kube, oid)
+        while time.monotonic() < deadline:
+            live = await kube.get(path) or {}
+            if cond.condition_of(live, "Established").get("status") == "True":
+                break
+            await asyncio.sleep(0.1)
 
 
 def _id(entry: AppliedObject) -> ObjectId:
@@ -296,6 +389,10 @@ async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: s
         if not owned(meta, uid, label, in_inventory=True) or (object_uid and meta.get("uid") != object_uid):
             log.info("not pruning %s: it is not the object this ConfigSync applied", oid)
             return ""
+        marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+        if str(marks.get(PRUNE, "")).lower() == "disabled":
+            log.info("not pruning %s: it is marked %s: disabled", oid, PRUNE)
+            return ""
         # the precondition makes sure the object deleted is the one just checked
         await kube.request("DELETE", path, {"propagationPolicy": "Background",
                                             "preconditions": {"uid": meta.get("uid")}})
@@ -307,19 +404,35 @@ async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: s
 
 
 async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
-    """With prune, a deleted ConfigSync takes its objects with it (as Flux's Kustomization does)."""
+    """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
+    default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
+    passed; Orphan leaves them). A suspended one leaves them."""
     this = Resource(body)
     ctx.memory.drop(("ConfigSync", this.namespace, this.name))
-    raw = body.get("spec") or {}
-    if not raw.get("prune", True) or raw.get("suspend"):
-        return DONE
     try:
-        kube, _ = _client(ctx, this.namespace, parse_config_sync(raw))
+        spec = parse_config_sync(body.get("spec") or {}, this.name, this.namespace)
     except SpecError:
         return DONE  # an invalid spec never applied anything
+    if spec.suspend or not spec.prunes_on_deletion:
+        return DONE
+    kube, _ = _client(ctx, this.namespace, spec)
     label = owner_label(this.namespace, this.name)
     entries = parse(ConfigSyncStatus, body.get("status")).inventory
     uids = {_id(x): x.uid for x in entries}
-    problems = [p for oid in reversed(apply_order([_id(x) for x in entries]))
-                if (p := await _delete(kube, oid, this.uid, label, uids[oid]))]
-    return FAILED if problems else DONE
+    order = list(reversed(apply_order([_id(x) for x in entries])))
+    problems = [p for oid in order if (p := await _delete(kube, oid, this.uid, label, uids[oid]))]
+    if problems:
+        return FAILED
+    if spec.deletion_policy == "WaitForTermination":
+        # what is still terminating (an object left alone, not this sync's or prune: disabled, is not waited for)
+        left = [oid for oid in order if ((await _live(kube, oid)) or {}).get("metadata", {}).get("deletionTimestamp")]
+        since = this.deleted_at or time.time()
+        if left and time.time() - since < spec.deadline:
+            await ctx.services.events.normal(body, "WaitingForTermination", f"waiting for {len(left)} object(s) to "
+                                             f"be gone (deletionPolicy WaitForTermination): "
+                                             + ", ".join(map(str, left[:10])))
+            return after(ctx.tunables.cleanup_wait)
+        if left:
+            log.error("ConfigSync %s/%s: %d object(s) still terminating after %.0fs (spec.timeout); letting it go: "
+                      "%s", this.namespace, this.name, len(left), spec.deadline, ", ".join(map(str, left[:10])))
+    return DONE

@@ -1,6 +1,7 @@
-"""spec.dependsOn: a HelmRelease acts only when the HelmReleases it depends on are Ready for their
-current generation; a chain that comes back to where it started is a cycle, reported on each member;
-and of HelmReleases deleted together, dependents are uninstalled before what they depend on."""
+"""spec.dependsOn: a HelmRelease (or a ConfigSync) acts only when those of its kind it depends on are Ready
+for their current generation (or, for a ConfigSync, when a dependency's readyExpr says so); a chain that
+comes back to where it started is a cycle, reported on each member; and of HelmReleases deleted together,
+dependents are uninstalled before what they depend on."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import depends_on
-from helmop.api.kinds import HELMRELEASE
+from helmop.api.kinds import HELMRELEASE, Kind
 from helmop.api.objects import Resource
+from helmop.infra.worker import WorkerTimeout
 
 from .context import Context
 
@@ -31,22 +33,33 @@ def _depends_on(obj: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         return ()
 
 
-async def waiting_for(ctx: Context, namespace: str, name: str,
-                      depends_on: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """The dependencies that are not Ready yet ("namespace/name"); SpecError DependencyCycle when the
-    dependencies lead back to this HelmRelease (the message names the whole cycle)."""
+async def waiting_for(ctx: Context, namespace: str, name: str, depends_on: tuple[tuple[str, str], ...],
+                      kind: Kind = HELMRELEASE, this: dict[str, Any] | None = None,
+                      ready_exprs: dict[tuple[str, str], str] | None = None) -> tuple[str, ...]:
+    """The dependencies (of ``kind``) that are not Ready yet ("namespace/name"); SpecError DependencyCycle when
+    the dependencies lead back to this object (the message names the whole cycle). A dependency with a
+    readyExpr is ready when that CEL expression is true of it (``dep``) and of ``this`` (``self``)."""
     waiting: list[str] = []
     for dep_namespace, dep_name in depends_on:
-        dep = await ctx.services.kube.get(HELMRELEASE.path(dep_namespace, dep_name))
-        if dep is None or not _ready(dep):
+        dep = await ctx.services.kube.get(kind.path(dep_namespace, dep_name))
+        expr = (ready_exprs or {}).get((dep_namespace, dep_name), "")
+        if dep is None or not (await _ready_by(ctx, expr, dep, this or {}) if expr else _ready(dep)):
             waiting.append(f"{dep_namespace}/{dep_name}" + ("" if dep is not None else " (not found)"))
-    cycle = await _cycle(ctx, (namespace, name), depends_on)
+    cycle = await _cycle(ctx, kind, (namespace, name), depends_on)
     if cycle:
         raise SpecError("DependencyCycle", "spec.dependsOn makes a cycle: " + " -> ".join(cycle))
     return tuple(waiting)
 
 
-async def _cycle(ctx: Context, start: tuple[str, str], depends_on: tuple[tuple[str, str], ...]) -> list[str]:
+async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str, Any]) -> bool:
+    try:
+        return (await ctx.services.cel.evaluate([expr], this, dep=dep))[0]
+    except WorkerTimeout:  # an expression that runs away: not ready (its Stalled reason comes from the spec check)
+        return False
+
+
+async def _cycle(ctx: Context, kind: Kind, start: tuple[str, str],
+                 depends_on: tuple[tuple[str, str], ...]) -> list[str]:
     """A path from ``start`` back to itself through dependsOn, or []."""
     paths: list[list[tuple[str, str]]] = [[start, dep] for dep in depends_on]
     seen = {start}
@@ -58,7 +71,7 @@ async def _cycle(ctx: Context, start: tuple[str, str], depends_on: tuple[tuple[s
         if node in seen:
             continue
         seen.add(node)
-        obj = await ctx.services.kube.get(HELMRELEASE.path(*node))
+        obj = await ctx.services.kube.get(kind.path(*node))
         if obj is not None:
             paths += [[*path, nxt] for nxt in _depends_on(obj)]
     return []

@@ -49,9 +49,12 @@ class Worker:
     _proc: asyncio.subprocess.Process | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def evaluate(self, expressions: list[str], obj: dict[str, Any]) -> list[bool]:
-        """Whether each CEL expression is true of ``obj`` (``self``); an expression that fails is not true."""
-        answers: list[bool] = (await self._ask({"op": "cel", "expressions": expressions, "self": obj}))["ok"]
+    async def evaluate(self, expressions: list[str], obj: dict[str, Any],
+                       dep: dict[str, Any] | None = None) -> list[bool]:
+        """Whether each CEL expression is true of ``obj`` (``self``; and ``dep``, a dependency, when given);
+        an expression that fails is not true."""
+        variables = {"self": obj, **({"dep": dep} if dep is not None else {})}
+        answers: list[bool] = (await self._ask({"op": "cel", "expressions": expressions, "vars": variables}))["ok"]
         return answers
 
     async def documents(self, text: str) -> list[tuple[int, Any]]:
@@ -143,7 +146,7 @@ def main() -> None:
                     if len(programs) > 256:
                         programs.clear()
                     program = programs.get(expression) or programs.setdefault(expression, cel.compile(expression))
-                    answers.append(program.execute({"self": request["self"]}) is True)
+                    answers.append(program.execute(request["vars"]) is True)
                 except Exception:  # a field the object does not have yet, a type error: not true (yet)
                     answers.append(False)
             answer = {"ok": answers}

@@ -45,24 +45,26 @@ def cost_problem(expression: str) -> str:
 def check_exprs(exprs: tuple[HealthExpr, ...]) -> None:
     """SpecError naming the first spec.healthCheckExprs expression that does not compile or is over the
     cost budget."""
-    if not exprs:
-        return
+    for i, expr in enumerate(exprs):
+        for field, text in (("current", expr.current), ("inProgress", expr.in_progress), ("failed", expr.failed)):
+            if text:
+                check_expression(text, f"spec.healthCheckExprs[{i}].{field}")
+
+
+def check_expression(text: str, where: str) -> None:
+    """SpecError when the CEL expression ``text`` (the field ``where``) does not compile or is over the cost
+    budget."""
+    problem = cost_problem(text)
+    if problem:
+        raise SpecError("InvalidSpec", f"{where}: over the cost budget: {problem}")
     # Imported only here: the cel package imports its own CLI (typer, prompt_toolkit), a fifth of a second
     # and megabytes that the CLI and an operator without expressions never need.
     import cel
 
-    for i, expr in enumerate(exprs):
-        for field, text in (("current", expr.current), ("inProgress", expr.in_progress), ("failed", expr.failed)):
-            if not text:
-                continue
-            problem = cost_problem(text)
-            if problem:
-                raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].{field}: over the cost budget: {problem}")
-            try:
-                cel.compile(text)
-            except ValueError as exc:
-                raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].{field}: "
-                                               f"{str(exc).splitlines()[0]}") from None
+    try:
+        cel.compile(text)
+    except ValueError as exc:
+        raise SpecError("InvalidSpec", f"{where}: {str(exc).splitlines()[0]}") from None
 
 
 def expression_for(obj: dict[str, Any], exprs: tuple[HealthExpr, ...]) -> HealthExpr | None:

@@ -160,3 +160,108 @@ def test_a_hostile_build_is_refused_with_its_reason_and_nothing_applied(operator
     assert condition(get(kube, ns, "csync", "bad"), "Stalled").get("status") == "True"
     assert any(e["reason"] == reason and e["type"] == "Warning" for e in events(kube, ns, "bad"))
     assert not get(kube, ns, "deploy", "web") and not (get(kube, ns, "csync", "bad")["status"].get("inventory"))
+
+
+def deployment(name: str, *, selector: str = "v1", **annotations: str) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"app": name, "sel": selector}}, "template": {
+            "metadata": {"labels": {"app": name, "sel": selector}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}})
+
+
+def ordered_events(kube: Run, ns: str) -> list[tuple[str, str]]:
+    """(object, reason) of the namespace's Events, in the order they were written."""
+    items = get(kube, ns, "events")["items"]
+    return [(e["involvedObject"]["name"], e["reason"])
+            for e in sorted(items, key=lambda e: int(e["metadata"]["resourceVersion"]))]
+
+
+def test_depends_on_waits_for_ready_and_wait_judges_what_was_applied(operator: Operator, kube: Run, ns: str,
+                                                                    repo: Repo) -> None:
+    repo.commit({"infra/db.yaml": deployment("db", **{"sandbox.helmop.dev/ready-delay": "3"}),
+                 "apps/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {a: '1'}\n",
+                 "stuck/web.yaml": deployment("stuck", **{"sandbox.helmop.dev/simulate": "fail"})})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("infra", "infra", wait=True, timeout="60s"))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "apps", dependsOn=[{"name": "infra"}]))
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    assert condition(get(kube, ns, "csync", "infra")).get("status") == "True"
+    said = ordered_events(kube, ns)
+    # apps waited (a Normal Event, not a warning), and applied only after infra's Deployment was ready
+    assert ("apps", "DependencyNotReady") in said
+    assert said.index(("infra", "ReconciliationSucceeded")) < said.index(("apps", "ReconciliationSucceeded"))
+    assert all(e["type"] == "Normal" for e in events(kube, ns, "apps"))
+    # wait over a Deployment that never becomes ready: Ready=False after the timeout, naming it
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("stuck", "stuck", wait=True, timeout="3s"))
+    ready = eventually(lambda: (c := condition(get(kube, ns, "csync", "stuck"))).get("reason") == "Timeout" and c)
+    assert ready["status"] == "False" and "Deployment/stuck" in ready["message"], ready
+
+
+def test_a_ready_expression_decides_when_a_dependency_is_ready(operator: Operator, kube: Run, ns: str,
+                                                               repo: Repo) -> None:
+    repo.commit({"a/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+                 "b/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
+    setup_source(kube, ns, repo)
+    expr = "dep.metadata.labels['release'] == self.metadata.labels['release']"
+    body = yaml.safe_load(configsync("b", "b", dependsOn=[{"name": "a", "readyExpr": expr}]))
+    body["metadata"]["labels"] = {"release": "v2"}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(body))
+    a = yaml.safe_load(configsync("a", "a"))
+    a["metadata"]["labels"] = {"release": "v1"}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(a))
+    eventually(lambda: condition(get(kube, ns, "csync", "a")).get("status") == "True")
+    waiting = eventually(lambda: (c := condition(get(kube, ns, "csync", "b"))).get("reason") == "DependencyNotReady"
+                         and c)
+    assert f"{ns}/a" in waiting["message"] and not get(kube, ns, "cm", "b")  # a is Ready, but not at release v2
+    kube("kubectl", "-n", ns, "label", "csync", "a", "release=v2", "--overwrite")
+    eventually(lambda: condition(get(kube, ns, "csync", "b")).get("status") == "True")
+    assert get(kube, ns, "cm", "b")
+
+
+def test_force_recreates_an_object_whose_immutable_field_changed(operator: Operator, kube: Run, ns: str,
+                                                                 repo: Repo) -> None:
+    repo.commit({"app/web.yaml": deployment("web")})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app"))
+    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    first = get(kube, ns, "deploy", "web")["metadata"]["uid"]
+    repo.commit({"app/web.yaml": deployment("web", selector="v2")})
+    kube("kubectl", "-n", ns, "annotate", "gitrepo", "config", "helmop.dev/requestedAt=1", "--overwrite")
+    refused = eventually(lambda: (c := condition(get(kube, ns, "csync", "app"))).get("reason") == "ApplyFailed" and c)
+    assert "immutable" in refused["message"] and get(kube, ns, "deploy", "web")["metadata"]["uid"] == first
+    kube("kubectl", "-n", ns, "patch", "csync", "app", "--type=merge", "-p", '{"spec": {"force": true}}')
+    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    recreated = get(kube, ns, "deploy", "web")
+    assert recreated["metadata"]["uid"] != first and recreated["spec"]["selector"]["matchLabels"]["sel"] == "v2"
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("Orphan", True), ("Delete", False), ("WaitForTermination", False)])
+def test_the_deletion_policy_says_what_deleting_a_configsync_does(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                                  policy: str, kept: bool) -> None:
+    repo.commit({"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n",
+                 "app/off.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: protected\n  annotations:\n"
+                                 "    kustomize.toolkit.fluxcd.io/prune: disabled\n"})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app", deletionPolicy=policy, prune=False))
+    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    kube("kubectl", "-n", ns, "delete", "csync", "app", "--timeout=60s")
+    assert bool(get(kube, ns, "cm", "kept")) is kept
+    assert get(kube, ns, "cm", "protected")  # prune: disabled, whatever the policy
+
+
+def test_wait_for_termination_holds_the_configsync_until_its_objects_are_gone(operator: Operator, kube: Run, ns: str,
+                                                                              repo: Repo) -> None:
+    repo.commit({"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n"
+                                "  finalizers: [example.com/hold]\n"})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app", deletionPolicy="WaitForTermination"))
+    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    kube("kubectl", "-n", ns, "delete", "csync", "app", "--wait=false")
+    # its clean-up deleted the ConfigMap, and waits for it while a finalizer holds it: the ConfigSync stays
+    waiting = eventually(lambda: [e for e in events(kube, ns, "app") if e["reason"] == "WaitingForTermination"])
+    assert f"ConfigMap/{ns}/held" in waiting[0]["message"] and get(kube, ns, "csync", "app")
+    assert get(kube, ns, "cm", "held")["metadata"].get("deletionTimestamp")
+    kube("kubectl", "-n", ns, "patch", "cm", "held", "--type=json", "-p",
+         '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    eventually(lambda: not get(kube, ns, "csync", "app"))

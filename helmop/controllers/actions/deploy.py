@@ -13,8 +13,8 @@ from helmop.helm.crds import chart_crds
 from helmop.helm.hooks import needs_helm_wait
 from helmop.helm.request import upgrade_request
 
-from . import health
-from .job import Cancelled, Job, Result, cancelled, outcome, read_release
+from ..readiness import Cancelled, unhealthy
+from .job import Job, Result, cancelled, outcome, read_release
 
 MANAGER = "helmop-crds"
 
@@ -73,7 +73,7 @@ async def _deploy(job: Job, action: Action) -> Result:
     if not result.ok or opts.disable_wait or result.state is None:
         return result
     try:
-        reason, problem = await health.unhealthy(job, result.objects, request.timeout, started)
+        reason, problem = await unhealthy(job.waiter, result.objects, request.timeout, started)
     except Cancelled:
         return cancelled(job, "health check")
     if not reason:

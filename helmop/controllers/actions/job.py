@@ -21,6 +21,7 @@ from helmop.reconcile import Decision
 from helmop.reconcile.settle.helmrelease import ActionResult
 
 from ..context import Context
+from ..readiness import Cancelled, Waiter
 
 T = TypeVar("T")
 
@@ -55,6 +56,11 @@ class Job:
         return ("HelmRelease", self.namespace, self.name)
 
     @property
+    def waiter(self) -> Waiter:
+        """The release's objects' readiness, as this HelmRelease waits for it."""
+        return Waiter(self.ctx, self.key, self.acting_as, self.spec.health_check_exprs)
+
+    @property
     def release(self) -> str:
         return f"{self.spec.target_namespace}/{self.spec.release_name}"
 
@@ -69,10 +75,6 @@ class Result(ActionResult):
 
     state: ReleaseState | None = None  # the release as read after the action (None: not read)
     objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (REST path, object) after it
-
-
-class Cancelled(Exception):
-    """The action was stopped because a newer revision of the spec or values arrived (or a deletion)."""
 
 
 def cancelled(job: Job, what: str) -> Result:

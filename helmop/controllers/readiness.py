@@ -1,7 +1,7 @@
-"""After helm reports success: every object of the release must become healthy by kstatus rules (or
-spec.healthCheckExprs) before the action's deadline, whatever the helm version's --wait checked. An
-unhealthy release is a failed one: the deploy action marks helm's record failed (unlock.mark_failed), so
-remediation follows.
+"""Readiness: every object given must become healthy by kstatus rules (or spec.healthCheckExprs) before a
+deadline — a release's objects after helm reports success (whatever the helm version's --wait checked: an
+unhealthy release is a failed one, so remediation follows), a ConfigSync's after it applied them (wait,
+healthChecks).
 
 Objects are followed through the operator's shared collections (one watch per kind and namespace for
 every release), after one read of each right after helm: a cached copy counts only once it is the same
@@ -15,26 +15,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from helmop.api.helmrelease import HealthExpr
 from helmop.infra.kube import KubeError
 from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 
-from .job import Cancelled, Job
+from .context import Context, Key
+
+
+class Cancelled(Exception):
+    """The wait was stopped because a newer revision of the spec or inputs arrived (or a deletion)."""
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """Who waits: the object (its key: what supersedes it), the identity it reads as, its expressions."""
+
+    ctx: Context
+    key: Key
+    acting_as: str
+    exprs: tuple[HealthExpr, ...] = ()
 
 POLL = 1.0  # for objects of collections the operator may not watch
 
 
-async def _judge(job: Job, live: dict[str, Any]) -> tuple[str, str]:
+async def _judge(waiter: Waiter, live: dict[str, Any]) -> tuple[str, str]:
     """kstatus' verdict, or that of the spec.healthCheckExprs entry for the object's kind (evaluated in the
     bounded CEL worker: an expression that runs away fails the check, not the operator)."""
-    expr = expression_for(live, job.spec.health_check_exprs)
+    expr = expression_for(live, waiter.exprs)
     if expr is None:
         return judge(live)
     try:
-        failed, current = await job.ctx.services.cel.evaluate([expr.failed or "false", expr.current or "false"], live)
+        expressions = [expr.failed or "false", expr.current or "false"]
+        failed, current = await waiter.ctx.services.cel.evaluate(expressions, live)
     except WorkerTimeout as exc:
         return FAILED, f"healthCheckExprs: the expressions {exc}"
     return by_expression(expr, failed, current)
@@ -60,10 +77,10 @@ class _Watched:
         self.kind, self.title = manifest["kind"], f"{namespace}/{self.name}" if namespace else self.name
         self.read: dict[str, Any] | None = None
 
-    async def refresh(self, job: Job) -> str:
+    async def refresh(self, waiter: Waiter) -> str:
         """Read it as the release's identity; a problem reading it ("" when none)."""
         try:
-            self.read = await job.ctx.services.kube.acting_as(job.acting_as).get(self.path)
+            self.read = await waiter.ctx.services.kube.acting_as(waiter.acting_as).get(self.path)
         except KubeError as exc:
             return exc.message
         return ""
@@ -72,16 +89,16 @@ class _Watched:
         return self.read if self.collection.refused else _newest(self.read, self.collection.objects.get(self.name))
 
 
-async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout: float,
+async def unhealthy(waiter: Waiter, located: list[tuple[str, dict[str, Any]]], timeout: float,
                     started: float) -> tuple[str, str]:
     """("", "") once every object is Current; else the reason and what is wrong: HealthCheckFailed at the
     first Failed object, Timeout (as helm's own wait says it) ``timeout`` seconds after ``started``."""
-    superseded = job.ctx.memory.superseded(job.key)
+    superseded = waiter.ctx.memory.superseded(waiter.key)
     deadline = started + timeout
-    live_ones = [(path, obj) for path, obj in located if needs_live(obj, job.spec.health_check_exprs)]
-    async with job.ctx.services.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
+    live_ones = [(path, obj) for path, obj in located if needs_live(obj, waiter.exprs)]
+    async with waiter.ctx.services.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
         watched = [_Watched(path, obj, held[path.rpartition("/")[0]]) for path, obj in live_ones]
-        problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(job) for w in watched)),
+        problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(waiter) for w in watched)),
                             strict=True))
         while True:
             changes = [w.collection.changed(w.name) for w in watched]  # taken before judging: none is missed
@@ -91,7 +108,7 @@ async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout
                     waiting.append(f"{w.kind}/{w.name}: {problems[w.path]}")
                     continue
                 live = w.live()
-                state, why = (IN_PROGRESS, "not found") if live is None else await _judge(job, live)
+                state, why = (IN_PROGRESS, "not found") if live is None else await _judge(waiter, live)
                 if state == FAILED:
                     return "HealthCheckFailed", f"{w.kind} {w.title} is not healthy: {why}"
                 if state == IN_PROGRESS:
@@ -104,7 +121,7 @@ async def unhealthy(job: Job, located: list[tuple[str, dict[str, Any]]], timeout
                 raise Cancelled()
             polled = [w for w in watched if w.collection.refused]
             await _next_change(changes, superseded, deadline, POLL if polled else None)
-            problems.update(zip([w.path for w in polled], await asyncio.gather(*(w.refresh(job) for w in polled)),
+            problems.update(zip([w.path for w in polled], await asyncio.gather(*(w.refresh(waiter) for w in polled)),
                                 strict=True))
 
 
