@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import Operator, condition, events, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get
 from tests.controllers.test_gitops import setup_source
 from tests.gitserver import Repo
 from tests.tools import Run, tool
@@ -265,3 +265,64 @@ def test_wait_for_termination_holds_the_configsync_until_its_objects_are_gone(op
     kube("kubectl", "-n", ns, "patch", "cm", "held", "--type=json", "-p",
          '[{"op": "remove", "path": "/metadata/finalizers"}]')
     eventually(lambda: not get(kube, ns, "csync", "app"))
+
+
+def flux_like_repository(ns: str, charts: str) -> dict[str, str]:
+    """Laid out as Flux's example repositories are: a cluster folder whose ConfigSyncs sync the infrastructure,
+    then the apps (dependsOn), each a base with an overlay per environment patching the HelmRelease values."""
+
+    def release(name: str, namespace: str) -> str:
+        return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+                               "metadata": {"name": name, "namespace": namespace},
+                               "spec": {"interval": "1h", "chart": {"repository": {
+                                   "url": charts, "name": "demo", "version": "0.1.0"}},
+                                   "values": {"fullnameOverride": name, "replicaCount": 1}}})
+
+    def sync(name: str, path: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": name},
+                "spec": {"sourceRef": {"name": "config"}, "path": path, "interval": "1h",
+                         "serviceAccountName": "deployer", **spec}}
+
+    infra, apps = f"{ns}-infra", f"{ns}-apps"
+
+    def values(name: str, replicas: int) -> str:
+        return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+                               "metadata": {"name": name, "namespace": apps},
+                               "spec": {"values": {"replicaCount": replicas}}})
+
+    out = {"clusters/staging/infrastructure.yaml": yaml.safe_dump(sync("infrastructure", "infrastructure/staging",
+                                                                         wait=True, timeout="2m")),
+           "clusters/staging/apps.yaml": yaml.safe_dump(sync("apps", "apps/staging",
+                                                               dependsOn=[{"name": "infrastructure"}]))}
+    for env, replicas in (("staging", 2), ("production", 3)):
+        out[f"infrastructure/{env}/kustomization.yaml"] = "resources: [../base/monitoring]\n"
+        out[f"apps/{env}/kustomization.yaml"] = "resources: [../base/podinfo]\npatches:\n- path: podinfo-values.yaml\n"
+        out[f"apps/{env}/podinfo-values.yaml"] = values("podinfo", replicas)
+    out["infrastructure/base/monitoring/kustomization.yaml"] = "resources: [namespace.yaml, release.yaml]\n"
+    namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}}}\n"
+    out["infrastructure/base/monitoring/namespace.yaml"] = namespace.format(infra)
+    out["infrastructure/base/monitoring/release.yaml"] = release("monitoring", infra)
+    out["apps/base/podinfo/kustomization.yaml"] = "resources: [namespace.yaml, release.yaml]\n"
+    out["apps/base/podinfo/namespace.yaml"] = namespace.format(apps)
+    out["apps/base/podinfo/release.yaml"] = release("podinfo", apps)
+    return out
+
+
+def test_a_repository_laid_out_as_flux_examples_converges(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                          chart_repo: ChartRepo) -> None:
+    repo.commit(flux_like_repository(ns, chart_repo.url))
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+    kube("kubectl", "create", "clusterrolebinding", f"{ns}-deployer", "--clusterrole=cluster-admin",
+         f"--serviceaccount={ns}:deployer")
+    # the one object applied by hand, as `flux bootstrap` leaves it: the cluster folder's ConfigSync
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("cluster", "clusters/staging",
+                                                                    serviceAccountName="deployer"))
+    for name in ("cluster", "infrastructure", "apps"):
+        eventually(lambda name=name: condition(get(kube, ns, "csync", name)).get("status") == "True", timeout=120)
+    infra, apps = f"{ns}-infra", f"{ns}-apps"
+    assert condition(get(kube, infra, "hr", "monitoring")).get("status") == "True"  # infrastructure waited for it
+    eventually(lambda: condition(get(kube, apps, "hr", "podinfo")).get("status") == "True")
+    assert get(kube, apps, "deploy", "podinfo")["spec"]["replicas"] == 2  # the staging overlay's values
+    said = ordered_events(kube, ns)
+    assert said.index(("infrastructure", "ReconciliationSucceeded")) < said.index(("apps", "ReconciliationSucceeded"))
