@@ -179,3 +179,25 @@ def test_logs_read_the_operator_pods(tmp_path: Path) -> None:
             assert follow.wait(20) == 0
     finally:
         server.shutdown()
+
+
+def test_render_builds_an_overlay_as_a_configsync_would(tmp_path: Path) -> None:
+    """`helmop render OVERLAY` (flux build kustomization): the same build and variables as the operator's."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "base").mkdir()
+    (tmp_path / "staging").mkdir()
+    (tmp_path / "base" / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
+    (tmp_path / "base" / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"
+                                               "data: {env: '${env:=dev}', region: '${region}', keep: '$${region}'}\n")
+    (tmp_path / "staging" / "kustomization.yaml").write_text("resources: [../base]\nnamePrefix: stg-\n")
+    (tmp_path / "vars.env").write_text("# cluster variables\nregion=eu-central-1\nenv=ignored\n")
+    env = {"PATH": f"{TOOLS}:{os.environ['PATH']}"}
+    done = helmop("render", str(tmp_path / "staging"), "--substitute", "env=staging", "--substitute-from-file",
+                  str(tmp_path / "vars.env"), env=env)
+    assert done.returncode == 0, done.stderr
+    built = yaml.safe_load(done.stdout)
+    assert built["metadata"] == {"name": "stg-settings"}
+    assert built["data"] == {"env": "staging", "region": "eu-central-1", "keep": "${region}"}
+    (tmp_path / "staging" / "kustomization.yaml").write_text("resources: [../../outside]\n")
+    refused = helmop("render", str(tmp_path / "staging"), env=env)
+    assert refused.returncode == 1 and "outside the repository" in refused.stderr, refused.stderr

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from . import k8syaml, yamlc
+from .manifests import Manifest
+
+if TYPE_CHECKING:
+    from .sources import ConfigSyncSpec
 
 DISABLED = "kustomize.toolkit.fluxcd.io/substitute"
 NAME = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
@@ -125,3 +129,19 @@ def with_metadata(obj: dict[str, Any], labels: Mapping[str, str], annotations: M
     if annotations:
         meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
     return {**obj, "metadata": meta}
+
+
+def post_build(found: list[Manifest], spec: ConfigSyncSpec, variables: Mapping[str, str], *,
+               strict: bool = False) -> list[Manifest]:
+    """What a ConfigSync applies of what it read or built: variables substituted (when there are any, or the
+    strategy says Always), then commonMetadata set. The operator and ``helmop render`` both run this."""
+    substituting = bool(variables) or spec.post_build.always
+    labels, annotations = dict(spec.common_labels), dict(spec.common_annotations)
+    out = []
+    for item in found:
+        try:
+            obj = substituted(item.obj, variables, strict=strict) if substituting else item.obj
+        except SubstitutionError as exc:
+            raise SubstitutionError(f"{item.origin}: {exc}") from None
+        out.append(Manifest(with_metadata(obj, labels, annotations), item.origin))
+    return out

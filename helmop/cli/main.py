@@ -16,14 +16,15 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
 
-from helmop.api import settings, validation
+from helmop.api import k8syaml, settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, Kind
 from helmop.infra.kube import KubeError
+from helmop.sources.errors import SourceError
 
-from . import completion, create, explore, operate, operator_logs, projects, show, target, tenancy, verbs
+from . import builds, completion, create, explore, operate, operator_logs, projects, show, target, tenancy, verbs
 from .errors import Failed
 
 T = TypeVar("T")
@@ -212,8 +213,12 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
-        found = await releases.diff_files(where.kube, engine, verbs.temp_cache(), [Path(f) for f in args.filename],
-                                          _apps(args), where.namespace)
+        paths = [Path(f) for f in args.filename]
+        built = [item for path in paths if builds.is_overlay(path)
+                 for item in await builds.build(path, _variables(args), verbs.temp_cache())]
+        found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
+                                          [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
+                                          built=built)
     else:
         if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
             raise Failed("diff needs -f FILE|DIR, or hr NAME")
@@ -227,7 +232,29 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     return FAILED if changed else OK
 
 
+def _variables(args: argparse.Namespace) -> dict[str, str]:
+    return builds.variables(args.substitute or [], args.substitute_from_file or [])
+
+
+def _build(args: argparse.Namespace) -> int:
+    """``render`` of a kustomize overlay: the objects a ConfigSync over it would apply, as YAML."""
+    try:
+        built = asyncio.run(builds.build(Path(args.path), _variables(args), verbs.temp_cache()))
+    except (Failed, SourceError) as exc:
+        print(f"✗ {exc}", file=sys.stderr)
+        return FAILED
+    text = k8syaml.dump_all([item.obj for item in built])
+    if args.output_dir:
+        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.output_dir) / "build.yaml").write_text(text)
+    else:
+        print(text, end="")
+    return OK
+
+
 def _render(args: argparse.Namespace) -> int:
+    if builds.is_overlay(Path(args.path)):
+        return _build(args)
     from helmop.helm.engine import Engine, default_executable
 
     from . import releases
@@ -386,8 +413,8 @@ def parser() -> argparse.ArgumentParser:
                                 "--validate); exit 0 same, 1 different, 2 error", _diff,
                         kind="[hr] (with a NAME: the HelmRelease's spec in the cluster)", name_arg="[NAME]")
     diff.add_argument("--filename", "-f", action="append",
-                      help="manifests (file or directory, repeatable) holding HelmReleases or app resources; "
-                           "valuesFrom is read from the cluster")
+                      help="manifests (file or directory, repeatable) holding HelmReleases or app resources, or a "
+                           "kustomize overlay (built as a ConfigSync builds it); valuesFrom is read from the cluster")
     diff.add_argument("--apps", help="app kinds file, to diff app resources too")
     diff.add_argument("--output-format", choices=["unified", "json"], default="unified",
                       help="unified diffs under a header per object (default), or JSON for CI")
@@ -428,14 +455,21 @@ def parser() -> argparse.ArgumentParser:
 
     render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
                                description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "
-                                           "values (ConfigMaps/Secrets from the tree), render with helm template.")
-    render.add_argument("path", help="a config-repository directory")
+                                           "values (ConfigMaps/Secrets from the tree), render with helm template. "
+                                           "A kustomize overlay (a folder with a kustomization.yaml) is built as "
+                                           "a ConfigSync builds it, and the objects it would apply are printed.")
+    render.add_argument("path", help="a config-repository directory, or a kustomize overlay in one")
     render.add_argument("--values-dir", action="append", help="more directories with ConfigMaps/Secrets")
     render.add_argument("--output-dir", "-o", help="write <namespace>/<name>.yaml files here (default: stdout)")
     render.add_argument("--apps", help="app kinds file, to render app resources too")
     render.add_argument("--validate", action="store_true",
                         help="first check every helmop resource in the tree against the CRD schemas (offline); "
                              "errors name file:line")
+    for verb in (render, diff):
+        verb.add_argument("--substitute", action="append", metavar="KEY=VALUE",
+                          help="a ConfigSync's postBuild variable, for a kustomize overlay (repeatable)")
+        verb.add_argument("--substitute-from-file", action="append", metavar="FILE",
+                          help="KEY=VALUE lines, as --substitute (repeatable; --substitute wins)")
     render.set_defaults(run=_render)
 
     comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",

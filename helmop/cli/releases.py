@@ -281,18 +281,19 @@ async def diff_live(kube: Kube, engine: Engine, cache: Path, namespace: str, nam
 
 
 async def diff_files(kube: Kube, engine: Engine, cache: Path, paths: list[Path], apps: list[AppKind],
-                     default_namespace: str) -> list[ReleaseDiff]:
-    """The diffs of the HelmReleases (and app resources) in local manifests against the live releases,
-    valuesFrom read from the cluster: a change previewed before it is applied. The files are checked
-    against the CRD schemas first (strict, as kubectl apply): a misspelt field is an error, not ignored."""
-    tree = read_tree(paths)
+                     default_namespace: str, built: list[manifests.Manifest] | None = None) -> list[ReleaseDiff]:
+    """The diffs of the HelmReleases (and app resources) in local manifests, and in what kustomize overlays
+    ``built``, against the live releases, valuesFrom read from the cluster: a change previewed before it is
+    applied. The files are checked against the CRD schemas first (strict, as kubectl apply): a misspelt field
+    is an error, not ignored."""
+    tree = read_tree(paths) if paths else {}
     invalid = validation.tree(tree)
     if invalid:
         raise Failed("; ".join(invalid))
     found, errors = manifests.parse(tree)
-    releases, problems = planned(found, apps, default_namespace)
+    releases, problems = planned([*found, *(built or [])], apps, default_namespace)
     if errors or problems:
         raise Failed("; ".join(errors + problems))
     if not releases:
-        raise Failed(f"no HelmRelease or app resource in {', '.join(map(str, paths))}")
+        raise Failed(f"no HelmRelease or app resource in {', '.join(map(str, paths)) or 'the build'}")
     return await _diff_all(_readers(kube, engine, cache), releases)

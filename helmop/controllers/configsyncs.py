@@ -34,7 +34,7 @@ from helmop.api.redaction import redact
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.api.status import READY, Condition, parse
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
-from helmop.api.substitution import SubstitutionError, check_names, substituted, with_metadata
+from helmop.api.substitution import SubstitutionError, check_names, post_build
 from helmop.helm.inputs import LARGE_YAML, InputError, Source, source_revision
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
@@ -145,21 +145,6 @@ async def _variables(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tupl
     return {**variables, **dict(spec.post_build.substitute)}, secrets
 
 
-def _post_built(found: list[manifests.Manifest], spec: ConfigSyncSpec, variables: dict[str, str], *,
-                strict: bool) -> list[manifests.Manifest]:
-    """Variables substituted (when there are any, or the strategy says Always), then commonMetadata set."""
-    substituting = bool(variables) or spec.post_build.always
-    labels, annotations = dict(spec.common_labels), dict(spec.common_annotations)
-    out = []
-    for item in found:
-        try:
-            obj = substituted(item.obj, variables, strict=strict) if substituting else item.obj
-        except SubstitutionError as exc:
-            raise InputError("SubstitutionFailed", f"{item.origin}: {exc}", transient=False) from None
-        out.append(manifests.Manifest(with_metadata(obj, labels, annotations), item.origin))
-    return out
-
-
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
     """The client that writes this ConfigSync's objects, and whether it acts as a ServiceAccount."""
     actor = ctx.tenancy.acting_as(namespace, spec.service_account_name)
@@ -214,7 +199,11 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
             raise InputError("ManifestInvalid", message, transient=False)
         variables, secrets = await _variables(ctx, namespace, spec)
         ctx.memory.secrets[key] = secrets
-        found = _post_built(found, spec, variables, strict=ctx.tunables.strict_substitution)
+        found = post_build(found, spec, variables, strict=ctx.tunables.strict_substitution)
+    except SubstitutionError as exc:
+        message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
+        await report(ctx, CONFIGSYNC, body, status, False, "SubstitutionFailed", message, stalled=True)
+        return DONE
     except (InputError, SourceError) as exc:
         message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, message, stalled=not exc.transient)

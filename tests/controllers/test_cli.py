@@ -462,3 +462,25 @@ def test_shell_completion(operator: Operator, kube: Run, ns: str, chart_repo: Ch
     assert complete(f"helmop reconcile hr -n {ns} comp") == ["completed"]
     assert ns in complete(f"helmop get hr -n {ns[:6]}")
     assert "--watch" in complete("helmop get --w")
+
+
+def test_diff_previews_what_an_overlay_would_change(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                    tmp_path: Path) -> None:
+    """`helmop diff -f OVERLAY` (flux diff kustomization): the overlay built as a ConfigSync builds it, its
+    HelmReleases diffed against the live releases."""
+    apply(kube, ns, hr("overlaid", chart_repo, version="0.1.0", values={"replicaCount": 1}))
+    ready(kube, ns, "overlaid")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "base").mkdir()
+    (tmp_path / "prod").mkdir()
+    base = yaml.safe_load(hr("overlaid", chart_repo, version="0.1.0", values={"replicaCount": 1}))
+    base["metadata"]["namespace"] = ns
+    (tmp_path / "base" / "release.yaml").write_text(yaml.safe_dump(base))
+    (tmp_path / "base" / "kustomization.yaml").write_text("resources: [release.yaml]\n")
+    (tmp_path / "prod" / "kustomization.yaml").write_text(
+        "resources: [../base]\npatches:\n- target: {kind: HelmRelease}\n  patch: |\n"
+        "    - {op: replace, path: /spec/values/replicaCount, value: '${replicas}'}\n")
+    preview = helmop(operator, "diff", "-f", str(tmp_path / "prod"), "-n", ns, "--substitute", "replicas=4")
+    assert preview.returncode == 1, preview.stdout + preview.stderr
+    assert "-  replicas: 1" in preview.stdout and "+  replicas: 4" in preview.stdout
+    assert get(kube, ns, "deploy", "overlaid")["spec"]["replicas"] == 1  # nothing applied

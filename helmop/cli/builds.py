@@ -1,0 +1,96 @@
+"""What a ConfigSync would apply of a local folder, built offline exactly as the operator builds it (Flux's
+``flux build kustomization``): the same kustomize build over the repository the folder belongs to, the same
+post-build variables (from ``--substitute`` and ``--substitute-from-file``) and commonMetadata."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from helmop.api import manifests
+from helmop.api.sources import ConfigSyncSpec, PostBuild
+from helmop.api.substitution import SubstitutionError, check_names, post_build
+from helmop.sources import kustomize
+from helmop.sources.git import Limits
+from helmop.sources.kustomize import Kustomize
+
+from .errors import Failed
+
+
+def is_overlay(path: Path) -> bool:
+    """A folder kustomize builds (it holds a kustomization file)."""
+    return path.is_dir() and any((path / name).is_file() for name in kustomize.FILES)
+
+
+def repository_root(path: Path) -> Path:
+    """The repository ``path`` belongs to: the nearest folder above it holding ``.git``; else the current
+    directory when ``path`` is inside it; else ``path`` itself. A build may read only what is inside."""
+    path = path.resolve()
+    for folder in (path, *path.parents):
+        if (folder / ".git").exists():
+            return folder
+    here = Path.cwd().resolve()
+    return here if here == path or here in path.parents else path
+
+
+def read_repository(root: Path, limits: Limits | None = None) -> dict[str, bytes]:
+    """Every file under ``root`` (``.git`` left out), within the limits the operator reads a repository with; a
+    link is read as the file it names when that stays inside ``root``, else refused."""
+    limits = limits or Limits()
+    files: dict[str, bytes] = {}
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(names):
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            real = path.resolve()
+            if root != real and root not in real.parents:
+                raise Failed(f"{rel}: a link to {real}, outside {root}")
+            if not real.is_file():
+                continue
+            size = real.stat().st_size
+            total += size
+            if size > limits.max_file or total > limits.max_total or len(files) >= limits.max_entries:
+                raise Failed(f"{root} is larger than a repository the operator reads ({limits.max_entries} files, "
+                             f"{limits.max_file >> 20} MiB a file, {limits.max_total >> 20} MiB in all)")
+            files[rel] = real.read_bytes()
+    return files
+
+
+def variables(pairs: list[str], files: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs, and files of such lines (``#`` starts a comment): later ones win, pairs last."""
+    out: dict[str, str] = {}
+    lines = [(file, line) for file in files for line in Path(file).read_text().splitlines()]
+    for where, line in [*lines, *(("--substitute", pair) for pair in pairs)]:
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise Failed(f"{where}: {text[:80]!r} is not KEY=VALUE")
+        out[key.strip()] = value
+    try:
+        check_names(out)
+    except SubstitutionError as exc:
+        raise Failed(str(exc)) from None
+    return out
+
+
+async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool = False) -> list[manifests.Manifest]:
+    """The objects a ConfigSync over ``path`` applies, its variables ``values``."""
+    root = repository_root(path)
+    folder = path.resolve().relative_to(root).as_posix()
+    folder = "" if folder == "." else folder
+    spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())))
+    kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
+    builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize")
+    text = await builder.build(read_repository(root), folder, spec.build)
+    found, errors = manifests.parse({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
+    if errors:
+        raise Failed("; ".join(errors[:5]))
+    try:
+        return post_build(found, spec, values, strict=strict)
+    except SubstitutionError as exc:
+        raise Failed(str(exc)) from None
