@@ -238,6 +238,9 @@ class Kustomize:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
+                # asyncio's wait() also waits for the pipes to close: what the process printed and nobody read
+                # would keep a paused pipe open, and the wait with it, forever
+                await asyncio.gather(_drain(proc.stdout), _drain(proc.stderr))
                 await proc.wait()
         if proc.returncode != 0:
             text = err.decode(errors="replace")
@@ -252,15 +255,25 @@ class Kustomize:
     async def _collect(self, proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
         assert proc.stdout is not None and proc.stderr is not None
         errors = asyncio.ensure_future(_head(proc.stderr, 64 << 10))
-        chunks, size = [], 0
-        while chunk := await proc.stdout.read(1 << 16):
-            size += len(chunk)
-            if size > self.limits.output:
+        try:
+            chunks, size = [], 0
+            while chunk := await proc.stdout.read(1 << 16):
+                size += len(chunk)
+                if size > self.limits.output:
+                    raise _TooLarge()
+                chunks.append(chunk)
+            await proc.wait()
+            return b"".join(chunks), await errors
+        finally:  # stopped (too large, out of time): stderr is drained by whoever ends the process
+            if not errors.done():
                 errors.cancel()
-                raise _TooLarge()
-            chunks.append(chunk)
-        await proc.wait()
-        return b"".join(chunks), await errors
+                with contextlib.suppress(asyncio.CancelledError):
+                    await errors
+
+
+async def _drain(stream: asyncio.StreamReader | None) -> None:
+    while stream is not None and await stream.read(1 << 16):
+        pass
 
 
 async def _head(stream: asyncio.StreamReader, limit: int) -> bytes:

@@ -148,13 +148,19 @@ def test_the_configsyncs_own_build_fields_and_common_metadata(operator: Operator
      "FunctionRefused", "KRM function"),
     ({"bad/kustomization.yaml": "resources: [../base]\npatches:\n- path: nowhere.yaml\n"}, "PathNotFound",
      "bad/nowhere.yaml"),
+    ({"bad/kustomization.yaml": "resources: [../base]\n"}, "BuildTimeout", "did not finish within 0.001s"),
+    # a generator that turns 4 MiB of repository into over 32 MiB of objects (or 512 MiB of kustomize's memory)
+    ({"bad/big.txt": "x" * (4 << 20), "bad/kustomization.yaml": "configMapGenerator:\n- name: big\n  files:\n"
+      + "".join(f"  - k{i}=big.txt\n" for i in range(9))}, "BuildTooLarge", "the kustomize build "),
 ])
 def test_a_hostile_build_is_refused_with_its_reason_and_nothing_applied(operator: Operator, kube: Run, ns: str,
                                                                        repo: Repo, extra: dict[str, str], reason: str,
                                                                        said: str) -> None:
     repo.commit({**REPOSITORY, **extra})
     setup_source(kube, ns, repo)
-    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("bad", "bad"))
+    # (a build past its time: the spec's timeout bounds it, as it bounds every step of a sync)
+    timeout = {"timeout": "1ms"} if reason == "BuildTimeout" else {}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("bad", "bad", **timeout))
     ready = eventually(lambda: (c := condition(get(kube, ns, "csync", "bad"))).get("reason") == reason and c)
     assert ready["status"] == "False" and said in ready["message"], ready["message"]
     assert condition(get(kube, ns, "csync", "bad"), "Stalled").get("status") == "True"
@@ -298,7 +304,19 @@ def flux_like_repository(ns: str, charts: str) -> dict[str, str]:
         out[f"infrastructure/{env}/kustomization.yaml"] = "resources: [../base/monitoring]\n"
         out[f"apps/{env}/kustomization.yaml"] = "resources: [../base/podinfo]\npatches:\n- path: podinfo-values.yaml\n"
         out[f"apps/{env}/podinfo-values.yaml"] = values("podinfo", replicas)
-    out["infrastructure/base/monitoring/kustomization.yaml"] = "resources: [namespace.yaml, release.yaml]\n"
+    out["infrastructure/base/monitoring/kustomization.yaml"] = ("resources: [namespace.yaml, release.yaml, crd.yaml, "
+                                                                "probe.yaml]\n")
+    # a CRD and an object of it in one sync: the object is applied once the CRD is Established
+    group = f"{ns}.example.com"
+    out["infrastructure/base/monitoring/crd.yaml"] = yaml.safe_dump({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"probes.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "probes", "kind": "Probe"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    out["infrastructure/base/monitoring/probe.yaml"] = yaml.safe_dump({
+        "apiVersion": f"{group}/v1", "kind": "Probe", "metadata": {"name": "web", "namespace": infra},
+        "spec": {"target": "http://web"}})
     namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}}}\n"
     out["infrastructure/base/monitoring/namespace.yaml"] = namespace.format(infra)
     out["infrastructure/base/monitoring/release.yaml"] = release("monitoring", infra)
@@ -322,6 +340,7 @@ def test_a_repository_laid_out_as_flux_examples_converges(operator: Operator, ku
         eventually(lambda name=name: condition(get(kube, ns, "csync", name)).get("status") == "True", timeout=120)
     infra, apps = f"{ns}-infra", f"{ns}-apps"
     assert condition(get(kube, infra, "hr", "monitoring")).get("status") == "True"  # infrastructure waited for it
+    assert get(kube, infra, f"probes.{ns}.example.com", "web")["spec"] == {"target": "http://web"}
     eventually(lambda: condition(get(kube, apps, "hr", "podinfo")).get("status") == "True")
     assert get(kube, apps, "deploy", "podinfo")["spec"]["replicas"] == 2  # the staging overlay's values
     said = ordered_events(kube, ns)

@@ -3,6 +3,7 @@ what kubectl prints for the same folder, and every way out of the repository ref
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -111,3 +112,21 @@ async def test_a_build_is_bounded_in_time_output_and_memory(tmp_path: Path, limi
     with pytest.raises(SourceError) as bounded:
         await Kustomize(tool("kubectl"), tmp_path, limits).build(tree, "big", NOTHING)
     assert bounded.value.reason == reason and said in str(bounded.value), str(bounded.value)
+
+
+async def test_a_build_stopped_at_the_output_bound_ends_however_much_it_printed(tmp_path: Path) -> None:
+    """What kustomize printed past the bound fills the pipes; the build still ends (asyncio's wait() waits for
+    them to close: unread output once kept it waiting forever)."""
+    literal = "v" * 40_000
+    generated = "".join(f"  - key{i}={literal}\n" for i in range(60))  # ~2.4 MB of output
+    tree = files({"big/kustomization.yaml": f"configMapGenerator:\n- name: big\n  literals:\n{generated}"})
+    builder = Kustomize(tool("kubectl"), tmp_path, Limits(output=1 << 16))
+
+    def in_a_thread() -> str:  # as the operator runs: its own event loop, off the main thread
+        try:
+            asyncio.run(asyncio.wait_for(builder.build(tree, "big", NOTHING), 30))
+        except SourceError as exc:
+            return exc.reason
+        return "built"
+
+    assert await asyncio.to_thread(in_a_thread) == "BuildTooLarge"
