@@ -13,6 +13,7 @@ from tests.tools import ROOT
 DOCS = ROOT / "docs"
 _BLOCK = re.compile(r"^ *```bash\n(.*?)^ *```", re.S | re.M)
 _NAME = re.compile(r"<!-- block: ([\w-]+) -->\n$")
+_FILE = re.compile(r"^ *<!-- file: (\S+) -->\n *```\w*\n(.*?)^ *```", re.S | re.M)
 
 
 def pages() -> list[Path]:
@@ -40,3 +41,8 @@ def block(page: str, name: str) -> str:
     found = [commands for named, commands in blocks(page) if named == name]
     assert len(found) == 1, f"{page}: {len(found)} blocks named {name!r}"
     return found[0]
+
+
+def files(page: str) -> dict[str, str]:
+    """The files a page shows (a ``<!-- file: PATH -->`` line above a code block): path -> content."""
+    return {path: textwrap.dedent(body) for path, body in _FILE.findall((DOCS / page).read_text())}

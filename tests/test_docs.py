@@ -10,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helmop.api import crds, reference
+from helmop.api import crds, reference, validation
 from helmop.cli import reference as cli_reference
 from helmop.infra.metrics import CacheCounts, Metrics
 from tests import test_docs_journey
-from tests.docs import DOCS, blocks, page_name, pages
-from tests.tools import ROOT, Run
+from tests.docs import DOCS, block, blocks, files, page_name, pages
+from tests.tools import ROOT, TOOLS, Run
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
@@ -167,3 +167,31 @@ def test_flux_table_names_working_helmop_commands() -> None:
                 parser().parse_args(args)
             except SystemExit as exc:
                 raise AssertionError(f"{command!r} ({flux}) does not parse") from exc
+
+
+def test_the_config_repository_guide_builds_as_it_says(tmp_path: Path) -> None:
+    """The guide's files are a repository: its preview command builds them as a ConfigSync would."""
+    import yaml
+
+    page = "guides/config-repositories.md"
+    shown = files(page)
+    wanted = {"apps/base/kustomization.yaml", "apps/staging/kustomization.yaml", "clusters/staging/apps.yaml"}
+    assert wanted <= set(shown)
+    for path, text in shown.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert validation.tree({p: t.encode() for p, t in shown.items() if p.startswith("clusters/")}) == []
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    path = f"{Path(sys.executable).parent}:{TOOLS}:{os.environ['PATH']}"  # helmop, kubectl
+    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block("guides/config-repositories.md", "preview")],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PATH": path})
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    deploy = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "web")
+    settings = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("settings-"))
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert deploy["spec"]["replicas"] == 2 and container["image"] == "nginx:1.27"
+    assert container["env"] == [{"name": "REGION", "value": "eu-central-1"}]
+    assert container["envFrom"][0]["configMapRef"]["name"] == settings["metadata"]["name"]  # the hashed name
+    assert settings["data"] == {"log_level": "debug"}
+    assert deploy["metadata"]["annotations"]["prometheus.io/scrape"] == "true"  # the component
