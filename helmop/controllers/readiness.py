@@ -26,6 +26,8 @@ from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expressi
 
 from .context import Context, Key
 
+POLL = 1.0  # for objects of collections the operator may not watch
+
 
 class Cancelled(Exception):
     """The wait was stopped because a newer revision of the spec or inputs arrived (or a deletion)."""
@@ -39,8 +41,6 @@ class Waiter:
     key: Key
     acting_as: str
     exprs: tuple[HealthExpr, ...] = ()
-
-POLL = 1.0  # for objects of collections the operator may not watch
 
 
 async def _judge(waiter: Waiter, live: dict[str, Any]) -> tuple[str, str]:
