@@ -1,4 +1,6 @@
-"""One reconcile of a ConfigSync: apply the manifests under a path of a GitRepository, then prune.
+"""One reconcile of a ConfigSync: wait for what it depends on, read or build what a revision of its
+GitRepository holds under its path (``inputs``), apply it and prune what left it (``applying``), then wait for
+what it applied to be healthy when asked; and the clean-up its deletionPolicy asks for.
 
 Manifests are applied with server-side apply under a field manager of their own, in dependency
 order (CRDs and Namespaces first), each marked as this ConfigSync's (a label, and an annotation with
@@ -13,136 +15,34 @@ prunes or deletes only objects that carry its own uid.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import copy
-import hashlib
 import logging
-import posixpath
-import re
 import time
 from typing import Any
 
-import yaml
-
-from helmop.api import conditions as cond
-from helmop.api import manifests, yamlc
 from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.api.status import READY, Condition, parse
-from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
-from helmop.api.substitution import SubstitutionError, check_names, post_build
-from helmop.helm.inputs import LARGE_YAML, InputError, Source, source_revision
+from helmop.api.status.configsync import ConfigSyncStatus
+from helmop.api.substitution import SubstitutionError, post_build
+from helmop.helm.inputs import InputError, source_revision
 from helmop.infra.kube import Kube, KubeError
-from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import configsync as settle
-from helmop.reconcile.sync import (
-    OWNER_LABEL,
-    OWNER_UID,
-    ObjectId,
-    apply_order,
-    claim_problem,
-    confinement,
-    owned,
-    to_prune,
-)
-from helmop.sources import kustomize
+from helmop.reconcile.sync import OWNER_LABEL, OWNER_UID, ObjectId, apply_order, claim_problem, confinement, to_prune
 from helmop.sources.errors import SourceError
 
-from . import dependencies
-from .context import Context
-from .outcome import DONE, FAILED, Outcome, after
-from .readiness import Cancelled, Waiter, unhealthy
-from .status import report
+from .. import dependencies
+from ..context import Context
+from ..outcome import DONE, FAILED, Outcome, after
+from ..readiness import Cancelled, Waiter, unhealthy
+from ..status import report
+from . import applying, inputs
 
 log = logging.getLogger(__name__)
-MANAGER = "helmop-configsync"
-FORCE = "kustomize.toolkit.fluxcd.io/force"  # on an object: recreate it when an immutable field changed
-PRUNE = "kustomize.toolkit.fluxcd.io/prune"  # on an object: "disabled" keeps it when it leaves git
-
-
-def owner_label(namespace: str, name: str) -> str:
-    value = f"{namespace}.{name}"
-    if len(value) <= 63 and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value):
-        return value
-    return hashlib.sha256(value.encode()).hexdigest()[:40]
-
-
-async def object_path(kube: Kube, oid: ObjectId) -> str:
-    return await kube.path_of(oid.api_version, oid.kind, oid.namespace, oid.name)
-
-
-async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:
-    """The documents of the large manifest files, loaded in the YAML worker process (a few hundred kilobytes
-    of dense YAML hold the event loop for a noticeable time)."""
-    loaded: dict[str, manifests.Loaded] = {}
-    for path, data in files.items():
-        if manifests.is_manifest(path) and len(data) > LARGE_YAML:
-            try:
-                loaded[path] = await ctx.services.yaml.documents(data.decode())
-            except (yaml.YAMLError, UnicodeDecodeError) as exc:  # reported as parse() reports the file
-                loaded[path] = exc if isinstance(exc, yaml.YAMLError) else yamlc.YamlBomb("not UTF-8 text")
-            except WorkerTimeout as exc:
-                loaded[path] = yamlc.YamlBomb(f"loading it {exc}")
-    return loaded
-
-
-def _folder(path: str) -> str:
-    normal = posixpath.normpath(path or ".").strip("/")
-    return "" if normal == "." else normal
-
-
-async def _read(ctx: Context, spec: ConfigSyncSpec, source: Source) -> tuple[list[manifests.Manifest], list[str]]:
-    """The objects of spec.path at the source's commit: its manifests as they are, or what kustomize builds
-    of it (a kustomization.yaml there, or build fields in the spec); errors as ``file:line: problem``."""
-    git, folder = ctx.services.git, _folder(spec.path)
-    # Only manifests are read (each within the per-file limit); other files are never inflated.
-    files = await git.files(source.url, source.sha, spec.path, source.auth,
-                            wanted=lambda rel: manifests.is_manifest(rel) or rel in kustomize.FILES)
-    # Repository-relative names, so messages point at the file as the user knows it.
-    named = {posixpath.join(folder, rel): data for rel, data in files.items()}
-    if not spec.build and not kustomize.kustomization_of(named, folder):
-        return manifests.parse(named, await _load_large(ctx, named))
-    # a build reads the whole tree (bases, components, generators' files), within the same limits
-    tree = await git.files(source.url, source.sha, "", source.auth)
-    built = {f"{folder or '.'}/(kustomize build).yaml": (await ctx.services.kustomize.build(
-        tree, folder, spec.build, spec.deadline)).encode()}
-    found, errors = manifests.parse(built, await _load_large(ctx, built))
-    limit = ctx.services.kustomize.limits.objects
-    if len(found) > limit:
-        raise SourceError("BuildTooLarge", f"the kustomize build of {folder or '.'} has {len(found)} objects "
-                                           f"(at most {limit})", transient=False)
-    return found, errors
-
-
-async def _variables(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[dict[str, str], list[str]]:
-    """spec.postBuild's variables (substituteFrom in order, then substitute), and the values that came from
-    Secrets (masked wherever a message could quote them)."""
-    variables: dict[str, str] = {}
-    secrets: list[str] = []
-    for ref in spec.post_build.substitute_from:
-        plural = "secrets" if ref.kind == "Secret" else "configmaps"
-        obj = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/{plural}/{ref.name}")
-        if obj is None:
-            if ref.optional:
-                continue
-            raise InputError("SubstituteFromNotFound", f"spec.postBuild.substituteFrom: {ref.kind} {namespace}/"
-                                                       f"{ref.name} does not exist", transient=True)
-        data = {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
-        if ref.kind == "Secret":
-            data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
-            secrets += [v for v in data.values() if len(v) >= 3]
-        try:
-            check_names(data)
-        except SubstitutionError as exc:
-            raise InputError("SubstituteFromInvalid", f"{ref.kind} {namespace}/{ref.name}: {exc}",
-                             transient=False) from None
-        variables.update(data)
-    return {**variables, **dict(spec.post_build.substitute)}, secrets
 
 
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
@@ -193,11 +93,11 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     revision = source.revision
     status = settle.attempted(status, revision)
     try:
-        found, errors = await _read(ctx, spec, source)
+        found, errors = await inputs.read(ctx, spec, source)
         if errors:
             message = f"{len(errors)} broken manifest(s), nothing applied: " + "; ".join(errors[:5])
             raise InputError("ManifestInvalid", message, transient=False)
-        variables, secrets = await _variables(ctx, namespace, spec)
+        variables, secrets = await inputs.variables(ctx, namespace, spec)
         ctx.memory.secrets[key] = secrets
         found = post_build(found, spec, variables, strict=ctx.tunables.strict_substitution)
     except SubstitutionError as exc:
@@ -209,7 +109,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         await report(ctx, CONFIGSYNC, body, status, False, exc.reason, message, stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
     kube, impersonating = _client(ctx, namespace, spec)
-    label = owner_label(namespace, name)
+    label = applying.owner_label(namespace, name)
     objects: dict[ObjectId, dict[str, Any]] = {}
     origins: dict[ObjectId, str] = {}
     cluster_scoped: set[ObjectId] = set()
@@ -235,12 +135,12 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         objects[oid], origins[oid] = obj, item.origin
         if not namespaced:
             cluster_scoped.add(oid)
-    previous = [_id(x) for x in status.inventory]
+    previous = [applying.id_of(x) for x in status.inventory]
     refusal = (("", "") if impersonating else confinement(origins, namespace, cluster_scoped))
-    applied_uids = {_id(x): x.uid for x in status.inventory if x.uid}
+    applied_uids = {applying.id_of(x): x.uid for x in status.inventory if x.uid}
     if not refusal[0]:
         claims = [p for oid in apply_order(list(objects))
-                  if (p := claim_problem(oid, origins[oid], await _live(kube, oid), uid, label, oid in previous,
+                  if (p := claim_problem(oid, origins[oid], await applying.live(kube, oid), uid, label, oid in previous,
                                          applied_uids.get(oid, "")))]
         refusal = ("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(claims[:10])}") if claims else refusal
     if refusal[0]:
@@ -254,9 +154,9 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     for oid in apply_order(list(objects)):
         try:
             if crds and oid.kind not in ("CustomResourceDefinition", "Namespace"):
-                await _established(kube, crds, started + spec.deadline)  # before any object of theirs
+                await applying.established(kube, crds, started + spec.deadline)  # before any object of theirs
                 crds = []
-            live = await _apply(kube, oid, objects[oid], force=spec.force)
+            live = await applying.apply(kube, oid, objects[oid], force=spec.force)
             applied_uids[oid] = str((live.get("metadata") or {}).get("uid", ""))
             if oid.kind == "CustomResourceDefinition":
                 crds.append(oid)
@@ -265,17 +165,18 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     pruned: list[ObjectId] = []
     if spec.prune and not failures:
         for oid in to_prune(previous, list(objects)):
-            problem = await _delete(kube, oid, uid, label, applied_uids.get(oid, ""))
+            problem = await applying.delete(kube, oid, uid, label, applied_uids.get(oid, ""))
             if problem:
                 failures.append(problem)
             else:
                 pruned.append(oid)
     # what was applied (now or before) only: an object refused at its first apply was never this sync's
-    inventory = [_entry(oid, applied_uids) for oid in sorted(objects) if applied_uids.get(oid) or oid in previous]
+    inventory = [applying.entry(oid, applied_uids) for oid in sorted(objects)
+                 if applied_uids.get(oid) or oid in previous]
     if failures:
         # keep what could not be pruned in the inventory, so the next sync tries again
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
-        status = settle.inventoried(status, inventory + [_entry(oid, applied_uids) for oid in pending])
+        status = settle.inventoried(status, inventory + [applying.entry(oid, applied_uids) for oid in pending])
         message = redact(f"revision {revision}: " + "; ".join(failures[:10]), ctx.memory.secrets.get(key, []))
         await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
         return _retry(spec)
@@ -316,82 +217,6 @@ def _checked(spec: ConfigSyncSpec, objects: dict[ObjectId, dict[str, Any]]) -> l
             for ref in spec.health_checks]
 
 
-async def _apply(kube: Kube, oid: ObjectId, obj: dict[str, Any], *, force: bool) -> dict[str, Any]:
-    """Server-side apply; an object whose immutable fields changed is deleted and created again when spec.force
-    (or its kustomize.toolkit.fluxcd.io/force: enabled mark) says so."""
-    path = await object_path(kube, oid)
-    try:
-        return await kube.apply(path, obj, MANAGER)
-    except KubeError as exc:
-        marks = {**(obj["metadata"].get("labels") or {}), **(obj["metadata"].get("annotations") or {})}
-        forced = force or str(marks.get(FORCE, "")).lower() == "enabled"
-        if not (forced and exc.status == 422 and "immutable" in exc.message):
-            raise
-    log.info("recreating %s: an immutable field changed (force)", oid)
-    await kube.request("DELETE", path, {"propagationPolicy": "Background"})  # its dependents go after it
-    for _ in range(600):  # a finalizer may hold it a while; a minute at most
-        if await kube.get(path) is None:
-            break
-        await asyncio.sleep(0.1)
-    return await kube.apply(path, obj, MANAGER)
-
-
-async def _established(kube: Kube, crds: list[ObjectId], deadline: float) -> None:
-    """Until every CRD in ``crds`` is Established (its kind is served), or the deadline."""
-    for oid in crds:
-        path = await object_path(kube, oid)
-        while time.monotonic() < deadline:
-            live = await kube.get(path) or {}
-            if cond.condition_of(live, "Established").get("status") == "True":
-                break
-            await asyncio.sleep(0.1)
-
-
-def _id(entry: AppliedObject) -> ObjectId:
-    return ObjectId(entry.api_version, entry.kind, entry.namespace, entry.name)
-
-
-def _entry(oid: ObjectId, uids: dict[ObjectId, str]) -> AppliedObject:
-    return AppliedObject(api_version=oid.api_version, kind=oid.kind, namespace=oid.namespace, name=oid.name,
-                         uid=uids.get(oid, ""))
-
-
-async def _live(kube: Kube, oid: ObjectId) -> dict[str, Any] | None:
-    """The object as it is now (None when absent, or not readable: then applying it fails anyway)."""
-    try:
-        return await kube.get(await object_path(kube, oid))
-    except KubeError as exc:
-        if exc.status in (403, 404):
-            return None
-        raise
-
-
-async def _delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: str) -> str:
-    """Delete ``oid`` if it is the object this ConfigSync applied: it carries this ConfigSync's marks and,
-    when recorded, its own uid is the one applied. A message when that failed."""
-    try:
-        path = await object_path(kube, oid)
-        live = await kube.get(path)
-        if live is None:
-            return ""
-        meta = live.get("metadata") or {}
-        if not owned(meta, uid, label, in_inventory=True) or (object_uid and meta.get("uid") != object_uid):
-            log.info("not pruning %s: it is not the object this ConfigSync applied", oid)
-            return ""
-        marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
-        if str(marks.get(PRUNE, "")).lower() == "disabled":
-            log.info("not pruning %s: it is marked %s: disabled", oid, PRUNE)
-            return ""
-        # the precondition makes sure the object deleted is the one just checked
-        await kube.request("DELETE", path, {"propagationPolicy": "Background",
-                                            "preconditions": {"uid": meta.get("uid")}})
-    except KubeError as exc:
-        if exc.status == 404:
-            return ""
-        return f"{oid}: prune failed: {exc.message}"
-    return ""
-
-
 async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
     default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
@@ -405,16 +230,17 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
     if spec.suspend or not spec.prunes_on_deletion:
         return DONE
     kube, _ = _client(ctx, this.namespace, spec)
-    label = owner_label(this.namespace, this.name)
+    label = applying.owner_label(this.namespace, this.name)
     entries = parse(ConfigSyncStatus, body.get("status")).inventory
-    uids = {_id(x): x.uid for x in entries}
-    order = list(reversed(apply_order([_id(x) for x in entries])))
-    problems = [p for oid in order if (p := await _delete(kube, oid, this.uid, label, uids[oid]))]
+    uids = {applying.id_of(x): x.uid for x in entries}
+    order = list(reversed(apply_order([applying.id_of(x) for x in entries])))
+    problems = [p for oid in order if (p := await applying.delete(kube, oid, this.uid, label, uids[oid]))]
     if problems:
         return FAILED
     if spec.deletion_policy == "WaitForTermination":
         # what is still terminating (an object left alone, not this sync's or prune: disabled, is not waited for)
-        left = [oid for oid in order if ((await _live(kube, oid)) or {}).get("metadata", {}).get("deletionTimestamp")]
+        left = [oid for oid in order
+                if ((await applying.live(kube, oid)) or {}).get("metadata", {}).get("deletionTimestamp")]
         since = this.deleted_at or time.time()
         if left and time.time() - since < spec.deadline:
             await ctx.services.events.normal(body, "WaitingForTermination", f"waiting for {len(left)} object(s) to "
