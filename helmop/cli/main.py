@@ -319,6 +319,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                           "(multi-tenancy lockdown; default: the operator's own rights)")
     run.add_argument("--no-cross-namespace-refs", action="store_true",
                      help="refuse every reference from a resource into another namespace (sourceRef, ...)")
+    run.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
+                     help="fetch charts whose URL (HTTP or oci://) starts with FROM from TO instead (repeatable): "
+                          "repositories written for the internet, unchanged behind a mirror")
     run.add_argument("--strict-substitution", action="store_true",
                      help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
                           "\"\" (Flux's StrictPostBuildSubstitutions)")

@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
                          shards_auto=args.shards == "auto", leader_election=_leader_election(args),
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
+    mirrors = [tuple(m.split("=", 1)) for m in args.chart_mirror]
+    if any(len(m) != 2 or not m[0] or not m[1] for m in mirrors):
+        raise SystemExit("helmop: --chart-mirror takes FROM=TO (two URL prefixes)")
+    cfg.chart_mirrors = tuple((m[0], m[1]) for m in mirrors)
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     if args.cache_dir:

@@ -70,6 +70,7 @@ class OperatorConfig:
     helm_cache_ttl: float = settings.HELM_CACHE_TTL  # seconds a repository index is used before it is revalidated
     helm_index_max_size: int = settings.HELM_INDEX_MAX_SIZE
     helm_chart_max_size: int = settings.HELM_CHART_MAX_SIZE
+    chart_mirrors: tuple[tuple[str, str], ...] = ()  # --chart-mirror FROM=TO
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -192,7 +193,8 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
     engine = await asyncio.to_thread(Engine.start, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
-    repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size)
+    repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size,
+                         mirrors=cfg.chart_mirrors)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
     kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables)

@@ -25,7 +25,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 from urllib.parse import urljoin
@@ -193,6 +193,9 @@ class Repositories:
     index_ttl: float = 900.0
     index_max_size: int = 64 << 20
     chart_max_size: int = 64 << 20
+    # --chart-mirror FROM=TO: a chart URL (HTTP or OCI) that starts with FROM is fetched from TO instead, so a
+    # repository written for the public internet runs unchanged behind a mirror; what status says is unchanged
+    mirrors: tuple[tuple[str, str], ...] = ()
     _indexes: dict[str, _Index] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     # archives written by this process: path -> ((inode, size, mtime), sha256); others are fetched again
@@ -211,10 +214,27 @@ class Repositories:
         return aiohttp.ClientSession(timeout=_TIMEOUT, headers=headers, connector=aiohttp.TCPConnector(ssl=ctx),
                                      trust_env=False)
 
+    def mirrored(self, url: str) -> str:
+        """``url`` fetched from its mirror: the longest FROM it starts with (at a path boundary) replaced."""
+        for source, target in sorted(self.mirrors, key=lambda mirror: -len(mirror[0])):
+            rest = url[len(source):]
+            if url.startswith(source) and (not rest or source.endswith("/") or rest[0] in "/?#"):
+                return target + rest
+        return url
+
     async def resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
                       max_age: float | None = None, asked_at: float = 0.0) -> ResolvedChart:
         """The exact chart version a constraint names, from an index no older than ``max_age`` seconds
-        (and the TTL) and fetched no earlier than ``asked_at`` (a wall-clock time)."""
+        (and the TTL) and fetched no earlier than ``asked_at`` (a wall-clock time); from ``url``'s mirror, when
+        it has one (the chart keeps ``url`` as its repository: switching to a mirror is no new configuration)."""
+        if not self.mirrors:
+            return await self._resolve(url, name, version, creds, insecure, max_age=max_age, asked_at=asked_at)
+        chart = await self._resolve(self.mirrored(url), name, version, creds, insecure, max_age=max_age,
+                                    asked_at=asked_at)
+        return replace(chart, repository=safe_url(url), urls=tuple(self.mirrored(u) for u in chart.urls))
+
+    async def _resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
+                       max_age: float | None = None, asked_at: float = 0.0) -> ResolvedChart:
         if url.startswith("oci://"):
             return await self._resolve_oci(url, name, version, creds, insecure)
         max_age = self.index_ttl if max_age is None else min(max_age, self.index_ttl)
@@ -325,6 +345,7 @@ class Repositories:
     async def fetch(self, chart: ResolvedChart, url: str, creds: Credentials, insecure: bool = False) -> Path:
         """The chart archive in the cache, downloaded on first use of this exact version with these
         credentials; written once, and served only while its digest is the one checked when written."""
+        url = self.mirrored(url)
         path = self.cached_path(chart, creds)
         if self._verified(path):
             self.hits += 1

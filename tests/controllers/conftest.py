@@ -30,6 +30,7 @@ from tests.tools import ROOT, TOOLS, Run, eventually, tool
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
 # wait it out), a clean-up looks again after 0.2 s.
+MIRRORED = "https://charts.example.invalid/stable"  # what the operators fetch from the test repository
 FAST = Tunables(failure_backoff=Backoff(0.2, 5.0), error_backoff=Backoff(0.5, 5.0), dependency_recheck=2.0,
                 dependents_wait=0.2, cleanup_wait=0.2)
 
@@ -98,6 +99,8 @@ class Operator:
                                      helm=str(wrapper), install_crds=True, webhook_port=0,
                                      webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1",
                                      tunables=FAST)
+        # (a repository written for the public internet, served by the test repository: --chart-mirror)
+        self.config.chart_mirrors = ((MIRRORED, charts.url),)
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
                                                     "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.

@@ -9,9 +9,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from helmop.helm.releases import Gateway, ReleaseState
 from tests.controllers.conftest import (
+    MIRRORED,
     ChartRepo,
     Operator,
     apply,
@@ -315,3 +317,14 @@ def test_a_chart_whose_yaml_only_go_reads_right_installs(operator: Operator, kub
     served = json.loads(kube("kubectl", "get", "crd", f"rules.{ns}.example.com", "-o", "json").stdout)
     enum = served["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["op"]["enum"]
     assert enum == ["=", "!=", True, "on", 511]  # what Go made of it: helm and helmop agree
+
+
+def test_a_chart_url_is_fetched_from_its_mirror(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    """--chart-mirror: a HelmRelease written for a public repository runs unchanged behind the mirror (the test
+    operator mirrors MIRRORED to the test repository), and its status names the repository it was written for."""
+    body = yaml.safe_load(hr("mirrored", chart_repo, version="0.1.0"))
+    body["spec"]["chart"]["repository"]["url"] = MIRRORED
+    apply(kube, ns, yaml.safe_dump(body))
+    obj = ready(kube, ns, "mirrored")
+    assert obj["spec"]["chart"]["repository"]["url"] == MIRRORED
+    assert chart_repo.url not in yaml.safe_dump(obj["status"])
