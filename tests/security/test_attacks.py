@@ -411,3 +411,45 @@ def test_helm_runs_without_the_operators_environment_and_with_a_frozen_post_rend
     assert not folder.resolve().is_relative_to(target.cache.resolve())
     for path in (folder.parent, folder, *folder.rglob("*")):
         assert not path.stat().st_mode & 0o222, f"{path} is writable"
+
+
+def kustomize_attacks(marker: str) -> dict[str, tuple[dict[str, bytes], str]]:
+    """Config-repository folders whose kustomize build would read outside the repository, fetch something, or run
+    a program (which would write /tmp/<marker>): the reason each gets."""
+    script = f"#!/bin/sh\necho owned > /tmp/{marker}\n".encode()
+    function = (b"apiVersion: x/v1\nkind: Run\nmetadata:\n  name: f\n  annotations:\n"
+                b"    config.kubernetes.io/function: |\n      exec: {path: ./run.sh}\n")
+    cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n"
+    return {
+        "remote-http": ({"kustomization.yaml": b"resources: [https://example.com/all.yaml]\n"}, "RemoteBaseRefused"),
+        "remote-git": ({"kustomization.yaml": b"resources: [github.com/example/repo//base?ref=v1]\n"},
+                       "RemoteBaseRefused"),
+        "dotdot": ({"kustomization.yaml": b"resources: [../../../../etc]\n"}, "PathOutsideRepository"),
+        "generator-file": ({"kustomization.yaml": b"configMapGenerator:\n- {name: x, files: [/etc/passwd]}\n"},
+                           "PathOutsideRepository"),
+        "exec-function": ({"kustomization.yaml": b"resources: [cm.yaml]\ntransformers: [fn.yaml]\n", "cm.yaml": cm,
+                           "fn.yaml": function, "run.sh": script}, "FunctionRefused"),
+        "container-function": ({"kustomization.yaml": b"generators: [fn.yaml]\n",
+                                "fn.yaml": function.replace(b"exec: {path: ./run.sh}", b"container: {image: x}")},
+                               "FunctionRefused"),
+        "helm-inflation": ({"kustomization.yaml": b"helmCharts:\n- {name: x, repo: https://charts.example.com}\n"},
+                           "HelmChartRefused"),
+    }
+
+
+def test_kustomize_builds_reach_nothing_outside_and_run_nothing(target: Target) -> None:
+    marker = f"owned-{uuid.uuid4().hex[:8]}"
+    ns = target.namespace("kustomize")
+    repo = target.repo(ns)
+    attacks = kustomize_attacks(marker)
+    # (git finds a name in a tree by its sorted order: these trees are ordinary ones)
+    push_tree(repo, [(variant.encode(), [(name.encode(), data) for name, data in sorted(files.items())])
+                     for variant, (files, _) in sorted(attacks.items())])
+    target.apply(ns, gitrepository("config", repo.url),
+                 *(configsync(variant, "config", variant) for variant in attacks))
+    for variant, (_, reason) in attacks.items():
+        message = refused(target, ns, "csync", variant, reason)
+        assert f"{variant}/kustomization.yaml" in message, (variant, message)
+    assert not Path("/tmp", marker).exists(), "a program the repository named was run"
+    assert not get(target.kube, ns, "cm", "fine")  # nothing applied
+    good_release_installs(target, ns, "after-kustomize")
