@@ -170,7 +170,7 @@ class Dispatcher:
         if previous is not None and previous[0] != token[0]:
             # a new generation of the spec (deleting one is one too): stop acting on the old one
             self.ctx.memory.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
-                               else f"generation {token[0]} of its spec arrived")
+                                      else f"generation {token[0]} of its spec arrived")
         else:
             self.scheduler.wake(key)
 

@@ -98,7 +98,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
     # woken when the Jenkins, the ConfigSync or the GitRepository reports (their status writes: a push seen
     # by the repository may add or remove a branch's environment), as when a part changes
     ctx.memory.refer(_key(this.name), [(spec.namespace, p.obj["kind"], p.obj["metadata"]["name"]) for p in wanted
-                                if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
+                                       if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
     ctx.memory.observe(_key(this.name), [(p.ref.api_version, p.ref.namespace, p.ref.kind, p.ref.name)
                                          for p in wanted if p.obj["kind"] not in ("Namespace", "Jenkins", "ConfigSync",
                                                                                   "GitRepository")])
@@ -283,7 +283,7 @@ async def _retain_volumes(ctx: Context, namespace: str) -> list[str]:
         volume = str(Resource(claim).spec.get("volumeName") or "")
         if volume:
             await ctx.services.kube.merge_patch(f"/api/v1/persistentvolumes/{volume}",
-                                       {"spec": {"persistentVolumeReclaimPolicy": "Retain"}})
+                                                {"spec": {"persistentVolumeReclaimPolicy": "Retain"}})
             names.append(volume)
     return names
 
@@ -323,6 +323,6 @@ async def _disown(ctx: Context, project: str, inventory: Sequence[ObjectRef]) ->
                 continue
             owners = [o for o in Resource(live).metadata.get("ownerReferences") or [] if o.get("kind") != "Project"]
             await ctx.services.kube.merge_patch(path, {"metadata": {"labels": {PROJECT_LABEL: None},
-                                                           "ownerReferences": owners or None}})
+                                                                    "ownerReferences": owners or None}})
         except KubeError as exc:
             log.warning("Project %s: could not release %s %s: %s", project, ref.kind, ref.name, exc)
