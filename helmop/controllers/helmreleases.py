@@ -202,7 +202,7 @@ class Reconciler:
         inventory = None
         if status.inventory is None and decision.reason is Reason.UP_TO_DATE:  # installed before inventories
             inventory = releases.inventory([obj for _, obj in await objects(job)])
-        settled = settle.terminal(status, desired, decision, state.history(), inventory)
+        settled = settle.terminal(status, desired, decision, state.history, inventory)
         if settled is None:
             return
         changed = await self._write(job.body, settled)

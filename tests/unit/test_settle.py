@@ -89,23 +89,26 @@ def test_a_remediation_marks_remediated_and_drift_correction_clears_drifted() ->
 
 def test_up_to_date_fills_in_what_the_status_lacks_and_nothing_more() -> None:
     up = Decision(Action.NONE, Reason.UP_TO_DATE, "release is deployed at revision 1")
-    first = helmrelease.terminal(HelmReleaseStatus(), DESIRED, up, (Snapshot(revision=1),), INVENTORY)
+    first = helmrelease.terminal(HelmReleaseStatus(), DESIRED, up, lambda: (Snapshot(revision=1),), INVENTORY)
     assert first is not None and first.is_true("Ready") and first.inventory == INVENTORY
     ready = first.condition("Ready")
     assert ready is not None and ready.message == ("Release shop/web is deployed with chart web@1.0.0 "
                                                    "(release is deployed at revision 1)")
-    assert helmrelease.terminal(first, DESIRED, up, (Snapshot(revision=9),), None) == first
+    def unread() -> tuple[Snapshot, ...]:
+        raise AssertionError("the history is read only when the status lacks it")
+
+    assert helmrelease.terminal(first, DESIRED, up, unread, None) == first
 
 
 def test_a_stall_keeps_the_reason_of_the_last_failure_on_ready() -> None:
     stall = Decision(Action.STALL, Reason.RETRIES_EXCEEDED, "no retries left")
     failed = HelmReleaseStatus().with_condition("Ready", False, "UpgradeFailed", "boom", 3)
-    after = helmrelease.terminal(failed, DESIRED, stall, (), None)
+    after = helmrelease.terminal(failed, DESIRED, stall, tuple, None)
     assert after is not None
     ready, stalled = after.condition("Ready"), after.condition("Stalled")
     assert ready is not None and ready.reason == "UpgradeFailed"
     assert stalled is not None and stalled.reason == "RetriesExceeded"
-    assert helmrelease.terminal(failed, DESIRED, Decision(Action.NONE, Reason.SUSPENDED, ""), (), None) is None
+    assert helmrelease.terminal(failed, DESIRED, Decision(Action.NONE, Reason.SUSPENDED, ""), tuple, None) is None
 
 
 def test_an_outcome_clears_reconciling_and_sets_or_clears_stalled() -> None:

@@ -4,6 +4,7 @@ action did comes in as an :class:`ActionResult`, what the reconcile works toward
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from helmop.api.actions import Action
@@ -55,10 +56,11 @@ def settle(status: Status, desired: Desired, decision: Decision, result: ActionR
     return out  # UNLOCK: helm's record changed, the status did not
 
 
-def terminal(status: Status, desired: Desired, decision: Decision, history: tuple[Snapshot, ...],
+def terminal(status: Status, desired: Desired, decision: Decision, history: Callable[[], tuple[Snapshot, ...]],
              inventory: Inventory | None) -> Status | None:
-    """The status for a decision that runs nothing (None: nothing to record). ``history`` is the release's
-    as read; ``inventory`` its objects, when the status has none yet."""
+    """The status for a decision that runs nothing (None: nothing to record). ``history`` gives the release's
+    revisions as read (asked only when the status lacks them: decoding every record is not free, and an
+    up-to-date release is the common case); ``inventory`` its objects, when the status has none yet."""
     generation = desired.generation
     if decision.action is Action.REFUSE:
         return refused(status, generation, decision.reason, decision.message, stalled=True)
@@ -80,7 +82,7 @@ def terminal(status: Status, desired: Desired, decision: Decision, history: tupl
         # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)
         message = f"Release {desired.release} is deployed with chart {desired.chart} ({decision.message})"
         out = out.but(last_applied_revision=desired.chart_version, last_attempted_config_digest=desired.digest,
-                      history=history)
+                      history=history())
         for kind in (READY, RELEASED):
             out = out.with_condition(kind, True, "UpToDate", message, generation)
         out = out.without(STALLED)
