@@ -81,8 +81,7 @@ def variables(pairs: list[str], files: list[str]) -> dict[str, str]:
 async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool = False) -> list[manifests.Manifest]:
     """The objects a ConfigSync over ``path`` applies, its variables ``values``."""
     root = repository_root(path)
-    folder = path.resolve().relative_to(root).as_posix()
-    folder = "" if folder == "." else folder
+    folder = kustomize.folder_of(path.resolve().relative_to(root).as_posix())
     spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())))
     kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
     builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize")

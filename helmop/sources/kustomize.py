@@ -54,6 +54,12 @@ def _refused(reason: str, message: str) -> SourceError:
     return SourceError(reason, message, transient=False)
 
 
+def folder_of(path: str) -> str:
+    """A spec.path as the repository's tree names it: normalized, no leading or trailing slash, "" for the root."""
+    normal = posixpath.normpath(path or ".").strip("/")
+    return "" if normal == "." else normal
+
+
 def kustomization_of(files: Mapping[str, bytes], folder: str) -> str:
     """The path of the kustomization file of ``folder`` ("" when it has none)."""
     for name in FILES:
@@ -195,7 +201,7 @@ class Kustomize:
     async def build(self, files: dict[str, bytes], folder: str, build: Build, timeout: float = 0.0) -> str:
         """The YAML kustomize builds from ``folder`` of the repository ``files`` (all of its tree), with the
         ConfigSync's ``build`` fields over it; ``timeout``: the spec's, within the limit."""
-        folder = posixpath.normpath(folder).strip("/") if folder not in ("", ".") else ""
+        folder = folder_of(folder)
         if not build and not kustomization_of(files, folder):
             raise _refused("PathNotFound", f"{folder or '.'} has no kustomization.yaml")
         if kustomization_of(files, folder):

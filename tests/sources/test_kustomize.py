@@ -45,7 +45,7 @@ async def test_a_build_is_what_kubectl_kustomize_prints_for_the_folder(builder: 
     expected = subprocess.run([tool("kubectl"), "kustomize", str(tmp_path / "checkout" / "staging")], check=True,
                               capture_output=True, text=True).stdout
     built = await builder.build(tree, "staging", NOTHING)
-    assert built == expected
+    assert built == expected and await builder.build(tree, "./staging/", NOTHING) == expected
     deploy = next(d for d in yaml.safe_load_all(built) if d["kind"] == "Deployment")
     assert deploy["metadata"]["name"] == "stg-web"
     assert deploy["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"].startswith(

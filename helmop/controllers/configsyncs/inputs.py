@@ -34,15 +34,10 @@ async def _load_large(ctx: Context, files: dict[str, bytes]) -> dict[str, manife
     return loaded
 
 
-def _folder(path: str) -> str:
-    normal = posixpath.normpath(path or ".").strip("/")
-    return "" if normal == "." else normal
-
-
 async def read(ctx: Context, spec: ConfigSyncSpec, source: Source) -> tuple[list[manifests.Manifest], list[str]]:
     """The objects of spec.path at the source's commit: its manifests as they are, or what kustomize builds
     of it (a kustomization.yaml there, or build fields in the spec); errors as ``file:line: problem``."""
-    git, folder = ctx.services.git, _folder(spec.path)
+    git, folder = ctx.services.git, kustomize.folder_of(spec.path)
     # Only manifests are read (each within the per-file limit); other files are never inflated.
     files = await git.files(source.url, source.sha, spec.path, source.auth,
                             wanted=lambda rel: manifests.is_manifest(rel) or rel in kustomize.FILES)
