@@ -70,6 +70,10 @@ def tar_gz(entries: dict[str, bytes], links: dict[str, str] | None = None) -> by
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self) -> None:
+        getattr(self.server, "paths", []).append(self.path)  # what was asked for, counted by the tests
+        super().do_GET()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -85,6 +89,7 @@ class ChartRepo:
         self.dir.mkdir()
         handler = functools.partial(_QuietHandler, directory=str(self.dir))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.paths = self.paths = []  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -127,4 +132,5 @@ class ChartRepo:
         """Up again on the same port after :meth:`close` (a repository that was down for a while)."""
         handler = functools.partial(_QuietHandler, directory=str(self.dir))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.server.server_address[1]), handler)
+        self.server.paths = self.paths  # type: ignore[attr-defined]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

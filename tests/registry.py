@@ -9,7 +9,7 @@ import threading
 
 from aiohttp import web
 
-from helmop.sources.repositories import HELM_CHART_LAYER
+from helmop.api.repositories import HELM_CHART_MEDIA_TYPE as HELM_CHART_LAYER
 
 
 class Registry:

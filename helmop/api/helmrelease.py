@@ -45,6 +45,34 @@ class SourceChart:
     path: str
     values_files: tuple[str, ...] = ()
     namespace: str = ""  # of the source; "" = the HelmRelease's
+    # Revision: any change of the chart's files deploys; ChartVersion (Flux's default for chart.spec): only a
+    # new version in Chart.yaml (or new values files) does
+    reconcile_strategy: str = "Revision"
+    ignore_missing_values_files: bool = False
+
+
+@dataclass(frozen=True)
+class SharedRepositoryChart:
+    """spec.chart.spec with a HelmRepository: a chart by name and version from a repository declared once and
+    fetched once per interval for every release that names it."""
+
+    repository: str  # the HelmRepository's name
+    chart: str
+    version: str = ""  # an exact version or a constraint; "" = the latest stable
+    namespace: str = ""  # of the HelmRepository; "" = the HelmRelease's
+    values_files: tuple[str, ...] = ()  # files of the chart archive, merged in order under spec.values
+    ignore_missing_values_files: bool = False
+
+
+@dataclass(frozen=True)
+class ArtifactChart:
+    """spec.chartRef: the chart an OCIRepository resolved (its artifact)."""
+
+    name: str
+    namespace: str = ""  # of the OCIRepository; "" = the HelmRelease's
+
+
+Chart = RepositoryChart | SourceChart | SharedRepositoryChart | ArtifactChart
 
 
 @dataclass(frozen=True)
@@ -137,7 +165,7 @@ class HealthExpr:
 
 @dataclass(frozen=True)
 class HelmReleaseSpec:
-    chart: RepositoryChart | SourceChart
+    chart: Chart
     release_name: str
     target_namespace: str
     storage_namespace: str
@@ -239,13 +267,21 @@ def _tests(raw: Any) -> TestOptions:
                        ignore_failures=bool(raw.get("ignoreFailures", False)), filters=filters)
 
 
-def _chart(raw: Any) -> RepositoryChart | SourceChart:
+def _chart(raw: Any, chart_ref: Any) -> Chart:
+    if chart_ref:
+        if raw:
+            raise SpecError("InvalidSpec", "spec.chart and spec.chartRef are mutually exclusive")
+        return _chart_ref(chart_ref)
     if not isinstance(raw, dict):
-        raise SpecError("InvalidSpec", "spec.chart is required")
+        raise SpecError("InvalidSpec", "spec.chart is required (or spec.chartRef)")
+    if "spec" in raw:
+        if set(raw) - {"spec", "metadata"}:  # metadata: of Flux's HelmChart object, which helmop does not make
+            raise SpecError("InvalidSpec", "spec.chart.spec takes no sibling fields other than metadata")
+        return _chart_spec(raw["spec"])
     repo: dict[str, Any] = raw.get("repository") or {}
     source: dict[str, Any] = raw.get("sourceRef") or {}
     if bool(repo) == bool(source):
-        raise SpecError("InvalidSpec", "spec.chart needs exactly one source: repository or sourceRef")
+        raise SpecError("InvalidSpec", "spec.chart needs exactly one source: spec, repository or sourceRef")
     if source:
         path = str(raw.get("path") or "")
         if not path:
@@ -264,6 +300,59 @@ def _chart(raw: Any) -> RepositoryChart | SourceChart:
     secret = (repo.get("secretRef") or {}).get("name", "")
     return RepositoryChart(url=url, name=name, version=str(repo.get("version") or "").strip(),
                            secret_ref=str(secret), insecure=bool(repo.get("insecure", False)))
+
+
+# Fields of Flux's chart template this release does not implement: refused by name, never ignored.
+_UNSUPPORTED_CHART_FIELDS = {"verify": "chart signature verification (cosign/notation)"}
+STRATEGIES = ("ChartVersion", "Revision")
+
+
+def _chart_spec(raw: Any) -> Chart:
+    """spec.chart.spec, Flux's chart template: a chart from a HelmRepository by name and version, or from a
+    GitRepository by path."""
+    where = "spec.chart.spec"
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", f"{where} must be a map")
+    for key, what in _UNSUPPORTED_CHART_FIELDS.items():
+        if raw.get(key):
+            raise SpecError("UnsupportedField", f"{where}.{key} ({what}) is not supported by helmop")
+    chart = str(raw.get("chart") or "")
+    source = raw.get("sourceRef") or {}
+    if not chart or not isinstance(source, dict) or not source.get("name"):
+        raise SpecError("InvalidSpec", f"{where} needs chart and sourceRef.name")
+    kind = str(source.get("kind") or "")
+    strategy = str(raw.get("reconcileStrategy") or "ChartVersion")
+    if strategy not in STRATEGIES:
+        raise SpecError("InvalidSpec", f"{where}.reconcileStrategy must be ChartVersion or Revision, not {strategy!r}")
+    files = list(raw.get("valuesFiles") or [])
+    if raw.get("valuesFile"):  # Flux's deprecated single file, placed before the list as Flux does
+        files.insert(0, str(raw["valuesFile"]))
+    values_files = tuple(str(f) for f in files)
+    ignore_missing = bool(raw.get("ignoreMissingValuesFiles", False))
+    namespace = str(source.get("namespace") or "")
+    version = str(raw.get("version") or "").strip()
+    if kind == "HelmRepository":
+        return SharedRepositoryChart(repository=str(source["name"]), chart=chart,
+                                     version="" if version == "*" else version, namespace=namespace,
+                                     values_files=values_files, ignore_missing_values_files=ignore_missing)
+    if kind == "GitRepository":
+        return SourceChart(kind=kind, name=str(source["name"]), path=chart.removeprefix("./") or ".",
+                           namespace=namespace, values_files=values_files, reconcile_strategy=strategy,
+                           ignore_missing_values_files=ignore_missing)
+    raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind!r} is not supported: helmop reads "
+                                             "charts from a HelmRepository or a GitRepository (Bucket is not "
+                                             "implemented)")
+
+
+def _chart_ref(raw: Any) -> ArtifactChart:
+    if not isinstance(raw, dict) or not raw.get("name"):
+        raise SpecError("InvalidSpec", "spec.chartRef needs kind and name")
+    kind = str(raw.get("kind") or "")
+    if kind != "OCIRepository":
+        raise SpecError("UnsupportedSourceKind", f"spec.chartRef.kind {kind!r} is not supported: helmop takes "
+                                                 "charts by reference from an OCIRepository (HelmChart and "
+                                                 "ExternalArtifact are not implemented)")
+    return ArtifactChart(name=str(raw["name"]), namespace=str(raw.get("namespace") or ""))
 
 
 def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
@@ -296,7 +385,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
     max_history = int(spec.get("maxHistory", DEFAULT_MAX_HISTORY))
     tests = _tests(spec.get("test"))
     return HelmReleaseSpec(
-        chart=_chart(spec.get("chart")),
+        chart=_chart(spec.get("chart"), spec.get("chartRef")),
         release_name=release,
         target_namespace=target,
         storage_namespace=storage,

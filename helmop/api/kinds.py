@@ -37,6 +37,13 @@ def is_object_name(text: str) -> bool:
     return len(text) <= 253 and bool(_SUBDOMAIN.match(text))
 
 
+def key_of(api_version: str, kind: str) -> str:
+    """What names a kind in the operator's memory: the kind for helmop's own, qualified by the group for
+    Flux's (a Flux HelmRelease and a helmop one of the same name are two objects)."""
+    group = api_version.rpartition("/")[0]
+    return kind if group in (GROUP, APPS_GROUP) else f"{kind}.{group}"
+
+
 @dataclass(frozen=True)
 class Kind:
     kind: str
@@ -50,6 +57,15 @@ class Kind:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    @property
+    def key(self) -> str:
+        return key_of(self.api_version, self.kind)
+
+    @property
+    def flux(self) -> bool:
+        """One of Flux's kinds (served with --flux-api): Flux's status shape, finalizer and annotations."""
+        return self.group.endswith(".toolkit.fluxcd.io")
+
     def path(self, namespace: str | None = None, name: str = "") -> str:
         """The REST path of the collection (in ``namespace``, or across all) or of one object; a cluster-scoped
         kind's ignore ``namespace``."""
@@ -61,7 +77,53 @@ class Kind:
 
 HELMRELEASE = Kind("HelmRelease", GROUP, VERSION, "helmreleases", ("hr",))
 GITREPOSITORY = Kind("GitRepository", GROUP, VERSION, "gitrepositories", ("gitrepo",))
+HELMREPOSITORY = Kind("HelmRepository", GROUP, VERSION, "helmrepositories", ("helmrepo",))
+OCIREPOSITORY = Kind("OCIRepository", GROUP, VERSION, "ocirepositories", ("ocirepo",))
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
 PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
-BUILTIN = (HELMRELEASE, GITREPOSITORY, CONFIGSYNC, JENKINS, PROJECT)
+BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, JENKINS, PROJECT)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Kinds that name each other by kind alone (a HelmRelease's sourceRef, a dependsOn): helmop's own, or
+    Flux's (served with --flux-api). Each is reconciled by the same code; a family's objects refer only to
+    objects of the same family."""
+
+    name: str
+    helmrelease: Kind
+    gitrepository: Kind
+    helmrepository: Kind
+    ocirepository: Kind
+    configsync: Kind  # helmop's ConfigSync, Flux's Kustomization
+
+    @property
+    def flux(self) -> bool:
+        return self.name == "flux"
+
+    @property
+    def sources(self) -> tuple[Kind, ...]:
+        return (self.gitrepository, self.helmrepository, self.ocirepository)
+
+    def source(self, kind: str) -> Kind | None:
+        return next((k for k in self.sources if k.kind == kind), None)
+
+
+HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC)
+
+FLUX_HELM, FLUX_SOURCE = "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
+FLUX_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
+FLUX = Family(
+    "flux",
+    Kind("HelmRelease", FLUX_HELM, "v2", "helmreleases", ("hr",)),
+    Kind("GitRepository", FLUX_SOURCE, "v1", "gitrepositories", ("gitrepo",)),
+    Kind("HelmRepository", FLUX_SOURCE, "v1", "helmrepositories", ("helmrepo",)),
+    Kind("OCIRepository", FLUX_SOURCE, "v1", "ocirepositories", ("ocirepo",)),
+    Kind("Kustomization", FLUX_KUSTOMIZE, "v1", "kustomizations", ("ks",)),
+)
+# Flux's finalizer and reconcile request, honoured on Flux's kinds (a cluster moving over keeps its habits)
+FLUX_FINALIZER = "finalizers.fluxcd.io"
+FLUX_REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+FLUX_RESET_AT = "reconcile.fluxcd.io/resetAt"
+FLUX_FORCE_AT = "reconcile.fluxcd.io/forceAt"

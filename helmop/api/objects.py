@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .kinds import key_of
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -24,6 +26,11 @@ class Resource:
     @property
     def kind(self) -> str:
         return str(self.body.get("kind") or "")
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The object's key in the operator's memory: (kind, qualified for Flux's kinds; namespace; name)."""
+        return (key_of(self.api_version, self.kind), self.namespace, self.name)
 
     @property
     def namespace(self) -> str:
@@ -89,3 +96,15 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     if LAST_APPLIED in (meta.get("annotations") or {}):
         meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != LAST_APPLIED}
     return {**obj, "metadata": meta}
+
+
+def flux_id(namespace: str, name: str, group: str, kind: str) -> str:
+    """An object's id in an inventory, as Flux writes it: ``<namespace>_<name>_<group>_<kind>``."""
+    return f"{namespace}_{name}_{group}_{kind}"
+
+
+def from_flux_id(text: str) -> tuple[str, str, str, str] | None:
+    """(namespace, name, group, kind) of an inventory id (none of its parts can contain an underscore);
+    None when it is not one."""
+    parts = text.split("_")
+    return (parts[0], parts[1], parts[2], parts[3]) if len(parts) == 4 and parts[1] and parts[3] else None

@@ -322,6 +322,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
                      help="fetch charts whose URL (HTTP or oci://) starts with FROM from TO instead (repeatable): "
                           "repositories written for the internet, unchanged behind a mirror")
+    run.add_argument("--flux-api", action="store_true",
+                     help="serve and reconcile Flux's kinds too (HelmRelease v2, GitRepository, HelmRepository, "
+                          "OCIRepository, Kustomization) with Flux's semantics: a Flux cluster moves over unchanged")
     run.add_argument("--strict-substitution", action="store_true",
                      help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
                           "\"\" (Flux's StrictPostBuildSubstitutions)")

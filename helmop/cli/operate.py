@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if any(len(m) != 2 or not m[0] or not m[1] for m in mirrors):
         raise SystemExit("helmop: --chart-mirror takes FROM=TO (two URL prefixes)")
     cfg.chart_mirrors = tuple((m[0], m[1]) for m in mirrors)
+    cfg.flux_api = args.flux_api
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     if args.cache_dir:

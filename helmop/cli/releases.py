@@ -19,15 +19,17 @@ from helmop.api import jenkins, manifests, validation, yamlc
 from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, parse_spec
+from helmop.api.helmrelease import ArtifactChart, HelmReleaseSpec, RepositoryChart, SharedRepositoryChart, parse_spec
 from helmop.api.kinds import HELMRELEASE
+from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.helm import values as helm_values
 from helmop.helm.apps import release_spec
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
-from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
+from helmop.helm.inputs import InputError, Readers, StandaloneReaders, archive_values, gather
 from helmop.helm.request import upgrade_request
 from helmop.infra.kube import Kube, KubeError
+from helmop.sources import artifacts
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Credentials, Repositories
@@ -105,18 +107,34 @@ def _tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], 
     return out
 
 
-async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories) -> tuple[Path, dict[str, Any]]:
-    """The chart and its valuesFiles' values: from its repository, or from the tree for a git chart
-    (the tree stands for the repository: paths are relative to it)."""
-    if isinstance(spec.chart, RepositoryChart):
-        resolved = await repos.resolve(spec.chart.url, spec.chart.name, spec.chart.version, Credentials(),
-                                       spec.chart.insecure)
-        return await repos.fetch(resolved, spec.chart.url, Credentials(), spec.chart.insecure), {}
-    local = (root / spec.chart.path).resolve()
+async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
+                         sources: dict[tuple[str, str, str], dict[str, Any]],
+                         namespace: str) -> tuple[Path, dict[str, Any]]:
+    """The chart and its valuesFiles' values: from its repository (a HelmRepository or OCIRepository found in
+    the tree), or from the tree for a git chart (the tree stands for the repository: paths are relative to it)."""
+    chart = spec.chart
+    if isinstance(chart, RepositoryChart):
+        resolved = await repos.resolve(chart.url, chart.name, chart.version, Credentials(), chart.insecure)
+        return await repos.fetch(resolved, chart.url, Credentials(), chart.insecure), {}
+    if isinstance(chart, SharedRepositoryChart | ArtifactChart):
+        kind = "HelmRepository" if isinstance(chart, SharedRepositoryChart) else "OCIRepository"
+        name = chart.repository if isinstance(chart, SharedRepositoryChart) else chart.name
+        source = sources.get((kind, chart.namespace or namespace, name))
+        if source is None:
+            raise InputError("SourceNotFound", f"{kind} {chart.namespace or namespace}/{name} is not in the tree")
+        if isinstance(chart, ArtifactChart):
+            oci = parse_oci_repository(source.get("spec") or {})
+            found = await artifacts.resolve(repos, oci, Credentials())
+            return (await artifacts.chart(repos, oci.url, found.digest, Credentials(), oci.insecure))[1], {}
+        helm = parse_helm_repository(source.get("spec") or {})
+        resolved = await repos.resolve(helm.url, chart.chart, chart.version, Credentials(), helm.insecure)
+        path = await repos.fetch(resolved, helm.url, Credentials(), helm.insecure)
+        return path, await archive_values(path, chart.values_files, chart.ignore_missing_values_files)
+    local = (root / chart.path).resolve()
     if not (local / "Chart.yaml").exists() or root.resolve() not in local.parents:
-        raise InputError("ChartNotFound", f"chart path {spec.chart.path!r} is not a chart inside {root}")
+        raise InputError("ChartNotFound", f"chart path {chart.path!r} is not a chart inside {root}")
     base: dict[str, Any] = {}
-    for name in spec.chart.values_files:
+    for name in chart.values_files:
         file = (root / name).resolve()
         if root.resolve() not in file.parents or not file.is_file():
             raise InputError("ValuesFileNotFound", f"values file {name!r} is not a file inside {root}")
@@ -132,6 +150,8 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     for problem in errors + problems:
         print(f"error: {problem}", file=err)
     values_of = _tree_values(found)
+    sources = {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
+               for item in found if item.kind in ("HelmRepository", "OCIRepository")}
     repos = Repositories(cache)
     ok = not errors and not problems
     for release in releases:
@@ -146,7 +166,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
                     raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
                                                            f"{ref.values_key}) is not in the tree")
                 pieces.append((ref, data[ref.values_key]))
-            chart, base = await _offline_chart(spec, root, repos)
+            chart, base = await _offline_chart(spec, root, repos, sources, release.namespace)
             values = helm_values.compose(pieces, spec.values, base)
             request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
                                       action=Action.INSTALL)

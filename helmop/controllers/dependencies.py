@@ -77,13 +77,13 @@ async def _cycle(ctx: Context, kind: Kind, start: tuple[str, str],
     return []
 
 
-async def dependents_first(ctx: Context, deleted: Resource) -> list[str]:
+async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMRELEASE) -> list[str]:
     """The HelmReleases that depend on ``deleted`` and go before it: those being deleted too, and, while its
     own deletion is younger than ``deleted_together``, those whose deletion may still be on its way."""
     deleted_at = deleted.deleted_at
     together = deleted_at is not None and time.time() - deleted_at < ctx.tunables.deleted_together
     out = []
-    for obj in await ctx.services.kube.list(HELMRELEASE.path()):
+    for obj in await ctx.services.kube.list(kind.path()):
         if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

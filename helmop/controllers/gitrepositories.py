@@ -10,13 +10,13 @@ import time
 from typing import Any
 
 from helmop.api.errors import SpecError
-from helmop.api.kinds import GITREPOSITORY
+from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.sources import parse_git_repository
 from helmop.api.status import now, parse
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.helm.inputs import InputError, git_auth
-from helmop.reconcile.settle import gitrepository as settle
+from helmop.reconcile.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef, check_ref
 
@@ -31,21 +31,22 @@ def webhook_path(namespace: str, name: str) -> str:
     return f"/hooks/{namespace}/{name}"
 
 
-async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
-    """Returns a retry delay after a transient failure, else None (come back at the interval)."""
+async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
+    """Returns a retry delay after a transient failure, else None (come back at the interval). ``kind``:
+    helmop's GitRepository or Flux's."""
     this = Resource(body)
     namespace, name = this.namespace, this.name
     status = parse(GitRepositoryStatus, body.get("status"))
     try:
         spec = parse_git_repository(body.get("spec") or {})
     except SpecError as exc:
-        await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
     status = settle.webhook(status, webhook_path(namespace, name) if spec.webhook_secret_ref else "")
     if spec.suspend:
-        await write_status(ctx, GITREPOSITORY, body, status)
+        await write_status(ctx, kind, body, status)
         return DONE
-    key = ("GitRepository", namespace, name)
+    key = (kind.key, namespace, name)
     ctx.memory.refer(key, [(namespace, "Secret", spec.secret_ref)] if spec.secret_ref else [])
     try:
         ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
@@ -61,22 +62,22 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         ctx.services.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
         revision, _sha = await ctx.services.git.resolve(spec.url, ref, auth)
     except (SourceError, InputError) as exc:
-        await report(ctx, GITREPOSITORY, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
     new = status.artifact is None or status.artifact.revision != revision
-    await write_status(ctx, GITREPOSITORY, body, settle.fetched(status, this.generation, revision, now()))
+    await write_status(ctx, kind, body, settle.fetched(status, this.generation, revision, now()))
     if new:
         await ctx.services.events.normal(body, "NewArtifact", f"stored artifact for revision {revision}")
-        ctx.memory.wake_referrers(namespace, "GitRepository", name)
+        ctx.memory.wake_referrers(namespace, kind.key, name)
     return DONE
 
 
-async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
-    """Drop the mirror when no other GitRepository uses the same URL."""
+async def finalize(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
+    """Drop the mirror when no other GitRepository (of this kind) uses the same URL."""
     this = Resource(body)
-    ctx.memory.drop(("GitRepository", this.namespace, this.name))
+    ctx.memory.drop((kind.key, this.namespace, this.name))
     url = str((body.get("spec") or {}).get("url", ""))
-    others = await ctx.services.kube.list(GITREPOSITORY.path())
+    others = await ctx.services.kube.list(kind.path())
     if url and not any((o.get("spec") or {}).get("url") == url and Resource(o).uid != this.uid
                        for o in others):
         ctx.services.git.forget(url)

@@ -15,44 +15,50 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
 
 from helmop.api.durations import parse_duration
+from helmop.api.errors import SpecError
+from helmop.api.flux import spec as flux_spec
 from helmop.api.kinds import (
-    CONFIGSYNC,
     FINALIZER,
+    FLUX,
+    FLUX_FINALIZER,
+    FLUX_FORCE_AT,
+    FLUX_REQUESTED_AT,
+    FLUX_RESET_AT,
     FORCE_AT,
-    GITREPOSITORY,
-    HELMRELEASE,
+    HELMOP,
     PROJECT,
     REQUESTED_AT,
     RESET_AT,
     SHARD_LABEL,
+    Family,
     Kind,
 )
 from helmop.api.objects import Resource, slim
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
-from helmop.api.status import Status, parse
+from helmop.api.status import Status
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
-from helmop.api.status.sources import GitRepositoryStatus
+from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import configsyncs, gitrepositories, projects
+from . import chartsources, configsyncs, gitrepositories, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .helmreleases import Reconciler
 from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
 from .scheduler import Scheduler
-from .status import report
+from .status import read_status, report
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +103,11 @@ class Controller:
     interval: float
     reconcile: Reconcile
     finalize: Finalize
+
+    @property
+    def finalizer(self) -> str:
+        """Flux's kinds keep Flux's finalizer: a cluster moving over (or back) keeps one clean-up guarantee."""
+        return FLUX_FINALIZER if self.resource.flux else FINALIZER
 
 
 class Dispatcher:
@@ -151,8 +162,10 @@ class Dispatcher:
 
     def seen(self, controller: Controller, body: dict[str, Any], event: str) -> None:
         """An event of kopf's watch: keep the body, and ask for a turn when something that matters changed."""
+        if controller.resource.flux:
+            body = _flux_requests(body)
         meta = body["metadata"]
-        key = (controller.resource.kind, meta.get("namespace") or "", meta.get("name") or "")
+        key = (controller.resource.key, meta.get("namespace") or "", meta.get("name") or "")
         if event == "DELETED":
             self.bodies.pop(key, None)
             self.tokens.pop(key, None)
@@ -161,8 +174,8 @@ class Dispatcher:
             self.ctx.services.metrics.forget_resource(*key)
             return
         self.bodies[key] = self._with_written(key, slim(body))
-        self.ctx.services.metrics.observe_resource(controller.resource.kind, body)
-        token = self._token(meta)
+        self.ctx.services.metrics.observe_resource(controller.resource.key, body)
+        token = self._token(meta, controller.finalizer)
         previous = self.tokens.get(key)
         if previous == token:
             return
@@ -175,10 +188,10 @@ class Dispatcher:
             self.scheduler.wake(key)
 
     @staticmethod
-    def _token(meta: dict[str, Any]) -> tuple[Any, ...]:
+    def _token(meta: dict[str, Any], finalizer: str) -> tuple[Any, ...]:
         annotations = meta.get("annotations") or {}
         return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
-                FINALIZER in (meta.get("finalizers") or []))
+                finalizer in (meta.get("finalizers") or []))
 
     async def turn(self, key: Key) -> float | None:
         """Reconcile the object, or clean up after it; the delay to its next turn (None: it has none)."""
@@ -193,17 +206,17 @@ class Dispatcher:
             return None
         body = self._with_written(key, body)
         controller = self.controllers[key[0]]
-        meta = body["metadata"]
+        meta, finalizer = body["metadata"], controller.finalizer
         if meta.get("deletionTimestamp"):
-            return await self._clean_up(controller, key, body) if FINALIZER in (meta.get("finalizers") or []) else None
-        if FINALIZER not in (meta.get("finalizers") or []):
+            return await self._clean_up(controller, key, body) if finalizer in (meta.get("finalizers") or []) else None
+        if finalizer not in (meta.get("finalizers") or []):
             # Never act before the finalizer is there: it is what guarantees the clean-up.
-            held = await self._finalizers(controller, body, [*(meta.get("finalizers") or []), FINALIZER])
+            held = await self._finalizers(controller, body, [*(meta.get("finalizers") or []), finalizer])
             if held is None:
                 return SOON
-            body = self.bodies[key] = slim(held)
+            body = self.bodies[key] = slim(_flux_requests(held) if controller.resource.flux else held)
             # its own write's event is no news: the turn goes on with the body written
-            self.tokens[key] = self._token(held["metadata"])
+            self.tokens[key] = self._token(held["metadata"], finalizer)
         started = time.monotonic()
         try:
             outcome = await controller.reconcile(dict(body))
@@ -223,7 +236,7 @@ class Dispatcher:
             return self.failures.unexpected(key)
         if outcome != DONE:
             return max(self.failures.delay(key, outcome, 0.0), 0.2)
-        finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != FINALIZER]
+        finalizers = [f for f in body["metadata"].get("finalizers") or [] if f != controller.finalizer]
         if await self._finalizers(controller, body, finalizers) is None:
             return SOON  # lost a race with another writer of the list: its event brings the new one
         self.failures.counts.pop(key, None)
@@ -251,12 +264,12 @@ class Dispatcher:
 def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, controller: Controller,
                    shard: str) -> None:
     resource = controller.resource
-    dispatcher.controllers[resource.kind] = controller
+    dispatcher.controllers[resource.key] = controller
 
     # A replica with --shard handles only what carries that label; without, only what carries none. Every
     # event is looked at (no kopf label filter): an object relabelled into another shard must be let go
     # here, as gone, or this replica would go on acting on the body it kept.
-    @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry, id=f"{resource.kind}-seen")
+    @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry, id=f"{resource.key}-seen")
     async def seen(body: kopf.Body, type: str, **_: Any) -> None:
         ours = (body.metadata.labels or {}).get(SHARD_LABEL, "") == shard
         dispatcher.seen(controller, dict(body), type if ours else "DELETED")
@@ -265,26 +278,71 @@ def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, cont
 
 
 def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list[App], shard: str = "", *,
-             clusterwide: bool = True) -> None:
+             clusterwide: bool = True, flux: bool = False) -> None:
     """Every kind's handlers; cluster-scoped kinds (Project) only for an operator that watches the whole
-    cluster."""
+    cluster; Flux's kinds with ``flux`` (--flux-api)."""
     ctx = dispatcher.ctx
-    releases = Reconciler(ctx)
-    t = ctx.tunables
-    # Methods and module functions looked up at each call (not bound once here).
     controllers = [
-        Controller(HELMRELEASE, HelmReleaseStatus, t.release_interval, lambda body: releases.reconcile(body),
-                   lambda body: releases.finalize(body)),
-        Controller(GITREPOSITORY, GitRepositoryStatus, t.source_interval,
-                   lambda body: gitrepositories.reconcile(ctx, body), lambda body: gitrepositories.finalize(ctx, body)),
-        Controller(CONFIGSYNC, ConfigSyncStatus, t.source_interval, lambda body: configsyncs.reconcile(ctx, body),
-                   lambda body: configsyncs.finalize(ctx, body)),
-        *([Controller(PROJECT, ProjectStatus, t.release_interval, lambda body: projects.reconcile(ctx, body),
+        *_family(ctx, HELMOP),
+        *(_family(ctx, FLUX) if flux else []),
+        *([Controller(PROJECT, ProjectStatus, ctx.tunables.release_interval, lambda body: projects.reconcile(ctx, body),
                       lambda body: projects.finalize(ctx, body))] if clusterwide else []),
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
     ]
     for controller in controllers:
         _kind_handlers(registry, dispatcher, controller, shard)
+
+
+FLUX_REQUESTS = {FLUX_REQUESTED_AT: REQUESTED_AT, FLUX_RESET_AT: RESET_AT, FLUX_FORCE_AT: FORCE_AT}
+
+
+def _flux_requests(body: dict[str, Any]) -> dict[str, Any]:
+    """A Flux object as the reconcilers read it: the requests `flux reconcile` makes
+    (``reconcile.fluxcd.io/requestedAt``, ``resetAt``, ``forceAt``) under helmop's names. In memory only:
+    nothing writes an object's annotations back."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    asked = {ours: annotations[theirs] for theirs, ours in FLUX_REQUESTS.items() if theirs in annotations}
+    if not asked:
+        return body
+    return {**body, "metadata": {**body["metadata"], "annotations": {**annotations, **asked}}}
+
+
+def _family(ctx: Context, family: Family) -> list[Controller]:
+    """The controllers of one family of kinds: the same code for helmop's and Flux's. Methods and module
+    functions are looked up at each call (not bound once here)."""
+    releases = Reconciler(ctx, family)
+    t = ctx.tunables
+    git, helm, oci, sync = family.gitrepository, family.helmrepository, family.ocirepository, family.configsync
+    controllers = [
+        Controller(family.helmrelease, HelmReleaseStatus, t.release_interval, lambda body: releases.reconcile(body),
+                   lambda body: releases.finalize(body)),
+        Controller(git, GitRepositoryStatus, t.source_interval, lambda body: gitrepositories.reconcile(ctx, git, body),
+                   lambda body: gitrepositories.finalize(ctx, git, body)),
+        Controller(helm, HelmRepositoryStatus, t.source_interval,
+                   lambda body: chartsources.reconcile_helm_repository(ctx, helm, body),
+                   lambda body: chartsources.finalize(ctx, helm, body)),
+        Controller(oci, OCIRepositoryStatus, t.source_interval,
+                   lambda body: chartsources.reconcile_oci_repository(ctx, oci, body),
+                   lambda body: chartsources.finalize(ctx, oci, body)),
+        Controller(sync, ConfigSyncStatus, t.source_interval, lambda body: configsyncs.reconcile(ctx, family, body),
+                   lambda body: configsyncs.finalize(ctx, family, body)),
+    ]
+    return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
+
+
+def _flux_checked(ctx: Context, controller: Controller) -> Controller:
+    """A Flux kind's controller: a spec with a field helmop does not implement is refused (Stalled, with the
+    field's name), never reconciled as if the field were not there."""
+    async def reconcile(body: dict[str, Any]) -> Outcome:
+        try:
+            flux_spec.check(controller.resource, body.get("spec") or {})
+        except SpecError as exc:
+            status = read_status(controller.resource, controller.status, body)
+            await report(ctx, controller.resource, body, status, False, exc.reason, str(exc), stalled=True)
+            return DONE
+        return await controller.reconcile(body)
+
+    return replace(controller, reconcile=reconcile)
 
 
 def _app_controller(ctx: Context, app: AppController) -> Controller:
@@ -298,14 +356,14 @@ async def _unexpected(ctx: Context, controller: Controller, body: dict[str, Any]
     what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. What was
     raised may quote anything: the secret strings the object's reconcile read are masked in all three."""
     this, resource = Resource(body), controller.resource
-    key = (resource.kind, this.namespace, this.name)
-    ctx.services.metrics.reconcile_errors.labels(resource.kind).inc()
+    key = (resource.key, this.namespace, this.name)
+    ctx.services.metrics.reconcile_errors.labels(resource.key).inc()
     message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.memory.secrets.get(key, []))[:1024]
     # the frames (code, not values) and the masked message; never the exception's own text
     log.error("%s %s/%s: %s\n%s", resource.kind, key[1], key[2], message,
               "".join(traceback.format_tb(exc.__traceback__)).rstrip())
     try:
-        await report(ctx, resource, body, parse(controller.status, body.get("status")), False, "ReconcileError",
+        await report(ctx, resource, body, read_status(resource, controller.status, body), False, "ReconcileError",
                      message)
     except Exception as failed:  # the API itself is failing: the log has it, the retry comes all the same
         log.warning("could not report the error on %s %s/%s: %s", resource.kind, key[1], key[2], failed)

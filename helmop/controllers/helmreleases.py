@@ -21,10 +21,16 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, parse_spec
-from helmop.api.kinds import FORCE_AT, HELMRELEASE, RESET_AT
+from helmop.api.helmrelease import (
+    ArtifactChart,
+    HelmReleaseSpec,
+    RepositoryChart,
+    SharedRepositoryChart,
+    SourceChart,
+    parse_spec,
+)
+from helmop.api.kinds import FORCE_AT, HELMOP, RESET_AT, Family
 from helmop.api.objects import Resource
-from helmop.api.status import parse
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
@@ -40,7 +46,7 @@ from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .context import Context, Key
 from .outcome import DONE, FAILED, Outcome, after
-from .status import annotation, pending_request, write_status
+from .status import annotation, pending_request, read_status, write_status
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +54,19 @@ MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before th
 
 
 class Reconciler:
-    def __init__(self, ctx: Context) -> None:
+    """The HelmReleases of one family (helmop's kinds, or Flux's): its sources and dependencies are of the
+    same family."""
+
+    def __init__(self, ctx: Context, family: Family = HELMOP) -> None:
         self.ctx = ctx
+        self.family = family
+        self.kind = family.helmrelease
 
     # --- entry points ------------------------------------------------------------------------------
 
     async def reconcile(self, body: dict[str, Any]) -> Outcome:
         this = Resource(body)
-        self.ctx.memory.fresh(("HelmRelease", this.namespace, this.name))  # the newest spec and inputs
+        self.ctx.memory.fresh((self.kind.key, this.namespace, this.name))  # the newest spec and inputs
         try:
             return await self._reconcile(copy.deepcopy(body))
         except KubeError as exc:  # the API itself failed us: try again soon
@@ -65,12 +76,12 @@ class Reconciler:
     async def finalize(self, body: dict[str, Any]) -> Outcome:
         """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
         this = Resource(body)
-        self.ctx.memory.drop(("HelmRelease", this.namespace, this.name))
+        self.ctx.memory.drop((self.kind.key, this.namespace, this.name))
         try:
             spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
         except SpecError:
             return DONE  # nothing helmop could have installed
-        first = await dependencies.dependents_first(self.ctx, this)
+        first = await dependencies.dependents_first(self.ctx, this, self.kind)
         if first:
             log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                      ", ".join(first))
@@ -86,7 +97,7 @@ class Reconciler:
         result = await uninstall.run(job)
         await self._report(job, result)
         if not result.ok:
-            status = parse(HelmReleaseStatus, body.get("status"))
+            status = read_status(self.kind, HelmReleaseStatus, body)
             await self._write(body, settle.settle(status, desired, decision, result))
         return DONE if result.ok else FAILED
 
@@ -94,12 +105,13 @@ class Reconciler:
 
     async def _reconcile(self, body: dict[str, Any]) -> Outcome:
         this = Resource(body)
-        key = ("HelmRelease", this.namespace, this.name)
-        status = parse(HelmReleaseStatus, body.get("status"))  # read once: each write hands on the new one
+        key = (self.kind.key, this.namespace, this.name)
+        status = read_status(self.kind, HelmReleaseStatus, body)  # read once: each write hands on the new one
         try:
             spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
-            if isinstance(spec.chart, SourceChart):
-                self.ctx.tenancy.check_reference(this.namespace, spec.chart.namespace, "spec.chart.sourceRef")
+            source = _source(spec)
+            if source is not None:
+                self.ctx.tenancy.check_reference(this.namespace, source[1], source[2])
             for i, (dep_namespace, _) in enumerate(spec.depends_on):
                 self.ctx.tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
             check_exprs(spec.health_check_exprs)
@@ -111,12 +123,14 @@ class Reconciler:
         if spec.suspend:
             return DONE
         try:
-            waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on)
+            waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on,
+                                                     kind=self.kind)
         except SpecError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=True)
             return DONE
         try:
-            inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body))
+            inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body),
+                                  family=self.family)
             self.ctx.memory.secrets[key] = inputs.secrets
             await self._check_namespace(spec)
         except HelmopError as exc:
@@ -126,7 +140,7 @@ class Reconciler:
             return await self._converge(body, status, key, spec, inputs, waiting)
         except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
             # write Secrets there)
-            await self._refuse(body, parse(HelmReleaseStatus, body.get("status")), exc.reason, str(exc),
+            await self._refuse(body, read_status(self.kind, HelmReleaseStatus, body), exc.reason, str(exc),
                                stalled=not exc.transient)
             return FAILED if exc.transient else DONE
 
@@ -233,7 +247,7 @@ class Reconciler:
         await self._write(body, progressing(status, Resource(body).generation, message), outcome=False)
 
     async def _write(self, body: dict[str, Any], status: HelmReleaseStatus, *, outcome: bool = True) -> bool:
-        return await write_status(self.ctx, HELMRELEASE, body, status, outcome=outcome)
+        return await write_status(self.ctx, self.kind, body, status, outcome=outcome)
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
@@ -248,10 +262,24 @@ class Reconciler:
         targets = [(namespace, ref.kind, ref.name) for ref in spec.values_from]
         if isinstance(spec.chart, RepositoryChart) and spec.chart.secret_ref:
             targets.append((namespace, "Secret", spec.chart.secret_ref))
-        if isinstance(spec.chart, SourceChart):
-            targets.append((spec.chart.namespace or namespace, spec.chart.kind, spec.chart.name))
-        targets += [(dep_namespace, "HelmRelease", dep_name) for dep_namespace, dep_name in spec.depends_on]
+        source = _source(spec)
+        if source is not None:
+            kind = self.family.source(source[0])
+            targets.append((source[1] or namespace, kind.key if kind else source[0], source[3]))
+        targets += [(dep_namespace, self.kind.key, dep_name) for dep_namespace, dep_name in spec.depends_on]
         self.ctx.memory.refer(key, targets)
+
+
+def _source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
+    """(kind, namespace, the field naming it, name) of the source object a chart comes from, if any."""
+    chart = spec.chart
+    if isinstance(chart, SourceChart):
+        return (chart.kind, chart.namespace, "spec.chart.sourceRef", chart.name)
+    if isinstance(chart, SharedRepositoryChart):
+        return ("HelmRepository", chart.namespace, "spec.chart.spec.sourceRef", chart.repository)
+    if isinstance(chart, ArtifactChart):
+        return ("OCIRepository", chart.namespace, "spec.chartRef", chart.name)
+    return None
 
 
 def _release(state: ReleaseState, tests: bool = False) -> Release | None:

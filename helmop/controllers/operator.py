@@ -17,6 +17,7 @@ import kopf
 
 from helmop.api import crds, jenkins, roles, settings
 from helmop.api.apps import AppKind
+from helmop.api.flux import crds as flux_crds
 from helmop.api.kinds import FINALIZER
 from helmop.api.settings import Tunables
 from helmop.api.shards import NOTHING
@@ -71,15 +72,21 @@ class OperatorConfig:
     helm_index_max_size: int = settings.HELM_INDEX_MAX_SIZE
     helm_chart_max_size: int = settings.HELM_CHART_MAX_SIZE
     chart_mirrors: tuple[tuple[str, str], ...] = ()  # --chart-mirror FROM=TO
+    flux_api: bool = False  # --flux-api: Flux's kinds served and reconciled too
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
-async def install_crds(kube: Kube) -> None:
+async def install_crds(kube: Kube, flux: bool = False) -> None:
     """Create or update helmop's CRDs (server-side apply) and wait until they are served; and the ClusterRoles
-    that aggregate its kinds into the user-facing roles."""
-    for crd in crds.definitions():
+    that aggregate its kinds into the user-facing roles. With ``flux``, Flux's CRDs too where the cluster has
+    none (a cluster moving from Flux keeps Flux's own)."""
+    for crd in crds.definitions() + (flux_crds.definitions() if flux else []):
         name = crd["metadata"]["name"]
-        await kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd, MANAGER)
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        if crd["spec"]["group"].endswith(".toolkit.fluxcd.io") and await _foreign(kube, path):
+            log.info("CRD %s is Flux's own: kept", name)
+            continue
+        await kube.apply(path, crd, MANAGER)
         for _ in range(100):
             live = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
             if any(c.get("type") == "Established" and c.get("status") == "True"
@@ -96,6 +103,13 @@ async def install_crds(kube: Kube) -> None:
                 raise
             # deployed by the chart, which installs these roles itself (the operator may not write ClusterRoles)
             log.info("ClusterRole %s left to the installation: %s", role["metadata"]["name"], exc.message)
+
+
+async def _foreign(kube: Kube, path: str) -> bool:
+    """Whether the CRD at ``path`` exists and was not written by helmop."""
+    live = await kube.get(path)
+    managers = {m.get("manager") for m in ((live or {}).get("metadata") or {}).get("managedFields") or []}
+    return live is not None and MANAGER not in managers
 
 
 def _settings() -> kopf.OperatorSettings:
@@ -122,7 +136,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
-            await install_crds(kube)
+            await install_crds(kube, cfg.flux_api)
         services = await _services(cfg, kube, helm)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
         probes = Probes(kube, services.metrics, api_every=cfg.tunables.api_check)
@@ -213,7 +227,7 @@ def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegis
 
     del login  # registered; kept only by kopf
     apps = [jenkins_app(cfg.jenkins_chart), *(generic_app(kind) for kind in cfg.apps)]
-    register(registry, dispatcher, apps, cfg.shard, clusterwide=not cfg.namespaces)
+    register(registry, dispatcher, apps, cfg.shard, clusterwide=not cfg.namespaces, flux=cfg.flux_api)
     return registry
 
 

@@ -9,9 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.flux import status as flux_status
 from helmop.api.kinds import REQUESTED_AT, Kind
 from helmop.api.objects import Resource
-from helmop.api.status import Status, merge_patch, to_json
+from helmop.api.status import S, Status, merge_patch, parse, to_json
 from helmop.infra.kube import KubeError
 from helmop.reconcile.settle import outcome
 
@@ -49,6 +50,8 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: S
     if outcome and requested(body):
         status = status.but(last_handled_reconcile_at=requested(body))
     before, after = body.get("status") or {}, to_json(status)
+    if kind.flux:
+        after = flux_status.outward(kind.kind, after, body)
     if after == before:
         return False
     obj = Resource(body)
@@ -59,9 +62,15 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: S
         if exc.status != 404:
             raise
     body["status"] = after
-    ctx.memory.status_written((kind.kind, obj.namespace, obj.name), after)
-    ctx.memory.notify_referrers(obj.namespace, kind.kind, obj.name)
+    ctx.memory.status_written((kind.key, obj.namespace, obj.name), after)
+    ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)
     return True
+
+
+def read_status(kind: Kind, of: type[S], body: dict[str, Any]) -> S:
+    """The status of ``body`` as ``of`` (written by helmop, or for Flux's kinds by Flux's controllers)."""
+    raw = body.get("status")
+    return parse(of, flux_status.inward(kind.kind, raw) if kind.flux else raw)
 
 
 async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status, ready: bool, reason: str,

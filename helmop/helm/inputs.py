@@ -7,6 +7,7 @@ to run at all, and the secret strings to scrub from any message.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
@@ -19,10 +20,17 @@ import yaml
 
 from helmop.api import yamlc
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.helmrelease import HelmReleaseSpec, RepositoryChart, SourceChart, ValuesReference
-from helmop.api.kinds import GITREPOSITORY
+from helmop.api.helmrelease import (
+    ArtifactChart,
+    HelmReleaseSpec,
+    SharedRepositoryChart,
+    SourceChart,
+    ValuesReference,
+)
+from helmop.api.kinds import HELMOP, Family, Kind
 from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url
+from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.api.settings import Tunables
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
@@ -31,6 +39,7 @@ from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
+from helmop.sources import artifacts
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
@@ -186,37 +195,120 @@ async def secret_data(kube: Kube, namespace: str, name: str, named_in: str) -> d
     return data
 
 
-async def credentials(kube: Kube, namespace: str, chart: RepositoryChart) -> Credentials:
-    if not chart.secret_ref:
+async def credentials(kube: Kube, namespace: str, secret_ref: str, named_in: str,
+                      cert_secret_ref: str = "") -> Credentials:
+    """Basic auth (and a CA) from ``secret_ref``, a CA from ``cert_secret_ref``: Secrets of ``namespace``."""
+    if not secret_ref and not cert_secret_ref:
         return Credentials()
-    return Credentials.from_secret_data(
-        await secret_data(kube, namespace, chart.secret_ref, "spec.chart.repository.secretRef"),
-        scope=f"{namespace}/{chart.secret_ref}")
+    data = await secret_data(kube, namespace, secret_ref, f"{named_in}.secretRef") if secret_ref else {}
+    scope = f"{namespace}/{secret_ref}"
+    if cert_secret_ref:
+        cert = await secret_data(kube, namespace, cert_secret_ref, f"{named_in}.certSecretRef")
+        if "tls.crt" in cert or "tls.key" in cert:
+            raise InputError("UnsupportedField", f"Secret {namespace}/{cert_secret_ref} ({named_in}.certSecretRef) "
+                                                 "holds a client certificate (tls.crt/tls.key): helmop does not "
+                                                 "implement client certificates; give ca.crt only", transient=False)
+        data = {**data, "ca.crt": cert.get("ca.crt", "")}
+        scope += f"+{cert_secret_ref}"
+    return Credentials.from_secret_data(data, scope=scope)
 
 
-async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0) -> Inputs:
+async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0,
+                 family: Family = HELMOP) -> Inputs:
     """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
-    for an explicit reconcile request made at ``asked_at``, fetched after it."""
+    for an explicit reconcile request made at ``asked_at``, fetched after it (a HelmRepository's: its own
+    interval, refreshed by its own reconcile). Sources are ``family``'s kinds."""
     pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml)
     values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
+    chart, creds = spec.chart, Credentials()
+    file_values: dict[str, Any] = {}
+    reference: list[Any]  # what the chart is, in the config digest
     try:
-        if isinstance(spec.chart, SourceChart):
-            resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, spec.chart)
-            values = compose_values(pieces, spec, file_values)
-            digest = helm_values.digest({"chart": [resolved.repository, spec.chart.path, chart_digest],
-                                         "values": values, "release": release, "postRender": spec.post_render})
-            return Inputs(resolved, path, values, digest, secrets)
-        chart = spec.chart
-        creds = await credentials(ctx.kube, namespace, chart)
-        resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure,
-                                           max_age=spec.interval, asked_at=asked_at)
-        path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
+        if isinstance(chart, SourceChart):
+            resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, chart, family)
+            reference = [resolved.repository, chart.path, chart_digest]
+        elif isinstance(chart, SharedRepositoryChart):
+            resolved, path, creds = await shared_chart(ctx, namespace, chart, family)
+            file_values = await archive_values(path, chart.values_files, chart.ignore_missing_values_files)
+            reference = [resolved.repository, resolved.name, resolved.version, chart.values_files]
+        elif isinstance(chart, ArtifactChart):
+            resolved, path, creds = await artifact_chart(ctx, namespace, chart, family)
+            reference = [resolved.repository, resolved.name, resolved.version, resolved.digest]
+        else:
+            creds = await credentials(ctx.kube, namespace, chart.secret_ref, "spec.chart.repository")
+            resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure,
+                                               max_age=spec.interval, asked_at=asked_at)
+            path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
+            reference = [resolved.repository, resolved.name, resolved.version]
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
-    digest = helm_values.digest({"chart": [resolved.repository, resolved.name, resolved.version],
-                                 "values": values, "release": release, "postRender": spec.post_render})
+    if file_values:
+        values = compose_values(pieces, spec, file_values)
+    digest = helm_values.digest({"chart": reference, "values": values, "release": release,
+                                 "postRender": spec.post_render})
     return Inputs(resolved, path, values, digest, secrets + creds.secrets())
+
+
+async def _source(ctx: Readers, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    obj = await ctx.kube.get(kind.path(namespace, name))
+    if obj is None:
+        raise InputError("SourceNotFound", f"{kind.kind} {namespace}/{name} does not exist", transient=True)
+    return obj
+
+
+async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChart,
+                       family: Family) -> tuple[ResolvedChart, Path, Credentials]:
+    """A chart by name and version from a HelmRepository, resolved from the index its reconcile keeps fresh
+    (read here only when the cache has none: after a restart, or before the repository's first turn)."""
+    where = chart.namespace or namespace
+    repo = await _source(ctx, family.helmrepository, where, chart.repository)
+    try:
+        source = parse_helm_repository(repo.get("spec") or {})
+    except SpecError as exc:
+        raise InputError("SourceNotReady", f"HelmRepository {where}/{chart.repository}: {exc}",
+                         transient=True) from None
+    creds = await credentials(ctx.kube, where, source.secret_ref, f"HelmRepository {where}/{chart.repository}",
+                              source.cert_secret_ref)
+    # twice the interval: the repository's own turn refreshes the index; a release never races it for that
+    resolved = await ctx.repos.resolve(source.url, chart.chart, chart.version, creds, source.insecure,
+                                       max_age=2 * source.interval, shared=True)
+    return resolved, await ctx.repos.fetch(resolved, source.url, creds, source.insecure), creds
+
+
+async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
+                         family: Family) -> tuple[ResolvedChart, Path, Credentials]:
+    """The chart an OCIRepository's artifact holds (its layer, from the cache or the registry by digest)."""
+    where = chart.namespace or namespace
+    repo = await _source(ctx, family.ocirepository, where, chart.name)
+    digest = str(((repo.get("status") or {}).get("artifact") or {}).get("digest") or "")
+    if not digest:
+        raise InputError("SourceNotReady", f"OCIRepository {where}/{chart.name} has no artifact yet", transient=True)
+    try:
+        source = parse_oci_repository(repo.get("spec") or {})
+    except SpecError as exc:
+        raise InputError("SourceNotReady", f"OCIRepository {where}/{chart.name}: {exc}", transient=True) from None
+    creds = await credentials(ctx.kube, where, source.secret_ref, f"OCIRepository {where}/{chart.name}",
+                              source.cert_secret_ref)
+    resolved, path = await artifacts.chart(ctx.repos, source.url, digest, creds, source.insecure)
+    return resolved, path, creds
+
+
+async def archive_values(path: Path, files: tuple[str, ...], ignore_missing: bool) -> dict[str, Any]:
+    """spec.chart.spec.valuesFiles of a chart archive, merged in order."""
+    merged: dict[str, Any] = {}
+    for name in files:
+        data = await asyncio.to_thread(artifacts.read_file, path, name)
+        if data is None:
+            if ignore_missing:
+                continue
+            raise InputError("ValuesFileNotFound", f"the chart has no values file {name!r} (spec.chart.spec."
+                                                   "valuesFiles; set ignoreMissingValuesFiles to skip it)")
+        try:
+            merged = helm_values.merge(merged, helm_values.parse_values(data.decode(errors="replace"), name))
+        except ValueError as exc:
+            raise InputError("ValuesInvalid", str(exc)) from None
+    return merged
 
 
 async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
@@ -237,11 +329,9 @@ class Source:
     auth: GitAuth
 
 
-async def source_revision(ctx: Readers, namespace: str, name: str) -> Source:
+async def source_revision(ctx: Readers, namespace: str, name: str, family: Family = HELMOP) -> Source:
     """The source's current artifact, its commit in the mirror (fetched again if the mirror lacks it)."""
-    repo = await ctx.kube.get(GITREPOSITORY.path(namespace, name))
-    if repo is None:
-        raise InputError("SourceNotFound", f"GitRepository {namespace}/{name} does not exist", transient=True)
+    repo = await _source(ctx, family.gitrepository, namespace, name)
     revision = ((repo.get("status") or {}).get("artifact") or {}).get("revision", "")
     if "@sha1:" not in revision:
         raise InputError("SourceNotReady", f"GitRepository {namespace}/{name} has no revision yet", transient=True)
@@ -268,11 +358,12 @@ def _chart_metadata(files: dict[str, bytes], path: str) -> tuple[dict[str, Any],
     return meta, lock
 
 
-async def git_chart(ctx: Readers, namespace: str,
-                    chart: SourceChart) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
+async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
+                    family: Family = HELMOP) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
     """The chart directory at the source's revision, materialised once per content digest (with its
-    dependencies built), and the values files merged in order."""
-    source = await source_revision(ctx, chart.namespace or namespace, chart.name)
+    dependencies built), and the values files merged in order. The digest that decides an upgrade is the
+    files' (reconcileStrategy Revision) or the chart's version and the values files' (ChartVersion)."""
+    source = await source_revision(ctx, chart.namespace or namespace, chart.name, family)
     url, sha = source.url, source.sha
     files = await ctx.git.files(url, sha, chart.path, source.auth)
     if "Chart.yaml" not in files:
@@ -280,14 +371,21 @@ async def git_chart(ctx: Readers, namespace: str,
     file_values: dict[str, Any] = {}
     extra: dict[str, bytes] = {}
     for values_file in chart.values_files:
-        data = await ctx.git.read(url, sha, values_file, source.auth)
+        try:
+            data = await ctx.git.read(url, sha, values_file, source.auth)
+        except SourceError:
+            if chart.ignore_missing_values_files:
+                continue
+            raise
         extra[values_file] = data
         try:
             file_values = helm_values.merge(file_values, helm_values.parse_values(data.decode(), values_file))
         except ValueError as exc:
             raise InputError("ValuesInvalid", str(exc)) from None
-    digest = tree_digest({**files, **{f"\0values/{k}": v for k, v in extra.items()}})
     meta, lock = _chart_metadata(files, chart.path)
+    versioned = {"\0version": f"{meta.get('name')}\0{meta.get('version')}".encode()}
+    digest = tree_digest({**(files if chart.reconcile_strategy == "Revision" else versioned),
+                          **{f"\0values/{k}": v for k, v in extra.items()}})
     outside = chartdeps.outside_the_chart(meta, lock)
     if outside:
         raise InputError("InvalidChart", f"{chart.path}: file:// dependencies must stay inside the chart's folder: "

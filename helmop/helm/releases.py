@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from helmop.api.objects import flux_id, from_flux_id
 from helmop.api.status.helmrelease import Inventory, InventoryEntry, Snapshot
 from helmop.infra.kube import Kube, KubeError
 
@@ -94,7 +95,7 @@ def inventory(objects: list[dict[str, Any]]) -> Inventory:
     for obj in objects:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         meta = obj["metadata"]
-        entries.add((f"{meta.get('namespace', '')}_{meta['name']}_{group}_{obj['kind']}", version))
+        entries.add((flux_id(str(meta.get("namespace", "")), meta["name"], group, obj["kind"]), version))
     return Inventory(entries=tuple(InventoryEntry(id=i, v=v) for i, v in sorted(entries)))
 
 
@@ -103,8 +104,8 @@ def inventory_objects(recorded: Inventory | None) -> list[ObjectRef]:
     an underscore); malformed entries are passed over."""
     out = []
     for entry in recorded.entries if recorded else ():
-        parts = entry.id.split("_")
-        if len(parts) == 4:
+        parts = from_flux_id(entry.id)
+        if parts is not None:
             namespace, name, group, kind = parts
             out.append((f"{group}/{entry.v}" if group else entry.v, namespace, kind, name))
     return out

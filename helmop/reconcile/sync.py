@@ -87,10 +87,11 @@ def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool) -> boo
 
 
 def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: str, label: str,
-                  in_inventory: bool, applied_uid: str = "") -> str:
+                  in_inventory: bool, applied_uid: str = "", *, adopt: bool = False) -> str:
     """Why applying ``oid`` would take over someone else's object ("" when it may be applied): an
     existing object is applied only when it is this ConfigSync's (and, when the inventory recorded its
-    uid, still that very object), or says it may be adopted."""
+    uid, still that very object), or says it may be adopted (``adopt``: any object no other sync manages
+    may be, as Flux's Kustomization applies over what it finds)."""
     if live is None:
         return ""
     meta = live.get("metadata") or {}
@@ -102,7 +103,7 @@ def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: 
     other = (meta.get("annotations") or {}).get(OWNER_UID)
     if other:
         return f"{origin}: {oid} is managed by another ConfigSync (uid {other})"
-    if (meta.get("annotations") or {}).get(ADOPT) == "true":
+    if adopt or (meta.get("annotations") or {}).get(ADOPT) == "true":
         return ""
     return (f"{origin}: {oid} exists and was not created by this ConfigSync (annotate it "
             f"{ADOPT}=\"true\" to let it be adopted)")

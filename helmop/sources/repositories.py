@@ -24,10 +24,10 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urljoin
 
 import aiohttp
@@ -35,6 +35,7 @@ import aiohttp
 from helmop.api import bounded
 from helmop.api.errors import describe, some
 from helmop.api.redaction import safe_url
+from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
 
 from . import index
 from .errors import SourceError
@@ -42,8 +43,7 @@ from .index import Entry, IndexInvalid
 from .secrets import decoded
 from .semver import Version, highest
 
-HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-_MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 _SMALL_BODY = 4 << 20  # tags lists, manifests, tokens: JSON documents of a few kilobytes
 
@@ -149,6 +149,7 @@ class _Index:
     charts: dict[str, list[Entry]]
     validators: dict[str, str]  # If-None-Match / If-Modified-Since for the next conditional GET
     fetched: float  # wall-clock time of the last answer from the server (compared with request stamps)
+    digest: str = ""  # sha256 hex of the index as served: a HelmRepository's revision
 
 
 @functools.lru_cache(maxsize=32)
@@ -173,7 +174,7 @@ def _validators(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _credential_key(url: str, creds: Credentials) -> str:
+def credential_key(url: str, creds: Credentials) -> str:
     """Indexes and archives are cached per repository URL *and* credentials (:meth:`Credentials.key`)."""
     return hashlib.sha256(f"{url}\0{creds.key()}".encode()).hexdigest()
 
@@ -197,6 +198,7 @@ class Repositories:
     # repository written for the public internet runs unchanged behind a mirror; what status says is unchanged
     mirrors: tuple[tuple[str, str], ...] = ()
     _indexes: dict[str, _Index] = field(default_factory=dict)
+    _tags: dict[str, tuple[list[str], float]] = field(default_factory=dict)  # an OCI repository's, and when listed
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     # archives written by this process: path -> ((inode, size, mtime), sha256); others are fetched again
     _written: dict[Path, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
@@ -204,7 +206,7 @@ class Repositories:
     misses: int = 0
     index_fetches: int = 0
 
-    def _session(self, creds: Credentials, insecure: bool = False, *, basic: bool = True) -> aiohttp.ClientSession:
+    def session(self, creds: Credentials, insecure: bool = False, *, basic: bool = True) -> aiohttp.ClientSession:
         """``basic``: send the credentials as basic auth on every request (HTTP repositories; OCI
         registries get them only at their token endpoint)."""
         ctx = False if insecure else _tls(creds.ca_pem)
@@ -223,24 +225,36 @@ class Repositories:
         return url
 
     async def resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
-                      max_age: float | None = None, asked_at: float = 0.0) -> ResolvedChart:
+                      max_age: float | None = None, asked_at: float = 0.0, shared: bool = False) -> ResolvedChart:
         """The exact chart version a constraint names, from an index no older than ``max_age`` seconds
         (and the TTL) and fetched no earlier than ``asked_at`` (a wall-clock time); from ``url``'s mirror, when
-        it has one (the chart keeps ``url`` as its repository: switching to a mirror is no new configuration)."""
+        it has one (the chart keeps ``url`` as its repository: switching to a mirror is no new configuration).
+        ``shared``: the repository is a HelmRepository, whose own reconcile refreshes the index (or an OCI
+        repository's tags) every ``max_age``: no TTL, and a version the index lacks is not asked for again."""
         if not self.mirrors:
-            return await self._resolve(url, name, version, creds, insecure, max_age=max_age, asked_at=asked_at)
+            return await self._resolve(url, name, version, creds, insecure, max_age=max_age, asked_at=asked_at,
+                                       shared=shared)
         chart = await self._resolve(self.mirrored(url), name, version, creds, insecure, max_age=max_age,
-                                    asked_at=asked_at)
+                                    asked_at=asked_at, shared=shared)
         return replace(chart, repository=safe_url(url), urls=tuple(self.mirrored(u) for u in chart.urls))
 
+    async def index_revision(self, url: str, creds: Credentials, *, max_age: float,
+                             asked_at: float = 0.0) -> tuple[str, int]:
+        """A HelmRepository's revision (``sha256:<digest>`` of its index) and how many charts the index lists,
+        from an index no older than ``max_age``: one fetch per interval however many releases read it."""
+        index, _ = await self._index(self.mirrored(url), creds, max_age, asked_at)
+        return f"sha256:{index.digest}", len(index.charts)
+
     async def _resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
-                       max_age: float | None = None, asked_at: float = 0.0) -> ResolvedChart:
+                       max_age: float | None = None, asked_at: float = 0.0, shared: bool = False) -> ResolvedChart:
         if url.startswith("oci://"):
-            return await self._resolve_oci(url, name, version, creds, insecure)
-        max_age = self.index_ttl if max_age is None else min(max_age, self.index_ttl)
+            return await self._resolve_oci(url, name, version, creds, insecure,
+                                           max_age=max_age if shared else None)
+        if max_age is None or not shared:
+            max_age = self.index_ttl if max_age is None else min(max_age, self.index_ttl)
         index, asked = await self._index(url, creds, max_age, asked_at)
         chosen = self._choose(index, url, name, version)
-        if chosen is None and not asked:  # perhaps published since the cached copy: ask once
+        if chosen is None and not asked and not shared:  # perhaps published since the cached copy: ask once
             index, _ = await self._index(url, creds, 0.0, time.time())
             chosen = self._choose(index, url, name, version)
         entries = index.charts.get(name) or []
@@ -268,7 +282,7 @@ class Repositories:
 
     async def _index(self, url: str, creds: Credentials, max_age: float, asked_at: float) -> tuple[_Index, bool]:
         """The index, and whether the server was asked for it just now."""
-        key = _credential_key(url, creds)
+        key = credential_key(url, creds)
         async with self._locks.setdefault(key, asyncio.Lock()):  # one request for every waiting release
             cached = self._indexes.get(key)
             if cached and cached.fetched >= asked_at and time.time() - cached.fetched < max_age:
@@ -282,12 +296,13 @@ class Repositories:
         self.index_fetches += 1
         with tempfile.TemporaryFile(dir=self._spool_dir()) as spool:
             try:
-                async with self._session(creds) as http, \
+                async with self.session(creds) as http, \
                         http.get(url + "/index.yaml", headers=cached.validators if cached else {}) as r:
                     if r.status == 304 and cached is not None:
-                        return _Index(cached.charts, cached.validators, time.time())
-                    self._raise_for(r.status, what)
-                    await _read_capped(r, self.index_max_size, what, "IndexTooLarge", spool)
+                        return _Index(cached.charts, cached.validators, time.time(), cached.digest)
+                    self.raise_for(r.status, what)
+                    digest = hashlib.sha256()
+                    await read_capped(r, self.index_max_size, what, "IndexTooLarge", spool, digest)
                     validators = _validators(r.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise SourceError("RepositoryUnreachable",
@@ -299,7 +314,7 @@ class Repositories:
             except IndexInvalid as exc:
                 raise SourceError("RepositoryIndexInvalid", f"{safe_url(url)}/index.yaml is not a Helm repository "
                                                             f"index: {exc}", transient=False) from None
-        return _Index(charts, validators, time.time())
+        return _Index(charts, validators, time.time(), digest.hexdigest())
 
     def _spool_dir(self) -> Path:
         path = self.cache_dir / "spool"
@@ -307,7 +322,7 @@ class Repositories:
         return path
 
     @staticmethod
-    def _raise_for(status: int, what: str) -> None:
+    def raise_for(status: int, what: str) -> None:
         if status in (401, 403):
             raise SourceError("RepositoryAuthFailed", f"{what}: access denied (HTTP {status}); check the "
                                                       "credentials in spec.chart.repository.secretRef",
@@ -320,7 +335,7 @@ class Repositories:
     def cached_path(self, chart: ResolvedChart, creds: Credentials) -> Path:
         """Where the archive of an exact version is kept for these credentials: names hashed (an index's
         names and versions are not for choosing paths)."""
-        folder = _credential_key(chart.repository, creds)[:32]
+        folder = credential_key(chart.repository, creds)[:32]
         file = hashlib.sha256(f"{chart.name}\0{chart.version}".encode()).hexdigest()[:32]
         return self.cache_dir / "charts" / folder / f"{file}.tgz"
 
@@ -346,21 +361,27 @@ class Repositories:
         """The chart archive in the cache, downloaded on first use of this exact version with these
         credentials; written once, and served only while its digest is the one checked when written."""
         url = self.mirrored(url)
-        path = self.cached_path(chart, creds)
+
+        async def download() -> bytes:
+            if url.startswith("oci://"):
+                return await self._pull_oci(url, chart, creds, insecure)
+            return await self._download(chart, creds)
+
+        return await self.cached(self.cached_path(chart, creds), download, f"chart {chart.name} {chart.version}")
+
+    async def cached(self, path: Path, download: Callable[[], Awaitable[bytes]], what: str) -> Path:
+        """``path`` in the cache: the archive ``download`` gives, checked (:func:`_check_archive`) and written
+        once; served only while its digest is the one checked when written."""
         if self._verified(path):
             self.hits += 1
             return path
-        lock = self._locks.setdefault(str(path), asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(str(path), asyncio.Lock()):
             if self._verified(path):
                 self.hits += 1
                 return path
             self.misses += 1
-            if url.startswith("oci://"):
-                data = await self._pull_oci(url, chart, creds, insecure)
-            else:
-                data = await self._download(chart, creds)
-            await asyncio.to_thread(_check_archive, data, f"chart {chart.name} {chart.version}")
+            data = await download()
+            await asyncio.to_thread(_check_archive, data, what)
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(data)
@@ -375,10 +396,10 @@ class Repositories:
             raise SourceError("ChartNotFound", f"the index of {chart.repository} lists no URL for "
                                                f"{chart.name} {chart.version}", transient=False)
         try:
-            async with self._session(creds) as http, http.get(chart.urls[0]) as r:
+            async with self.session(creds) as http, http.get(chart.urls[0]) as r:
                 what = f"chart {chart.name} {chart.version}"
-                self._raise_for(r.status, what)
-                data = await _read_capped(r, self.chart_max_size, what, "ChartTooLarge")
+                self.raise_for(r.status, what)
+                data = await read_capped(r, self.chart_max_size, what, "ChartTooLarge")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"downloading chart {chart.name} {chart.version} "
                                                        f"failed: {describe(exc)}", transient=True) from None
@@ -390,20 +411,20 @@ class Repositories:
     # --- OCI -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _oci_base(url: str, insecure: bool) -> tuple[str, str]:
+    def oci_base(url: str, insecure: bool) -> tuple[str, str]:
         """(https://host or http://host, repository path) of an oci:// reference."""
         rest = url[len("oci://"):]
         host, _, path = rest.partition("/")
         return (f"{'http' if insecure else 'https'}://{host}", path)
 
-    async def _oci_get(self, http: aiohttp.ClientSession, base: str, path: str, creds: Credentials,
+    async def oci_get(self, http: aiohttp.ClientSession, base: str, path: str, creds: Credentials,
                        accept: str = "", limit: int = _SMALL_BODY,
                        too_large: str = "ResponseTooLarge") -> tuple[int, bytes, dict[str, str]]:
         headers = {"Accept": accept} if accept else {}
         for _attempt in range(2):
             async with http.get(base + path, headers=headers) as r:
                 if r.status != 401:
-                    return r.status, await _read_capped(r, limit, base + path, too_large), dict(r.headers)
+                    return r.status, await read_capped(r, limit, base + path, too_large), dict(r.headers)
                 challenge = r.headers.get("WWW-Authenticate", "")
             token = await self._oci_token(http, challenge, creds)
             if token is None:
@@ -422,46 +443,63 @@ class Repositories:
         async with http.get(realm, params=fields, headers=creds.basic_auth()) as r:
             if r.status != 200:
                 return None
-            body = json.loads(await _read_capped(r, _SMALL_BODY, "the registry's token", "ResponseTooLarge"))
+            body = json.loads(await read_capped(r, _SMALL_BODY, "the registry's token", "ResponseTooLarge"))
         token = body.get("token") or body.get("access_token")
         return str(token) if token else None
 
     async def _resolve_oci(self, url: str, name: str, version: str, creds: Credentials,
-                           insecure: bool) -> ResolvedChart:
+                           insecure: bool, *, max_age: float | None = None) -> ResolvedChart:
         if _wants_exact(version):
             return ResolvedChart(url, name, version.lstrip("v") if version.startswith("v") else version)
-        base, path = self._oci_base(url, insecure)
-        try:
-            async with self._session(creds, insecure, basic=False) as http:
-                status, body, _ = await self._oci_get(http, base, f"/v2/{path}/tags/list", creds)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
-                              transient=True) from None
-        self._raise_for(status, f"tags of {url}")
-        tags = [t.replace("_", "+") for t in json.loads(body).get("tags") or []]
+        tags = await self.tags(url, creds, insecure, max_age=max_age)
         chosen = highest(tags, version)
         if chosen is None:
             raise SourceError("VersionNotFound", f"no tag of {url} matches {version or 'any'!r}", transient=False)
         return ResolvedChart(url, name, chosen)
 
+    async def tags(self, url: str, creds: Credentials, insecure: bool, *, max_age: float | None = None) -> list[str]:
+        """An OCI repository's tags (semver's ``+`` for the registry's ``_``), listed at most once per
+        ``max_age`` seconds for these credentials (None: listed now)."""
+        key = credential_key(url, creds)
+        async with self._locks.setdefault(f"tags\0{key}", asyncio.Lock()):
+            cached = self._tags.get(key)
+            if max_age is not None and cached is not None and time.time() - cached[1] < max_age:
+                return cached[0]
+            base, path = self.oci_base(url, insecure)
+            try:
+                async with self.session(creds, insecure, basic=False) as http:
+                    status, body, _ = await self.oci_get(http, base, f"/v2/{path}/tags/list", creds)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
+                                  transient=True) from None
+            self.raise_for(status, f"tags of {url}")
+            try:
+                tags = [str(t).replace("_", "+") for t in json.loads(body).get("tags") or []]
+            except (ValueError, AttributeError):
+                raise SourceError("RepositoryIndexInvalid", f"the registry's tags of {url} are not a tags list",
+                                  transient=False) from None
+            self._tags[key] = (tags, time.time())
+            return tags
+
     async def _pull_oci(self, url: str, chart: ResolvedChart, creds: Credentials, insecure: bool) -> bytes:
-        base, path = self._oci_base(url, insecure)
+        base, path = self.oci_base(url, insecure)
         tag = chart.version.replace("+", "_")
         try:
-            async with self._session(creds, insecure, basic=False) as http:
-                status, body, _ = await self._oci_get(http, base, f"/v2/{path}/manifests/{tag}", creds,
-                                                      _MANIFEST_TYPES)
+            async with self.session(creds, insecure, basic=False) as http:
+                status, body, _ = await self.oci_get(http, base, f"/v2/{path}/manifests/{tag}", creds,
+                                                      MANIFEST_TYPES)
                 if status == 404:
                     raise SourceError("VersionNotFound", f"{url}:{tag} not found in the registry", transient=False)
-                self._raise_for(status, f"manifest of {url}:{tag}")
-                layers = [x for x in json.loads(body).get("layers") or [] if x.get("mediaType") == HELM_CHART_LAYER]
+                self.raise_for(status, f"manifest of {url}:{tag}")
+                layers = [x for x in json.loads(body).get("layers") or []
+                          if x.get("mediaType") == HELM_CHART_MEDIA_TYPE]
                 if not layers:
                     raise SourceError("ChartNotFound", f"{url}:{tag} is not a Helm chart (no chart layer)",
                                       transient=False)
                 digest = layers[0]["digest"]
-                status, data, _ = await self._oci_get(http, base, f"/v2/{path}/blobs/{digest}", creds,
+                status, data, _ = await self.oci_get(http, base, f"/v2/{path}/blobs/{digest}", creds,
                                                       limit=self.chart_max_size, too_large="ChartTooLarge")
-                self._raise_for(status, f"chart layer of {url}:{tag}")
+                self.raise_for(status, f"chart layer of {url}:{tag}")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
                               transient=True) from None
@@ -470,8 +508,8 @@ class Repositories:
         return data
 
 
-async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason: str,
-                       sink: IO[bytes] | None = None) -> bytes:
+async def read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason: str,
+                      sink: IO[bytes] | None = None, digest: Any = None) -> bytes:
     """The body, read in chunks up to ``limit`` bytes (into ``sink`` when given): a server that sends more,
     or never stops, costs a bounded amount of memory and gets a specific error."""
     flag = {"IndexTooLarge": " (--helm-index-max-size)", "ChartTooLarge": " (--helm-chart-max-size)"}.get(reason, "")
@@ -484,6 +522,8 @@ async def _read_capped(r: aiohttp.ClientResponse, limit: int, what: str, reason:
         total += len(chunk)
         if total > limit:
             raise too_large
+        if digest is not None:
+            digest.update(chunk)
         if sink is None:
             body += chunk
         else:

@@ -101,6 +101,7 @@ class Operator:
                                      tunables=FAST)
         # (a repository written for the public internet, served by the test repository: --chart-mirror)
         self.config.chart_mirrors = ((MIRRORED, charts.url),)
+        self.config.flux_api = True  # Flux's kinds beside helmop's, as a cluster moving over has them
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
                                                     "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.

@@ -12,7 +12,7 @@ from helmop.api.status.helmrelease import HelmReleaseStatus, Inventory, Inventor
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.reconcile import Decision, Desired, Reason
-from helmop.reconcile.settle import app, gitrepository, helmrelease, outcome, progressing, project
+from helmop.reconcile.settle import app, helmrelease, outcome, progressing, project, sources
 from helmop.reconcile.settle.helmrelease import ActionResult
 
 DESIRED = Desired(config_digest="d1", owner="o", generation=3, digest="sha256:d1", chart_version="1.0.0",
@@ -120,9 +120,9 @@ def test_an_outcome_clears_reconciling_and_sets_or_clears_stalled() -> None:
 
 
 def test_a_git_artifact_keeps_its_time_until_the_revision_changes() -> None:
-    first = gitrepository.fetched(GitRepositoryStatus(), 1, "main@sha1:a", "t1")
-    same = gitrepository.fetched(first, 1, "main@sha1:a", "t2")
-    moved = gitrepository.fetched(same, 1, "main@sha1:b", "t3")
+    first = sources.fetched(GitRepositoryStatus(), 1, "main@sha1:a", "t1")
+    same = sources.fetched(first, 1, "main@sha1:a", "t2")
+    moved = sources.fetched(same, 1, "main@sha1:b", "t3")
     assert first.artifact is not None and same.artifact == first.artifact and same.last_fetched_at == "t2"
     assert moved.artifact is not None and moved.artifact.last_update_time == "t3" and moved.is_true("Ready")
 

@@ -14,10 +14,11 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
-from helmop.api.status.sources import GitRepositoryStatus
+from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
 
 TYPES = {"HelmRelease": HelmReleaseStatus, "GitRepository": GitRepositoryStatus, "ConfigSync": ConfigSyncStatus,
-         "Project": ProjectStatus, "Jenkins": AppStatus}
+         "Project": ProjectStatus, "Jenkins": AppStatus, "HelmRepository": HelmRepositoryStatus,
+         "OCIRepository": OCIRepositoryStatus}
 JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
               "array": "array", "object": "object"}
 

@@ -53,7 +53,7 @@ class Job:
     @property
     def key(self) -> tuple[str, str, str]:
         """The HelmRelease's key in the operator's tables (supersessions, committed turns)."""
-        return ("HelmRelease", self.namespace, self.name)
+        return Resource(self.body).key
 
     @property
     def waiter(self) -> Waiter:

@@ -21,11 +21,11 @@ import time
 from typing import Any
 
 from helmop.api.errors import SpecError
-from helmop.api.kinds import CONFIGSYNC
+from helmop.api.kinds import Family
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.sources import ConfigSyncSpec, parse_config_sync
-from helmop.api.status import READY, Condition, parse
+from helmop.api.status import READY, Condition
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError, post_build
 from helmop.helm.inputs import InputError, source_revision
@@ -39,7 +39,7 @@ from .. import dependencies
 from ..context import Context
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled, Waiter, unhealthy
-from ..status import report
+from ..status import read_status, report
 from . import applying, inputs
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,14 @@ def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, b
     return ctx.services.kube.acting_as(actor), bool(actor)
 
 
-async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
+async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
+    """A ConfigSync, or a Flux Kustomization (``family`` FLUX): the same code; Flux's keeps Flux's tenancy (without
+    a ServiceAccount it acts with the operator's rights, unconfined) and adopts objects no one manages."""
     this = Resource(body)
     namespace, name, uid = this.namespace, this.name, this.uid
-    status = parse(ConfigSyncStatus, body.get("status"))
-    key = ("ConfigSync", namespace, name)
+    kind = family.configsync
+    status = read_status(kind, ConfigSyncStatus, body)
+    key = (kind.key, namespace, name)
     try:
         spec = parse_config_sync(body.get("spec") or {}, name, namespace)
         ctx.tenancy.check_reference(namespace, spec.source_namespace, "spec.sourceRef")
@@ -65,30 +68,30 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
                 check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
         check_exprs(spec.health_check_exprs)
     except SpecError as exc:
-        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
     if spec.suspend:
         return DONE
     source_namespace = spec.source_namespace or namespace
-    ctx.memory.refer(key, [(source_namespace, "GitRepository", spec.source_name),
+    ctx.memory.refer(key, [(source_namespace, family.gitrepository.key, spec.source_name),
                            *((namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
-                           *((dep.namespace, "ConfigSync", dep.name) for dep in spec.depends_on)])
+                           *((dep.namespace, kind.key, dep.name) for dep in spec.depends_on)])
     try:
         waiting = await dependencies.waiting_for(
-            ctx, namespace, name, tuple((d.namespace, d.name) for d in spec.depends_on), kind=CONFIGSYNC, this=body,
+            ctx, namespace, name, tuple((d.namespace, d.name) for d in spec.depends_on), kind=kind, this=body,
             ready_exprs={(d.namespace, d.name): d.ready_expr for d in spec.depends_on if d.ready_expr})
     except SpecError as exc:
-        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
     if waiting:  # woken when a dependency's status changes
         said = f"waiting for {', '.join(waiting)} to be Ready (spec.dependsOn)"
-        await report(ctx, CONFIGSYNC, body, status, False, "DependencyNotReady", said,
+        await report(ctx, kind, body, status, False, "DependencyNotReady", said,
                       event=(status.condition(READY) or Condition(type="", status="")).message != said)
         return after(ctx.tunables.dependency_recheck)
     try:
-        source = await source_revision(ctx.services, source_namespace, spec.source_name)
+        source = await source_revision(ctx.services, source_namespace, spec.source_name, family)
     except (InputError, SourceError) as exc:
-        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
     revision = source.revision
     status = settle.attempted(status, revision)
@@ -102,11 +105,11 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         found = post_build(found, spec, variables, strict=ctx.tunables.strict_substitution)
     except SubstitutionError as exc:
         message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
-        await report(ctx, CONFIGSYNC, body, status, False, "SubstitutionFailed", message, stalled=True)
+        await report(ctx, kind, body, status, False, "SubstitutionFailed", message, stalled=True)
         return DONE
     except (InputError, SourceError) as exc:
         message = redact(f"revision {revision}: {exc}", ctx.memory.secrets.get(key, []))
-        await report(ctx, CONFIGSYNC, body, status, False, exc.reason, message, stalled=not exc.transient)
+        await report(ctx, kind, body, status, False, exc.reason, message, stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
     kube, impersonating = _client(ctx, namespace, spec)
     label = applying.owner_label(namespace, name)
@@ -136,16 +139,16 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         if not namespaced:
             cluster_scoped.add(oid)
     previous = [applying.id_of(x) for x in status.inventory]
-    refusal = (("", "") if impersonating else confinement(origins, namespace, cluster_scoped))
+    refusal = (("", "") if impersonating or family.flux else confinement(origins, namespace, cluster_scoped))
     applied_uids = {applying.id_of(x): x.uid for x in status.inventory if x.uid}
     if not refusal[0]:
         claims = [p for oid in apply_order(list(objects))
                   if (p := claim_problem(oid, origins[oid], await applying.live(kube, oid), uid, label, oid in previous,
-                                         applied_uids.get(oid, "")))]
+                                         applied_uids.get(oid, ""), adopt=family.flux))]
         refusal = ("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(claims[:10])}") if claims else refusal
     if refusal[0]:
         message = redact(f"revision {revision}: {refusal[1]}", ctx.memory.secrets.get(key, []))
-        await report(ctx, CONFIGSYNC, body, status, False, refusal[0], message, stalled=True)
+        await report(ctx, kind, body, status, False, refusal[0], message, stalled=True)
         return DONE
     # The inventory records each object's own uid too: an object deleted and re-created by someone else
     # under the same name (even with copied marks) is not the one this ConfigSync applied.
@@ -178,7 +181,7 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
         pending = [o for o in previous if any(f.startswith(str(o)) for f in failures) and o not in objects]
         status = settle.inventoried(status, inventory + [applying.entry(oid, applied_uids) for oid in pending])
         message = redact(f"revision {revision}: " + "; ".join(failures[:10]), ctx.memory.secrets.get(key, []))
-        await report(ctx, CONFIGSYNC, body, status, False, "ApplyFailed", message)
+        await report(ctx, kind, body, status, False, "ApplyFailed", message)
         return _retry(spec)
     status = settle.inventoried(status, inventory)
     checked = _checked(spec, objects)
@@ -193,13 +196,13 @@ async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
             return after(0.01)  # a newer generation: reconciled at once
         if reason:
             message = redact(f"revision {revision}: {problem}", ctx.memory.secrets.get(key, []))
-            await report(ctx, CONFIGSYNC, body, status, False, reason, message)
+            await report(ctx, kind, body, status, False, reason, message)
             return _retry(spec)
     changed = status.last_applied_revision != revision or bool(pruned)
     status = settle.applied(status, revision, inventory)
     message = f"applied revision {revision}: {len(objects)} object(s), pruned {len(pruned)}" + (
         f" ({', '.join(map(str, pruned[:10]))}{', ...' if len(pruned) > 10 else ''})" if pruned else "")
-    await report(ctx, CONFIGSYNC, body, status, True, "ReconciliationSucceeded", message, event=changed)
+    await report(ctx, kind, body, status, True, "ReconciliationSucceeded", message, event=changed)
     return DONE
 
 
@@ -217,12 +220,12 @@ def _checked(spec: ConfigSyncSpec, objects: dict[ObjectId, dict[str, Any]]) -> l
             for ref in spec.health_checks]
 
 
-async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
+async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
     """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
     default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
     passed; Orphan leaves them). A suspended one leaves them."""
     this = Resource(body)
-    ctx.memory.drop(("ConfigSync", this.namespace, this.name))
+    ctx.memory.drop((family.configsync.key, this.namespace, this.name))
     try:
         spec = parse_config_sync(body.get("spec") or {}, this.name, this.namespace)
     except SpecError:
@@ -231,7 +234,7 @@ async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
         return DONE
     kube, _ = _client(ctx, this.namespace, spec)
     label = applying.owner_label(this.namespace, this.name)
-    entries = parse(ConfigSyncStatus, body.get("status")).inventory
+    entries = read_status(family.configsync, ConfigSyncStatus, body).inventory
     uids = {applying.id_of(x): x.uid for x in entries}
     order = list(reversed(apply_order([applying.id_of(x) for x in entries])))
     problems = [p for oid in order if (p := await applying.delete(kube, oid, this.uid, label, uids[oid]))]

@@ -1,0 +1,58 @@
+"""The CustomResourceDefinitions of Flux's kinds, as served by helmop with --flux-api.
+
+Made from helmop's own CRDs of the same kinds (the one internal model uses Flux's field names) under Flux's
+groups, versions and names. Their spec keeps unknown fields, so that a field of Flux's API helmop does not
+implement reaches the adapter (:mod:`helmop.api.flux.spec`), which refuses it by name, rather than being
+pruned by the API server unseen; their status is Flux's shape (:mod:`helmop.api.flux.status`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from helmop.api import crds
+from helmop.api.kinds import FLUX, HELMOP, Kind
+
+PAIRS = tuple(zip(
+    (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync),
+    (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync), strict=True))
+
+
+def spec_schema(kind: Kind) -> dict[str, Any]:
+    """The spec schema of helmop's own ``kind``: what the adapter accepts of its Flux counterpart."""
+    crd = next(c for c in crds.definitions() if c["spec"]["names"]["kind"] == kind.kind
+               and c["spec"]["group"] == kind.group)
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
+
+
+def definitions() -> list[dict[str, Any]]:
+    out = []
+    for ours, theirs in PAIRS:
+        crd = copy.deepcopy(next(c for c in crds.definitions() if c["spec"]["names"]["kind"] == ours.kind
+                                 and c["spec"]["group"] == ours.group))
+        crd["metadata"] = {"name": f"{theirs.plural}.{theirs.group}"}
+        crd["spec"]["group"] = theirs.group
+        crd["spec"]["names"] = {"plural": theirs.plural, "singular": theirs.kind.lower(), "kind": theirs.kind,
+                                "shortNames": list(theirs.short_names), "categories": ["flux", "helmop"]}
+        version = crd["spec"]["versions"][0]
+        version["name"] = theirs.version
+        schema = version["schema"]["openAPIV3Schema"]
+        schema["description"] = f"Flux's {theirs.kind} ({theirs.api_version}), reconciled by helmop."
+        schema["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] = True
+        _open_kinds(schema["properties"]["spec"])
+        schema["properties"]["status"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                          "description": f"Flux's {theirs.kind} status, as Flux writes it."}
+        out.append(crd)
+    return out
+
+
+def _open_kinds(node: dict[str, Any]) -> None:
+    """No enum on a reference's kind or a provider: a kind helmop does not implement (a Bucket, a HelmChart)
+    is refused by the adapter with its reason on the object, not by the API server."""
+    for name, child in (node.get("properties") or {}).items():
+        if name in ("kind", "provider"):
+            child.pop("enum", None)
+        _open_kinds(child)
+    if isinstance(node.get("items"), dict):
+        _open_kinds(node["items"])

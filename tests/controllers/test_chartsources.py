@@ -1,0 +1,116 @@
+"""Shared chart sources: a HelmRepository whose index is fetched once per interval for every release that
+names it (counted at the repository), releases that follow its new revisions, and an OCIRepository whose
+chart releases take by chartRef (a loopback registry with token auth)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.chartrepo import ChartRepo
+from tests.controllers.conftest import Operator, apply, condition, failing, get, ready
+from tests.registry import Registry
+from tests.tools import Run, eventually, tool
+
+
+@pytest.fixture
+def own_repo(tmp_path: Path) -> Iterator[ChartRepo]:
+    """A chart repository of this test alone: what is asked of it is this test's doing."""
+    subprocess.run([tool("helm"), "create", str(tmp_path / "src")], check=True, capture_output=True)
+    repo = ChartRepo(tmp_path, tmp_path / "src", tool("helm"))
+    repo.publish("demo", "0.1.0", files={"values-prod.yaml": "replicaCount: 2\n"})
+    yield repo
+    repo.close()
+
+
+def release(name: str, chart_spec: dict[str, object] | None = None, **spec: object) -> str:
+    chart = {"chart": {"spec": chart_spec}} if chart_spec else {}
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name},
+                           "spec": {"interval": "1h", **chart, **spec,
+                                    "values": {"fullnameOverride": name}}})
+
+
+def source_ready(kube: Run, ns: str, kind: str, name: str) -> dict[str, object]:
+    def check() -> dict[str, object] | None:
+        obj = get(kube, ns, kind, name)
+        return obj if condition(obj).get("status") == "True" else None
+    found: dict[str, object] = eventually(check)
+    return found
+
+
+def test_one_helmrepository_index_fetch_serves_every_release(operator: Operator, kube: Run, ns: str,
+                                                             own_repo: ChartRepo) -> None:
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
+                                    "metadata": {"name": "charts"}, "spec": {"url": own_repo.url, "interval": "1h"}}))
+    names = [f"app{i}" for i in range(4)]
+    for name in names:
+        apply(kube, ns, release(name, {"chart": "demo", "version": "0.x", "sourceRef": {
+            "kind": "HelmRepository", "name": "charts"}, "valuesFiles": ["values-prod.yaml"]}))
+    for name in names:
+        status = ready(kube, ns, name)["status"]
+        assert status["history"][0]["chartVersion"] == "0.1.0"
+    assert get(kube, ns, "deployment", "app0")["spec"]["replicas"] == 2  # the chart's values-prod.yaml
+    repository = source_ready(kube, ns, "helmrepository", "charts")["status"]
+    served = hashlib.sha256((own_repo.dir / "index.yaml").read_bytes()).hexdigest()
+    assert repository["artifact"]["revision"] == f"sha256:{served}"  # type: ignore[index]
+    assert own_repo.paths.count("/index.yaml") == 1  # four releases and the repository: one fetch
+
+    # a new version, seen at the repository's next turn (asked for now)
+    own_repo.publish("demo", "0.2.0", files={"values-prod.yaml": "replicaCount: 2\n"})
+    kube("kubectl", "-n", ns, "annotate", "helmrepository", "charts", "helmop.dev/requestedAt=now", "--overwrite")
+    for name in names:  # woken by the new revision: no release waits for its own interval
+        eventually(lambda name=name: get(kube, ns, "hr", name)["status"]["history"][0]["chartVersion"] == "0.2.0")
+    assert own_repo.paths.count("/index.yaml") == 2
+
+
+def test_releases_take_an_ocirepository_chart_by_reference(operator: Operator, kube: Run, ns: str,
+                                                           tmp_path: Path) -> None:
+    subprocess.run([tool("helm"), "create", str(tmp_path / "app")], check=True, capture_output=True)
+    charts = {}
+    for version in ("1.0.0", "1.1.0", "2.0.0"):
+        subprocess.run([tool("helm"), "package", str(tmp_path / "app"), "--version", version, "-d",
+                        str(tmp_path / version)], check=True, capture_output=True)
+        charts[version] = next((tmp_path / version).glob("*.tgz")).read_bytes()
+    registry = Registry(charts)
+    try:
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository",
+                                        "metadata": {"name": "app"}, "spec": {
+                                            "url": f"oci://127.0.0.1:{registry.port}/charts/app", "insecure": True,
+                                            "ref": {"semver": "^1.0"}, "secretRef": {"name": "robot"}}}))
+        status = source_ready(kube, ns, "ocirepository", "app")["status"]
+        manifest = hashlib.sha256(registry.manifests["1.1.0"]).hexdigest()
+        assert status["artifact"]["revision"] == f"1.1.0@sha256:{manifest}"  # type: ignore[index]
+        layer = hashlib.sha256(charts["1.1.0"]).hexdigest()
+        assert status["artifact"]["digest"] == f"sha256:{layer}"  # type: ignore[index]
+        apply(kube, ns, release("web", chartRef={"kind": "OCIRepository", "name": "app"}))
+        assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.1.0"
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
+@pytest.mark.parametrize(("spec", "reason", "named"), [
+    ({"chart": {"spec": {"chart": "demo", "sourceRef": {"kind": "Bucket", "name": "b"}}}}, "UnsupportedSourceKind",
+     "Bucket"),
+    ({"chartRef": {"kind": "HelmChart", "name": "c"}}, "UnsupportedSourceKind", "HelmChart"),
+])
+def test_sources_helmop_does_not_implement_are_refused(operator: Operator, kube: Run, ns: str, spec: dict,
+                                                       reason: str, named: str) -> None:
+    apply(kube, ns, release("web", **spec))
+    said = condition(failing(kube, ns, "web", reason))
+    assert named in said["message"]
+    assert condition(get(kube, ns, "hr", "web"), "Stalled").get("status") == "True"
+
+
+def test_a_missing_helmrepository_is_waited_for(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, release("web", {"chart": "demo", "sourceRef": {"kind": "HelmRepository", "name": "later"}}))
+    assert "HelmRepository" in condition(failing(kube, ns, "web", "SourceNotFound"))["message"]
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
+                                    "metadata": {"name": "later"}, "spec": {"url": chart_repo.url}}))
+    assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.0.0"

@@ -1,0 +1,136 @@
+"""Flux's API onto helmop's model: the chart forms of Flux's HelmRelease, the fields helmop refuses by name,
+and the status written in Flux's shape and read back (also as Flux's own controllers wrote it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helmop.api.errors import SpecError
+from helmop.api.flux import crds as flux_crds
+from helmop.api.flux import spec as flux_spec
+from helmop.api.flux.status import inward, outward
+from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
+from helmop.api.kinds import FLUX
+from helmop.api.repositories import parse_helm_repository, parse_oci_repository
+from helmop.api.status import parse, to_json
+from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus, Snapshot
+
+
+def test_flux_chart_forms_become_the_internal_chart() -> None:
+    spec = parse_spec({"chart": {"spec": {"chart": "podinfo", "version": "6.x", "sourceRef": {
+        "kind": "HelmRepository", "name": "podinfo", "namespace": "flux-system"},
+        "valuesFiles": ["values-prod.yaml"]}}}, "web", "apps")
+    assert spec.chart == SharedRepositoryChart("podinfo", "podinfo", "6.x", "flux-system", ("values-prod.yaml",))
+    star = parse_spec({"chart": {"spec": {"chart": "a", "version": "*", "sourceRef": {"kind": "HelmRepository",
+                                                                                      "name": "r"}}}}, "web", "apps")
+    assert isinstance(star.chart, SharedRepositoryChart) and star.chart.version == ""  # Flux's "*": the latest
+    git = parse_spec({"chart": {"spec": {"chart": "./charts/app", "sourceRef": {"kind": "GitRepository",
+                                                                                "name": "repo"}}}}, "web", "apps")
+    assert git.chart == SourceChart("GitRepository", "repo", "charts/app", reconcile_strategy="ChartVersion")
+    ref = parse_spec({"chartRef": {"kind": "OCIRepository", "name": "podinfo"}}, "web", "apps")
+    assert ref.chart == ArtifactChart("podinfo")
+
+
+@pytest.mark.parametrize(("spec", "reason", "named"), [
+    ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "Bucket", "name": "b"}}}}, "UnsupportedSourceKind",
+     "Bucket"),
+    ({"chartRef": {"kind": "HelmChart", "name": "b"}}, "UnsupportedSourceKind", "HelmChart"),
+    ({"chartRef": {"kind": "ExternalArtifact", "name": "b"}}, "UnsupportedSourceKind", "ExternalArtifact"),
+    ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}, "verify": {
+        "provider": "cosign"}}}}, "UnsupportedField", "verify"),
+    ({"chart": {"repository": {"url": "https://x", "name": "a"}}, "chartRef": {"kind": "OCIRepository", "name": "o"}},
+     "InvalidSpec", "mutually exclusive"),
+])
+def test_chart_forms_helmop_does_not_implement_are_refused_by_name(spec: dict, reason: str, named: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(spec, "web", "apps")
+    assert refused.value.reason == reason and named in str(refused.value)
+
+
+@pytest.mark.parametrize(("kind", "spec", "named"), [
+    (FLUX.helmrelease, {"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}}},
+                        "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
+    (FLUX.helmrelease, {"chartRef": {"kind": "OCIRepository", "name": "o"}, "upgrade": {"preserveValues": True}},
+     "spec.upgrade.preserveValues"),
+    (FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./", "prune": True,
+                       "decryption": {"provider": "sops"}}, "spec.decryption"),
+    (FLUX.gitrepository, {"url": "https://x/y", "ref": {"name": "refs/pull/1/head"}}, "spec.ref.name"),
+    (FLUX.gitrepository, {"url": "https://x/y", "recurseSubmodules": True}, "spec.recurseSubmodules"),
+])
+def test_flux_fields_helmop_does_not_implement_are_refused_by_name(kind: object, spec: dict, named: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        flux_spec.check(kind, spec)  # type: ignore[arg-type]
+    assert refused.value.reason == "UnsupportedField" and str(refused.value).startswith(named + " ")
+
+
+def test_flux_fields_helmop_implements_pass() -> None:
+    flux_spec.check(FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./apps",
+                                      "prune": True, "interval": "10m", "dependsOn": [{"name": "infra"}],
+                                      "postBuild": {"substitute": {"a": "b"}}, "patches": [{"patch": "x"}]})
+    flux_spec.check(FLUX.helmrelease, {"chart": {"spec": {"chart": "a", "version": "1.x", "sourceRef": {
+        "kind": "HelmRepository", "name": "r"}}}, "values": {"anything": {"goes": [1]}}, "install": {
+        "remediation": {"retries": 3}}})
+
+
+def test_source_specs() -> None:
+    assert parse_helm_repository({"url": "oci://ghcr.io/org/charts", "type": "oci"}).oci
+    with pytest.raises(SpecError, match="provider"):
+        parse_helm_repository({"url": "https://x", "provider": "aws"})
+    oci = parse_oci_repository({"url": "oci://ghcr.io/org/app", "ref": {"semver": ">=1"}})
+    assert (oci.tag, oci.semver, oci.digest) == ("latest", ">=1", "")
+    with pytest.raises(SpecError, match="digest"):
+        parse_oci_repository({"url": "oci://ghcr.io/org/app", "ref": {"digest": "sha256:short"}})
+
+
+def test_a_helmrelease_status_in_flux_shape_and_back() -> None:
+    status = HelmReleaseStatus(release_name="web", install_failures=1, last_applied_revision="1.0.0",
+                               history=(Snapshot(revision=2, chart_name="demo", chart_version="1.0.0",
+                                                 status="deployed", tests="passed"),))
+    body = {"metadata": {"namespace": "apps", "name": "web"}, "spec": {"targetNamespace": "prod"}}
+    flux = outward("HelmRelease", to_json(status), body)
+    assert flux["history"][0]["version"] == 2 and flux["history"][0]["name"] == "web"
+    assert flux["history"][0]["namespace"] == "prod" and flux["storageNamespace"] == "prod"
+    assert flux["failures"] == 1 and "releaseName" not in flux and "lastAppliedRevision" not in flux
+    assert flux["history"][0]["testHooks"] == {"web-test": {"phase": "Succeeded"}}
+    back = parse(HelmReleaseStatus, inward("HelmRelease", flux))
+    assert back.history == status.history and back.release_name == "web" and back.install_failures == 1
+
+
+def test_a_status_flux_wrote_is_read() -> None:
+    written_by_flux = {"observedGeneration": 3, "storageNamespace": "podinfo", "helmChart": "flux-system/podinfo",
+                       "lastAttemptedConfigDigest": "sha256:abc", "history": [{
+                           "name": "podinfo", "namespace": "podinfo", "version": 4, "status": "deployed",
+                           "chartName": "podinfo", "chartVersion": "6.5.0", "digest": "sha256:d",
+                           "configDigest": "sha256:abc", "testHooks": {"t": {"phase": "Failed"}}}]}
+    status = parse(HelmReleaseStatus, inward("HelmRelease", written_by_flux))
+    assert status.history[0].revision == 4 and status.history[0].tests == "failed"
+    assert status.release_name == "podinfo" and status.observed_generation == 3
+
+
+def test_a_kustomization_inventory_in_flux_shape() -> None:
+    status = ConfigSyncStatus(last_applied_revision="main@sha1:" + "a" * 40, inventory=(
+        AppliedObject(api_version="apps/v1", kind="Deployment", name="web", namespace="prod", uid="u1"),
+        AppliedObject(api_version="v1", kind="Namespace", name="prod")))
+    flux = outward("Kustomization", to_json(status), {"metadata": {"namespace": "flux-system", "name": "apps"}})
+    assert flux["inventory"]["entries"][0] == {"id": "prod_web_apps_Deployment", "v": "v1", "uid": "u1"}
+    assert flux["inventory"]["entries"][1] == {"id": "_prod__Namespace", "v": "v1"}
+    assert parse(ConfigSyncStatus, inward("Kustomization", flux)) == status
+
+
+def test_a_source_artifact_has_the_fields_flux_requires() -> None:
+    status = {"artifact": {"revision": "main@sha1:" + "b" * 40, "lastUpdateTime": "t"}, "lastFetchedAt": "t",
+              "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "m"}]}
+    flux = outward("GitRepository", status, {"metadata": {"namespace": "flux-system", "name": "repo"}})
+    assert flux["artifact"]["path"] == f"gitrepository/flux-system/repo/{'b' * 40}.tar.gz"
+    assert flux["artifact"]["url"] == "" and "lastFetchedAt" not in flux
+    assert [c["type"] for c in flux["conditions"]] == ["Ready", "ArtifactInStorage"]
+    assert inward("GitRepository", flux)["conditions"] == status["conditions"]
+
+
+def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
+    served = {(c["spec"]["group"], c["spec"]["versions"][0]["name"], c["spec"]["names"]["kind"])
+              for c in flux_crds.definitions()}
+    assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
+                                                              FLUX.helmrepository, FLUX.ocirepository,
+                                                              FLUX.configsync)}
