@@ -1,0 +1,116 @@
+"""Flux's API served (--flux-api): a repository written for Flux, unchanged (Flux's kinds and versions, its
+HelmRepository with a public chart URL reached through --chart-mirror, Kustomizations with dependsOn, overlays
+that patch a HelmRelease's values, no ServiceAccount: Flux's tenancy), converges; every status is in Flux's shape;
+what helmop does not implement is refused by name."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import yaml
+
+from tests.controllers.conftest import MIRRORED, Operator, apply, condition, get
+from tests.gitserver import Repo
+from tests.tools import Run, eventually
+
+HELM, SOURCE, KUSTOMIZE = "helm.toolkit.fluxcd.io/v2", "source.toolkit.fluxcd.io/v1", "kustomize.toolkit.fluxcd.io/v1"
+
+
+def flux_repository(ns: str) -> dict[str, str]:
+    """Laid out as Flux's example repositories: clusters/<env> holds the Kustomizations; infrastructure
+    declares the HelmRepository; apps/base the app's Namespace and HelmRelease, apps/<env> patches its values."""
+    app = f"{ns}-podinfo"
+
+    def kustomization(name: str, path: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": KUSTOMIZE, "kind": "Kustomization", "metadata": {"name": name, "namespace": ns},
+                "spec": {"interval": "1h", "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+                         "path": path, "prune": True, **spec}}
+
+    return {
+        "clusters/production/infrastructure.yaml": yaml.safe_dump(kustomization("infrastructure",
+                                                                                 "./infrastructure")),
+        "clusters/production/apps.yaml": yaml.safe_dump(kustomization(
+            "apps", "./apps/production", dependsOn=[{"name": "infrastructure"}],
+            postBuild={"substitute": {"app_namespace": app}})),
+        "infrastructure/sources.yaml": yaml.safe_dump({
+            "apiVersion": SOURCE, "kind": "HelmRepository", "metadata": {"name": "stable", "namespace": ns},
+            "spec": {"interval": "1h", "url": MIRRORED}}),
+        "apps/base/podinfo/kustomization.yaml": "resources: [namespace.yaml, release.yaml]\n",
+        "apps/base/podinfo/namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${app_namespace}\n",
+        "apps/base/podinfo/release.yaml": yaml.safe_dump({
+            "apiVersion": HELM, "kind": "HelmRelease", "metadata": {"name": "podinfo", "namespace": "${app_namespace}"},
+            "spec": {"interval": "1h", "chart": {"spec": {"chart": "demo", "version": "0.2.x", "sourceRef": {
+                "kind": "HelmRepository", "name": "stable", "namespace": ns}}},
+                "values": {"fullnameOverride": "podinfo", "replicaCount": 1}}}),
+        "apps/production/kustomization.yaml": ("resources: [../base/podinfo]\npatches:\n- path: values.yaml\n"
+                                               "  target: {kind: HelmRelease, name: podinfo}\n"),
+        "apps/production/values.yaml": yaml.safe_dump({"apiVersion": HELM, "kind": "HelmRelease",
+                                                       "metadata": {"name": "podinfo"},
+                                                       "spec": {"values": {"replicaCount": 3}}}),
+    }
+
+
+def ready(kube: Run, ns: str, kind: str, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, kind, name)
+        c = condition(obj)
+        return obj if c.get("status") == "True" and c.get("observedGeneration") == obj["metadata"]["generation"] \
+            else None
+    found: dict[str, Any] = eventually(check, timeout=90)
+    return found
+
+
+def test_a_flux_repository_converges_unchanged(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    sha = repo.commit(flux_repository(ns))
+    app = f"{ns}-podinfo"
+    # what `flux bootstrap` leaves in the cluster: the source and the cluster folder's Kustomization
+    apply(kube, ns, yaml.safe_dump({"apiVersion": SOURCE, "kind": "GitRepository", "metadata": {"name": "flux-system"},
+                                    "spec": {"interval": "1h", "url": repo.url, "ref": {"branch": "main"}}}))
+    apply(kube, ns, yaml.safe_dump({"apiVersion": KUSTOMIZE, "kind": "Kustomization",
+                                    "metadata": {"name": "flux-system"},
+                                    "spec": {"interval": "1h", "path": "./clusters/production", "prune": True,
+                                             "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}))
+    release = ready(kube, app, "helmreleases.helm.toolkit.fluxcd.io", "podinfo")
+    assert get(kube, app, "deployment", "podinfo")["spec"]["replicas"] == 3  # the production overlay's values
+    status = release["status"]
+    assert status["history"][0]["version"] == 1 and status["history"][0]["name"] == "podinfo"
+    assert status["history"][0]["namespace"] == app and status["history"][0]["chartVersion"] == "0.2.1"
+    assert status["storageNamespace"] == app and status["lastAttemptedReleaseAction"] == "install"
+    assert "finalizers.fluxcd.io" in release["metadata"]["finalizers"]
+
+    git = ready(kube, ns, "gitrepositories.source.toolkit.fluxcd.io", "flux-system")["status"]
+    assert git["artifact"]["revision"] == f"main@sha1:{sha}" and condition({"status": git},
+                                                                           "ArtifactInStorage")["status"] == "True"
+    helm_repo = ready(kube, ns, "helmrepositories.source.toolkit.fluxcd.io", "stable")["status"]
+    assert helm_repo["artifact"]["revision"].startswith("sha256:") and helm_repo["url"] == MIRRORED
+    apps = ready(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "apps")["status"]
+    assert apps["lastAppliedRevision"] == f"main@sha1:{sha}"
+    ids = {e["id"] for e in apps["inventory"]["entries"]}
+    assert ids == {f"_{app}__Namespace", f"{app}_podinfo_helm.toolkit.fluxcd.io_HelmRelease"}
+    top = ready(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "flux-system")["status"]
+    assert {e["id"] for e in top["inventory"]["entries"]} == {
+        f"{ns}_apps_kustomize.toolkit.fluxcd.io_Kustomization",
+        f"{ns}_infrastructure_kustomize.toolkit.fluxcd.io_Kustomization"}
+
+    stamp = uuid.uuid4().hex  # `flux reconcile kustomization apps` sets Flux's annotation
+    kube("kubectl", "-n", ns, "annotate", "kustomizations.kustomize.toolkit.fluxcd.io", "apps",
+         f"reconcile.fluxcd.io/requestedAt={stamp}", "--overwrite")
+    eventually(lambda: get(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "apps")["status"].get(
+        "lastHandledReconcileAt") == stamp)
+
+
+def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str) -> None:
+    apply(kube, ns, yaml.safe_dump({"apiVersion": KUSTOMIZE, "kind": "Kustomization", "metadata": {"name": "secret"},
+                                    "spec": {"interval": "1h", "path": "./", "prune": True,
+                                             "sourceRef": {"kind": "GitRepository", "name": "none"},
+                                             "decryption": {"provider": "sops"}}}))
+    apply(kube, ns, yaml.safe_dump({"apiVersion": HELM, "kind": "HelmRelease", "metadata": {"name": "remote"},
+                                    "spec": {"interval": "1h", "kubeConfig": {"secretRef": {"name": "cluster"}},
+                                             "chartRef": {"kind": "OCIRepository", "name": "x"}}}))
+    for kind, name, field in (("kustomizations.kustomize.toolkit.fluxcd.io", "secret", "spec.decryption"),
+                              ("helmreleases.helm.toolkit.fluxcd.io", "remote", "spec.kubeConfig")):
+        said = eventually(lambda kind=kind, name=name: condition(get(kube, ns, kind, name)).get("reason")
+                          == "UnsupportedField" and condition(get(kube, ns, kind, name)))
+        assert said["message"].startswith(f"{field} is not implemented by helmop")
+        assert condition(get(kube, ns, kind, name), "Stalled")["status"] == "True"
