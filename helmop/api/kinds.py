@@ -12,6 +12,7 @@ from dataclasses import dataclass
 GROUP = "helmop.dev"
 APPS_GROUP = "apps.helmop.dev"
 VERSION = "v1alpha1"
+FLUX_GROUPS = ".toolkit.fluxcd.io"  # the suffix of Flux's API groups
 
 # Asks for a reconcile now (`helmop reconcile` sets it to a timestamp; status.lastHandledReconcileAt
 # echoes the value once the reconcile has an outcome).
@@ -38,10 +39,10 @@ def is_object_name(text: str) -> bool:
 
 
 def key_of(api_version: str, kind: str) -> str:
-    """What names a kind in the operator's memory: the kind for helmop's own, qualified by the group for
-    Flux's (a Flux HelmRelease and a helmop one of the same name are two objects)."""
+    """What names a kind in the operator's memory: the kind itself (helmop's, app kinds), qualified by the group
+    for Flux's (a Flux HelmRelease and a helmop one of the same name are two objects)."""
     group = api_version.rpartition("/")[0]
-    return kind if group in (GROUP, APPS_GROUP) else f"{kind}.{group}"
+    return f"{kind}.{group}" if group.endswith(FLUX_GROUPS) else kind
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Kind:
     @property
     def flux(self) -> bool:
         """One of Flux's kinds (served with --flux-api): Flux's status shape, finalizer and annotations."""
-        return self.group.endswith(".toolkit.fluxcd.io")
+        return self.group.endswith(FLUX_GROUPS)
 
     def path(self, namespace: str | None = None, name: str = "") -> str:
         """The REST path of the collection (in ``namespace``, or across all) or of one object; a cluster-scoped
