@@ -13,7 +13,7 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.sources import parse_git_repository
-from helmop.api.status import now, parse
+from helmop.api.status import now
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.helm.inputs import InputError, git_auth
 from helmop.reconcile.settle import sources as settle
@@ -22,7 +22,7 @@ from helmop.sources.git import GitRef, check_ref
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
-from .status import report, write_status
+from .status import read_status, report, write_status
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
     helmop's GitRepository or Flux's."""
     this = Resource(body)
     namespace, name = this.namespace, this.name
-    status = parse(GitRepositoryStatus, body.get("status"))
+    status = read_status(kind, GitRepositoryStatus, body)
     try:
         spec = parse_git_repository(body.get("spec") or {})
     except SpecError as exc:

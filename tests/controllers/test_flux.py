@@ -82,6 +82,9 @@ def test_a_flux_repository_converges_unchanged(operator: Operator, kube: Run, ns
     git = ready(kube, ns, "gitrepositories.source.toolkit.fluxcd.io", "flux-system")["status"]
     assert git["artifact"]["revision"] == f"main@sha1:{sha}" and condition({"status": git},
                                                                            "ArtifactInStorage")["status"] == "True"
+    settled(kube, ns, "gitrepositories.source.toolkit.fluxcd.io", "flux-system")  # a second reconcile
+    git = get(kube, ns, "gitrepositories.source.toolkit.fluxcd.io", "flux-system")["status"]
+    assert sorted(c["type"] for c in git["conditions"]) == ["ArtifactInStorage", "Ready"]
     helm_repo = ready(kube, ns, "helmrepositories.source.toolkit.fluxcd.io", "stable")["status"]
     assert helm_repo["artifact"]["revision"].startswith("sha256:") and helm_repo["url"] == MIRRORED
     apps = ready(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "apps")["status"]
@@ -93,11 +96,15 @@ def test_a_flux_repository_converges_unchanged(operator: Operator, kube: Run, ns
         f"{ns}_apps_kustomize.toolkit.fluxcd.io_Kustomization",
         f"{ns}_infrastructure_kustomize.toolkit.fluxcd.io_Kustomization"}
 
-    stamp = uuid.uuid4().hex  # `flux reconcile kustomization apps` sets Flux's annotation
-    kube("kubectl", "-n", ns, "annotate", "kustomizations.kustomize.toolkit.fluxcd.io", "apps",
-         f"reconcile.fluxcd.io/requestedAt={stamp}", "--overwrite")
-    eventually(lambda: get(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "apps")["status"].get(
-        "lastHandledReconcileAt") == stamp)
+    # `flux reconcile kustomization apps` sets Flux's annotation
+    settled(kube, ns, "kustomizations.kustomize.toolkit.fluxcd.io", "apps")
+
+
+def settled(kube: Run, ns: str, kind: str, name: str) -> None:
+    """Ask for a reconcile as `flux reconcile` does (Flux's annotation) and wait until it has been handled."""
+    stamp = uuid.uuid4().hex
+    kube("kubectl", "-n", ns, "annotate", kind, name, f"reconcile.fluxcd.io/requestedAt={stamp}", "--overwrite")
+    eventually(lambda: get(kube, ns, kind, name)["status"].get("lastHandledReconcileAt") == stamp)
 
 
 def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str) -> None:

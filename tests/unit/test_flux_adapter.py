@@ -126,6 +126,8 @@ def test_a_source_artifact_has_the_fields_flux_requires() -> None:
     assert flux["artifact"]["url"] == "" and "lastFetchedAt" not in flux
     assert [c["type"] for c in flux["conditions"]] == ["Ready", "ArtifactInStorage"]
     assert inward("GitRepository", flux)["conditions"] == status["conditions"]
+    again = outward("GitRepository", flux, {"metadata": {"namespace": "flux-system", "name": "repo"}})
+    assert again["conditions"] == flux["conditions"]  # written over its own output: one ArtifactInStorage
 
 
 def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:

@@ -41,11 +41,12 @@ def outward(kind: str, status: dict[str, Any], body: dict[str, Any]) -> dict[str
         artifact.setdefault("path", f"{kind.lower()}/{meta.get('namespace')}/{meta.get('name')}/{name}.tar.gz")
         artifact.setdefault("url", "")
         out["artifact"] = artifact
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-        if ready is not None:
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "ArtifactInStorage"]
+        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+        if ready is not None:  # one ArtifactInStorage, whatever the status it was made from already had
             stored = {**ready, "type": "ArtifactInStorage", "status": "True", "reason": "Succeeded",
                       "message": f"stored artifact for revision '{artifact['revision']}'"}
-            out["conditions"] = [*status["conditions"], stored]
+            out["conditions"] = [*conditions, stored]
     elif kind == "Kustomization" and "inventory" in status:
         out["inventory"] = {"entries": [_entry_out(e) for e in status["inventory"]]}
     return out
