@@ -20,10 +20,11 @@ from helmop.helm.inputs import credentials
 from helmop.reconcile.settle import outcome
 from helmop.reconcile.settle import sources as settle
 from helmop.sources import artifacts
+from helmop.sources.repositories import Credentials
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
-from .status import pending_request, read_status, report, write_status
+from .status import pending_request, published, read_status, report, write_status
 
 
 async def reconcile_helm_repository(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
@@ -39,23 +40,15 @@ async def reconcile_helm_repository(ctx: Context, kind: Kind, body: dict[str, An
         await write_status(ctx, kind, body, outcome(status.but(url=safe_url(spec.url)), this.generation, True,
                                                     "Succeeded", "Helm repository is ready (OCI registry)"))
         return DONE
-    key = (kind.key, this.namespace, this.name)
-    named = [spec.secret_ref, spec.cert_secret_ref]
-    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in named if name])
     try:
-        creds = await credentials(ctx.services.kube, this.namespace, spec.secret_ref, "spec", spec.cert_secret_ref)
-        ctx.memory.secrets[key] = creds.secrets()
+        creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref)
         revision, charts = await ctx.services.repos.index_revision(spec.url, creds, max_age=spec.interval,
                                                                    asked_at=pending_request(body))
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
-    new = status.artifact is None or status.artifact.revision != revision
     message = f"stored artifact: revision '{revision}' ({charts} charts)"
-    await write_status(ctx, kind, body, settle.chart_source(status, this.generation, safe_url(spec.url), revision,
-                                                            revision, now(), message))
-    if new:
-        await ctx.services.events.normal(body, "NewArtifact", message)
-        ctx.memory.wake_referrers(this.namespace, kind.key, this.name)
+    await published(ctx, kind, body, status, settle.chart_source(status, this.generation, safe_url(spec.url),
+                                                                 revision, revision, now(), message), message)
     return DONE
 
 
@@ -68,24 +61,28 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
         return await _refused(ctx, kind, body, status, exc)
     if spec.suspend:
         return DONE
-    key = (kind.key, this.namespace, this.name)
-    named = [spec.secret_ref, spec.cert_secret_ref]
-    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in named if name])
     try:
-        creds = await credentials(ctx.services.kube, this.namespace, spec.secret_ref, "spec", spec.cert_secret_ref)
-        ctx.memory.secrets[key] = creds.secrets()
+        creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref)
         found = await artifacts.resolve(ctx.services.repos, spec, creds)
         chart, _ = await artifacts.chart(ctx.services.repos, spec.url, found.digest, creds, spec.insecure)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
-    new = status.artifact is None or status.artifact.revision != found.revision
     message = f"stored artifact for digest '{found.revision}' (chart {chart.name} {chart.version})"
-    await write_status(ctx, kind, body, settle.chart_source(status, this.generation, safe_url(spec.url),
-                                                            found.revision, found.digest, now(), message))
-    if new:
-        await ctx.services.events.normal(body, "NewArtifact", message)
-        ctx.memory.wake_referrers(this.namespace, kind.key, this.name)
+    await published(ctx, kind, body, status, settle.chart_source(status, this.generation, safe_url(spec.url),
+                                                                 found.revision, found.digest, now(), message),
+                    message)
     return DONE
+
+
+async def _credentials(ctx: Context, kind: Kind, this: Resource, secret_ref: str,
+                       cert_secret_ref: str) -> Credentials:
+    """The source's credentials; a change of either Secret wakes it, and their strings are masked in what an
+    unexpected error reports."""
+    key = (kind.key, this.namespace, this.name)
+    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref) if name])
+    creds = await credentials(ctx.services.kube, this.namespace, secret_ref, "spec", cert_secret_ref)
+    ctx.memory.secrets[key] = creds.secrets()
+    return creds
 
 
 async def finalize(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:

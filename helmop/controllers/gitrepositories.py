@@ -22,7 +22,7 @@ from helmop.sources.git import GitRef, check_ref
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
-from .status import read_status, report, write_status
+from .status import published, read_status, report, write_status
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,8 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
     except (SourceError, InputError) as exc:
         await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
-    new = status.artifact is None or status.artifact.revision != revision
-    await write_status(ctx, kind, body, settle.fetched(status, this.generation, revision, now()))
-    if new:
-        await ctx.services.events.normal(body, "NewArtifact", f"stored artifact for revision {revision}")
-        ctx.memory.wake_referrers(namespace, kind.key, name)
+    await published(ctx, kind, body, status, settle.fetched(status, this.generation, revision, now()),
+                    f"stored artifact for revision {revision}")
     return DONE
 
 

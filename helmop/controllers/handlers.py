@@ -162,8 +162,7 @@ class Dispatcher:
 
     def seen(self, controller: Controller, body: dict[str, Any], event: str) -> None:
         """An event of kopf's watch: keep the body, and ask for a turn when something that matters changed."""
-        if controller.resource.flux:
-            body = _flux_requests(body)
+        body = _as_read(controller, body)
         meta = body["metadata"]
         key = (controller.resource.key, meta.get("namespace") or "", meta.get("name") or "")
         if event == "DELETED":
@@ -173,7 +172,7 @@ class Dispatcher:
             self.scheduler.forget(key)
             self.ctx.services.metrics.forget_resource(*key)
             return
-        self.bodies[key] = self._with_written(key, slim(body))
+        self.bodies[key] = self._with_written(key, body)
         self.ctx.services.metrics.observe_resource(controller.resource.key, body)
         token = self._token(meta, controller.finalizer)
         previous = self.tokens.get(key)
@@ -214,7 +213,7 @@ class Dispatcher:
             held = await self._finalizers(controller, body, [*(meta.get("finalizers") or []), finalizer])
             if held is None:
                 return SOON
-            body = self.bodies[key] = slim(_flux_requests(held) if controller.resource.flux else held)
+            body = self.bodies[key] = _as_read(controller, held)
             # its own write's event is no news: the turn goes on with the body written
             self.tokens[key] = self._token(held["metadata"], finalizer)
         started = time.monotonic()
@@ -296,15 +295,17 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
 FLUX_REQUESTS = {FLUX_REQUESTED_AT: REQUESTED_AT, FLUX_RESET_AT: RESET_AT, FLUX_FORCE_AT: FORCE_AT}
 
 
-def _flux_requests(body: dict[str, Any]) -> dict[str, Any]:
-    """A Flux object as the reconcilers read it: the requests `flux reconcile` makes
+def _as_read(controller: Controller, body: dict[str, Any]) -> dict[str, Any]:
+    """An object as kept and reconciled (:func:`slim`); a Flux object with the requests `flux reconcile` makes
     (``reconcile.fluxcd.io/requestedAt``, ``resetAt``, ``forceAt``) under helmop's names. In memory only:
     nothing writes an object's annotations back."""
-    annotations = (body.get("metadata") or {}).get("annotations") or {}
-    asked = {ours: annotations[theirs] for theirs, ours in FLUX_REQUESTS.items() if theirs in annotations}
-    if not asked:
-        return body
-    return {**body, "metadata": {**body["metadata"], "annotations": {**annotations, **asked}}}
+    body = slim(body)
+    annotations = body["metadata"].get("annotations") or {}
+    asked = {ours: annotations[theirs] for theirs, ours in FLUX_REQUESTS.items()
+             if controller.resource.flux and theirs in annotations}
+    if asked:
+        body["metadata"]["annotations"] = {**annotations, **asked}
+    return body
 
 
 def _family(ctx: Context, family: Family) -> list[Controller]:

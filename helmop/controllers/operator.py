@@ -18,7 +18,7 @@ import kopf
 from helmop.api import crds, jenkins, roles, settings
 from helmop.api.apps import AppKind
 from helmop.api.flux import crds as flux_crds
-from helmop.api.kinds import FINALIZER
+from helmop.api.kinds import FINALIZER, FLUX_GROUPS
 from helmop.api.settings import Tunables
 from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
@@ -83,7 +83,7 @@ async def install_crds(kube: Kube, flux: bool = False) -> None:
     for crd in crds.definitions() + (flux_crds.definitions() if flux else []):
         name = crd["metadata"]["name"]
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        if crd["spec"]["group"].endswith(".toolkit.fluxcd.io") and await _foreign(kube, path):
+        if crd["spec"]["group"].endswith(FLUX_GROUPS) and await _foreign(kube, path):
             log.info("CRD %s is Flux's own: kept", name)
             continue
         await kube.apply(path, crd, MANAGER)

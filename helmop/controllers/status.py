@@ -13,6 +13,7 @@ from helmop.api.flux import status as flux_status
 from helmop.api.kinds import REQUESTED_AT, Kind
 from helmop.api.objects import Resource
 from helmop.api.status import S, Status, merge_patch, parse, to_json
+from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
 from helmop.infra.kube import KubeError
 from helmop.reconcile.settle import outcome
 
@@ -80,3 +81,20 @@ async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status,
     await write_status(ctx, kind, body, outcome(status, generation, ready, reason, message, stalled=stalled))
     if event:
         await ctx.services.events.post(body, cond.event_type(ready, reason), reason, message)
+
+
+Source = GitRepositoryStatus | HelmRepositoryStatus | OCIRepositoryStatus
+
+
+def _revision(status: Source) -> str:
+    return status.artifact.revision if status.artifact is not None else ""
+
+
+async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Source, after: Source,
+                    message: str) -> None:
+    """A source's status after a fetch: written; a new revision said in an Event and its readers woken."""
+    await write_status(ctx, kind, body, after)
+    if _revision(after) != _revision(before):
+        await ctx.services.events.normal(body, "NewArtifact", message)
+        obj = Resource(body)
+        ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)

@@ -9,6 +9,7 @@ pruned by the API server unseen; their status is Flux's shape (:mod:`helmop.api.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from helmop.api import crds
@@ -19,8 +20,10 @@ PAIRS = tuple(zip(
     (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync), strict=True))
 
 
+@functools.cache  # read on every reconcile of a Flux object; the CRD files are read once
 def spec_schema(kind: Kind) -> dict[str, Any]:
-    """The spec schema of helmop's own ``kind``: what the adapter accepts of its Flux counterpart."""
+    """The spec schema of helmop's own ``kind``: what the adapter accepts of its Flux counterpart (not to be
+    changed: it is shared)."""
     crd = next(c for c in crds.definitions() if c["spec"]["names"]["kind"] == kind.kind
                and c["spec"]["group"] == kind.group)
     return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
