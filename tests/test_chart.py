@@ -67,3 +67,18 @@ def test_chart_crds_are_helmops_own() -> None:
     assert shipped == sorted(f"{c['metadata']['name']}.yaml" for c in crds.definitions())
     for path in (CHART / "crds").glob("*.yaml"):
         assert yaml.safe_load(path.read_text()) in crds.definitions()
+
+
+def test_the_chart_grants_reading_flux_leases_only_with_the_flux_api(run: Run) -> None:
+    """The operator reads Flux's leader Leases by name (never writes them), and only with fluxAPI.enabled."""
+    rendered = run("helm", "template", "helmop", str(CHART), "--set", "fluxAPI.enabled=true",
+                   "--set", "fluxAPI.namespace=gitops").stdout
+    role = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ClusterRole"
+                and d["metadata"]["name"] == "helmop")
+    leases = [r for r in role["rules"] if "leases" in r["resources"]]
+    assert leases == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"],
+                       "resourceNames": ["helm-controller-leader-election", "source-controller-leader-election",
+                                         "kustomize-controller-leader-election"]}]
+    assert "--flux-namespace=gitops" in rendered
+    plain = run("helm", "template", "helmop", str(CHART)).stdout
+    assert "leader-election]" not in plain and "flux-namespace" not in plain

@@ -368,7 +368,10 @@ def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
     return tuple(out)
 
 
-def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSpec:
+def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
+               origin: dict[str, str] | None = None) -> HelmReleaseSpec:
+    """``origin``: labels every object of the release carries (``Kind.origin_labels``: Flux's, on a Flux
+    HelmRelease's objects), after spec.commonMetadata's, as Flux's post-renderer sets them."""
     target = str(spec.get("targetNamespace") or namespace)
     release = str(spec.get("releaseName") or default_release_name(name, target, namespace))
     if len(release) > 53 or not _RELEASE_NAME.match(release):
@@ -403,7 +406,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSp
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=depends_on(spec.get("dependsOn"), name, namespace),
         health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
-        post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers")),
+        post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers"), origin or {}),
         **_drift(spec.get("driftDetection")),
     )
 
@@ -422,14 +425,15 @@ def _drift(raw: Any) -> dict[str, Any]:
     return {"drift_mode": mode, "drift_ignore": tuple(rules)}
 
 
-def _post_render(common: Any, renderers: Any) -> dict[str, Any]:
+def _post_render(common: Any, renderers: Any, origin: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in ("labels", "annotations"):
         found = (common or {}).get(part) or {}
         if not isinstance(found, dict):
             raise SpecError("InvalidSpec", f"spec.commonMetadata.{part} must be a map of strings")
-        if found:
-            out[part] = {str(k): str(v) for k, v in found.items()}
+        merged = {str(k): str(v) for k, v in found.items()} | (origin if part == "labels" else {})
+        if merged:
+            out[part] = merged
     patches = []
     for i, renderer in enumerate(renderers or []):
         for j, patch in enumerate(((renderer or {}).get("kustomize") or {}).get("patches") or []):

@@ -67,6 +67,14 @@ class Kind:
         """One of Flux's kinds (served with --flux-api): Flux's status shape, finalizer and annotations."""
         return self.group.endswith(FLUX_GROUPS)
 
+    def origin_labels(self, namespace: str, name: str) -> dict[str, str]:
+        """The labels a Flux kind's controller puts on every object it applies (``<group>/name`` and
+        ``<group>/namespace``: Flux's pruning, ``flux trace`` and dashboards select by them); none for helmop's
+        kinds, nor for a name a label value cannot hold (over 63 characters)."""
+        if not self.flux or len(name) > 63:
+            return {}
+        return {f"{self.group}/name": name, f"{self.group}/namespace": namespace}
+
     def path(self, namespace: str | None = None, name: str = "") -> str:
         """The REST path of the collection (in ``namespace``, or across all) or of one object; a cluster-scoped
         kind's ignore ``namespace``."""

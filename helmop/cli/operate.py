@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("helmop: --chart-mirror takes FROM=TO (two URL prefixes)")
     cfg.chart_mirrors = tuple((m[0], m[1]) for m in mirrors)
     cfg.flux_api = args.flux_api
+    cfg.flux_namespace = args.flux_namespace
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     if args.cache_dir:

@@ -48,7 +48,8 @@ async def reconcile_helm_repository(ctx: Context, kind: Kind, body: dict[str, An
         return await _failed(ctx, kind, body, status, exc)
     message = f"stored artifact: revision '{revision}' ({charts} charts)"
     await published(ctx, kind, body, status, settle.chart_source(status, this.generation, safe_url(spec.url),
-                                                                 revision, revision, now(), message), message)
+                                                                 revision, revision, now(), message), message,
+                    stops_readers=False)
     return DONE
 
 

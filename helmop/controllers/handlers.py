@@ -55,6 +55,7 @@ from helmop.infra.kube import KubeError
 from . import chartsources, configsyncs, gitrepositories, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
+from .fluxgate import FluxGate
 from .helmreleases import Reconciler
 from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
 from .scheduler import Scheduler
@@ -121,6 +122,13 @@ class Dispatcher:
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
         self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
+        self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
+
+    def serve_flux(self) -> None:
+        """Flux's controllers stopped: every Flux object gets its turn now."""
+        for key in self.bodies:
+            if self.controllers[key[0]].resource.flux:
+                self.scheduler.wake(key)
 
     def _with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
         """The body with the status a turn wrote, whether or not its event came (an event of an earlier write
@@ -205,6 +213,9 @@ class Dispatcher:
             return None
         body = self._with_written(key, body)
         controller = self.controllers[key[0]]
+        if controller.resource.flux and self.flux_gate is not None and self.flux_gate.held:
+            self.ctx.services.metrics.flux_held.labels(key[0]).inc()
+            return self.ctx.tunables.flux_check  # Flux's own controllers act on it: untouched (woken when they stop)
         meta, finalizer = body["metadata"], controller.finalizer
         if meta.get("deletionTimestamp"):
             return await self._clean_up(controller, key, body) if finalizer in (meta.get("finalizers") or []) else None
@@ -333,7 +344,8 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
 
 def _flux_checked(ctx: Context, controller: Controller) -> Controller:
     """A Flux kind's controller: a spec with a field helmop does not implement is refused (Stalled, with the
-    field's name), never reconciled as if the field were not there."""
+    field's name), never reconciled as if the field were not there; deleted, it cleans nothing up (what it names
+    may be elsewhere: ``spec.kubeConfig``'s cluster)."""
     async def reconcile(body: dict[str, Any]) -> Outcome:
         try:
             flux_spec.check(controller.resource, body.get("spec") or {})
@@ -343,7 +355,17 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
             return DONE
         return await controller.reconcile(body)
 
-    return replace(controller, reconcile=reconcile)
+    async def finalize(body: dict[str, Any]) -> Outcome:
+        try:
+            flux_spec.check(controller.resource, body.get("spec") or {})
+        except SpecError as exc:
+            this = Resource(body)
+            log.info("%s %s/%s deleted: nothing cleaned up (%s)", controller.resource.kind, this.namespace, this.name,
+                     exc)
+            return DONE
+        return await controller.finalize(body)
+
+    return replace(controller, reconcile=reconcile, finalize=finalize)
 
 
 def _app_controller(ctx: Context, app: AppController) -> Controller:

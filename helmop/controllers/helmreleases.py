@@ -78,7 +78,7 @@ class Reconciler:
         this = Resource(body)
         self.ctx.memory.drop((self.kind.key, this.namespace, this.name))
         try:
-            spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
+            spec = self._parse(this)
         except SpecError:
             return DONE  # nothing helmop could have installed
         first = await dependencies.dependents_first(self.ctx, this, self.kind)
@@ -87,8 +87,9 @@ class Reconciler:
                      ", ".join(first))
             return after(self.ctx.tunables.dependents_wait)
         state = await read_release(self.ctx, spec)
-        desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name),
-                          suspended=spec.suspend, deleting=True, generation=this.generation)
+        desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name, self.kind.key),
+                          adopts=self.family.flux, suspended=spec.suspend, deleting=True,
+                          generation=this.generation)
         decision = decide(desired, Observed(_release(state)))
         if decision.action is not Action.UNINSTALL:
             log.info("%s/%s deleted: %s", this.namespace, this.name, decision.message)
@@ -101,6 +102,10 @@ class Reconciler:
             await self._write(body, settle.settle(status, desired, decision, result))
         return DONE if result.ok else FAILED
 
+    def _parse(self, this: Resource) -> HelmReleaseSpec:
+        return parse_spec(this.spec, this.name, this.namespace,
+                          origin=self.kind.origin_labels(this.namespace, this.name))
+
     # --- the reconcile -----------------------------------------------------------------------------
 
     async def _reconcile(self, body: dict[str, Any]) -> Outcome:
@@ -108,7 +113,7 @@ class Reconciler:
         key = (self.kind.key, this.namespace, this.name)
         status = read_status(self.kind, HelmReleaseStatus, body)  # read once: each write hands on the new one
         try:
-            spec = parse_spec(body.get("spec") or {}, this.name, this.namespace)
+            spec = self._parse(this)
             source = _source(spec)
             if source is not None:
                 self.ctx.tenancy.check_reference(this.namespace, source[1], source[2])
@@ -148,7 +153,7 @@ class Reconciler:
                         inputs: Inputs, waiting: tuple[str, ...]) -> Outcome:
         """Observe, decide, act, settle, write: round after round, until the release is as wanted or an action
         ends the reconcile."""
-        desired = _desired(body, spec, inputs, waiting)
+        desired = replace(_desired(body, spec, inputs, waiting), adopts=self.family.flux)
         marked = False
         state = await read_release(self.ctx, spec)  # then read again only after an action changed it
         for _ in range(MAX_ROUNDS):
@@ -293,7 +298,7 @@ def _release(state: ReleaseState, tests: bool = False) -> Release | None:
 def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:
     this = Resource(body)
     return Desired(config_digest=releases.digest_token(inputs.digest),
-                   owner=releases.owner_token(this.namespace, this.name), suspended=spec.suspend,
+                   owner=releases.owner_token(this.namespace, this.name, this.key[0]), suspended=spec.suspend,
                    install=spec.install.remediation, upgrade=spec.upgrade.remediation, tests=spec.test.enable,
                    waiting_for=waiting, drift_mode=spec.drift_mode, generation=this.generation, digest=inputs.digest,
                    chart_version=inputs.chart.version, chart=f"{inputs.chart.name}@{inputs.chart.version}",

@@ -38,6 +38,7 @@ from helmop.sources.repositories import Repositories
 from . import referrers
 from .apps import generic_app, jenkins_app
 from .context import Services
+from .fluxgate import FluxGate
 from .handlers import Dispatcher, register
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class OperatorConfig:
     helm_chart_max_size: int = settings.HELM_CHART_MAX_SIZE
     chart_mirrors: tuple[tuple[str, str], ...] = ()  # --chart-mirror FROM=TO
     flux_api: bool = False  # --flux-api: Flux's kinds served and reconciled too
+    flux_namespace: str = "flux-system"  # where Flux's controllers run (their leader Leases)
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -168,6 +170,11 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             if election is not None:
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
             dispatcher = Dispatcher(services, cfg.tunables, cfg.tenancy)
+            if cfg.flux_api:  # known before any Flux object gets a turn
+                gate = dispatcher.flux_gate = FluxGate(kube, cfg.flux_namespace, services.metrics,
+                                                       dispatcher.serve_flux)
+                await gate.check()
+                background.append(asyncio.create_task(gate.run(t.flux_check)))
             watches = referrers.Watches(dispatcher.ctx, cfg.namespaces)
             background.append(asyncio.create_task(watches.run()))
             background.append(asyncio.create_task(_started(ready, rearm)))

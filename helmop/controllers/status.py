@@ -91,10 +91,15 @@ def _revision(status: Source) -> str:
 
 
 async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Source, after: Source,
-                    message: str) -> None:
-    """A source's status after a fetch: written; a new revision said in an Event and its readers woken."""
+                    message: str, *, stops_readers: bool = True) -> None:
+    """A source's status after a fetch: written; a new revision said in an Event and its readers woken: what they
+    run for the old revision stopped (``stops_readers``), or only a look (a Helm index: its new revision
+    seldom changes a given release's chart, which the look finds out)."""
     await write_status(ctx, kind, body, after)
     if _revision(after) != _revision(before):
         await ctx.services.events.normal(body, "NewArtifact", message)
         obj = Resource(body)
-        ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)
+        if stops_readers:
+            ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)
+        else:
+            ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)

@@ -30,9 +30,9 @@ HISTORY_KEPT = 5  # revisions shown in status.history
 ObjectRef = tuple[str, str, str, str]  # (apiVersion, namespace, kind, name)
 
 
-def owner_token(namespace: str, name: str) -> str:
-    """The label value that says which HelmRelease a release belongs to."""
-    return storage.owner_token(namespace, name)
+def owner_token(namespace: str, name: str, kind: str = "HelmRelease") -> str:
+    """The label value that says which HelmRelease (of kind key ``kind``) a release belongs to."""
+    return storage.owner_token(namespace, name, kind)
 
 
 def digest_token(config_digest: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from helmop.api.actions import Action
 from helmop.api.helmrelease import HelmReleaseSpec, UpgradeOptions
+from helmop.api.kinds import HELMRELEASE
 from helmop.api.tenancy import Tenancy
 
 from . import storage
@@ -17,10 +18,11 @@ from .engine import RollbackRequest, TestRequest, UninstallRequest, UpgradeReque
 
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
                     digest: str, action: Action, tenancy: Tenancy | None = None,
-                    helm_waits: bool = True) -> UpgradeRequest:
+                    helm_waits: bool = True, kind: str = HELMRELEASE.key) -> UpgradeRequest:
     """``helm upgrade --install`` for HelmRelease ``namespace/name``: the install or the upgrade options,
     the ownership and config-digest labels stored on the release record, and the identity helm acts as.
-    ``helm_waits``: False when helmop judges the objects' readiness itself (helm then waits for hooks only)."""
+    ``helm_waits``: False when helmop judges the objects' readiness itself (helm then waits for hooks only);
+    ``kind``: the HelmRelease's kind key (helmop's, or Flux's)."""
     opts = spec.install if action is Action.INSTALL else spec.upgrade
     forced = isinstance(opts, UpgradeOptions) and opts.force
     return UpgradeRequest(
@@ -30,7 +32,7 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
         force=forced, cleanup_on_fail=isinstance(opts, UpgradeOptions) and opts.cleanup_on_fail,
         create_namespace=spec.install.create_namespace,
         max_history=spec.max_history,
-        labels={storage.OWNER_LABEL: storage.owner_token(namespace, name),
+        labels={storage.OWNER_LABEL: storage.owner_token(namespace, name, kind),
                 storage.DIGEST_LABEL: storage.digest_token(digest)},
         # spec.serviceAccountName (or the operator's default one): helm acts as that ServiceAccount of the
         # HelmRelease's namespace, so a namespace's releases get only that namespace's rights.

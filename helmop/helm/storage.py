@@ -26,9 +26,11 @@ OWNER_LABEL = "helmop.dev/owner"
 DIGEST_LABEL = "helmop.dev/config-digest"
 
 
-def owner_token(namespace: str, name: str) -> str:
-    """A label-safe identity of the HelmRelease that owns a release."""
-    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:40]
+def owner_token(namespace: str, name: str, kind: str = "HelmRelease") -> str:
+    """A label-safe identity of the HelmRelease that owns a release; ``kind``: its key (``api.kinds.key_of``), so
+    that a Flux HelmRelease and helmop's of the same name never own each other's release."""
+    who = f"{namespace}/{name}" if kind == "HelmRelease" else f"{kind}/{namespace}/{name}"
+    return hashlib.sha256(who.encode()).hexdigest()[:40]
 
 
 def digest_token(config_digest: str) -> str:

@@ -64,6 +64,11 @@ class Metrics:
                               registry=registry)
         self.loop_lag_max = Gauge("helmop_event_loop_lag_max_seconds", "The largest event loop lag since the start.",
                                   registry=registry)
+        self.flux_controllers = Gauge("helmop_flux_controllers_running", "Flux controllers whose leader Lease is "
+                                      "still renewed (--flux-api: Flux's kinds are not served while it is not 0).",
+                                      registry=registry)
+        self.flux_held = Counter("helmop_flux_turns_held_total", "Turns of Flux objects not taken while Flux's own "
+                                 "controllers still run.", ["kind"], registry=registry)
         self.api_reachable = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API "
                                    "server succeeded.", registry=registry)
 

@@ -9,7 +9,8 @@ until the answer is "nothing to do" (or an action failed).
 The rules, in order (docs/guides/helmrelease.md, "When things fail", says the same in words):
 
 1. Deleting: uninstall the release if it is there and ours (a suspended HelmRelease leaves it).
-2. Suspended: nothing. Someone else's release: refuse. A release stuck ``pending-*``: unlock it.
+2. Suspended: nothing. Someone else's release: refuse (a Flux HelmRelease adopts one that no helmop
+   HelmRelease installed, as Flux does). A release stuck ``pending-*``: unlock it.
    A dependency (spec.dependsOn) not Ready: wait, running nothing.
 3. The last attempt with this very configuration failed and left a failed release (or failed
    tests that are not ignored): remediate it — a failed install is uninstalled, a failed upgrade
@@ -74,6 +75,9 @@ class Desired:
 
     config_digest: str  # digest label form (see helm.releases.digest_token)
     owner: str
+    # a release no helmop HelmRelease installed (no owner label) counts as this one's: Flux's kinds take an
+    # existing release over as Flux does (a cluster moving from Flux keeps its releases)
+    adopts: bool = False
     generation: int = 0  # of the spec
     digest: str = ""  # the full configuration digest (status form)
     chart_version: str = ""
@@ -140,7 +144,8 @@ def _remediate(last_action: Action, policy: Remediation, release: Release, why: 
 def decide(desired: Desired, observed: Observed) -> Decision:
     release = observed.release
     present = release is not None and release.status != "uninstalled"
-    ours = present and release is not None and release.owner == desired.owner
+    ours = present and release is not None and (release.owner == desired.owner
+                                                or (desired.adopts and not release.owner))
     if desired.deleting:
         if desired.suspended:
             return Decision(Action.NONE, Reason.SUSPENDED, "suspended: the release is left in place")

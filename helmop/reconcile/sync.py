@@ -77,13 +77,15 @@ def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: se
         f"RoleBindings in its own namespace {namespace!r}; refused, nothing applied: " + "; ".join(outside + rbac))
 
 
-def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool) -> bool:
+def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool, origin: dict[str, str] | None = None) -> bool:
     """Whether a live object (its metadata) belongs to the ConfigSync with ``uid``/``label``. Objects
-    applied before uid marks existed count when they carry the label and are in its inventory."""
+    applied before uid marks existed count when they carry the label and are in its inventory; so do those
+    a Flux Kustomization applied, in its inventory with its ``origin`` labels (a cluster moving from Flux)."""
     annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
     if OWNER_UID in annotations:
         return bool(annotations[OWNER_UID] == uid)
-    return in_inventory and labels.get(OWNER_LABEL) == label
+    flux_applied = bool(origin) and all(labels.get(k) == v for k, v in (origin or {}).items())
+    return in_inventory and (labels.get(OWNER_LABEL) == label or flux_applied)
 
 
 def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: str, label: str,

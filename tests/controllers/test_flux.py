@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import MIRRORED, Operator, apply, condition, get
 from tests.gitserver import Repo
 from tests.tools import Run, eventually
@@ -107,7 +108,11 @@ def settled(kube: Run, ns: str, kind: str, name: str) -> None:
     eventually(lambda: get(kube, ns, kind, name)["status"].get("lastHandledReconcileAt") == stamp)
 
 
-def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str) -> None:
+def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str,
+                                                                   chart_repo: ChartRepo) -> None:
+    # a local release of the same name (a HelmRelease with spec.kubeConfig means one in another cluster)
+    kube("helm", "install", "remote", "demo", "--repo", chart_repo.url, "--version", "0.1.0", "-n", ns,
+         "--set", "fullnameOverride=remote")
     apply(kube, ns, yaml.safe_dump({"apiVersion": KUSTOMIZE, "kind": "Kustomization", "metadata": {"name": "secret"},
                                     "spec": {"interval": "1h", "path": "./", "prune": True,
                                              "sourceRef": {"kind": "GitRepository", "name": "none"},
@@ -121,3 +126,7 @@ def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Ope
                           == "UnsupportedField" and condition(get(kube, ns, kind, name)))
         assert said["message"].startswith(f"{field} is not implemented by helmop")
         assert condition(get(kube, ns, kind, name), "Stalled")["status"] == "True"
+
+    # deleted, the refused HelmRelease cleans nothing up: the local release of its name stays
+    kube("kubectl", "-n", ns, "delete", "helmreleases.helm.toolkit.fluxcd.io", "remote", "--timeout=60s")
+    assert "remote" in kube("helm", "list", "-n", ns, "-q").stdout.split()

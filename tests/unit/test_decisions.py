@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,7 @@ D = Desired(config_digest="d1", owner="me")
 R2 = Remediation(retries=2, remediate_last_failure=True)
 UNINSTALLING = Remediation(retries=1, strategy="uninstall")
 TESTED = Desired("d1", "me", tests=True)
+FLUX_HR = Desired("d1", "me", adopts=True)
 
 
 def failed(digest: str = "d1", revision: int = 3, last_good: int = 2, tests: str = "") -> Release:
@@ -160,6 +162,10 @@ def failed(digest: str = "d1", revision: int = 3, last_good: int = 2, tests: str
     (Desired("d1", "me", deleting=True), Observed(Release("deployed", "x", "d1", 1)), Action.NONE,
      "ReleaseOwnedElsewhere"),
     (Desired("d1", "me", deleting=True), Observed(None), Action.NONE, "ReleaseAbsent"),
+    # a Flux HelmRelease adopts a release no helmop HelmRelease installed (Flux's, helm's), never another's
+    (FLUX_HR, Observed(Release("deployed", "", "", 1, 0)), Action.UPGRADE, "Upgrading"),
+    (FLUX_HR, Observed(Release("deployed", "other", "d1", 3)), Action.REFUSE, "ReleaseOwnedElsewhere"),
+    (replace(FLUX_HR, deleting=True), Observed(Release("deployed", "", "", 1)), Action.UNINSTALL, "Uninstalling"),
 ])
 def test_decisions(desired: Desired, observed: Observed, action: Action, reason: str) -> None:
     decision = decide(desired, observed)
@@ -189,3 +195,9 @@ def test_release_records_round_trip_and_unlock() -> None:
     assert storage.decode(fixed)["info"] == {"status": "failed", "description": "why"}
     assert fixed["metadata"]["labels"]["status"] == "failed" and secret["metadata"]["labels"]["status"] != "failed"
     assert storage.summary(secret).chart_version == "1.0.0"
+
+
+def test_a_flux_helmrelease_and_helmops_of_one_name_own_different_releases() -> None:
+    ours = storage.owner_token("team", "app")
+    assert ours == storage.owner_token("team", "app", "HelmRelease")  # helmop's releases keep their owner
+    assert storage.owner_token("team", "app", "HelmRelease.helm.toolkit.fluxcd.io") != ours

@@ -3,6 +3,8 @@ and the status written in Flux's shape and read back (also as Flux's own control
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from helmop.api.errors import SpecError
@@ -10,11 +12,12 @@ from helmop.api.flux import crds as flux_crds
 from helmop.api.flux import spec as flux_spec
 from helmop.api.flux.status import inward, outward
 from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
-from helmop.api.kinds import FLUX
+from helmop.api.kinds import FLUX, HELMOP
 from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.api.status import parse, to_json
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus, Snapshot
+from helmop.controllers.fluxgate import renewed_by
 
 
 def test_flux_chart_forms_become_the_internal_chart() -> None:
@@ -136,3 +139,28 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
     assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
                                                               FLUX.helmrepository, FLUX.ocirepository,
                                                               FLUX.configsync)}
+
+
+def test_flux_controllers_count_as_running_while_their_lease_is_renewed() -> None:
+    now = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+    lease = {"spec": {"holderIdentity": "helm-controller-1", "leaseDurationSeconds": 35,
+                      "renewTime": "2026-11-25T11:59:50.123456Z"}}
+    assert renewed_by(lease, now) == ("helm-controller-1", pytest.approx(9.876544))
+    assert renewed_by(lease, now + timedelta(seconds=30)) is None  # lapsed: scaled to zero without a clean stop
+    assert renewed_by({"spec": {**lease["spec"], "holderIdentity": ""}}, now) is None  # given up on a clean stop
+    assert renewed_by({"spec": {"holderIdentity": "x", "renewTime": "garbage"}}, now) is None
+    assert renewed_by({}, now) is None
+
+
+def test_flux_kinds_label_what_they_apply_as_flux_does() -> None:
+    assert FLUX.configsync.origin_labels("flux-system", "apps") == {
+        "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+    assert FLUX.helmrelease.origin_labels("team", "web") == {"helm.toolkit.fluxcd.io/name": "web",
+                                                             "helm.toolkit.fluxcd.io/namespace": "team"}
+    assert HELMOP.helmrelease.origin_labels("team", "web") == {}
+    assert FLUX.helmrelease.origin_labels("team", "x" * 64) == {}  # too long for a label value
+    spec = parse_spec({"chart": {"repository": {"url": "https://e.x", "name": "c"}},
+                       "commonMetadata": {"labels": {"team": "a", "helm.toolkit.fluxcd.io/name": "forged"}}},
+                      "web", "team", origin=FLUX.helmrelease.origin_labels("team", "web"))
+    assert spec.post_render["labels"] == {"team": "a", "helm.toolkit.fluxcd.io/name": "web",
+                                          "helm.toolkit.fluxcd.io/namespace": "team"}

@@ -88,3 +88,14 @@ def test_an_object_re_created_by_someone_else_is_not_taken_over() -> None:
     impostor = {"metadata": {"uid": "new", "labels": {OWNER_LABEL: "team.apps"}, "annotations": {OWNER_UID: "u1"}}}
     assert "re-created by someone else" in claim_problem(oid, "f:1", impostor, "u1", "team.apps", True, "old")
     assert claim_problem(oid, "f:1", impostor, "u1", "team.apps", True, "new") == ""
+
+
+def test_what_a_flux_kustomization_applied_is_owned_by_its_inventory_and_flux_labels() -> None:
+    flux = {"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+    applied_by_flux = {"labels": dict(flux)}
+    assert owned(applied_by_flux, "u1", "flux-system.apps", True, flux)
+    assert not owned(applied_by_flux, "u1", "flux-system.apps", False, flux)  # not in its inventory
+    assert not owned(applied_by_flux, "u1", "flux-system.apps", True)  # helmop's own kinds: no
+    other = {"labels": {**flux, "kustomize.toolkit.fluxcd.io/name": "infra"}}
+    assert not owned(other, "u1", "flux-system.apps", True, flux)  # another Kustomization's
+    assert not owned({"labels": flux, "annotations": {OWNER_UID: "u2"}}, "u1", "flux-system.apps", True, flux)

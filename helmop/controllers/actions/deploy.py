@@ -64,7 +64,7 @@ async def _deploy(job: Job, action: Action) -> Result:
     readiness = await _readiness(job, opts.disable_wait)
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
-                              tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm")
+                              tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm", kind=job.key[0])
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",

@@ -10,7 +10,9 @@ Tenants: without a ServiceAccount to act as (spec.serviceAccountName, or the ope
 --default-service-account), a ConfigSync writes only namespaced objects into its own namespace; with
 one, every request is made as that ServiceAccount and its RBAC decides. Either way it never takes
 over an object it did not create (unless the object says ``helmop.dev/adopt: "true"``), and it
-prunes or deletes only objects that carry its own uid.
+prunes or deletes only objects that carry its own uid. A Flux Kustomization keeps Flux's ways: it applies over
+what it finds, labels its objects as Flux does, and prunes what Flux applied before it (in Flux's inventory,
+with Flux's labels), so a cluster moves over, and back, without an object re-created.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         return _retry(spec) if exc.transient else DONE
     kube, impersonating = _client(ctx, namespace, spec)
     label = applying.owner_label(namespace, name)
+    origin = kind.origin_labels(namespace, name)  # a Flux Kustomization's objects carry Flux's labels too
     objects: dict[ObjectId, dict[str, Any]] = {}
     origins: dict[ObjectId, str] = {}
     cluster_scoped: set[ObjectId] = set()
@@ -130,7 +133,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
             obj_meta.setdefault("namespace", spec.target_namespace or namespace)
         else:
             obj_meta.pop("namespace", None)
-        obj_meta.setdefault("labels", {})[OWNER_LABEL] = label
+        obj_meta["labels"] = {**(obj_meta.get("labels") or {}), OWNER_LABEL: label, **origin}
         obj_meta.setdefault("annotations", {})[OWNER_UID] = uid
         oid = ObjectId(item.api_version, item.kind, obj_meta.get("namespace", ""), item.name)
         if oid in objects:
@@ -168,7 +171,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     pruned: list[ObjectId] = []
     if spec.prune and not failures:
         for oid in to_prune(previous, list(objects)):
-            problem = await applying.delete(kube, oid, uid, label, applied_uids.get(oid, ""))
+            problem = await applying.delete(kube, oid, uid, label, applied_uids.get(oid, ""), origin)
             if problem:
                 failures.append(problem)
             else:
@@ -234,10 +237,11 @@ async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcom
         return DONE
     kube, _ = _client(ctx, this.namespace, spec)
     label = applying.owner_label(this.namespace, this.name)
+    origin = family.configsync.origin_labels(this.namespace, this.name)
     entries = read_status(family.configsync, ConfigSyncStatus, body).inventory
     uids = {applying.id_of(x): x.uid for x in entries}
     order = list(reversed(apply_order([applying.id_of(x) for x in entries])))
-    problems = [p for oid in order if (p := await applying.delete(kube, oid, this.uid, label, uids[oid]))]
+    problems = [p for oid in order if (p := await applying.delete(kube, oid, this.uid, label, uids[oid], origin))]
     if problems:
         return FAILED
     if spec.deletion_policy == "WaitForTermination":

@@ -84,16 +84,19 @@ async def live(kube: Kube, oid: ObjectId) -> dict[str, Any] | None:
         raise
 
 
-async def delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: str) -> str:
-    """Delete ``oid`` if it is the object this ConfigSync applied: it carries this ConfigSync's marks and,
-    when recorded, its own uid is the one applied. A message when that failed."""
+async def delete(kube: Kube, oid: ObjectId, uid: str, label: str, object_uid: str,
+                 origin: dict[str, str] | None = None) -> str:
+    """Delete ``oid`` if it is the object this ConfigSync applied: it carries this ConfigSync's marks (or, for a
+    Flux Kustomization, Flux's ``origin`` labels) and, when recorded, its own uid is the one applied. A message
+    when that failed."""
     try:
         path = await object_path(kube, oid)
         live = await kube.get(path)
         if live is None:
             return ""
         meta = live.get("metadata") or {}
-        if not owned(meta, uid, label, in_inventory=True) or (object_uid and meta.get("uid") != object_uid):
+        replaced = bool(object_uid) and meta.get("uid") != object_uid
+        if not owned(meta, uid, label, in_inventory=True, origin=origin) or replaced:
             log.info("not pruning %s: it is not the object this ConfigSync applied", oid)
             return ""
         marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
