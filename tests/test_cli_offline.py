@@ -20,11 +20,13 @@ from typing import ClassVar
 
 import yaml
 
+from helmop.api import validation
 from tests.tools import TOOLS, eventually, tool
 
 
-def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], capture_output=True, text=True,
+def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+           stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], capture_output=True, text=True, input=stdin,
                           timeout=timeout, env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), **(env or {})})
 
 
@@ -201,3 +203,82 @@ def test_render_builds_an_overlay_as_a_configsync_would(tmp_path: Path) -> None:
     (tmp_path / "staging" / "kustomization.yaml").write_text("resources: [../../outside]\n")
     refused = helmop("render", str(tmp_path / "staging"), env=env)
     assert refused.returncode == 1 and "outside the repository" in refused.stderr, refused.stderr
+
+
+FLUX_REPO = {
+    "clusters/prod/apps.yaml": """# synced by Flux
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./apps
+  prune: true
+  sourceRef: {kind: GitRepository, name: flux-system}
+""",
+    "apps/web.yaml": """apiVersion: v1
+kind: Namespace
+metadata: {name: web}
+---
+# the chart source, declared once
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: stable, namespace: web}
+spec: {interval: 1h, url: "https://charts.example.com"}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: web, namespace: web}
+spec:
+  interval: 1h
+  chart:
+    spec: {chart: web, version: "1.x", sourceRef: {kind: HelmRepository, name: stable}}
+  values: {replicaCount: 2}
+""",
+    "apps/kustomization.yaml": "resources: [web.yaml]\n",
+}
+
+
+def test_convert_flux_manifests_to_helmops_kinds_and_back(tmp_path: Path) -> None:
+    source = tmp_path / "flux"
+    for name, text in FLUX_REPO.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text)
+    done = helmop("convert", "-f", str(source), "-o", str(tmp_path / "helmop"))
+    assert done.returncode == 0, done.stderr
+    # the Kustomization's new tenancy is said, by file and line
+    assert f"note: {source / 'clusters/prod/apps.yaml'}:2: Kustomization flux-system/apps: without " \
+           "spec.serviceAccountName" in done.stderr
+    ours = {name: list(yaml.safe_load_all((tmp_path / "helmop" / name).read_text())) for name in FLUX_REPO}
+    assert [(d["apiVersion"], d["kind"]) for d in ours["apps/web.yaml"]] == [
+        ("v1", "Namespace"), ("helmop.dev/v1alpha1", "HelmRepository"), ("helmop.dev/v1alpha1", "HelmRelease")]
+    assert ours["clusters/prod/apps.yaml"][0]["kind"] == "ConfigSync"
+    assert ours["apps/web.yaml"][2]["spec"] == yaml.safe_load(FLUX_REPO["apps/web.yaml"].split("---")[2])["spec"]
+    assert (tmp_path / "helmop/apps/kustomization.yaml").read_text() == FLUX_REPO["apps/kustomization.yaml"]
+    assert "# the chart source, declared once" in (tmp_path / "helmop/apps/web.yaml").read_text()
+    assert validation.tree({name: (tmp_path / "helmop" / name).read_bytes() for name in FLUX_REPO
+                            if name != "apps/kustomization.yaml"}) == []  # as the API server checks them
+
+    back = helmop("convert", "--to", "flux", "-f", str(tmp_path / "helmop"), "-o", str(tmp_path / "back"))
+    assert back.returncode == 0, back.stderr
+    for name, text in FLUX_REPO.items():
+        assert list(yaml.safe_load_all((tmp_path / "back" / name).read_text())) == list(yaml.safe_load_all(text))
+
+
+def test_convert_names_what_the_other_side_cannot_say(tmp_path: Path) -> None:
+    flux = tmp_path / "flux.yaml"
+    flux.write_text("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: remote}\n"
+                    "spec:\n  interval: 1h\n  kubeConfig: {secretRef: {name: cluster}}\n"
+                    "  chartRef: {kind: OCIRepository, name: x}\n---\n"
+                    "apiVersion: source.toolkit.fluxcd.io/v1\nkind: Bucket\nmetadata: {name: b}\n")
+    done = helmop("convert", "-f", str(flux))
+    assert done.returncode == 1
+    assert f"error: {flux}:1: HelmRelease default/remote: UnsupportedField: spec.kubeConfig is not implemented" \
+        in done.stderr
+    assert "kind: Bucket" in done.stdout  # not a kind to convert: kept as it is
+    ours = tmp_path / "ours.yaml"
+    ours.write_text("apiVersion: helmop.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: web, namespace: team}\n"
+                    "spec:\n  chart: {repository: {url: 'https://charts.example.com', name: web}}\n")
+    done = helmop("convert", "--to", "flux", "-f", "-", env=None, stdin=ours.read_text())
+    assert done.returncode == 1 and "error: -:1: HelmRelease team/web: NoFluxEquivalent: spec.chart.repository " \
+                                     "has no equivalent in Flux's API: declare a HelmRepository" in done.stderr

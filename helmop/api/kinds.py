@@ -115,6 +115,10 @@ class Family:
     def sources(self) -> tuple[Kind, ...]:
         return (self.gitrepository, self.helmrepository, self.ocirepository)
 
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        return (self.helmrelease, *self.sources, self.configsync)
+
     def source(self, kind: str) -> Kind | None:
         return next((k for k in self.sources if k.kind == kind), None)
 

@@ -65,9 +65,11 @@ class Resource:
 
     @property
     def source_ref(self) -> dict[str, Any]:
-        """The source object the resource reads: a HelmRelease's ``spec.chart.sourceRef``, a ConfigSync's
-        ``spec.sourceRef`` ({} when none)."""
-        ref: dict[str, Any] = (self.spec.get("chart") or {}).get("sourceRef") or self.spec.get("sourceRef") or {}
+        """The source object the resource reads: a HelmRelease's ``spec.chart.sourceRef`` (or Flux's forms,
+        ``spec.chart.spec.sourceRef`` and ``spec.chartRef``), a ConfigSync's ``spec.sourceRef`` ({} when none)."""
+        chart = self.spec.get("chart") or {}
+        ref: dict[str, Any] = (chart.get("sourceRef") or (chart.get("spec") or {}).get("sourceRef")
+                               or self.spec.get("chartRef") or self.spec.get("sourceRef") or {})
         return ref
 
     @property

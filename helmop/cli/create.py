@@ -1,4 +1,4 @@
-"""``helmop create helmrelease|gitrepo|csync NAME ...``: a resource written from flags (as ``flux create``),
+"""``helmop create helmrelease|gitrepo|helmrepo|csync NAME ...``: a resource written from flags (as ``flux create``),
 checked as ``render --validate`` and the operator check it, then applied server-side or printed with
 ``--export``. Projects are written by :mod:`helmop.cli.projects`."""
 
@@ -15,7 +15,8 @@ import yaml
 from helmop.api import validation
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
-from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, Kind
+from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, HELMREPOSITORY, Kind
+from helmop.api.repositories import parse_helm_repository
 from helmop.api.sources import parse_config_sync, parse_git_repository
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
@@ -25,12 +26,17 @@ from .errors import Failed
 MANAGER = "helmop-cli"
 
 
-def _source(text: str) -> str:
-    """``NAME`` or ``GitRepository/NAME`` (``gitrepo/NAME``): the only source kind is GitRepository."""
-    kind, _, name = text.rpartition("/")
-    if kind and kind.lower() not in ("gitrepository", "gitrepo"):
-        raise Failed(f"--source {text!r}: the source is a GitRepository (GitRepository/NAME)")
-    return name
+SOURCE_KINDS = {"gitrepository": "GitRepository", "gitrepo": "GitRepository", "helmrepository": "HelmRepository",
+                "helmrepo": "HelmRepository", "ocirepository": "OCIRepository", "ocirepo": "OCIRepository"}
+
+
+def _source(text: str, kinds: tuple[str, ...] = ("GitRepository",)) -> tuple[str, str]:
+    """(kind, name) of ``NAME`` (a GitRepository) or ``KIND/NAME``, KIND one of ``kinds`` (or its short name)."""
+    given, _, name = text.rpartition("/")
+    kind = SOURCE_KINDS.get(given.lower(), given) if given else "GitRepository"
+    if kind not in kinds:
+        raise Failed(f"--source {text!r}: the source is one of {', '.join(f'{k}/NAME' for k in kinds)}")
+    return kind, name
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -45,22 +51,30 @@ def _labels(pairs: list[str]) -> dict[str, str]:
 
 def helmrelease_spec(args: argparse.Namespace) -> dict[str, Any]:
     if bool(args.repo) == bool(args.source):
-        raise Failed("give the chart's --repo URL (Helm repository or oci://) or its --source GitRepository/NAME")
+        raise Failed("give the chart's --repo URL (Helm repository or oci://) or its --source (GitRepository/NAME, "
+                     "HelmRepository/NAME or OCIRepository/NAME)")
+    chart: dict[str, Any] = {}
+    kind, name = _source(args.source, ("GitRepository", "HelmRepository", "OCIRepository")) if args.source else ("", "")
     if args.repo:
-        repository = {"url": args.repo, **({"name": args.chart} if args.chart else {}),
-                      **({"version": args.chart_version} if args.chart_version else {})}
-        chart: dict[str, Any] = {"repository": repository}
-    else:
+        chart = {"repository": {"url": args.repo, **({"name": args.chart} if args.chart else {}),
+                                **({"version": args.chart_version} if args.chart_version else {})}}
+    elif kind == "HelmRepository":  # Flux's form: the repository declared once, shared
+        if not args.chart:
+            raise Failed("--chart is the chart's name in the HelmRepository")
+        chart = {"spec": {"chart": args.chart, "sourceRef": {"kind": kind, "name": name},
+                          **({"version": args.chart_version} if args.chart_version else {})}}
+    elif kind == "GitRepository":
         if not args.chart:
             raise Failed("--chart is the chart's path in the GitRepository")
-        chart = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)}, "path": args.chart}
+        chart = {"sourceRef": {"kind": kind, "name": name}, "path": args.chart}
     values: dict[str, Any] = {}
     for file in args.values or []:
         try:
             values = merge(values, parse_values(Path(file).read_text(), file))
         except OSError as exc:
             raise Failed(f"--values {file}: {exc.strerror}") from None
-    spec: dict[str, Any] = {"chart": chart, "interval": args.interval}
+    spec: dict[str, Any] = ({"chart": chart} if chart else {"chartRef": {"kind": kind, "name": name}}) | {
+        "interval": args.interval}
     optional = {"targetNamespace": args.target_namespace, "releaseName": args.release_name,
                 "serviceAccountName": args.service_account, "timeout": args.timeout, "values": values}
     spec.update({k: v for k, v in optional.items() if v})
@@ -85,8 +99,18 @@ def gitrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
+def helmrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"url": args.url, "interval": args.interval,
+                            **({"type": "oci"} if args.url.startswith("oci://") else {})}
+    if args.secret_ref:
+        spec["secretRef"] = {"name": args.secret_ref}
+    if args.timeout:
+        spec["timeout"] = args.timeout
+    return spec
+
+
 def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)},
+    spec: dict[str, Any] = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)[1]},
                             "path": args.path, "interval": args.interval, "prune": args.prune}
     optional = {"targetNamespace": args.target_namespace, "serviceAccountName": args.service_account}
     spec.update({k: v for k, v in optional.items() if v})
@@ -104,6 +128,8 @@ class Creatable:
 KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec, parse_spec),
          "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec,
                               lambda spec, _name, _namespace: parse_git_repository(spec)),
+         "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec,
+                               lambda spec, _name, _namespace: parse_helm_repository(spec)),
          "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec,
                             lambda spec, _name, _namespace: parse_config_sync(spec))}
 
@@ -146,8 +172,11 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
         sub.set_defaults(create=which)
         if which == "helmrelease":
             sub.add_argument("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)")
-            sub.add_argument("--source", metavar="GitRepository/NAME", help="a GitRepository holding the chart")
-            sub.add_argument("--chart", help="chart name in --repo, or its path in --source")
+            sub.add_argument("--source", metavar="KIND/NAME", help="where the chart is: GitRepository/NAME (--chart: "
+                                                                 "its path), HelmRepository/NAME (--chart: its name) "
+                                                                 "or OCIRepository/NAME")
+            sub.add_argument("--chart", help="chart name in --repo or a HelmRepository, or its path in a "
+                                             "GitRepository")
             sub.add_argument("--chart-version", help="version or constraint (^1.2; default the newest stable)")
             sub.add_argument("--values", action="append", metavar="FILE", help="values file, merged in order "
                                                                                "(repeatable)")
@@ -158,6 +187,11 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
             sub.add_argument("--depends-on", action="append", metavar="[NAMESPACE/]NAME",
                              help="a HelmRelease that must be Ready first (repeatable)")
             sub.add_argument("--timeout", help="helm action timeout (a duration: 5m)")
+        elif which == "helmrepo":
+            sub.add_argument("--url", required=True, help="a Helm repository (https://) or an OCI registry path "
+                                                          "(oci://, which makes it type oci)")
+            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials (username/password)")
+            sub.add_argument("--timeout", help="index fetch timeout (a duration: 60s)")
         elif which == "gitrepo":
             sub.add_argument("--url", required=True, help="https://, ssh:// or git@host:path")
             sub.add_argument("--branch", help="follow this branch (default main)")

@@ -22,7 +22,17 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
-from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE, Kind
+from helmop.api.kinds import (
+    APPS_GROUP,
+    CONFIGSYNC,
+    FLUX,
+    FLUX_GROUPS,
+    GITREPOSITORY,
+    GROUP,
+    HELMOP,
+    HELMRELEASE,
+    Kind,
+)
 from helmop.api.objects import Resource
 from helmop.api.status import parse
 from helmop.api.status.helmrelease import HelmReleaseStatus
@@ -254,13 +264,15 @@ async def trace(kube: Kube, ref: Ref) -> str:
 
 
 def _sources(obj: dict[str, Any]) -> list[Ref]:
-    """The GitRepository the top of the chain reads (a ConfigSync's, a git chart's)."""
+    """The source the top of the chain reads (a ConfigSync's or Kustomization's GitRepository, a chart's
+    source), of the chain's own family of kinds."""
     this = Resource(obj)
     source = this.source_ref
-    if not source.get("name") or this.kind not in (HELMRELEASE.kind, CONFIGSYNC.kind):
+    family = FLUX if this.api_version.split("/")[0].endswith(FLUX_GROUPS) else HELMOP
+    kind = family.source(str(source.get("kind") or GITREPOSITORY.kind))
+    if not source.get("name") or kind is None or this.kind not in (HELMRELEASE.kind, family.configsync.kind):
         return []
-    return [(GITREPOSITORY.api_version, GITREPOSITORY.kind, str(source.get("namespace") or this.namespace),
-             str(source["name"]))]
+    return [(kind.api_version, kind.kind, str(source.get("namespace") or this.namespace), str(source["name"]))]
 
 
 # --- events ---------------------------------------------------------------------------------------

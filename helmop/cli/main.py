@@ -24,7 +24,20 @@ from helmop.api.kinds import BUILTIN, Kind
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
 
-from . import builds, completion, create, explore, operate, operator_logs, projects, show, target, tenancy, verbs
+from . import (
+    builds,
+    completion,
+    convert,
+    create,
+    explore,
+    operate,
+    operator_logs,
+    projects,
+    show,
+    target,
+    tenancy,
+    verbs,
+)
 from .errors import Failed
 
 T = TypeVar("T")
@@ -278,6 +291,15 @@ def _render(args: argparse.Namespace) -> int:
     return OK if ok else FAILED
 
 
+def _convert(args: argparse.Namespace) -> int:
+    try:
+        ok = convert.run(args.filename, args.to == "flux", args.output_dir, sys.stdout, sys.stderr)
+    except Failed as exc:
+        print(f"✗ {exc}", file=sys.stderr)
+        return ERROR
+    return OK if ok else FAILED
+
+
 def _schema_problems(path: str) -> bool:
     """Print the tree's problems against the CRD schemas (file:line); whether there were any."""
     from . import releases
@@ -480,6 +502,20 @@ def parser() -> argparse.ArgumentParser:
         verb.add_argument("--substitute-from-file", action="append", metavar="FILE",
                           help="KEY=VALUE lines, as --substitute (repeatable; --substitute wins)")
     render.set_defaults(run=_render)
+
+    conv = verbs_.add_parser("convert", help="convert Flux's manifests to helmop's kinds, or back (offline)",
+                             description="Rewrite Flux's HelmRelease, GitRepository, HelmRepository, OCIRepository "
+                                         "and Kustomization as helmop's kinds (a Kustomization becomes a ConfigSync), "
+                                         "or back with --to flux; every other document is kept as it is (comments "
+                                         "inside a converted document are not). A field the other side does not "
+                                         "have is named (file:line) and the exit status is 1.")
+    conv.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
+                      help="a manifest file, a directory of them, or - for stdin (repeatable)")
+    conv.add_argument("--to", choices=("helmop", "flux"), default="helmop", help="the group to convert to "
+                                                                                 "(default %(default)s)")
+    conv.add_argument("--output-dir", "-o", help="write each converted file here, at its path under -f "
+                                                 "(default: stdout)")
+    conv.set_defaults(run=_convert)
 
     comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                              description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "

@@ -40,6 +40,11 @@ def _source(obj: dict[str, Any]) -> str:
     repository = chart.get("repository") or {}
     if repository:
         return f"{repository.get('url', '')} {repository.get('name', '')}@{repository.get('version') or '*'}".strip()
+    shared = chart.get("spec") or {}
+    if shared:
+        return f"{ref.get('kind', '')}/{ref.get('name', '')} {shared.get('chart', '')}@{shared.get('version') or '*'}"
+    if ref and spec.get("chartRef"):
+        return f"{ref.get('kind', '')}/{ref.get('name', '')}"
     if ref:
         path = chart.get("path") or spec.get("path") or "."
         return f"{ref.get('kind', 'GitRepository')}/{ref.get('name', '')}:{path}"

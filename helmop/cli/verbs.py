@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import BUILTIN, FORCE_AT, GITREPOSITORY, REQUESTED_AT, RESET_AT, Kind
+from helmop.api.kinds import BUILTIN, FLUX, FORCE_AT, HELMOP, REQUESTED_AT, RESET_AT, Kind
 from helmop.api.objects import Resource
 from helmop.infra.kube import Kube, KubeError
 
@@ -21,6 +21,10 @@ from .errors import Failed
 
 ALIASES = {alias: kind for kind in BUILTIN
            for alias in (kind.kind.lower(), kind.plural, *kind.short_names)}
+# Any helmop or Flux kind qualified by its group, as kubectl takes them (hr.helm.toolkit.fluxcd.io): the short
+# names alone are helmop's own, which Flux's kinds share.
+ALIASES |= {f"{alias}.{kind.group}": kind for kind in (*BUILTIN, *FLUX.kinds)
+            for alias in (kind.kind.lower(), kind.plural, *kind.short_names)}
 SHORT = ", ".join(kind.short_names[0] for kind in BUILTIN)
 
 
@@ -101,8 +105,11 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     if this.spec.get("suspend"):
         raise Failed(f"{kind.kind} {namespace}/{name} is suspended; resume it first")
     source = this.source_ref
-    if with_source and source and not await reconcile(kube, GITREPOSITORY, namespace, source["name"],
-                                                      with_source=False, timeout=timeout, out=out):
+    family = FLUX if kind.flux else HELMOP
+    source_kind = family.source(str((source or {}).get("kind") or "GitRepository"))
+    if with_source and source and source_kind is not None and not await reconcile(
+            kube, source_kind, str(source.get("namespace") or namespace), source["name"], with_source=False,
+            timeout=timeout, out=out):
         return False
     stamp = datetime.now(UTC).isoformat()
     asked = {REQUESTED_AT: stamp, **({RESET_AT: stamp} if reset else {}), **({FORCE_AT: stamp} if force else {})}

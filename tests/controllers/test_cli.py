@@ -373,6 +373,14 @@ def test_create_flags_write_the_fields_they_name(operator: Operator, kube: Run, 
     sync = exported("csync", "apps", "--source", "config", "--target-namespace", "shop", "--service-account",
                     "deployer")
     assert (sync["targetNamespace"], sync["serviceAccountName"], sync["prune"]) == ("shop", "deployer", True)
+    # chart sources declared once, as with `flux create source helm`
+    assert exported("helmrepo", "stable", "--url", "oci://registry.example/charts", "--secret-ref", "creds") == {
+        "url": "oci://registry.example/charts", "interval": "2m", "type": "oci", "secretRef": {"name": "creds"}}
+    shared = exported("hr", "shared", "--source", "helmrepo/stable", "--chart", "web", "--chart-version", "1.x")
+    assert shared["chart"] == {"spec": {"chart": "web", "version": "1.x",
+                                        "sourceRef": {"kind": "HelmRepository", "name": "stable"}}}
+    assert exported("hr", "packaged", "--source", "OCIRepository/web")["chartRef"] == {"kind": "OCIRepository",
+                                                                                        "name": "web"}
 
 
 def test_tree_trace_and_events_of_a_release(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
@@ -484,3 +492,26 @@ def test_diff_previews_what_an_overlay_would_change(operator: Operator, kube: Ru
     assert preview.returncode == 1, preview.stdout + preview.stderr
     assert "-  replicas: 1" in preview.stdout and "+  replicas: 4" in preview.stdout
     assert get(kube, ns, "deploy", "overlaid")["spec"]["replicas"] == 1  # nothing applied
+
+
+def test_flux_kinds_by_their_group_qualified_names(operator: Operator, kube: Run, ns: str,
+                                                   chart_repo: ChartRepo) -> None:
+    """`hr` is helmop's HelmRelease; Flux's is named with its group, as kubectl takes it, for get and reconcile
+    (--with-source reconciles its HelmRepository first)."""
+    apply(kube, ns, yaml.safe_dump_all([
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository", "metadata": {"name": "stable"},
+         "spec": {"interval": "1h", "url": chart_repo.url}},
+        {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "fluxed"},
+         "spec": {"interval": "1h", "chart": {"spec": {"chart": "demo", "version": "0.1.0",
+                                                        "sourceRef": {"kind": "HelmRepository", "name": "stable"}}},
+                  "values": {"fullnameOverride": "fluxed"}}}]))
+    done = helmop(operator, "reconcile", "hr.helm.toolkit.fluxcd.io", "fluxed", "-n", ns, "--with-source",
+                  "--timeout", "90s")
+    assert done.returncode == 0, done.stderr
+    assert f"annotating HelmRepository {ns}/stable" in done.stdout and f"annotating HelmRelease {ns}/fluxed" in \
+        done.stdout
+    listed = helmop(operator, "get", "helmreleases.helm.toolkit.fluxcd.io", "-n", ns, "-o", "wide")
+    assert listed.returncode == 0, listed.stderr
+    row = next(line.split() for line in listed.stdout.splitlines() if line.startswith("helmrelease/fluxed"))
+    assert "True" in row and "HelmRepository/stable" in row
+    assert "fluxed" not in helmop(operator, "get", "hr", "-n", ns).stdout  # helmop's own kind
