@@ -193,7 +193,13 @@ class Registry:
         for group, versions in out.items():
             versions.sort(key=_version_priority)
             out[group] = versions
-        return out
+        # kube-apiserver lists groups in its APIServices' order: priority first (every built-in group's is above
+        # the 1000 each CRD group gets), then the APIService's name, "<version>.<group>". So kubectl resolves a
+        # short name two CRDs share (hr) to the group that sorts first, not to the one created first.
+        custom = {rt.group for rt in self.all() if rt.custom}
+        builtin = {g: v for g, v in out.items() if g not in custom}
+        ranked = sorted(custom, key=lambda g: min(f"{v}.{g}" for v in out[g]))
+        return builtin | {g: out[g] for g in ranked}
 
 
 def _version_priority(version: str) -> tuple[int, int, int]:

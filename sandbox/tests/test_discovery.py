@@ -96,6 +96,27 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
     assert http("GET", "/apis/disco.test/v1")[0] == 404
 
 
+def test_crd_groups_are_listed_in_kube_apiservers_order(http: Raw) -> None:
+    """After every built-in group, by the name of their APIServices ("<version>.<group>"), not by creation: so
+    kubectl resolves a short name two CRDs share to the group a real cluster resolves it to."""
+    made = []
+    for group, version in (("zeta.order.test", "v1"), ("alpha.order.test", "v2"), ("alpha-two.order.test", "v1beta1")):
+        name = f"things.{group}"
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+               "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                        "versions": [{"name": version, "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+        assert http("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)[0] == 201
+        made.append(name)
+    _, groups = http("GET", "/apis")
+    names = [g["name"] for g in groups["groups"]]
+    assert [n for n in names if n.endswith(".order.test")] == ["zeta.order.test", "alpha-two.order.test",
+                                                               "alpha.order.test"]  # v1.z < v1beta1.a < v2.a
+    assert names.index("rbac.authorization.k8s.io") < names.index("zeta.order.test")
+    for name in made:
+        http("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+
+
 @pytest.mark.parametrize("bad,message", [
     ({"metadata": {"name": "wrong.disco.test"}}, "spec.names.plural"),
     ({"spec": {"versions": []}}, "exactly one version"),

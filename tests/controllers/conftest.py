@@ -30,7 +30,10 @@ from tests.tools import ROOT, TOOLS, Run, eventually, tool
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
 # wait it out), a clean-up looks again after 0.2 s.
-MIRRORED = "https://charts.example.invalid/stable"  # what the operators fetch from the test repository
+MIRRORED = "https://charts.example.invalid/stable"
+# kubectl's name for helmop's GitRepository: with Flux's CRDs installed, `gitrepo` names Flux's (kube-apiserver
+# lists source.toolkit.fluxcd.io first)
+GITREPO = "gitrepositories.helmop.dev"  # what the operators fetch from the test repository
 FAST = Tunables(failure_backoff=Backoff(0.2, 5.0), error_backoff=Backoff(0.5, 5.0), dependency_recheck=2.0,
                 dependents_wait=0.2, cleanup_wait=0.2)
 

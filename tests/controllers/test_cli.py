@@ -15,6 +15,7 @@ import yaml
 
 from helmop.cli import logsetup
 from tests.controllers.conftest import (
+    GITREPO,
     ChartRepo,
     Operator,
     apply,
@@ -334,7 +335,7 @@ def test_create_writes_validated_resources(operator: Operator, kube: Run, ns: st
     sync = helmop(operator, "create", "csync", "apps", "-n", ns, "--source", "GitRepository/src", "--path", "apps",
                   "--no-prune")
     assert source.returncode == sync.returncode == 0, source.stderr + sync.stderr
-    assert get(kube, ns, "gitrepo", "src")["spec"]["ref"] == {"tag": "v1.0.0"}
+    assert get(kube, ns, GITREPO, "src")["spec"]["ref"] == {"tag": "v1.0.0"}
     assert get(kube, ns, "csync", "apps")["spec"]["prune"] is False
     # checked as the API server and the operator check it, before anything is sent
     refusals = [helmop(operator, "create", "hr", "bad", "-n", ns, "--repo", chart_repo.url, "--chart", "demo",

@@ -16,7 +16,7 @@ from typing import Any
 import requests
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get, helmop, settled
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get, helmop, settled
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, tool
 
@@ -52,7 +52,7 @@ def push_hook(operator: Operator, ns: str, name: str, body: bytes = b'{"ref":"re
 
 
 def revision(kube: Run, ns: str, name: str) -> str:
-    return str(((get(kube, ns, "gitrepo", name).get("status") or {}).get("artifact") or {}).get("revision", ""))
+    return str(((get(kube, ns, GITREPO, name).get("status") or {}).get("artifact") or {}).get("revision", ""))
 
 
 def setup_source(kube: Run, ns: str, repo: Repo, **spec: Any) -> None:
@@ -161,14 +161,14 @@ def test_source_failures_are_reported_and_recover(operator: Operator, kube: Run,
     kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={TOKEN}")
     # unreachable server
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("down", "http://127.0.0.1:9/none.git"))
-    eventually(lambda: condition(get(kube, ns, "gitrepo", "down")).get("reason") == "RepositoryUnreachable")
+    eventually(lambda: condition(get(kube, ns, GITREPO, "down")).get("reason") == "RepositoryUnreachable")
     # a URL helmop refuses outright
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("evil", "ext::sh -c touch% /tmp/pwned"))
-    eventually(lambda: condition(get(kube, ns, "gitrepo", "evil")).get("reason") == "InvalidURL")
+    eventually(lambda: condition(get(kube, ns, GITREPO, "evil")).get("reason") == "InvalidURL")
     assert not Path("/tmp/pwned").exists()
     # a missing ref, then fixed
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, ref={"branch": "nope"}))
-    eventually(lambda: condition(get(kube, ns, "gitrepo", "config")).get("reason") == "RefNotFound")
+    eventually(lambda: condition(get(kube, ns, GITREPO, "config")).get("reason") == "RefNotFound")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url))
     eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{good}")
     # a missing path
@@ -202,7 +202,7 @@ def test_bad_credentials(operator: Operator, kube: Run, ns: str, tmp_path: Path)
         kube("kubectl", "-n", ns, "create", "secret", "generic", "creds", "--from-literal=username=robot",
              "--from-literal=password=wrong-pass")
         kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("priv", private.url, secretRef={"name": "creds"}))
-        obj = eventually(lambda: (o := get(kube, ns, "gitrepo", "priv")) and condition(o).get("reason")
+        obj = eventually(lambda: (o := get(kube, ns, GITREPO, "priv")) and condition(o).get("reason")
                          == "AuthenticationFailed" and o)
         assert "wrong-pass" not in json.dumps(obj)
         assert condition(obj)["message"].startswith(f"authentication failed for {private.url}")
@@ -229,10 +229,10 @@ def test_webhook_authentication(operator: Operator, kube: Run, ns: str, repo: Re
     from tests.controllers.test_cli import helmop
 
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", ""))
-    for kind, name in (("gitrepo", "config"), ("csync", "sync")):
+    for kind, name in ((GITREPO, "config"), ("csync", "sync")):
         done = helmop(operator, "reconcile", kind, name, "-n", ns, "--timeout", "60")
         assert done.returncode == 0 and "✔" in done.stdout, (kind, done.stdout, done.stderr)
-    status = get(kube, ns, "gitrepo", "config")["status"]
+    status = get(kube, ns, GITREPO, "config")["status"]
     assert status["webhookPath"] == f"/hooks/{ns}/config"
 
 
@@ -254,7 +254,7 @@ def test_tree_trace_and_events_follow_a_config_repository(operator: Operator, ku
     waits = [e["type"] for e in events(kube, ns, "apps") if e["reason"] == "SourceNotReady"]
     assert waits == ["Normal"], waits
     commit = repo.commit({"apps/web.yaml": release("web", chart_repo.url, 1)})
-    kube("kubectl", "-n", ns, "patch", "gitrepo", "config", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    kube("kubectl", "-n", ns, "patch", GITREPO, "config", "--type=merge", "-p", '{"spec":{"suspend":false}}')
     eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
 
     tree = helmop(operator, "tree", "gitrepo", "config", "-n", ns)

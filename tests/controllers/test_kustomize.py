@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, events, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get
 from tests.controllers.test_gitops import setup_source
 from tests.gitserver import Repo
 from tests.tools import Run, tool
@@ -233,7 +233,7 @@ def test_force_recreates_an_object_whose_immutable_field_changed(operator: Opera
     eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
     first = get(kube, ns, "deploy", "web")["metadata"]["uid"]
     repo.commit({"app/web.yaml": deployment("web", selector="v2")})
-    kube("kubectl", "-n", ns, "annotate", "gitrepo", "config", "helmop.dev/requestedAt=1", "--overwrite")
+    kube("kubectl", "-n", ns, "annotate", GITREPO, "config", "helmop.dev/requestedAt=1", "--overwrite")
     refused = eventually(lambda: (c := condition(get(kube, ns, "csync", "app"))).get("reason") == "ApplyFailed" and c)
     assert "immutable" in refused["message"] and get(kube, ns, "deploy", "web")["metadata"]["uid"] == first
     kube("kubectl", "-n", ns, "patch", "csync", "app", "--type=merge", "-p", '{"spec": {"force": true}}')

@@ -14,7 +14,7 @@ from helmop_sandbox import Sandbox
 from helmop_sandbox.rbac import rule_allows
 
 from tests.conftest import _runner
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
 from tests.tools import ROOT, Run
 
@@ -81,7 +81,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
              "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
             {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
              "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h"}}]))
-        eventually(lambda: condition(get(kube, ns, "gitrepo", "config")).get("status") == "True")
+        eventually(lambda: condition(get(kube, ns, GITREPO, "config")).get("status") == "True")
         eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
         eventually(lambda: condition(get(kube, ns, "hr", "synced")).get("status") == "True")
     finally:

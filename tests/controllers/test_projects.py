@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, helmop
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, helmop
 from tests.gitserver import Repo
 from tests.tools import Run
 
@@ -181,7 +181,7 @@ def test_an_environment_per_branch(operator: Operator, kube: Run, chart_repo: Ch
     assert not [n for n in ("experiment",) if n in environments()]
 
     repo.git("push", "-q", "origin", "--delete", "feature/login")
-    kube("kubectl", "-n", name, "annotate", "--overwrite", "gitrepo", "project",
+    kube("kubectl", "-n", name, "annotate", "--overwrite", GITREPO, "project",
          f"helmop.dev/requestedAt={uuid.uuid4()}")  # what the push webhook does
     eventually(lambda: "feature/login" not in environments() and not cluster_get(kube, "namespace", login),
                timeout=120)

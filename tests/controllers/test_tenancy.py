@@ -14,14 +14,14 @@ import pytest
 import requests
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync
 from tests.gitserver import Repo
 from tests.tools import Run
 
 
 def resync(kube: Run, ns: str, name: str) -> None:
-    kube("kubectl", "-n", ns, "annotate", "--overwrite", "gitrepo", "config", f"helmop.dev/requestedAt={uuid.uuid4()}")
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", GITREPO, "config", f"helmop.dev/requestedAt={uuid.uuid4()}")
     kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", name, f"helmop.dev/requestedAt={uuid.uuid4()}")
 
 

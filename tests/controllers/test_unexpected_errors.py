@@ -20,7 +20,7 @@ from helmop.controllers.apps import AppController
 from helmop.controllers.helmreleases import Reconciler
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run
 
@@ -56,7 +56,7 @@ def _objects(chart_repo: ChartRepo, repo: Repo) -> list[tuple[str, str, dict[str
         ("hr", "HelmRelease", {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
                                "spec": {"interval": "1h", "chart": chart,
                                         "values": {"fullnameOverride": "web"}}}, Reconciler),
-        ("gitrepo", "GitRepository", {"apiVersion": GROUP, "kind": "GitRepository", "metadata": {"name": "src"},
+        (GITREPO, "GitRepository", {"apiVersion": GROUP, "kind": "GitRepository", "metadata": {"name": "src"},
                                       "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
          gitrepositories),
         ("csync", "ConfigSync", {"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": "apps"},

@@ -31,6 +31,7 @@ import requests
 import yaml
 from helmop_sandbox import Sandbox
 
+from helmop.api.flux import crds as flux_crds
 from tests.chartrepo import ChartRepo, tar_gz, tiny_chart
 from tests.conftest import _runner
 from tests.controllers.conftest import condition, eventually, get
@@ -208,6 +209,13 @@ def helmrelease(name: str, chart: dict[str, Any], **spec: Any) -> dict[str, Any]
             "spec": {"interval": "1h", "timeout": "60s", "chart": chart, **spec}}
 
 
+def flux(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A Flux object (HelmRelease, HelmRepository, OCIRepository, GitRepository, Kustomization)."""
+    group = {"HelmRelease": "helm.toolkit.fluxcd.io/v2",
+             "Kustomization": "kustomize.toolkit.fluxcd.io/v1"}.get(kind, "source.toolkit.fluxcd.io/v1")
+    return {"apiVersion": group, "kind": kind, "metadata": {"name": name}, "spec": {"interval": "1h", **spec}}
+
+
 def configsync(name: str, source: str, path: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": name},
             "spec": {"sourceRef": {"name": source}, "path": path, "interval": "1h", **spec}}
@@ -236,7 +244,7 @@ def refused(target: Target, ns: str, kind: str, name: str, reason: str) -> str:
 def _lockdown_kubeconfig(sandbox: Sandbox, admin: Run, work: Path) -> Path:
     """The chart's multitenancy RBAC installed, and a kubeconfig with its ServiceAccount's token."""
     admin("helm", "install", "helmop", str(ROOT / "deploy" / "helmop"), "-n", "helmop-system", "--create-namespace",
-          "--set", "multitenancy.enabled=true")
+          "--set", "multitenancy.enabled=true", "--set", "fluxAPI.enabled=true")
     token = admin("kubectl", "-n", "helmop-system", "create", "token", "helmop").stdout.strip()
     config = yaml.safe_load(sandbox.kubeconfig.read_text())
     config["users"][0]["user"]["token"] = token
@@ -276,7 +284,9 @@ def target(request: pytest.FixtureRequest, workbench: dict[str, Any]) -> Iterato
     allowed.mkdir()
     with Sandbox(ready_delay=0.05) as sandbox:
         admin = _runner(sandbox)
-        args = ["--allow-file-git", str(allowed)]
+        # Flux's kinds served too (as a cluster moving from Flux has them), their CRDs installed by the admin
+        admin("kubectl", "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(flux_crds.definitions()))
+        args = ["--allow-file-git", str(allowed), "--flux-api"]
         kubeconfig = None
         if mode == "lockdown":
             kubeconfig = _lockdown_kubeconfig(sandbox, admin, work)

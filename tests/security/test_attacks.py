@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.controllers.conftest import condition, eventually, get
+from tests.controllers.conftest import GITREPO, condition, eventually, get
 from tests.operations.conftest import HELMOP
 from tests.registry import Registry
 
@@ -27,6 +28,7 @@ from .conftest import (
     Tree,
     chart_archive,
     configsync,
+    flux,
     gitrepository,
     helmrelease,
     nothing_named,
@@ -133,7 +135,7 @@ def test_file_urls_cannot_name_the_cache(target: Target) -> None:
     allowed = target.allowed / f"ok-{uuid.uuid4().hex[:5]}.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(seed.bare), str(allowed)], check=True)
     target.apply(ns, gitrepository("allowed", f"file://{allowed}"))
-    eventually(lambda: condition(get(target.kube, ns, "gitrepo", "allowed")).get("status") == "True")
+    eventually(lambda: condition(get(target.kube, ns, GITREPO, "allowed")).get("status") == "True")
     mirror = next(p for p in (target.cache / "git").glob("*/*") if (p / "HEAD").exists())  # one it just fetched
     link = target.allowed / f"cache-{uuid.uuid4().hex[:5]}"
     link.symlink_to(target.cache)
@@ -141,7 +143,7 @@ def test_file_urls_cannot_name_the_cache(target: Target) -> None:
              "etc": "file:///etc", "outside": f"file://{target.work}", "dotdot": f"file://{target.allowed}/../operator"}
     target.apply(ns, *(gitrepository(name, url) for name, url in cases.items()))
     for name in cases:
-        assert "file://" in refused(target, ns, "gitrepo", name, "InvalidURL")
+        assert "file://" in refused(target, ns, GITREPO, name, "InvalidURL")
 
 
 @pytest.mark.parametrize("path", [
@@ -153,7 +155,7 @@ def test_webhook_paths_name_exactly_one_repository(target: Target, hooks: tuple[
     a, b = hooks
     assert target.hook(f"/hooks/{a}/own") == 202  # the attacker's own repository, with its own token
     assert target.hook(path.format(a=a, b=b)) in (401, 404), path
-    private = get(target.kube, b, "gitrepo", "private")
+    private = get(target.kube, b, GITREPO, "private")
     assert "helmop.dev/requestedAt" not in (private["metadata"].get("annotations") or {}), path
 
 
@@ -166,7 +168,7 @@ def hooks(target: Target) -> tuple[str, str]:
     target.apply(a, gitrepository("own", repo.url))
     target.apply(b, gitrepository("private", repo.url))
     for ns, name in ((a, "own"), (b, "private")):
-        eventually(lambda ns=ns, name=name: condition(get(target.kube, ns, "gitrepo", name)).get("status") == "True")
+        eventually(lambda ns=ns, name=name: condition(get(target.kube, ns, GITREPO, name)).get("status") == "True")
     return a, b
 
 
@@ -453,3 +455,50 @@ def test_kustomize_builds_reach_nothing_outside_and_run_nothing(target: Target) 
     assert not Path("/tmp", marker).exists(), "a program the repository named was run"
     assert not get(target.kube, ns, "cm", "fine")  # nothing applied
     good_release_installs(target, ns, "after-kustomize")
+
+
+FLUX_HR, FLUX_KS = "helmreleases.helm.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io"
+
+
+def test_flux_kinds_are_held_to_the_same_lockdown(target: Target) -> None:
+    """Flux's kinds act with the operator's rights only where Flux's do (no lockdown flags): with
+    --default-service-account and --no-cross-namespace-refs they are confined as helmop's own; in either mode
+    they never take a release another HelmRelease owns, and a field helmop does not implement stops them."""
+    victim, attacker = target.namespace("flux-victim"), target.namespace("flux-attacker")
+    good_release_installs(target, victim, "owned")
+    target.apply(victim, flux("HelmRepository", "shared", url=target.charts.url),
+                 flux("OCIRepository", "packaged", url=f"oci://127.0.0.1:{target.registry.port}/charts/tiny",
+                      insecure=True, ref={"tag": "1.0.0"}))
+    target.apply(attacker, flux("HelmRelease", "takeover", targetNamespace=victim, releaseName="owned",
+                                chart={"spec": {"chart": "tiny", "version": "0.1.0",
+                                                "sourceRef": {"kind": "HelmRepository", "name": "shared",
+                                                              "namespace": victim}}},
+                                values={"data": {"who": "attacker"}}),
+                 flux("HelmRelease", "borrowed-chart", chartRef={"kind": "OCIRepository", "name": "packaged",
+                                                                 "namespace": victim}),
+                 flux("HelmRelease", "elsewhere", kubeConfig={"secretRef": {"name": "cluster"}},
+                      chart={"spec": {"chart": "tiny", "sourceRef": {"kind": "HelmRepository", "name": "x"}}}))
+    if target.mode == "lockdown":
+        for name, field in (("takeover", "spec.chart.spec.sourceRef"), ("borrowed-chart", "spec.chartRef")):
+            assert field in refused(target, attacker, FLUX_HR, name, "CrossNamespaceRef")
+    else:
+        refused(target, attacker, FLUX_HR, "takeover", "ReleaseOwnedElsewhere")
+    assert "spec.kubeConfig" in refused(target, attacker, FLUX_HR, "elsewhere", "UnsupportedField")
+    assert get(target.kube, victim, "cm", "owned")["data"] == {"greeting": "hello"}  # the victim's, untouched
+
+    # a Kustomization without a ServiceAccount: Flux's rights without lockdown, the tenant's with it
+    repo = target.repo(attacker)
+    repo.commit({"escalate.yaml": yaml.safe_dump({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{attacker}-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": attacker}]})})
+    target.apply(attacker, flux("GitRepository", "fleet", url=repo.url, ref={"branch": "main"}),
+                 flux("Kustomization", "climb", path="./", prune=True,
+                      sourceRef={"kind": "GitRepository", "name": "fleet"}))
+    if target.mode == "lockdown":
+        said = settled(target, attacker, FLUX_KS, "climb")
+        assert condition(said)["reason"] == "ApplyFailed" and "forbidden" in condition(said)["message"].lower()
+        assert not get(target.kube, "", "clusterrolebinding", f"{attacker}-admin")
+    else:  # Flux's semantics, as documented: the operator's rights (the lockdown flags are the protection)
+        eventually(lambda: get(target.kube, "", "clusterrolebinding", f"{attacker}-admin"), timeout=60)
