@@ -11,6 +11,7 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import HealthExpr
+from helmop.api.kinds import APPS_GROUP, FLUX_GROUPS, GROUP
 
 CURRENT, IN_PROGRESS, FAILED = "Current", "InProgress", "Failed"
 
@@ -104,6 +105,13 @@ def _generation_observed(obj: dict[str, Any]) -> bool:
     return int(status.get("observedGeneration", 0)) >= int(obj["metadata"].get("generation", 0))
 
 
+def _reports_ready(obj: dict[str, Any]) -> bool:
+    """A kind whose controller always reports a Ready condition (helmop's, Flux's): until it has, the object was
+    not looked at yet, which is not "current" (kstatus' rule for a status with no conditions)."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return group in (GROUP, APPS_GROUP) or group.endswith(FLUX_GROUPS)
+
+
 def _replicas(obj: dict[str, Any]) -> int:
     return int((obj.get("spec") or {}).get("replicas", 1))
 
@@ -159,6 +167,8 @@ def judge(obj: dict[str, Any]) -> tuple[str, str]:
     ready = condition_of(obj, "Ready")
     if ready and ready.get("status") != "True":
         return IN_PROGRESS, str(ready.get("message") or "not Ready")
+    if not ready and _reports_ready(obj):
+        return IN_PROGRESS, "its controller has not reported Ready yet"
     if "observedGeneration" in status and not _generation_observed(obj):
         return IN_PROGRESS, "the controller has not seen the newest generation yet"
     return CURRENT, ""

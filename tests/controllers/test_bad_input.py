@@ -25,7 +25,7 @@ from helmop_sandbox import Sandbox
 from helmop.api.tenancy import Tenancy
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
 from tests.tools import ROOT, tool
 
@@ -244,21 +244,21 @@ CASES = [
                                                                "current": "self.data.a =="}]),
          "hr/x", "InvalidSpec", "healthCheckExprs[0].current"),
     # hostile git
-    Case("git-ext-transport", gitrepo("ext::sh%20-c%20touch%20/tmp/pwned"), "gitrepo/src", "InvalidURL", "ext::"),
-    Case("git-url-with-spaces", gitrepo("ext::sh -c touch% /tmp/pwned"), "gitrepo/src", "InvalidURL", "spaces"),
-    Case("git-fd-transport", gitrepo("fd::3"), "gitrepo/src", "InvalidURL", "fd::"),
-    Case("git-option-in-url", gitrepo("--upload-pack=touch /tmp/pwned"), "gitrepo/src", "InvalidURL", "'-'"),
+    Case("git-ext-transport", gitrepo("ext::sh%20-c%20touch%20/tmp/pwned"), f"{GITREPO}/src", "InvalidURL", "ext::"),
+    Case("git-url-with-spaces", gitrepo("ext::sh -c touch% /tmp/pwned"), f"{GITREPO}/src", "InvalidURL", "spaces"),
+    Case("git-fd-transport", gitrepo("fd::3"), f"{GITREPO}/src", "InvalidURL", "fd::"),
+    Case("git-option-in-url", gitrepo("--upload-pack=touch /tmp/pwned"), f"{GITREPO}/src", "InvalidURL", "'-'"),
     Case("git-option-in-ref", gitrepo(lambda env: f"{env.git.base}/none.git", ref={"branch": "--upload-pack=x"}),
-         "gitrepo/src", "InvalidRef", "--upload-pack=x"),
+         f"{GITREPO}/src", "InvalidRef", "--upload-pack=x"),
     Case("git-commit-not-a-sha", gitrepo(lambda env: f"{env.git.base}/none.git", ref={"commit": "HEAD~1"}),
-         "gitrepo/src", "refused", "should match '^[0-9a-f]{40}$'"),
+         f"{GITREPO}/src", "refused", "should match '^[0-9a-f]{40}$'"),
     Case("git-tag-syntax", gitrepo(lambda env: f"{env.git.base}/none.git", ref={"tag": "v1..2"}),
-         "gitrepo/src", "InvalidRef", "v1..2"),
-    Case("git-plain-http-remote", gitrepo("http://example.com/repo.git"), "gitrepo/src", "InvalidURL", "https://"),
-    Case("git-file-url", gitrepo("file:///etc"), "gitrepo/src", "InvalidURL", "file://"),
-    Case("git-credentials-in-url", gitrepo(f"https://user:{SECRET_VALUE}@127.0.0.1:9/r.git"), "gitrepo/src",
+         f"{GITREPO}/src", "InvalidRef", "v1..2"),
+    Case("git-plain-http-remote", gitrepo("http://example.com/repo.git"), f"{GITREPO}/src", "InvalidURL", "https://"),
+    Case("git-file-url", gitrepo("file:///etc"), f"{GITREPO}/src", "InvalidURL", "file://"),
+    Case("git-credentials-in-url", gitrepo(f"https://user:{SECRET_VALUE}@127.0.0.1:9/r.git"), f"{GITREPO}/src",
          "InvalidURL", "spec.secretRef (https://127.0.0.1:9/r.git)"),
-    Case("git-branch-missing", from_git({"c/x.yaml": "a: b\n"}, "c"), "gitrepo/src", "RefNotFound",
+    Case("git-branch-missing", from_git({"c/x.yaml": "a: b\n"}, "c"), f"{GITREPO}/src", "RefNotFound",
          "'main' not found in the repository (branches: other)", setup=lambda env, ns: _other_branch_only(env, ns)),
     Case("path-traversal", from_git({"apps/a.yaml": ELSEWHERE}, "../../etc"), "csync/x", "InvalidPath",
          "leaves the repository", setup=git_setup({"apps/a.yaml": ELSEWHERE})),

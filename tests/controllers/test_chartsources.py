@@ -55,14 +55,15 @@ def test_one_helmrepository_index_fetch_serves_every_release(operator: Operator,
         status = ready(kube, ns, name)["status"]
         assert status["history"][0]["chartVersion"] == "0.1.0"
     assert get(kube, ns, "deployment", "app0")["spec"]["replicas"] == 2  # the chart's values-prod.yaml
-    repository = source_ready(kube, ns, "helmrepository", "charts")["status"]
+    repository = source_ready(kube, ns, "helmrepositories.helmop.dev", "charts")["status"]
     served = hashlib.sha256((own_repo.dir / "index.yaml").read_bytes()).hexdigest()
     assert repository["artifact"]["revision"] == f"sha256:{served}"  # type: ignore[index]
     assert own_repo.paths.count("/index.yaml") == 1  # four releases and the repository: one fetch
 
     # a new version, seen at the repository's next turn (asked for now)
     own_repo.publish("demo", "0.2.0", files={"values-prod.yaml": "replicaCount: 2\n"})
-    kube("kubectl", "-n", ns, "annotate", "helmrepository", "charts", "helmop.dev/requestedAt=now", "--overwrite")
+    kube("kubectl", "-n", ns, "annotate", "helmrepositories.helmop.dev", "charts", "helmop.dev/requestedAt=now",
+         "--overwrite")
     for name in names:  # woken by the new revision: no release waits for its own interval
         eventually(lambda name=name: get(kube, ns, "hr", name)["status"]["history"][0]["chartVersion"] == "0.2.0")
     assert own_repo.paths.count("/index.yaml") == 2
@@ -84,7 +85,7 @@ def test_releases_take_an_ocirepository_chart_by_reference(operator: Operator, k
                                         "metadata": {"name": "app"}, "spec": {
                                             "url": f"oci://127.0.0.1:{registry.port}/charts/app", "insecure": True,
                                             "ref": {"semver": "^1.0"}, "secretRef": {"name": "robot"}}}))
-        status = source_ready(kube, ns, "ocirepository", "app")["status"]
+        status = source_ready(kube, ns, "ocirepositories.helmop.dev", "app")["status"]
         manifest = hashlib.sha256(registry.manifests["1.1.0"]).hexdigest()
         assert status["artifact"]["revision"] == f"1.1.0@sha256:{manifest}"  # type: ignore[index]
         layer = hashlib.sha256(charts["1.1.0"]).hexdigest()

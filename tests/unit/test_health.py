@@ -47,6 +47,12 @@ def obj(kind: str, spec: dict[str, Any] | None = None, status: dict[str, Any] | 
     (obj("Widget", api_version="x.io/v1", status={"conditions": [{"type": "Ready", "status": "False"}]}),
      IN_PROGRESS),
     (obj("Widget", api_version="x.io/v1", status={"conditions": [{"type": "Stalled", "status": "True"}]}), FAILED),
+    (obj("Widget", api_version="x.io/v1"), CURRENT),  # kstatus: no conditions at all
+    # a HelmRelease (helmop's or Flux's) nobody has reconciled yet is not current: its controller reports Ready
+    (obj("HelmRelease", api_version="helmop.dev/v1alpha1"), IN_PROGRESS),
+    (obj("HelmRelease", api_version="helm.toolkit.fluxcd.io/v2"), IN_PROGRESS),
+    (obj("HelmRelease", api_version="helm.toolkit.fluxcd.io/v2", status={
+        "observedGeneration": 2, "conditions": [{"type": "Ready", "status": "True"}]}), CURRENT),
 ])
 def test_kstatus_rules(thing: dict[str, Any], verdict: str) -> None:
     assert judge(thing)[0] == verdict
