@@ -135,6 +135,13 @@ FLUX = Family(
     Kind("OCIRepository", FLUX_SOURCE, "v1", "ocirepositories", ("ocirepo",)),
     Kind("Kustomization", FLUX_KUSTOMIZE, "v1", "kustomizations", ("ks",)),
 )
+
+
+def family_of(group: str) -> Family:
+    """The family an object of API group ``group`` belongs to (an app kind's: helmop's)."""
+    return FLUX if group.endswith(FLUX_GROUPS) else HELMOP
+
+
 # Flux's finalizer and reconcile request, honoured on Flux's kinds (a cluster moving over keeps its habits)
 FLUX_FINALIZER = "finalizers.fluxcd.io"
 FLUX_REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"

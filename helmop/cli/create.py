@@ -14,10 +14,8 @@ import yaml
 
 from helmop.api import validation
 from helmop.api.errors import SpecError
-from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, HELMREPOSITORY, Kind
-from helmop.api.repositories import parse_helm_repository
-from helmop.api.sources import parse_config_sync, parse_git_repository
+from helmop.api.specs import PARSERS
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
 
@@ -122,16 +120,12 @@ class Creatable:
     kind: Kind
     names: tuple[str, str]  # the sub-verb and its alias
     build: Callable[[argparse.Namespace], dict[str, Any]]
-    check: Callable[[dict[str, Any], str, str], object]  # the operator's parser: (spec, name, namespace)
 
 
-KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec, parse_spec),
-         "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec,
-                              lambda spec, _name, _namespace: parse_git_repository(spec)),
-         "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec,
-                               lambda spec, _name, _namespace: parse_helm_repository(spec)),
-         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec,
-                            lambda spec, _name, _namespace: parse_config_sync(spec))}
+KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec),
+         "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec),
+         "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec),
+         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec)}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
@@ -146,7 +140,7 @@ def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind
     if problems:
         raise Failed("; ".join(p.split(": ", 1)[1] for p in problems))
     try:
-        creatable.check(obj["spec"], args.name, namespace)
+        PARSERS[kind.kind](obj["spec"], args.name, namespace)  # as the operator reads it
     except SpecError as exc:
         raise Failed(f"{kind.kind} {namespace}/{args.name}: {exc.reason}: {exc}") from None
     return kind, obj

@@ -22,17 +22,7 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
-from helmop.api.kinds import (
-    APPS_GROUP,
-    CONFIGSYNC,
-    FLUX,
-    FLUX_GROUPS,
-    GITREPOSITORY,
-    GROUP,
-    HELMOP,
-    HELMRELEASE,
-    Kind,
-)
+from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE, Kind, family_of
 from helmop.api.objects import Resource
 from helmop.api.status import parse
 from helmop.api.status.helmrelease import HelmReleaseStatus
@@ -268,7 +258,7 @@ def _sources(obj: dict[str, Any]) -> list[Ref]:
     source), of the chain's own family of kinds."""
     this = Resource(obj)
     source = this.source_ref
-    family = FLUX if this.api_version.split("/")[0].endswith(FLUX_GROUPS) else HELMOP
+    family = family_of(this.api_version.rpartition("/")[0])
     kind = family.source(str(source.get("kind") or GITREPOSITORY.kind))
     if not source.get("name") or kind is None or this.kind not in (HELMRELEASE.kind, family.configsync.kind):
         return []

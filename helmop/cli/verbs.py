@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import BUILTIN, FLUX, FORCE_AT, HELMOP, REQUESTED_AT, RESET_AT, Kind
+from helmop.api.kinds import BUILTIN, FLUX, FORCE_AT, REQUESTED_AT, RESET_AT, Kind, family_of
 from helmop.api.objects import Resource
 from helmop.infra.kube import Kube, KubeError
 
@@ -105,8 +105,7 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     if this.spec.get("suspend"):
         raise Failed(f"{kind.kind} {namespace}/{name} is suspended; resume it first")
     source = this.source_ref
-    family = FLUX if kind.flux else HELMOP
-    source_kind = family.source(str((source or {}).get("kind") or "GitRepository"))
+    source_kind = family_of(kind.group).source(str((source or {}).get("kind") or "GitRepository"))
     if with_source and source and source_kind is not None and not await reconcile(
             kube, source_kind, str(source.get("namespace") or namespace), source["name"], with_source=False,
             timeout=timeout, out=out):

@@ -9,15 +9,12 @@ a ServiceAccount stays in its own namespace and adopts nothing unannotated): tha
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api.errors import SpecError
-from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import Kind
-from helmop.api.repositories import parse_helm_repository, parse_oci_repository
-from helmop.api.sources import parse_config_sync, parse_git_repository
+from helmop.api.specs import PARSERS
 
 from . import spec as flux_spec
 from .crds import PAIRS
@@ -33,13 +30,6 @@ HELMOP_ONLY = {
 SERVER_FIELDS = ("finalizers", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
                  "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 
-_PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
-    "HelmRelease": lambda spec, name, namespace: parse_spec(spec, name, namespace),
-    "GitRepository": lambda spec, _name, _namespace: parse_git_repository(spec),
-    "HelmRepository": lambda spec, _name, _namespace: parse_helm_repository(spec),
-    "OCIRepository": lambda spec, _name, _namespace: parse_oci_repository(spec),
-    "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
-}
 
 
 @dataclass(frozen=True)
@@ -76,7 +66,7 @@ def convert(obj: dict[str, Any], to_flux: bool) -> Converted | None:
                 raise SpecError("NoFluxEquivalent", f"spec.{path} has no equivalent in Flux's API: {instead}")
     else:
         flux_spec.check(source, spec)
-    _PARSERS[ours.kind](spec, name, namespace)  # as the operator reads it
+    PARSERS[ours.kind](spec, name, namespace)  # as the operator reads it
     notes = []
     if target.kind == "ConfigSync" and not spec.get("serviceAccountName"):
         notes.append("without spec.serviceAccountName a ConfigSync writes only into its own namespace and adopts no "

@@ -1,0 +1,19 @@
+"""Each of helmop's kinds' spec parsers, called as the operator reads a spec: ``(spec, name, namespace)``. One
+table for the offline checks that must agree with the operator (``helmop create``, ``helmop convert``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .helmrelease import parse_spec
+from .repositories import parse_helm_repository, parse_oci_repository
+from .sources import parse_config_sync, parse_git_repository
+
+PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
+    "HelmRelease": lambda spec, name, namespace: parse_spec(spec, name, namespace),
+    "GitRepository": lambda spec, _name, _namespace: parse_git_repository(spec),
+    "HelmRepository": lambda spec, _name, _namespace: parse_helm_repository(spec),
+    "OCIRepository": lambda spec, _name, _namespace: parse_oci_repository(spec),
+    "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
+}
