@@ -91,7 +91,10 @@ OCIREPOSITORY = Kind("OCIRepository", GROUP, VERSION, "ocirepositories", ("ocire
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
 PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
-BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, JENKINS, PROJECT)
+# Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
+PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
+ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
+BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT)
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,9 @@ HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSIT
 
 FLUX_HELM, FLUX_SOURCE = "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
 FLUX_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
+FLUX_NOTIFICATION = "notification.toolkit.fluxcd.io"
+FLUX_PROVIDER = Kind("Provider", FLUX_NOTIFICATION, "v1beta3", "providers")
+FLUX_ALERT = Kind("Alert", FLUX_NOTIFICATION, "v1beta3", "alerts")
 FLUX = Family(
     "flux",
     Kind("HelmRelease", FLUX_HELM, "v2", "helmreleases", ("hr",)),

@@ -55,3 +55,9 @@ class Tunables:
     # --strict-substitution: a ConfigSync's ${var} with no value and no default fails the sync (Flux's
     # StrictPostBuildSubstitutions feature gate) instead of becoming "".
     strict_substitution: bool = False
+    # Notifications: a receiver that fails is tried again (timeouts, 429, 5xx) with this backoff for this long;
+    # each Provider queues at most this many (the oldest dropped); the same event is sent once per rate limit.
+    notify_backoff: Backoff = field(default_factory=lambda: Backoff(1.0, 60.0))
+    notify_retry_for: float = 600.0
+    notify_queue: int = 100
+    notify_rate_limit: float = 300.0  # Flux's --rate-limit-interval

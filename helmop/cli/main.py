@@ -350,6 +350,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--flux-namespace", metavar="NAMESPACE", default="flux-system",
                      help="with --flux-api: the namespace of Flux's controllers, whose leader Leases say whether they "
                           "still run (Flux's kinds are not served until they stop; default: flux-system)")
+    run.add_argument("--allow-notify-cidr", action="append", metavar="CIDR", default=[],
+                     help="notifications may reach addresses in this range (repeatable): loopback, link-local, "
+                          "private and cluster ranges are refused by default (an in-cluster Alertmanager: its range)")
     run.add_argument("--strict-substitution", action="store_true",
                      help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
                           "\"\" (Flux's StrictPostBuildSubstitutions)")

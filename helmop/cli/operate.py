@@ -15,6 +15,7 @@ from pathlib import Path
 from helmop.api.apps import parse_apps
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeconfigError, in_cluster_namespace
+from helmop.notifications.addresses import Policy
 
 from . import logsetup
 
@@ -63,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     cfg.chart_mirrors = tuple((m[0], m[1]) for m in mirrors)
     cfg.flux_api = args.flux_api
     cfg.flux_namespace = args.flux_namespace
+    try:
+        cfg.allow_notify_cidrs = tuple(str(Policy.of([c]).allowed[0]) for c in args.allow_notify_cidr)
+    except ValueError as exc:
+        raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     if args.cache_dir:

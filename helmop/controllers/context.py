@@ -20,6 +20,8 @@ from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
 from helmop.infra.watches import Collections
 from helmop.infra.worker import Worker
+from helmop.notifications.addresses import Policy
+from helmop.notifications.notifier import Notifier
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
@@ -45,16 +47,22 @@ class Services:
     yaml: Worker  # large YAML, off the event loop
     releases: Gateway  # helm's storage, read and written through the API
     collections: Collections  # what releases' readiness is judged from, watched once
+    notifier: Notifier  # Alerts and Providers: the Events posted, sent on
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
-           concurrency: int, tunables: Tunables, metrics: Metrics | None = None) -> Services:
-        return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=Recorder(kube),
-                   slots=asyncio.Semaphore(concurrency), metrics=metrics or Metrics(),
-                   cel=Worker(timeout=tunables.cel_timeout), yaml=Worker(timeout=tunables.yaml_timeout),
-                   releases=Gateway(kube), collections=Collections(kube))
+           concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
+           notify: Policy | None = None) -> Services:
+        events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
+        notifier = Notifier(events, metrics, cel, tunables, notify or Policy())
+        events.listeners.append(notifier.observe)
+        return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
+                   slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
+                   yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
+                   collections=Collections(kube), notifier=notifier)
 
     async def close(self) -> None:
+        await self.notifier.close()
         await self.cel.close()
         await self.yaml.close()
         await self.collections.close()

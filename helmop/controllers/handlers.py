@@ -24,15 +24,19 @@ from helmop.api.durations import parse_duration
 from helmop.api.errors import SpecError
 from helmop.api.flux import spec as flux_spec
 from helmop.api.kinds import (
+    ALERT,
     FINALIZER,
     FLUX,
+    FLUX_ALERT,
     FLUX_FINALIZER,
     FLUX_FORCE_AT,
+    FLUX_PROVIDER,
     FLUX_REQUESTED_AT,
     FLUX_RESET_AT,
     FORCE_AT,
     HELMOP,
     PROJECT,
+    PROVIDER,
     REQUESTED_AT,
     RESET_AT,
     SHARD_LABEL,
@@ -52,7 +56,7 @@ from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus,
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import chartsources, configsyncs, gitrepositories, projects
+from . import chartsources, configsyncs, gitrepositories, notifications, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .fluxgate import FluxGate
@@ -122,6 +126,7 @@ class Dispatcher:
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
         self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
+        services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
 
     def serve_flux(self) -> None:
@@ -301,6 +306,19 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
     ]
     for controller in controllers:
         _kind_handlers(registry, dispatcher, controller, shard)
+    for kind in (PROVIDER, ALERT, *((FLUX_PROVIDER, FLUX_ALERT) if flux else ())):
+        _notification_handlers(registry, ctx, kind)
+
+
+def _notification_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: Kind) -> None:
+    """Providers and Alerts are known to every replica, whatever its shard (each sends its own objects' events);
+    they have no turns and no finalizer: nothing to clean up."""
+
+    @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.key}-seen")
+    async def seen(body: kopf.Body, type: str, **_: Any) -> None:
+        await notifications.seen(ctx, kind, slim(dict(body)), type)
+
+    del seen  # registered; kept only by kopf
 
 
 FLUX_REQUESTS = {FLUX_REQUESTED_AT: REQUESTED_AT, FLUX_RESET_AT: RESET_AT, FLUX_FORCE_AT: FORCE_AT}

@@ -31,6 +31,7 @@ from helmop.infra.metrics import CacheCounts
 from helmop.infra.probes import Probes
 from helmop.infra.serving import Server, serve
 from helmop.infra.termination import handle_signals
+from helmop.notifications.addresses import Policy
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
@@ -75,6 +76,7 @@ class OperatorConfig:
     chart_mirrors: tuple[tuple[str, str], ...] = ()  # --chart-mirror FROM=TO
     flux_api: bool = False  # --flux-api: Flux's kinds served and reconciled too
     flux_namespace: str = "flux-system"  # where Flux's controllers run (their leader Leases)
+    allow_notify_cidrs: tuple[str, ...] = ()  # --allow-notify-cidr: private ranges notifications may reach
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -218,7 +220,8 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
                          mirrors=cfg.chart_mirrors)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
     kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize")
-    return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables)
+    return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
+                       notify=Policy.of(cfg.allow_notify_cidrs))
 
 
 def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:

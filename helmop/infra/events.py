@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,9 @@ class Recorder:
         # The last Event of each object, to post no repeats; the least recently used are forgotten past
         # REMEMBERED objects (a deleted object's entry ages out instead of staying for the process's life).
         self._last: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        # Called with each Event posted (the object, type, reason, message), before it is sent: notifications.
+        # They must not block: the reconcile that posted the Event waits for them.
+        self.listeners: list[Callable[[dict[str, Any], str, str, str], None]] = []
 
     async def normal(self, obj: dict[str, Any], reason: str, message: str) -> None:
         await self.post(obj, "Normal", reason, message)
@@ -52,6 +56,12 @@ class Recorder:
                 "(message in the object's status and Events)" if kind == "Warning" else message,
                 extra={"k8s_kind": obj.get("kind"), "k8s_namespace": meta.get("namespace"),
                        "k8s_name": meta.get("name")})
+        for listener in self.listeners:
+            try:
+                listener(obj, kind, reason, message)
+            except Exception as exc:  # a notification is never worth a reconcile (its text may quote the message)
+                log.error("an Event listener failed on %s/%s %s: %s", meta.get("namespace", ""), meta.get("name"),
+                          reason, type(exc).__name__)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = meta.get("namespace") or "default"
         event = {

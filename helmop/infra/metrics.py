@@ -69,6 +69,11 @@ class Metrics:
                                       registry=registry)
         self.flux_held = Counter("helmop_flux_turns_held_total", "Turns of Flux objects not taken while Flux's own "
                                  "controllers still run.", ["kind"], registry=registry)
+        self.notifications = Counter("helmop_notifications_total", "Notifications by Provider (namespace/name), "
+                                     "its type and the result: sent, failed, retried (one more attempt after a "
+                                     "timeout, 429 or 5xx), dropped (its queue was full), skipped (nothing to send, "
+                                     "or the Provider is suspended or gone).",
+                                     ["provider", "type", "result"], registry=registry)
         self.api_reachable = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API "
                                    "server succeeded.", registry=registry)
 

@@ -1,5 +1,5 @@
 """Work on tenants' input that could hold the event loop, done in a child process with a time and a memory
-limit: CEL health expressions, and large YAML documents.
+limit: CEL expressions (health checks, a Provider's commit status name), and large YAML documents.
 
 * The ``cel`` library evaluates in Rust while holding the GIL, with no cost limit: a short expression of
   nested comprehensions runs for minutes, and neither a thread nor asyncio can interrupt it. Kubernetes
@@ -56,6 +56,11 @@ class Worker:
         variables = {"self": obj, **({"dep": dep} if dep is not None else {})}
         answers: list[bool] = (await self._ask({"op": "cel", "expressions": expressions, "vars": variables}))["ok"]
         return answers
+
+    async def text(self, expression: str, variables: dict[str, Any]) -> str | None:
+        """The string the CEL ``expression`` makes of ``variables`` (None when it fails or makes no string)."""
+        answer = (await self._ask({"op": "cel-text", "expressions": [expression], "vars": variables}))["ok"]
+        return answer if isinstance(answer, str) else None
 
     async def documents(self, text: str) -> list[tuple[int, Any]]:
         """(first line, data) of each YAML document of ``text``, as :func:`yamlc.documents` reads them; a
@@ -140,16 +145,19 @@ def main() -> None:
         if request["op"] == "yaml":
             answer = _yaml(request["text"])
         else:
-            answers = []
+            results = []
             for expression in request["expressions"]:
                 try:
                     if len(programs) > 256:
                         programs.clear()
                     program = programs.get(expression) or programs.setdefault(expression, cel.compile(expression))
-                    answers.append(program.execute(request["vars"]) is True)
-                except Exception:  # a field the object does not have yet, a type error: not true (yet)
-                    answers.append(False)
-            answer = {"ok": answers}
+                    results.append(program.execute(request["vars"]))
+                except Exception:  # a field the object does not have yet, a type error: not true (yet), no text
+                    results.append(None)
+            if request["op"] == "cel-text":
+                answer = {"ok": results[0] if isinstance(results[0], str) else None}
+            else:
+                answer = {"ok": [result is True for result in results]}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 

@@ -12,7 +12,7 @@ from helmop.api.flux import crds as flux_crds
 from helmop.api.flux import spec as flux_spec
 from helmop.api.flux.status import inward, outward
 from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
-from helmop.api.kinds import FLUX, HELMOP
+from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP
 from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.api.status import parse, to_json
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
@@ -138,7 +138,7 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
               for c in flux_crds.definitions()}
     assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
                                                               FLUX.helmrepository, FLUX.ocirepository,
-                                                              FLUX.configsync)}
+                                                              FLUX.configsync, FLUX_PROVIDER, FLUX_ALERT)}
 
 
 def test_flux_controllers_count_as_running_while_their_lease_is_renewed() -> None:

@@ -13,11 +13,13 @@ import functools
 from typing import Any
 
 from helmop.api import crds
-from helmop.api.kinds import FLUX, HELMOP, Kind
+from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP, PROVIDER, Kind
 
 PAIRS = tuple(zip(
-    (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync),
-    (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync), strict=True))
+    (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync,
+     PROVIDER, ALERT),
+    (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync,
+     FLUX_PROVIDER, FLUX_ALERT), strict=True))
 
 
 @functools.cache  # read on every reconcile of a Flux object; the CRD files are read once

@@ -34,6 +34,7 @@ from helmop.helm.inputs import InputError, source_revision
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import configsync as settle
+from helmop.reconcile.settle import progressing
 from helmop.reconcile.sync import OWNER_LABEL, OWNER_UID, ObjectId, apply_order, claim_problem, confinement, to_prune
 from helmop.sources.errors import SourceError
 
@@ -41,7 +42,7 @@ from .. import dependencies
 from ..context import Context
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled, Waiter, unhealthy
-from ..status import read_status, report
+from ..status import read_status, report, write_status
 from . import applying, inputs
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,11 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         return _retry(spec) if exc.transient else DONE
     revision = source.revision
     status = settle.attempted(status, revision)
+    if revision != status.last_applied_revision:
+        # A new revision is being applied: Reconciling, and said (a commit status marks the commit pending)
+        said = f"applying revision {revision}"
+        await write_status(ctx, kind, body, progressing(status, this.generation, said), outcome=False)
+        await ctx.services.events.normal(body, "Progressing", said)
     try:
         found, errors = await inputs.read(ctx, spec, source)
         if errors:

@@ -1,0 +1,177 @@
+"""Sending one Provider's notifications: a bounded queue, sent in order by one task, each request retried.
+
+A receiver that is down must cost the operator a bounded amount of memory and nothing else: the queue holds at
+most ``limit`` notifications (the oldest are dropped, and counted, when more come); one task per Provider with
+something queued sends them in order (a commit's pending status before its success), so a slow receiver delays
+only its own queue, never a reconcile. Timeouts, connection errors, 429 and 5xx are retried with backoff (a
+``Retry-After`` the receiver sends is honoured, up to the backoff's limit) for ``retry_for`` seconds; any other
+answer is final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urljoin
+
+import aiohttp
+
+from helmop.api.errors import describe
+from helmop.api.settings import Backoff
+
+from .addresses import AddressRefused, Policy, Resolver, refused
+from .payloads import Request
+
+_REDIRECTS = 5
+_ANSWER = 64 << 10  # bytes of a receiver's answer read (an error's detail, Slack's "ok")
+
+
+class Undeliverable(Exception):
+    """The notification was not delivered, and trying again would not help (or the retries ran out)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How one delivery reaches its receiver: the TLS to use, a proxy, the time one request may take."""
+
+    ssl: ssl.SSLContext | None = None
+    proxy: str = ""
+    proxy_auth: aiohttp.BasicAuth | None = None
+    timeout: float = 15.0
+
+
+class Sender:
+    """Sends requests under an address policy, with retries; one HTTP client for every Provider."""
+
+    def __init__(self, policy: Policy, backoff: Backoff, retry_for: float) -> None:
+        self.policy = policy
+        self.backoff = backoff
+        self.retry_for = retry_for
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(resolver=Resolver(self.policy), limit=50, ttl_dns_cache=0)
+            # no cookies kept between receivers; no proxy taken from the operator's environment
+            self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                                                  trust_env=False)
+        return self._session
+
+    async def send(self, request: Request, how: Connection, retrying: Callable[[], None] = lambda: None) -> None:
+        """Deliver ``request``, retrying what may succeed later (``retrying`` called before each retry);
+        Undeliverable when it cannot be."""
+        started, attempt = time.monotonic(), 0
+        while True:
+            attempt += 1
+            try:
+                status, retry_after, detail = await asyncio.wait_for(self._post(request, how), how.timeout)
+            except TimeoutError:
+                status, retry_after, detail = 0, None, f"no answer within {how.timeout:g}s"
+            except AddressRefused as exc:
+                raise Undeliverable(str(exc)) from None
+            except aiohttp.ClientError as exc:
+                blocked = refused(exc)
+                if blocked is not None:
+                    raise Undeliverable(str(blocked)) from None
+                status, retry_after, detail = 0, None, describe(exc)
+            if 200 <= status < 300 and not detail:
+                return
+            if status and status != 429 and status < 500:  # refused, or a 2xx that says it failed: final
+                raise Undeliverable(detail or f"the receiver answered {status}")
+            delay = min(retry_after if retry_after is not None else self.backoff.after(attempt), self.backoff.limit)
+            if time.monotonic() - started + delay > self.retry_for:
+                raise Undeliverable(f"{detail or f'the receiver answered {status}'} ({attempt} attempts in "
+                                    f"{time.monotonic() - started:.0f}s)")
+            retrying()
+            await asyncio.sleep(delay)
+
+    async def _post(self, request: Request, how: Connection) -> tuple[int, float | None, str]:
+        """(HTTP status, Retry-After seconds, why an answer in 2xx still failed or what a failure said); redirects
+        followed by hand, each hop's address checked."""
+        url, method, body = request.url, request.method, request.body
+        for _ in range(_REDIRECTS + 1):
+            self.policy.check_url(url)
+            if how.proxy:
+                self.policy.check_url(how.proxy)
+            async with self._client().request(
+                    method, url, data=body, headers=dict(request.headers), ssl=how.ssl if how.ssl else True,
+                    proxy=how.proxy or None, proxy_auth=how.proxy_auth, allow_redirects=False) as answer:
+                if answer.status in (301, 302, 303, 307, 308) and "Location" in answer.headers:
+                    url = urljoin(url, answer.headers["Location"])
+                    if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
+                        method, body = "GET", b""
+                    continue
+                text = (await answer.content.read(_ANSWER)).decode(errors="replace")
+                return answer.status, _retry_after(answer.headers.get("Retry-After", "")), _problem(answer.status,
+                                                                                                     text)
+        return 0, None, f"more than {_REDIRECTS} redirects"
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds from a Retry-After header (a number of seconds, or an HTTP date)."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError):
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    return None
+
+
+def _problem(status: int, text: str) -> str:
+    """What a receiver's answer says went wrong: Slack's API answers 200 with ``{"ok": false, "error": ...}``; an
+    error's own words (its first line, short)."""
+    if 200 <= status < 300:
+        with contextlib.suppress(ValueError, AttributeError):
+            answer: Any = json.loads(text)
+            if isinstance(answer, dict) and answer.get("ok") is False:
+                return f"the receiver answered ok: false ({str(answer.get('error', ''))[:100]})"
+        return ""
+    first = (text.strip().splitlines() or [""])[0][:200]
+    return f"the receiver answered {status}" + (f": {first}" if first else "")
+
+
+Work = Callable[[], Awaitable[None]]
+
+
+class Outbox:
+    """One Provider's queue of deliveries (each a coroutine function that resolves and sends one notification),
+    run in order by a task of its own while it has any."""
+
+    def __init__(self, limit: int, dropped: Callable[[], None]) -> None:
+        self.queue: deque[Work] = deque()
+        self.limit = limit
+        self.dropped = dropped
+        self._task: asyncio.Task[None] | None = None
+
+    def put(self, work: Work) -> None:
+        if len(self.queue) >= self.limit:
+            self.queue.popleft()
+            self.dropped()
+        self.queue.append(work)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self.queue:
+            await self.queue.popleft()()
+
+    async def close(self) -> None:
+        self.queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

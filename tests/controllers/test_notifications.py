@@ -1,0 +1,275 @@
+"""Notifications through the real path: Providers and Alerts applied with kubectl, releases and config repositories
+reconciled with real helm and git, and loopback receivers that check each request against the receiving service's
+documented API (method, path, headers, JSON shape; the HMAC verified as a receiver verifies it)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helmop_sandbox import Sandbox
+
+from helmop.api.settings import Backoff
+from tests.chartrepo import ChartRepo
+from tests.conftest import _runner
+from tests.controllers.conftest import Operator, apply, condition, events, failing, get, hr, ready, settled
+from tests.gitserver import GitServer, Repo
+from tests.receiver import Received, Receiver
+from tests.tools import Run, eventually
+
+TOKEN = "hmac-key-7f3a9c"
+PASSWORD = "s3cr3t-Pa55word-91"  # what a chart is given from a Secret, and must never be sent
+
+
+@pytest.fixture(scope="module")
+def notifying(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Operator]:
+    """An operator allowed to notify 127.0.0.1 only (the receivers); retries 0.2 s apart at first."""
+    with Sandbox(ready_delay=0.05) as sandbox:
+        op = Operator(sandbox, "helm", tmp_path_factory.mktemp("notifying"), chart_repo)
+        op.config.allow_notify_cidrs = ("127.0.0.1/32",)
+        op.config.tunables = replace(op.config.tunables, notify_backoff=Backoff(0.2, 1.0), notify_retry_for=120.0)
+        op.start()
+        yield op
+        op.close()
+
+
+@pytest.fixture(scope="module")
+def kube(notifying: Operator) -> Run:
+    return _runner(notifying.sandbox)
+
+
+@pytest.fixture
+def ns(kube: Run) -> str:
+    import uuid
+
+    name = f"nt-{uuid.uuid4().hex[:6]}"
+    kube("kubectl", "create", "namespace", name)
+    return name
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def provider(name: str, kind: str, *, address: str = "", secret: str = "", **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "Provider", "metadata": {"name": name},
+                           "spec": {"type": kind, **({"address": address} if address else {}),
+                                    **({"secretRef": {"name": secret}} if secret else {}), **spec}})
+
+
+def alert(name: str, provider_name: str, kind: str, *, severity: str = "info", **spec: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "Alert", "metadata": {"name": name},
+                           "spec": {"providerRef": {"name": provider_name}, "eventSeverity": severity,
+                                    "eventSources": [{"kind": kind, "name": "*"}], **spec}})
+
+
+def ready_object(kube: Run, ns: str, kind: str, name: str) -> None:
+    eventually(lambda: condition(get(kube, ns, kind, name)).get("status") == "True", 30)
+
+
+def metric(op: Operator, result: str) -> float:
+    text = urllib.request.urlopen(f"{op.metrics_url}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("helmop_notifications_total{") and f'result="{result}"' in line)
+
+
+def flux_event(r: Received) -> dict[str, Any]:
+    """A generic webhook's request checked as Flux documents it; its event."""
+    assert r.method == "POST" and r.headers["content-type"] == "application/json", r
+    assert r.headers["gotk-component"] == "helmop"
+    event: dict[str, Any] = r.json()
+    assert set(event) >= {"involvedObject", "severity", "timestamp", "message", "reason", "metadata",
+                          "reportingController"}, event
+    assert set(event["involvedObject"]) >= {"apiVersion", "kind", "namespace", "name", "uid"}
+    return event
+
+
+def test_a_failing_release_notifies_each_matching_alert_once(notifying: Operator, kube: Run, ns: str,
+                                                             receiver: Receiver, chart_repo: ChartRepo) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hmac", f"--from-literal=token={TOKEN}")
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "slack",
+         f"--from-literal=address={receiver.url('/slack')}")
+    apply(kube, ns, provider("signed", "generic-hmac", address=receiver.url("/hmac"), secret="hmac"))
+    apply(kube, ns, provider("chat", "slack", secret="slack", channel="ops", username="helmop-bot"))
+    apply(kube, ns, alert("oncall", "signed", "HelmRelease", severity="error"))
+    apply(kube, ns, alert("team", "chat", "HelmRelease", severity="error", eventMetadata={"cluster": "prod"}))
+    # an Alert whose exclusionList matches the failure sends nothing
+    apply(kube, ns, alert("quiet", "chat", "HelmRelease", severity="error", exclusionList=["deliberately"]))
+    for kind, name in (("providers.helmop.dev", "signed"), ("providers.helmop.dev", "chat"), ("alerts", "oncall"),
+                       ("alerts", "team"), ("alerts", "quiet")):
+        ready_object(kube, ns, kind, name)
+
+    apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
+    failed = failing(kube, ns, "bad", "RenderFailed")
+    seen = time.monotonic()
+    signed = eventually(lambda: receiver.at("/hmac"), 10)
+    chat = eventually(lambda: receiver.at("/slack"), 10)
+    assert signed[0].at - seen <= 2.0 and chat[0].at - seen <= 2.0
+
+    # generic-hmac: the body is Flux's event, signed with the Secret's token (verified as a receiver does)
+    expected = hmac.new(TOKEN.encode(), signed[0].body, hashlib.sha256).hexdigest()
+    assert signed[0].headers["x-signature"] == f"sha256={expected}"
+    event = flux_event(signed[0])
+    assert event["severity"] == "error" and event["reason"] == "RenderFailed"
+    assert event["involvedObject"] == {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "namespace": ns,
+                                       "name": "bad", "uid": failed["metadata"]["uid"],
+                                       "resourceVersion": event["involvedObject"]["resourceVersion"]}
+    assert event["metadata"] == {"helmop.dev/revision": "0.1.0"}
+    assert "deliberately broken" in event["message"]
+    # slack: an attachment with the object as author and the metadata as fields, to the channel, as the username
+    message = chat[0].json()
+    assert message["channel"] == "ops" and message["username"] == "helmop-bot"
+    attachment = message["attachments"][0]
+    assert attachment["color"] == "danger" and attachment["author_name"] == f"HelmRelease/bad.{ns}"
+    assert {f["title"]: f["value"] for f in attachment["fields"]} == {"cluster": "prod",
+                                                                     "helmop.dev/revision": "0.1.0"}
+
+    # The release then stalls (no retries left): said once more (also through "quiet": its exclusionList does not
+    # match that message), and nothing is sent twice, however often the stall is looked at within the rate limit.
+    eventually(lambda: len(receiver.at("/slack")) == 3, 10)
+    settled(kube, ns, "hr", "bad")
+    eventually(lambda: [e for e in events(kube, ns, "chat") if e["reason"] == "NotificationSent"], 10)
+    assert [flux_event(r)["reason"] for r in receiver.at("/hmac")] == ["RenderFailed", "RetriesExceeded"]
+    slack = [r.json()["attachments"][0] for r in receiver.at("/slack")]
+    assert sum("deliberately broken" in a["text"] for a in slack) == 1  # "quiet" excluded the failure itself
+    assert sum("cluster" in {f["title"] for f in a["fields"]} for a in slack) == 2  # "team" sent both
+
+
+def test_a_successful_upgrade_sends_an_info_event(kube: Run, ns: str, receiver: Receiver,
+                                                  chart_repo: ChartRepo) -> None:
+    apply(kube, ns, provider("hook", "generic", address=receiver.url("/events")))
+    apply(kube, ns, alert("deploys", "hook", "HelmRelease", inclusionList=["upgrade succeeded"]))
+    ready_object(kube, ns, "alerts", "deploys")
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0"))
+    ready(kube, ns, "web")
+    apply(kube, ns, hr("web", chart_repo, version="0.2.0"))
+    ready(kube, ns, "web", generation=2)
+    sent = eventually(lambda: receiver.at("/events"), 10)
+    event = flux_event(sent[0])
+    assert (event["severity"], event["reason"]) == ("info", "UpgradeSucceeded"), event
+    assert event["metadata"]["helmop.dev/revision"] == "0.2.0"
+    # the install's own event did not match the inclusionList: one request only
+    assert [flux_event(r)["reason"] for r in receiver.at("/events")] == ["UpgradeSucceeded"]
+
+
+def gitrepo(name: str, url: str) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": name},
+                           "spec": {"url": url, "interval": "1h", "ref": {"branch": "main"}}})
+
+
+def configsync(name: str, source: str) -> str:
+    return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": name},
+                           "spec": {"sourceRef": {"kind": "GitRepository", "name": source}, "path": "apps",
+                                    "interval": "1h"}})
+
+
+@pytest.fixture(scope="module")
+def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
+    server = GitServer(tmp_path_factory.mktemp("gitsrv"))
+    yield server
+    server.close()
+
+
+def test_a_config_repository_marks_its_commit_pending_then_successful(kube: Run, ns: str, receiver: Receiver,
+                                                                      git_server: GitServer, tmp_path: Path) -> None:
+    repo = Repo(git_server, f"cfg-{ns}", tmp_path / "work")
+    commit = repo.commit({"apps/cm.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
+                                                          "metadata": {"name": "settings"}, "data": {"a": "1"}})})
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "forge", "--from-literal=token=forge-token-123")
+    apply(kube, ns, provider("github", "github", address=receiver.url("/org/config"), secret="forge"))
+    apply(kube, ns, provider("gitlab", "gitlab", address=receiver.url("/group/sub/config.git"), secret="forge",
+                             commitStatusExpr="'helmop/' + event.involvedObject.name"))
+    apply(kube, ns, alert("github", "github", "ConfigSync"))
+    apply(kube, ns, alert("gitlab", "gitlab", "ConfigSync"))
+    for name in ("github", "gitlab"):
+        ready_object(kube, ns, "alerts", name)
+    apply(kube, ns, gitrepo("config", repo.url))
+    apply(kube, ns, configsync("apps", "config"))
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+
+    github = eventually(lambda: len(receiver.at("/api/v3/")) >= 2 and receiver.at("/api/v3/"), 10)
+    assert [r.path for r in github] == [f"/api/v3/repos/org/config/statuses/{commit}"] * 2
+    assert all(r.headers["authorization"] == "Bearer forge-token-123" for r in github)
+    assert all(r.headers["accept"] == "application/vnd.github+json" for r in github)
+    statuses = [r.json() for r in github]
+    assert [s["state"] for s in statuses] == ["pending", "success"]
+    uid = get(kube, ns, "providers.helmop.dev", "github")["metadata"]["uid"]
+    assert {s["context"] for s in statuses} == {f"configsync/apps/{uid[:8]}"}
+
+    gitlab = eventually(lambda: len(receiver.at("/api/v4/")) >= 2 and receiver.at("/api/v4/"), 10)
+    assert [r.path for r in gitlab] == [f"/api/v4/projects/group%2Fsub%2Fconfig/statuses/{commit}"] * 2
+    assert all(r.headers["private-token"] == "forge-token-123" for r in gitlab)
+    assert [(s["state"], s["name"]) for s in (r.json() for r in gitlab)] == [("pending", "helmop/apps"),
+                                                                              ("success", "helmop/apps")]
+
+
+def test_a_receiver_down_gets_the_event_once_it_is_back(notifying: Operator, kube: Run, ns: str,
+                                                        receiver: Receiver, chart_repo: ChartRepo) -> None:
+    apply(kube, ns, provider("hook", "generic", address=receiver.url("/down")))
+    apply(kube, ns, alert("all", "hook", "HelmRelease", severity="error"))
+    ready_object(kube, ns, "alerts", "all")
+    receiver.down()
+    apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
+    failing(kube, ns, "bad", "RenderFailed")
+    retried = metric(notifying, "retried")
+    eventually(lambda: metric(notifying, "retried") >= retried + 5, 30)  # refused, again and again, while down
+    receiver.up()
+    # what was queued meanwhile arrives once each, in order (the stall that followed the failure after it)
+    arrived = eventually(lambda: len(receiver.at("/down")) >= 2 and receiver.at("/down"), 15)
+    assert [flux_event(r)["reason"] for r in arrived] == ["RenderFailed", "RetriesExceeded"]
+    eventually(lambda: [e for e in events(kube, ns, "hook") if e["reason"] == "NotificationSent"], 10)
+
+
+def test_a_secret_given_to_the_chart_is_in_no_payload(kube: Run, ns: str, receiver: Receiver,
+                                                      chart_repo: ChartRepo) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "db", f"--from-literal=password={PASSWORD}")
+    for kind in ("generic", "slack", "msteams", "googlechat", "alertmanager", "grafana", "pagerduty"):
+        apply(kube, ns, provider(kind, kind, address=receiver.url(f"/{kind}"), channel="routing-key"))
+        apply(kube, ns, alert(kind, kind, "HelmRelease", severity="error"))
+        ready_object(kube, ns, "alerts", kind)
+    body = yaml.safe_load(hr("leaky", chart_repo, chart="secretive", version="0.1.0"))
+    body["spec"]["valuesFrom"] = [{"kind": "Secret", "name": "db", "valuesKey": "password", "targetPath": "password"}]
+    apply(kube, ns, yaml.safe_dump(body))
+    failing(kube, ns, "leaky", "RenderFailed")
+    eventually(lambda: {r.path.split("/")[1] for r in receiver.received} >= {
+        "generic", "slack", "msteams", "googlechat", "alertmanager", "grafana", "v2"}, 15)
+    forms = [PASSWORD, base64.b64encode(PASSWORD.encode()).decode(), PASSWORD.encode().hex(), PASSWORD[:8]]
+    for r in receiver.received:
+        text = r.body.decode()
+        assert not any(form in text for form in forms), (r.path, text)
+        assert "bad password ***" in text or r.path.startswith("/v2/"), (r.path, text)
+
+
+def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run, ns: str,
+                                                  receiver: Receiver, chart_repo: ChartRepo) -> None:
+    # a literal address in a refused range: the Provider is refused, with the reason in its status and an Event
+    apply(kube, ns, provider("metadata", "generic", address="http://169.254.169.254/latest/meta-data"))
+    refused = eventually(lambda: condition(get(kube, ns, "providers.helmop.dev", "metadata")).get("reason")
+                         == "AddressRefused" and get(kube, ns, "providers.helmop.dev", "metadata"), 30)
+    assert "--allow-notify-cidr" in condition(refused)["message"]
+    assert [e["type"] for e in events(kube, ns, "metadata") if e["reason"] == "AddressRefused"] == ["Warning"]
+    # an allowed receiver that redirects into a refused range: not followed, said on the Provider
+    receiver.status, receiver.extra_headers = 307, {"Location": "http://169.254.169.254/latest/meta-data"}
+    apply(kube, ns, provider("redirecting", "generic", address=receiver.url("/redirect")))
+    apply(kube, ns, alert("all", "redirecting", "HelmRelease", severity="error"))
+    ready_object(kube, ns, "alerts", "all")
+    failed_before = metric(notifying, "failed")
+    apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
+    said = eventually(lambda: [e for e in events(kube, ns, "redirecting") if e["reason"] == "NotificationFailed"], 15)
+    assert "169.254.169.254" in said[0]["message"] and said[0]["type"] == "Warning"
+    assert len(receiver.at("/redirect")) == 1
+    assert metric(notifying, "failed") > failed_before
+    assert json.dumps(said[0]).count("meta-data") == 0  # the address's path is not repeated
