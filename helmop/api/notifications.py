@@ -231,6 +231,10 @@ class AlertSpec:
         return replace(event, metadata={**own, **self.metadata, **summary, **controller})
 
 
+_RE2 = re2.Options()
+_RE2.log_errors = False  # a tenant's bad expression is said in its status, not written to the operator's stderr
+
+
 def _patterns(spec: Mapping[str, Any], name: str) -> tuple[Any, ...]:
     texts = spec.get(name) or []
     if not isinstance(texts, list) or len(texts) > _PATTERNS:
@@ -241,7 +245,7 @@ def _patterns(spec: Mapping[str, Any], name: str) -> tuple[Any, ...]:
             raise SpecError("InvalidSpec", f"spec.{name}[{i}] must be a regular expression of at most {_PATTERN} "
                                            "characters")
         try:
-            out.append(re2.compile(text))
+            out.append(re2.compile(text, _RE2))
         except re2.error as exc:
             problem = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             raise SpecError("InvalidSpec", f"spec.{name}[{i}] is not a regular expression (RE2 syntax): "

@@ -1,6 +1,6 @@
-"""``helmop create helmrelease|gitrepo|helmrepo|csync NAME ...``: a resource written from flags (as ``flux create``),
-checked as ``render --validate`` and the operator check it, then applied server-side or printed with
-``--export``. Projects are written by :mod:`helmop.cli.projects`."""
+"""``helmop create helmrelease|gitrepo|helmrepo|csync|provider|alert NAME ...``: a resource written from flags
+(as ``flux create``), checked as ``render --validate`` and the operator check it, then applied server-side or
+printed with ``--export``. Projects are written by :mod:`helmop.cli.projects`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import yaml
 
 from helmop.api import validation
 from helmop.api.errors import SpecError
-from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, HELMREPOSITORY, Kind
+from helmop.api.kinds import ALERT, CONFIGSYNC, GITREPOSITORY, HELMRELEASE, HELMREPOSITORY, PROVIDER, Kind
+from helmop.api.notifications import TYPES
 from helmop.api.specs import PARSERS
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
@@ -115,6 +116,36 @@ def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
+def provider_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": args.type}
+    optional = {"address": args.address, "channel": args.channel, "username": args.username, "proxy": args.proxy,
+                "timeout": args.timeout, "commitStatusExpr": args.commit_status_expr}
+    spec.update({k: v for k, v in optional.items() if v})
+    spec.update({field: {"name": name} for field, name in (("secretRef", args.secret_ref),
+                                                            ("certSecretRef", args.cert_secret_ref)) if name})
+    return spec
+
+
+def _event_source(text: str) -> dict[str, str]:
+    """``KIND/NAME[.NAMESPACE]`` (NAME may be ``*``), as ``flux create alert --event-source`` takes it."""
+    kind, sep, rest = text.partition("/")
+    name, _, namespace = rest.partition(".")
+    if not kind or not sep or not name:
+        raise Failed(f"--event-source {text!r}: expected KIND/NAME or KIND/NAME.NAMESPACE (NAME may be *)")
+    return {"kind": kind, "name": name, **({"namespace": namespace} if namespace else {})}
+
+
+def alert_spec(args: argparse.Namespace) -> dict[str, Any]:
+    sources = [_event_source(part) for text in args.event_source for part in text.split(",") if part]
+    spec: dict[str, Any] = {"providerRef": {"name": args.provider_ref}, "eventSeverity": args.event_severity,
+                            "eventSources": sources}
+    if args.exclusion:
+        spec["exclusionList"] = args.exclusion
+    if args.inclusion:
+        spec["inclusionList"] = args.inclusion
+    return spec
+
+
 @dataclass(frozen=True)
 class Creatable:
     kind: Kind
@@ -125,7 +156,9 @@ class Creatable:
 KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec),
          "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec),
          "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec),
-         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec)}
+         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec),
+         "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec),
+         "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec)}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
@@ -160,8 +193,9 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
         add_target(sub)
         sub.add_argument("name")
         sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")
-        sub.add_argument("--interval", default={"helmrelease": "10m"}.get(which, "5m"),
-                         help="reconcile interval (default %(default)s)")
+        if which not in ("provider", "alert"):  # nothing to reconcile at an interval
+            sub.add_argument("--interval", default={"helmrelease": "10m"}.get(which, "5m"),
+                             help="reconcile interval (default %(default)s)")
         sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
         sub.set_defaults(create=which)
         if which == "helmrelease":
@@ -194,6 +228,30 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
             sub.add_argument("--commit", help="exactly this commit")
             sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials")
             sub.add_argument("--timeout", help="git operation timeout (a duration: 60s)")
+        elif which == "provider":
+            sub.add_argument("--type", required=True, choices=TYPES, help="the service")
+            sub.add_argument("--address", help="its URL (a webhook, an API endpoint, a repository for commit "
+                                               "statuses); a webhook whose path is its credential: the Secret's "
+                                               "address key instead")
+            sub.add_argument("--channel", help="the channel (slack); the routing key (pagerduty)")
+            sub.add_argument("--username", help="the name to post as (slack)")
+            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with address, token, username, password, "
+                                                                  "headers or proxy")
+            sub.add_argument("--cert-secret-ref", metavar="NAME", help="Secret with ca.crt, tls.crt and tls.key")
+            sub.add_argument("--proxy", metavar="URL", help="an HTTP(S) proxy")
+            sub.add_argument("--timeout", help="one request's timeout (a duration: 15s)")
+            sub.add_argument("--commit-status-expr", metavar="CEL", help="the commit status's name, a CEL "
+                                                                         "expression of event, provider and alert")
+        elif which == "alert":
+            sub.add_argument("--provider-ref", required=True, metavar="NAME", help="the Provider to send to")
+            sub.add_argument("--event-source", action="append", required=True, metavar="KIND/NAME[.NAMESPACE]",
+                             help="objects whose events are sent (NAME may be *; repeatable, or comma-separated)")
+            sub.add_argument("--event-severity", choices=["info", "error"], default="info",
+                             help="error: only errors; info: every event (default %(default)s)")
+            sub.add_argument("--exclusion", action="append", metavar="REGEX", help="never send events whose message "
+                                                                                   "matches (repeatable)")
+            sub.add_argument("--inclusion", action="append", metavar="REGEX", help="send only events whose message "
+                                                                                   "matches one (repeatable)")
         else:
             sub.add_argument("--source", required=True, metavar="GitRepository/NAME", help="the GitRepository")
             sub.add_argument("--path", default="", help="directory in the repository (default the root)")
