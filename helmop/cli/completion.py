@@ -25,7 +25,8 @@ from .errors import Failed
 from .verbs import ALIASES, resolve_kind
 
 SHELLS = ("bash", "zsh", "fish")
-KINDS = sorted({kind.short_names[0] for kind in ALIASES.values()} | {k.kind.lower() for k in ALIASES.values()})
+KINDS = sorted({k.short_names[0] for k in ALIASES.values() if k.short_names}
+               | {k.kind.lower() for k in ALIASES.values()})
 
 
 def _ask(parsed: argparse.Namespace, work: Callable[[Kube, str], Any]) -> list[str]:

@@ -346,7 +346,8 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                           "repositories written for the internet, unchanged behind a mirror")
     run.add_argument("--flux-api", action="store_true",
                      help="serve and reconcile Flux's kinds too (HelmRelease v2, GitRepository, HelmRepository, "
-                          "OCIRepository, Kustomization) with Flux's semantics: a Flux cluster moves over unchanged")
+                          "OCIRepository, Kustomization; Provider and Alert v1beta3) with Flux's semantics: a Flux "
+                          "cluster moves over unchanged")
     run.add_argument("--flux-namespace", metavar="NAMESPACE", default="flux-system",
                      help="with --flux-api: the namespace of Flux's controllers, whose leader Leases say whether they "
                           "still run (Flux's kinds are not served until they stop; default: flux-system)")

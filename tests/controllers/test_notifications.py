@@ -22,7 +22,7 @@ from helmop_sandbox import Sandbox
 from helmop.api.settings import Backoff
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import Operator, apply, condition, events, failing, get, hr, ready, settled
+from tests.controllers.conftest import Operator, apply, condition, events, failing, get, helmop, hr, ready, settled
 from tests.gitserver import GitServer, Repo
 from tests.receiver import Received, Receiver
 from tests.tools import Run, eventually
@@ -273,3 +273,50 @@ def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run
     assert len(receiver.at("/redirect")) == 1
     assert metric(notifying, "failed") > failed_before
     assert json.dumps(said[0]).count("meta-data") == 0  # the address's path is not repeated
+
+
+NOTIFICATION = "notification.toolkit.fluxcd.io/v1beta3"
+
+
+def test_fluxs_alerts_send_what_helmop_does_with_fluxs_kinds(notifying: Operator, kube: Run, ns: str,
+                                                            receiver: Receiver, chart_repo: ChartRepo) -> None:
+    """Flux's Provider and Alert, unchanged, select the events of Flux's HelmRelease; helmop's CLI lists and
+    shows them like its own."""
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=address={receiver.url('/flux')}")
+    apply(kube, ns, yaml.safe_dump_all([
+        {"apiVersion": NOTIFICATION, "kind": "Provider", "metadata": {"name": "hook"},
+         "spec": {"type": "generic", "secretRef": {"name": "hook"}}},
+        {"apiVersion": NOTIFICATION, "kind": "Alert", "metadata": {"name": "releases"},
+         "spec": {"providerRef": {"name": "hook"}, "eventSeverity": "info",
+                  "eventSources": [{"kind": "HelmRelease", "name": "*"}], "eventMetadata": {"env": "prod"}}},
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository", "metadata": {"name": "charts"},
+         "spec": {"interval": "1h", "url": chart_repo.url}},
+        {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "web"},
+         "spec": {"interval": "1h", "chart": {"spec": {"chart": "demo", "version": "0.1.0",
+                                                      "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+                  "values": {"fullnameOverride": "web"}}}]))
+    sent = eventually(lambda: receiver.at("/flux"), 60)
+    event = flux_event(sent[0])
+    assert event["involvedObject"]["apiVersion"] == "helm.toolkit.fluxcd.io/v2", event
+    assert (event["severity"], event["reason"]) == ("info", "InstallSucceeded")
+    assert event["metadata"] == {"env": "prod", "helm.toolkit.fluxcd.io/revision": "0.1.0"}
+    # helmop's own HelmRelease of the same name is not Flux's Alert's to see
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0", releaseName="web-helmop"))
+    ready(kube, ns, "web")
+    settled(kube, ns, "hr", "web")
+    assert all(flux_event(r)["involvedObject"]["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
+               for r in receiver.at("/flux"))
+
+    listed = helmop(notifying, "get", "provider,alert", "-n", ns)
+    assert listed.returncode == 0, listed.stderr
+    assert "hook" not in listed.stdout  # helmop's kinds by default, as `get hr` lists helmop's HelmReleases
+    apply(kube, ns, provider("chat", "slack", address=receiver.url("/slack")))
+    apply(kube, ns, alert("chat", "chat", "HelmRelease"))
+    ready_object(kube, ns, "alerts", "chat")
+    listed = helmop(notifying, "get", "provider,alert", "-n", ns)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}  # as `flux get`'s columns
+    assert set(rows) == {"provider/chat", "alert/chat"}, listed.stdout
+    assert all(row[1:3] == ["False", "True"] for row in rows.values()), listed.stdout  # not suspended, Ready
+    shown = helmop(notifying, "events", "providers.notification.toolkit.fluxcd.io", "hook", "-n", ns)
+    assert shown.returncode == 0 and "NotificationSent" in shown.stdout, shown.stdout + shown.stderr
