@@ -23,6 +23,7 @@ from helmop.api.notifications import ORIGIN_REVISION, AlertSpec, Event, Provider
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.infra.events import Recorder
+from helmop.infra.kube import KubeError
 from helmop.infra.metrics import Metrics
 from helmop.infra.worker import Worker, WorkerTimeout
 
@@ -80,6 +81,7 @@ class Notifier:
     def set_provider(self, ref: Ref, spec: ProviderSpec | None, body: dict[str, Any]) -> None:
         if spec is None:
             self.providers.pop(ref, None)
+            self.outboxes.pop(ref, None)  # what it still holds is skipped: the Provider is gone
         else:
             self.providers[ref] = Destination(spec, body)
 
@@ -139,9 +141,9 @@ class Notifier:
             requests = payloads.build(event, resolved.target)
             for request in requests:
                 await self.sender.send(request, resolved.connection, partial(self._count, ref, "retried", spec.type))
-        except (payloads.PayloadError, Undeliverable) as exc:
+        except (payloads.PayloadError, Undeliverable, KubeError) as exc:
             self._count(ref, "failed", spec.type)
-            why = redact(str(exc), secrets)
+            why = redact(exc.message if isinstance(exc, KubeError) else str(exc), secrets)
             await self.recorder.warning(destination.body, "NotificationFailed", f"{about}: not sent: {why}")
             return
         if not requests:  # nothing to say to this service about this event (a commit status without a commit)

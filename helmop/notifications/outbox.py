@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import ssl
 import time
 from collections import deque
@@ -30,6 +31,7 @@ from helmop.api.settings import Backoff
 from .addresses import AddressRefused, Policy, Resolver, refused
 from .payloads import Request
 
+log = logging.getLogger(__name__)
 _REDIRECTS = 5
 _ANSWER = 64 << 10  # bytes of a receiver's answer read (an error's detail, Slack's "ok")
 
@@ -167,7 +169,11 @@ class Outbox:
 
     async def _run(self) -> None:
         while self.queue:
-            await self.queue.popleft()()
+            work = self.queue.popleft()
+            try:
+                await work()
+            except Exception as exc:  # a bug, or the API failing: this notification is lost, not the queue behind it
+                log.error("a notification was not sent: %s", type(exc).__name__)
 
     async def close(self) -> None:
         self.queue.clear()

@@ -262,3 +262,20 @@ async def test_a_dead_receiver_costs_a_bounded_queue_and_nothing_else() -> None:
         await outbox.close()
         await sender.close()
         await health.stop()
+
+
+async def test_a_delivery_that_raises_loses_itself_not_the_queue_behind_it() -> None:
+    done: list[int] = []
+
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    async def fine() -> None:
+        done.append(1)
+
+    outbox = Outbox(10, lambda: None)
+    outbox.put(broken)
+    outbox.put(fine)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert done == [1] and not outbox.queue
