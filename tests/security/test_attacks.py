@@ -24,6 +24,7 @@ from tests.registry import Registry
 
 from .conftest import (
     CANARY,
+    GROUP,
     Target,
     Tree,
     chart_archive,
@@ -502,3 +503,23 @@ def test_flux_kinds_are_held_to_the_same_lockdown(target: Target) -> None:
         assert not get(target.kube, "", "clusterrolebinding", f"{attacker}-admin")
     else:  # Flux's semantics, as documented: the operator's rights (the lockdown flags are the protection)
         eventually(lambda: get(target.kube, "", "clusterrolebinding", f"{attacker}-admin"), timeout=60)
+
+
+def test_notifications_reach_neither_other_tenants_events_nor_the_clusters_network(target: Target) -> None:
+    """An Alert that subscribes to another namespace's events is refused under lockdown (Flux's
+    --no-cross-namespace-refs); a Provider aimed at a cloud metadata endpoint or the API server's loopback is refused
+    in both modes (this operator allows no range to notifications)."""
+    ns = target.namespace("notify")
+    target.apply(ns, {"apiVersion": GROUP, "kind": "Provider", "metadata": {"name": "metadata"},
+                      "spec": {"type": "generic", "address": "http://169.254.169.254/latest/meta-data/"}},
+                 {"apiVersion": GROUP, "kind": "Provider", "metadata": {"name": "api"},
+                  "spec": {"type": "generic", "address": "https://[::ffff:127.0.0.1]:6443/api"}},
+                 {"apiVersion": GROUP, "kind": "Alert", "metadata": {"name": "spy"},
+                  "spec": {"providerRef": {"name": "metadata"},
+                           "eventSources": [{"kind": "HelmRelease", "name": "*", "namespace": "kube-system"}]}})
+    for name in ("metadata", "api"):
+        assert "--allow-notify-cidr" in refused(target, ns, "providers.helmop.dev", name, "AddressRefused")
+    if target.mode == "lockdown":
+        assert "kube-system" in refused(target, ns, "alerts.helmop.dev", "spy", "CrossNamespaceRef")
+    else:  # Flux's semantics without the flag: another namespace may be named
+        assert condition(settled(target, ns, "alerts.helmop.dev", "spy"))["status"] == "True"
