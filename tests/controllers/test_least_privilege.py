@@ -92,6 +92,15 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
          "spec": {"project": "team", "interval": "1h"}}))
     eventually(lambda: condition(get(kube, ns, "jenkins", "ci")).get("status") == "True", timeout=120)
 
+    # notifications: Providers and Alerts watched, their Ready condition written
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Provider", "metadata": {"name": "chat"},
+         "spec": {"type": "generic", "address": "https://hooks.example.invalid/helmop"}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Alert", "metadata": {"name": "releases"},
+         "spec": {"providerRef": {"name": "chat"}, "eventSources": [{"kind": "HelmRelease", "name": "*"}]}}]))
+    for kind, name in (("providers.helmop.dev", "chat"), ("alerts.helmop.dev", "releases")):
+        eventually(lambda k=kind, n=name: condition(get(kube, ns, k, n)).get("status") == "True")
+
     # helm acting as a namespace's own ServiceAccount (spec.serviceAccountName)
     kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
     kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--clusterrole=cluster-admin",

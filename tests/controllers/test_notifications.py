@@ -250,7 +250,9 @@ def test_a_secret_given_to_the_chart_is_in_no_payload(kube: Run, ns: str, receiv
     for r in receiver.received:
         text = r.body.decode()
         assert not any(form in text for form in forms), (r.path, text)
-        assert "bad password ***" in text or r.path.startswith("/v2/"), (r.path, text)
+    # the failure itself reached every type, masked (PagerDuty's trigger too, in its custom details)
+    masked = {r.path.split("/")[1] for r in receiver.received if "bad password ***" in r.body.decode()}
+    assert masked == {"generic", "slack", "msteams", "googlechat", "alertmanager", "grafana", "v2"}, masked
 
 
 def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run, ns: str,
@@ -270,7 +272,7 @@ def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     said = eventually(lambda: [e for e in events(kube, ns, "redirecting") if e["reason"] == "NotificationFailed"], 15)
     assert "169.254.169.254" in said[0]["message"] and said[0]["type"] == "Warning"
-    assert len(receiver.at("/redirect")) == 1
+    assert receiver.at("/redirect")  # asked, and its redirect not followed (the metadata endpoint is not a server here)
     assert metric(notifying, "failed") > failed_before
     assert json.dumps(said[0]).count("meta-data") == 0  # the address's path is not repeated
 
