@@ -10,7 +10,6 @@ Warning NotificationFailed saying why) and a count in ``helmop_notifications_tot
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,7 +32,6 @@ from .outbox import Outbox, Sender, Undeliverable
 from .payloads.commits import commit_of
 from .targets import default_status_id, host, resolve
 
-log = logging.getLogger(__name__)
 # (flux, namespace, name): an Alert refers to the Provider of its own family and namespace
 Ref = tuple[bool, str, str]
 _OWN = {(k.api_version, k.kind) for k in (PROVIDER, ALERT, FLUX_PROVIDER, FLUX_ALERT)}
