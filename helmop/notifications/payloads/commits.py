@@ -61,21 +61,30 @@ def _description(event: Event) -> str:
     return words(event.reason)[:_DESCRIPTION]
 
 
-def _commit(event: Event) -> str:
-    return commit_of(event.revision())
+def _located(event: Event, target: Target) -> tuple[str, str, str] | None:
+    """(the commit, the host's base URL, the repository's path) a status goes to; None when the event names no
+    commit."""
+    sha = commit_of(event.revision())
+    if not sha:
+        return None
+    return (sha, *_repository(needs_address(target)))
+
+
+def _status(event: Event, target: Target, *, failure: str = "failure", named: str = "context") -> dict[str, str]:
+    """A status body as GitHub and Gitea take it (GitLab says ``failed`` and names the status by ``name``)."""
+    return {"state": _state(event, "pending", "success", failure), named: target.status_id,
+            "description": _description(event)}
 
 
 def github(event: Event, target: Target) -> list[Request]:
     """POST /repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    sha = _commit(event)
-    if not sha:
+    located = _located(event, target)
+    if located is None:
         return []
-    base, path = _repository(needs_address(target))
+    sha, base, path = located
     owner, repo = _owner_repo(path, target.address)
     api = "https://api.github.com" if base == "https://github.com" else f"{base}/api/v3"
-    return [json_request(f"{api}/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}",
-                         {"state": _state(event, "pending", "success", "failure"), "context": target.status_id,
-                          "description": _description(event)},
+    return [json_request(f"{api}/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}", _status(event, target),
                          {"Authorization": f"Bearer {needs_token(target)}", "Accept": "application/vnd.github+json",
                           "X-GitHub-Api-Version": "2022-11-28", **target.headers})]
 
@@ -83,26 +92,23 @@ def github(event: Event, target: Target) -> list[Request]:
 def gitlab(event: Event, target: Target) -> list[Request]:
     """POST /api/v4/projects/{id}/statuses/{sha} (state pending|success|failed, name, description); the project
     by its path (URL-encoded) or its number."""
-    sha = _commit(event)
-    if not sha:
+    located = _located(event, target)
+    if located is None:
         return []
-    base, path = _repository(needs_address(target))
+    sha, base, path = located
     return [json_request(f"{base}/api/v4/projects/{quote(path, safe='')}/statuses/{sha}",
-                         {"state": _state(event, "pending", "success", "failed"), "name": target.status_id,
-                          "description": _description(event)},
+                         _status(event, target, failure="failed", named="name"),
                          {"PRIVATE-TOKEN": needs_token(target), **target.headers})]
 
 
 def gitea(event: Event, target: Target) -> list[Request]:
     """POST /api/v1/repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    sha = _commit(event)
-    if not sha:
+    located = _located(event, target)
+    if located is None:
         return []
-    base, path = _repository(needs_address(target))
+    sha, base, path = located
     owner, repo = _owner_repo(path, target.address)
-    return [json_request(f"{base}/api/v1/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}",
-                         {"state": _state(event, "pending", "success", "failure"), "context": target.status_id,
-                          "description": _description(event)},
+    return [json_request(f"{base}/api/v1/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}", _status(event, target),
                          {"Authorization": f"token {needs_token(target)}", **target.headers})]
 
 
@@ -126,10 +132,10 @@ def _build_status(event: Event, target: Target, url: str) -> dict[str, str]:
 def bitbucket(event: Event, target: Target) -> list[Request]:
     """Bitbucket Cloud: POST /2.0/repositories/{workspace}/{repo}/commit/{sha}/statuses/build on api.bitbucket.org
     (for bitbucket.org; another host serves the API under its own /2.0)."""
-    sha = _commit(event)
-    if not sha:
+    located = _located(event, target)
+    if located is None:
         return []
-    base, path = _repository(needs_address(target))
+    sha, base, path = located
     workspace, repo = _owner_repo(path, target.address)
     api = "https://api.bitbucket.org/2.0" if base == "https://bitbucket.org" else f"{base}/2.0"
     return [json_request(f"{api}/repositories/{quote(workspace)}/{quote(repo)}/commit/{sha}/statuses/build",
@@ -140,11 +146,11 @@ def bitbucket(event: Event, target: Target) -> list[Request]:
 def bitbucketserver(event: Event, target: Target) -> list[Request]:
     """Bitbucket Server/Data Center: POST {base}/rest/api/latest/projects/{key}/repos/{slug}/commits/{sha}/builds,
     the project and repository from the clone address (https://HOST[/CONTEXT]/scm/KEY/SLUG.git)."""
-    sha = _commit(event)
-    if not sha:
+    located = _located(event, target)
+    if located is None:
         return []
-    address = needs_address(target)
-    base, path = _repository(address)
+    sha, base, path = located
+    address = target.address
     context, _, rest = path.partition("scm/") if path.startswith("scm/") or "/scm/" in path else ("", "", "")
     project, _, slug = rest.partition("/")
     if not project or not slug or "/" in slug:
