@@ -12,7 +12,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +20,8 @@ from helmop_sandbox import Sandbox
 
 from helmop.api.settings import Backoff
 from tests.chartrepo import ChartRepo
-from tests.conftest import _runner
 from tests.controllers.conftest import Operator, apply, condition, events, failing, get, helmop, hr, ready, settled
-from tests.gitserver import GitServer, Repo
+from tests.gitserver import Repo
 from tests.receiver import Received, Receiver
 from tests.tools import Run, eventually
 
@@ -32,29 +30,17 @@ PASSWORD = "s3cr3t-Pa55word-91"  # what a chart is given from a Secret, and must
 
 
 @pytest.fixture(scope="module")
-def notifying(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Operator]:
-    """An operator allowed to notify 127.0.0.1 only (the receivers); retries 0.2 s apart at first."""
+def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             chart_repo: ChartRepo) -> Iterator[Operator]:
+    """This module's operator (conftest's kube, ns, repo use it): allowed to notify 127.0.0.1 only (the receivers);
+    retries 0.2 s apart at first."""
     with Sandbox(ready_delay=0.05) as sandbox:
-        op = Operator(sandbox, "helm", tmp_path_factory.mktemp("notifying"), chart_repo)
+        op = Operator(sandbox, request.param, tmp_path_factory.mktemp("notifying"), chart_repo)
         op.config.allow_notify_cidrs = ("127.0.0.1/32",)
         op.config.tunables = replace(op.config.tunables, notify_backoff=Backoff(0.2, 1.0), notify_retry_for=120.0)
         op.start()
         yield op
         op.close()
-
-
-@pytest.fixture(scope="module")
-def kube(notifying: Operator) -> Run:
-    return _runner(notifying.sandbox)
-
-
-@pytest.fixture
-def ns(kube: Run) -> str:
-    import uuid
-
-    name = f"nt-{uuid.uuid4().hex[:6]}"
-    kube("kubectl", "create", "namespace", name)
-    return name
 
 
 @pytest.fixture
@@ -97,7 +83,7 @@ def flux_event(r: Received) -> dict[str, Any]:
     return event
 
 
-def test_a_failing_release_notifies_each_matching_alert_once(notifying: Operator, kube: Run, ns: str,
+def test_a_failing_release_notifies_each_matching_alert_once(operator: Operator, kube: Run, ns: str,
                                                              receiver: Receiver, chart_repo: ChartRepo) -> None:
     kube("kubectl", "-n", ns, "create", "secret", "generic", "hmac", f"--from-literal=token={TOKEN}")
     kube("kubectl", "-n", ns, "create", "secret", "generic", "slack",
@@ -176,16 +162,8 @@ def configsync(name: str, source: str) -> str:
                                     "interval": "1h"}})
 
 
-@pytest.fixture(scope="module")
-def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
-    server = GitServer(tmp_path_factory.mktemp("gitsrv"))
-    yield server
-    server.close()
-
-
 def test_a_config_repository_marks_its_commit_pending_then_successful(kube: Run, ns: str, receiver: Receiver,
-                                                                      git_server: GitServer, tmp_path: Path) -> None:
-    repo = Repo(git_server, f"cfg-{ns}", tmp_path / "work")
+                                                                      repo: Repo) -> None:
     commit = repo.commit({"apps/cm.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
                                                           "metadata": {"name": "settings"}, "data": {"a": "1"}})})
     kube("kubectl", "-n", ns, "create", "secret", "generic", "forge", "--from-literal=token=forge-token-123")
@@ -216,7 +194,7 @@ def test_a_config_repository_marks_its_commit_pending_then_successful(kube: Run,
                                                                               ("success", "helmop/apps")]
 
 
-def test_a_receiver_down_gets_the_event_once_it_is_back(notifying: Operator, kube: Run, ns: str,
+def test_a_receiver_down_gets_the_event_once_it_is_back(operator: Operator, kube: Run, ns: str,
                                                         receiver: Receiver, chart_repo: ChartRepo) -> None:
     apply(kube, ns, provider("hook", "generic", address=receiver.url("/down")))
     apply(kube, ns, alert("all", "hook", "HelmRelease", severity="error"))
@@ -224,8 +202,8 @@ def test_a_receiver_down_gets_the_event_once_it_is_back(notifying: Operator, kub
     receiver.down()
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     failing(kube, ns, "bad", "RenderFailed")
-    retried = metric(notifying, "retried")
-    eventually(lambda: metric(notifying, "retried") >= retried + 5, 30)  # refused, again and again, while down
+    retried = metric(operator, "retried")
+    eventually(lambda: metric(operator, "retried") >= retried + 5, 30)  # refused, again and again, while down
     receiver.up()
     # what was queued meanwhile arrives once each, in order (the stall that followed the failure after it)
     arrived = eventually(lambda: len(receiver.at("/down")) >= 2 and receiver.at("/down"), 15)
@@ -255,7 +233,7 @@ def test_a_secret_given_to_the_chart_is_in_no_payload(kube: Run, ns: str, receiv
     assert masked == {"generic", "slack", "msteams", "googlechat", "alertmanager", "grafana", "v2"}, masked
 
 
-def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run, ns: str,
+def test_addresses_inside_the_cluster_are_refused(operator: Operator, kube: Run, ns: str,
                                                   receiver: Receiver, chart_repo: ChartRepo) -> None:
     # a literal address in a refused range: the Provider is refused, with the reason in its status and an Event
     apply(kube, ns, provider("metadata", "generic", address="http://169.254.169.254/latest/meta-data"))
@@ -268,19 +246,19 @@ def test_addresses_inside_the_cluster_are_refused(notifying: Operator, kube: Run
     apply(kube, ns, provider("redirecting", "generic", address=receiver.url("/redirect")))
     apply(kube, ns, alert("all", "redirecting", "HelmRelease", severity="error"))
     ready_object(kube, ns, "alerts", "all")
-    failed_before = metric(notifying, "failed")
+    failed_before = metric(operator, "failed")
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     said = eventually(lambda: [e for e in events(kube, ns, "redirecting") if e["reason"] == "NotificationFailed"], 15)
     assert "169.254.169.254" in said[0]["message"] and said[0]["type"] == "Warning"
     assert receiver.at("/redirect")  # asked, and its redirect not followed (the metadata endpoint is not a server here)
-    assert metric(notifying, "failed") > failed_before
+    assert metric(operator, "failed") > failed_before
     assert json.dumps(said[0]).count("meta-data") == 0  # the address's path is not repeated
 
 
 NOTIFICATION = "notification.toolkit.fluxcd.io/v1beta3"
 
 
-def test_fluxs_alerts_send_what_helmop_does_with_fluxs_kinds(notifying: Operator, kube: Run, ns: str,
+def test_fluxs_alerts_send_what_helmop_does_with_fluxs_kinds(operator: Operator, kube: Run, ns: str,
                                                             receiver: Receiver, chart_repo: ChartRepo) -> None:
     """Flux's Provider and Alert, unchanged, select the events of Flux's HelmRelease; helmop's CLI lists and
     shows them like its own."""
@@ -309,16 +287,16 @@ def test_fluxs_alerts_send_what_helmop_does_with_fluxs_kinds(notifying: Operator
     assert all(flux_event(r)["involvedObject"]["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
                for r in receiver.at("/flux"))
 
-    listed = helmop(notifying, "get", "provider,alert", "-n", ns)
+    listed = helmop(operator, "get", "provider,alert", "-n", ns)
     assert listed.returncode == 0, listed.stderr
     assert "hook" not in listed.stdout  # helmop's kinds by default, as `get hr` lists helmop's HelmReleases
     apply(kube, ns, provider("chat", "slack", address=receiver.url("/slack")))
     apply(kube, ns, alert("chat", "chat", "HelmRelease"))
     ready_object(kube, ns, "alerts", "chat")
-    listed = helmop(notifying, "get", "provider,alert", "-n", ns)
+    listed = helmop(operator, "get", "provider,alert", "-n", ns)
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}  # as `flux get`'s columns
     assert set(rows) == {"provider/chat", "alert/chat"}, listed.stdout
     assert all(row[1:3] == ["False", "True"] for row in rows.values()), listed.stdout  # not suspended, Ready
-    shown = helmop(notifying, "events", "providers.notification.toolkit.fluxcd.io", "hook", "-n", ns)
+    shown = helmop(operator, "events", "providers.notification.toolkit.fluxcd.io", "hook", "-n", ns)
     assert shown.returncode == 0 and "NotificationSent" in shown.stdout, shown.stdout + shown.stderr
