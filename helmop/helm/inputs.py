@@ -43,6 +43,7 @@ from helmop.sources import artifacts
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
+from helmop.sources.secrets import secret_data
 
 
 class Readers(Protocol):
@@ -183,16 +184,6 @@ def _parsed_or_text(text: str) -> Any:
         return helm_values.parse_values(text, "")
     except ValueError:
         return text
-
-
-async def secret_data(kube: Kube, namespace: str, name: str, named_in: str) -> dict[str, str]:
-    """The data of a Secret a spec names; SecretNotFound (transient: it may be created) if absent."""
-    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-    if secret is None:
-        raise InputError("SecretNotFound", f"Secret {namespace}/{name} named in {named_in} does not exist",
-                         transient=True)
-    data: dict[str, str] = secret.get("data") or {}
-    return data
 
 
 async def credentials(kube: Kube, namespace: str, secret_ref: str, named_in: str,

@@ -18,7 +18,8 @@ import yaml
 from helmop.api.errors import SpecError
 from helmop.api.notifications import ProviderSpec, check_url
 from helmop.infra.kube import Kube
-from helmop.sources.secrets import decoded
+from helmop.sources.errors import SourceError
+from helmop.sources.secrets import decoded, secret_data
 
 from .outbox import Connection
 from .payloads import PayloadError, Target
@@ -36,10 +37,10 @@ class Resolved:
 async def _data(kube: Kube, namespace: str, name: str, field_name: str) -> dict[str, str]:
     if not name:
         return {}
-    secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-    if secret is None:
-        raise PayloadError(f"Secret {namespace}/{name} named in {field_name} does not exist")
-    data = secret.get("data") or {}
+    try:
+        data = await secret_data(kube, namespace, name, field_name)
+    except SourceError as exc:
+        raise PayloadError(str(exc)) from None
     try:
         return {key: decoded(data, key) for key in data}
     except (ValueError, UnicodeDecodeError):
