@@ -2,8 +2,9 @@
 
 Reviews are virtual kinds: created, answered, never stored. SelfSubjectAccessReview and
 SelfSubjectRulesReview (``kubectl auth can-i [--list]``), SubjectAccessReview and
-LocalSubjectAccessReview (for callers allowed to create them), and SelfSubjectReview
-(``kubectl auth whoami``). Escalation prevention: a Role/ClusterRole may only grant what its author
+LocalSubjectAccessReview (for callers allowed to create them), SelfSubjectReview
+(``kubectl auth whoami``), and TokenReview (who a bearer token is, for callers allowed to create them: how
+a web front end that takes its viewers' tokens learns whom to impersonate). Escalation prevention: a Role/ClusterRole may only grant what its author
 holds (or the author has ``escalate`` on it), and a binding may only bind a role whose rules its
 author holds (or the author has ``bind`` on that role) — so RBAC cannot be used to climb.
 """
@@ -11,6 +12,7 @@ author holds (or the author has ``bind`` on that role) — so RBAC cannot be use
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from .errors import ApiError
@@ -30,7 +32,9 @@ DISCOVERY: dict[tuple[str, str], list[dict[str, Any]]] = {
          "kind": "SubjectAccessReview", "verbs": ["create"]}],
     (AUTHN, "v1"): [
         {"name": "selfsubjectreviews", "singularName": "selfsubjectreview", "namespaced": False,
-         "kind": "SelfSubjectReview", "verbs": ["create"]}],
+         "kind": "SelfSubjectReview", "verbs": ["create"]},
+        {"name": "tokenreviews", "singularName": "tokenreview", "namespaced": False,
+         "kind": "TokenReview", "verbs": ["create"]}],
 }
 _KIND_OF = {e["name"]: (group, version, e["kind"]) for (group, version), entries in DISCOVERY.items()
             for e in entries}
@@ -60,7 +64,7 @@ def _subject(spec: dict[str, Any]) -> Identity:
 
 
 def answer(authz: Authorizer, who: Identity, group: str, version: str, rest: list[str],
-           body: dict[str, Any]) -> dict[str, Any]:
+           body: dict[str, Any], identify: Callable[[str], Identity | None]) -> dict[str, Any]:
     """The created review: the request echoed with its status filled in."""
     namespace = rest[1] if rest[0] == "namespaces" else ""
     plural = rest[-1]
@@ -70,6 +74,9 @@ def answer(authz: Authorizer, who: Identity, group: str, version: str, rest: lis
     if plural == "selfsubjectreviews":
         out.pop("spec")
         out["status"] = {"userInfo": {"username": who.user, "groups": list(who.groups)}}
+    elif plural == "tokenreviews":
+        authz.check(who, Attributes("create", AUTHN, plural))
+        out["status"] = token_review(identify(f"Bearer {spec.get('token') or ''}"))
     elif plural == "selfsubjectrulesreviews":
         out["status"] = rules_review(authz, who, str(spec.get("namespace") or ""))
     else:
@@ -82,6 +89,12 @@ def answer(authz: Authorizer, who: Identity, group: str, version: str, rest: lis
         # RBAC gives no reason for a denial (it only has no rule that allows), so neither does kubectl
         out["status"] = {"allowed": allowed}
     return out
+
+
+def token_review(found: Identity | None) -> dict[str, Any]:
+    if found is None:  # upstream's `authenticated` is omitted when false, and the user left empty
+        return {"user": {}}
+    return {"authenticated": True, "user": {"username": found.user, "groups": list(found.groups)}}
 
 
 def rules_review(authz: Authorizer, who: Identity, namespace: str) -> dict[str, Any]:

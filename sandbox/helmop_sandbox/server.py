@@ -257,7 +257,8 @@ class HttpApi:
         if reviews.is_review(group, version, rest):
             if request.method != "POST" or who is None:
                 raise ApiError("MethodNotAllowed", "reviews can only be created")
-            return _json(reviews.answer(self.authz, who, group, version, rest, await self._body(request)), 201)
+            return _json(reviews.answer(self.authz, who, group, version, rest, await self._body(request),
+                                        self.auth.identify), 201)
         target = self._target(group, version, rest)
         attributes = self._attributes(request, target)
         if who is not None:

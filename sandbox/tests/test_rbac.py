@@ -95,6 +95,19 @@ def test_auth_can_i_whoami_and_no_escalation(run: Run, namespace: str) -> None:
     code, out, _ = as_lead("auth", "whoami", "-o", "json")
     assert code == 0 and yaml.safe_load(out)["status"]["userInfo"]["username"] == lead
 
+    # TokenReview: who a token is, for a caller allowed to ask (the admin; not the lead)
+    review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+    reviewed = json.loads(run("kubectl", "create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews",
+                              "-f", "-", stdin=review).stdout)["status"]
+    assert reviewed["authenticated"] and reviewed["user"]["username"] == lead
+    assert f"system:serviceaccounts:{namespace}" in reviewed["user"]["groups"]
+    unknown = json.loads(run("kubectl", "create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-",
+                             stdin=review.replace(token, "not-a-token")).stdout)["status"]
+    assert not unknown.get("authenticated") and unknown["user"] == {}
+    refused = run("kubectl", "--token", token, "create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews",
+                  "-f", "-", stdin=review, check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+
     # Escalation: the lead may create RoleBindings, but not to rights the lead does not hold.
     code, _, err = as_lead("create", "rolebinding", "grab", "--clusterrole=cluster-admin",
                            f"--serviceaccount={namespace}:lead")
