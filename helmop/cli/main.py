@@ -16,6 +16,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
 
+from helmop import ui
 from helmop.api import k8syaml, settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
@@ -23,6 +24,7 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, Kind
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
+from helmop.views.tree import Node, tree
 
 from . import (
     builds,
@@ -127,9 +129,9 @@ async def _suspend(args: argparse.Namespace, where: target.Target) -> int:
     return OK
 
 
-async def _tree_of(args: argparse.Namespace, where: target.Target) -> explore.Node:
+async def _tree_of(args: argparse.Namespace, where: target.Target) -> Node:
     """The tree under the object KIND NAME names (Failed when it does not exist)."""
-    node = await explore.tree(where.kube, await verbs.reference(where.kube, args.kind, where.namespace, args.name))
+    node = await tree(where.kube, await verbs.reference(where.kube, args.kind, where.namespace, args.name))
     if node.obj is None:
         raise Failed(f"{node.title} not found")
     return node
@@ -167,6 +169,17 @@ async def _logs(args: argparse.Namespace, where: target.Target) -> int:
     await operator_logs.logs(where.kube, kind=kind, namespace=where.namespace, name=args.name or "",
                              log_file=args.log_file, follow=args.follow, tail=args.tail,
                              operator_namespace=args.operator_namespace)
+    return OK
+
+
+async def _ui(args: argparse.Namespace, where: target.Target) -> int:
+    tokens = args.auth == "token"
+    if not tokens and args.address not in ("127.0.0.1", "localhost"):
+        raise Failed("--auth kubeconfig serves with the kubeconfig's rights: it listens on 127.0.0.1 only "
+                     "(give --auth token to serve others, each with their own token)")
+    await ui.serve(where.kube, tokens=tokens, address=args.address, port=args.port, actions=args.actions,
+                   namespace=where.namespace, operator_namespace=args.operator_namespace, log_file=args.log_file,
+                   announce=lambda url: print(f"helmop ui: {url}", flush=True))
     return OK
 
 
@@ -476,6 +489,22 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--tail", type=int, default=-1, metavar="N", help="the last N lines only")
     logs.add_argument("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run "
                                                                          "(default: any namespace)")
+
+    web = cluster_verb("ui", "serve the web UI: every resource's state, history, tree and events, live; locally "
+                             "with the kubeconfig's rights (127.0.0.1), in a cluster with each viewer's token", _ui)
+    web.add_argument("--port", type=int, default=9080, help="port to listen on (default %(default)s; 0: any free one)")
+    web.add_argument("--address", default="127.0.0.1", help="address to listen on (default %(default)s; another "
+                                                            "needs --auth token)")
+    web.add_argument("--auth", choices=("kubeconfig", "token"), default="kubeconfig",
+                     help="kubeconfig: the viewer is the kubeconfig's user; token: each viewer's bearer token "
+                          "(Authorization header or the login page), checked with TokenReview and impersonated")
+    web.add_argument("--actions", action="store_true", help="allow reconcile, suspend and resume from the pages "
+                                                             "(default: read-only)")
+    web.add_argument("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run, for their "
+                                                                         "log lines (default: any namespace)")
+    web.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
+                     help="the log file of an operator run with --log-file, for its log lines (default "
+                          f"${operator_logs.LOG_FILE_ENV}); without it, the operator's pods")
 
     made = verbs_.add_parser("create", help="create a resource from flags (or print it with --export)",
                              description="create a resource from flags (or print it with --export)")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import yaml
@@ -16,6 +15,7 @@ from helmop.api.kinds import GROUP, Kind
 from helmop.api.objects import LAST_APPLIED, Resource
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_LABEL as CONFIGSYNC_LABEL
+from helmop.views.cells import revision, since, source
 
 from .errors import Failed
 from .target import Target
@@ -26,50 +26,13 @@ OUTPUTS = ("wide", "json", "yaml", "name")
 _BOOKKEEPING = f"{GROUP}/"
 
 
-def _revision(obj: dict[str, Any]) -> str:
-    status = obj.get("status") or {}
-    return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
-               or status.get("chartVersion") or "")
-
-
-def _source(obj: dict[str, Any]) -> str:
-    """Where a resource takes what it deploys from (wide output)."""
-    this = Resource(obj)
-    spec, ref = this.spec, this.source_ref
-    chart = spec.get("chart") or {}
-    repository = chart.get("repository") or {}
-    if repository:
-        return f"{repository.get('url', '')} {repository.get('name', '')}@{repository.get('version') or '*'}".strip()
-    shared = chart.get("spec") or {}
-    if shared:
-        return f"{ref.get('kind', '')}/{ref.get('name', '')} {shared.get('chart', '')}@{shared.get('version') or '*'}"
-    if ref and spec.get("chartRef"):
-        return f"{ref.get('kind', '')}/{ref.get('name', '')}"
-    if ref:
-        path = chart.get("path") or spec.get("path") or "."
-        return f"{ref.get('kind', 'GitRepository')}/{ref.get('name', '')}:{path}"
-    return str(spec.get("url") or spec.get("namespace") or "")
-
-
-def since(stamp: Any, now: datetime | None = None) -> str:
-    """kubectl's AGE and LAST SEEN: the time since ``stamp`` in its largest unit or two (5d3h, 4m10s)."""
-    if not stamp:
-        return "<unknown>"
-    seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(str(stamp))).total_seconds())
-    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
-        if seconds >= size:
-            rest = (seconds % size) // small_size
-            return f"{seconds // size}{unit}" + (f"{rest}{smaller}" if rest and seconds < 10 * size else "")
-    return f"{max(seconds, 0)}s"
-
-
 def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool) -> list[str]:
     this, ready = Resource(obj), condition_of(obj, "Ready")
     cells = ([] if namespaced_listing else [this.namespace]) + [
-        f"{kind.kind.lower()}/{this.name}", _revision(obj), str(bool(this.spec.get("suspend"))),
+        f"{kind.kind.lower()}/{this.name}", revision(obj), str(bool(this.spec.get("suspend"))),
         ready.get("status", "Unknown")]
     if wide:
-        cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), _source(obj)]
+        cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), source(obj)]
     return [*cells, ready.get("message", "")]
 
 

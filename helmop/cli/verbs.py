@@ -8,14 +8,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, FORCE_AT, REQUESTED_AT, RESET_AT, Kind, family_of
+from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, Kind, family_of
 from helmop.api.objects import Resource
 from helmop.infra.kube import Kube, KubeError
+from helmop.views import requests
 
 from .errors import Failed
 
@@ -101,18 +101,16 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     obj = await kube.get(kind.path(namespace, name))
     if obj is None:
         raise Failed(f"{kind.kind} {namespace}/{name} not found")
-    this = Resource(obj)
-    if this.spec.get("suspend"):
-        raise Failed(f"{kind.kind} {namespace}/{name} is suspended; resume it first")
-    source = this.source_ref
+    source = Resource(obj).source_ref
     source_kind = family_of(kind.group).source(str((source or {}).get("kind") or "GitRepository"))
     if with_source and source and source_kind is not None and not await reconcile(
             kube, source_kind, str(source.get("namespace") or namespace), source["name"], with_source=False,
             timeout=timeout, out=out):
         return False
-    stamp = datetime.now(UTC).isoformat()
-    asked = {REQUESTED_AT: stamp, **({RESET_AT: stamp} if reset else {}), **({FORCE_AT: stamp} if force else {})}
-    await kube.merge_patch(kind.path(namespace, name), {"metadata": {"annotations": asked}})
+    try:
+        stamp = await requests.ask_reconcile(kube, kind, obj, reset=reset, force=force)
+    except requests.Refused as exc:
+        raise Failed(str(exc)) from None
     print(f"► annotating {kind.kind} {namespace}/{name}; waiting for the reconcile", file=out, flush=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -126,13 +124,10 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
 
 
 async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspended: bool) -> str:
-    patch: dict[str, Any] = {"spec": {"suspend": suspended}}
-    if not suspended:  # resuming asks for a reconcile at once
-        patch["metadata"] = {"annotations": {REQUESTED_AT: datetime.now(UTC).isoformat()}}
     try:
-        await kube.merge_patch(kind.path(namespace, name), patch)
-    except KubeError as exc:
-        raise Failed(exc.message) from None
+        await requests.set_suspended(kube, kind, namespace, name, suspended)
+    except requests.Refused as exc:
+        raise Failed(str(exc)) from None
     return f"✔ {kind.kind} {namespace}/{name} {'suspended' if suspended else 'resumed'}"
 
 

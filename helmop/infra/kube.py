@@ -198,26 +198,35 @@ def _log_retry(retry_state: RetryCallState) -> None:
 
 
 class Kube:
-    def __init__(self, conn: Connection, impersonate: str = "") -> None:
+    def __init__(self, conn: Connection, impersonate: str = "", groups: tuple[str, ...] = ()) -> None:
         self.conn = conn
         self.impersonate = impersonate
+        self.groups = groups  # Impersonate-Group, with a user only
         self._session: aiohttp.ClientSession | None = None
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
-        self._acting: dict[str, Kube] = {}
+        self._acting: dict[tuple[str, tuple[str, ...]], Kube] = {}
         self._root = self  # impersonating clients use their root's credentials, which rotate
         self._token_read = time.monotonic()
 
-    def acting_as(self, user: str) -> Kube:
-        """A client whose requests impersonate ``user`` (``""``: this one): RBAC then judges them as that
-        user's, which is how a tenant's objects are written with the tenant's rights only."""
-        if not user or user == self.impersonate:
+    def acting_as(self, user: str, groups: tuple[str, ...] = ()) -> Kube:
+        """A client whose requests impersonate ``user`` in ``groups`` (``""``: this one): RBAC then judges them
+        as that user's, which is how a tenant's objects are written with the tenant's rights only, and how the
+        web UI reads with its viewer's."""
+        if not user or (user, groups) == (self.impersonate, self.groups):
             return self
         root = self._root
-        if user not in root._acting:
-            child = root._acting[user] = Kube(root.conn, user)
+        if (user, groups) not in root._acting:
+            child = root._acting[(user, groups)] = Kube(root.conn, user, groups)
             child._resources = root._resources  # discovery is the same for everyone
             child._root = root
-        return root._acting[user]
+        return root._acting[(user, groups)]
+
+    async def forget(self, user: str, groups: tuple[str, ...] = ()) -> None:
+        """Close and drop the client acting as ``user`` (a viewer gone: clients are not kept for everyone
+        who ever looked)."""
+        child = self._root._acting.pop((user, groups), None)
+        if child is not None:
+            await child.close()
 
     def _ssl(self) -> ssl.SSLContext | bool:
         conn = self._root.conn
@@ -231,7 +240,8 @@ class Kube:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"Impersonate-User": self.impersonate} if self.impersonate else {}
+            headers = ([("Impersonate-User", self.impersonate), *(("Impersonate-Group", g) for g in self.groups)]
+                       if self.impersonate else [])
             self._session = aiohttp.ClientSession(
                 self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),

@@ -1,0 +1,89 @@
+"""The dependency graph: helmop's resources as boxes, ``dependsOn`` and ``sourceRef`` (and an app's
+HelmRelease) as arrows, laid out in columns (what nothing else needs on the left, each resource one column
+right of the last thing it needs) for an SVG the page draws. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from helmop.api.objects import Resource
+from helmop.views.cells import health
+
+Key = tuple[str, str, str]  # kind, namespace, name
+
+BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 210, 44, 70, 14, 10
+MAX_NODES = 500  # more than a screen can show: the page asks for a namespace first
+
+
+@dataclass(frozen=True)
+class Box:
+    key: Key
+    plural: str
+    health: str
+    x: int
+    y: int
+
+    @property
+    def label(self) -> str:
+        return self.key[2] if len(self.key[2]) <= 26 else self.key[2][:25] + "…"
+
+
+@dataclass(frozen=True)
+class Arrow:
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+    why: str  # dependsOn | sourceRef | release
+
+
+@dataclass(frozen=True)
+class Layout:
+    boxes: list[Box]
+    arrows: list[Arrow]
+    width: int
+    height: int
+
+
+def _needs(obj: dict[str, Any]) -> list[tuple[Key, str]]:
+    """What one resource needs: (kind, namespace, name) and why."""
+    this = Resource(obj)
+    out: list[tuple[Key, str]] = []
+    source = this.source_ref
+    if source.get("name"):
+        out.append(((str(source.get("kind") or "GitRepository"), str(source.get("namespace") or this.namespace),
+                     str(source["name"])), "sourceRef"))
+    for dep in this.spec.get("dependsOn") or []:
+        if isinstance(dep, dict) and dep.get("name"):
+            out.append(((this.kind, str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
+    made = this.status.get("helmRelease")
+    if isinstance(made, str) and made:
+        out.append((("HelmRelease", this.namespace, made), "release"))
+    return out
+
+
+def layout(objects: list[tuple[str, dict[str, Any]]]) -> Layout:
+    """``objects``: (kind plural, object) pairs."""
+    found = {(Resource(o).kind, Resource(o).namespace, Resource(o).name): (plural, o) for plural, o in objects}
+    needs = {key: [(k, why) for k, why in _needs(obj) if k in found and k != key] for key, (_, obj) in found.items()}
+    columns: dict[Key, int] = {}
+
+    def column(key: Key, visiting: frozenset[Key]) -> int:
+        if key not in columns:  # a cycle (refused by the operator, but drawn) stops where it closes
+            columns[key] = 1 + max((column(k, visiting | {key}) for k, _ in needs[key] if k not in visiting),
+                                   default=-1)
+        return columns[key]
+
+    rows: dict[int, int] = {}
+    boxes: dict[Key, Box] = {}
+    for key in sorted(found, key=lambda k: (column(k, frozenset()), k)):
+        col = columns[key]
+        row = rows[col] = rows.get(col, -1) + 1
+        boxes[key] = Box(key, found[key][0], health(found[key][1]), MARGIN + col * (BOX_W + GAP_X),
+                         MARGIN + row * (BOX_H + GAP_Y))
+    arrows = [Arrow(boxes[k].x + BOX_W, boxes[k].y + BOX_H // 2, box.x, box.y + BOX_H // 2, why)
+              for key, box in boxes.items() for k, why in needs[key]]
+    width = max((b.x for b in boxes.values()), default=0) + BOX_W + MARGIN
+    height = max((b.y for b in boxes.values()), default=0) + BOX_H + MARGIN
+    return Layout(list(boxes.values()), arrows, width, height)

@@ -1,0 +1,378 @@
+"""The pages: what each shows is read with the viewer's client (``access.Viewer.kube``) at the time it is asked
+for, and each action is the CLI's (``views.requests``), so a page shows and does what ``helmop get``, ``tree``,
+``events``, ``logs`` and ``reconcile`` would for the same person.
+
+Every name in a path or a query is checked before it reaches the API (a kind must be one of helmop's, names
+and namespaces must be Kubernetes names, a search or label selector is bounded), and what the API refuses the
+viewer is said on the page with the API's own words."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+import yaml
+from aiohttp import web
+
+from helmop.api.conditions import condition_of
+from helmop.api.kinds import BUILTIN, HELMRELEASE, Kind, is_namespace_name, is_object_name
+from helmop.api.objects import Resource
+from helmop.infra.kube import KubeError
+from helmop.views import operator_logs, requests
+from helmop.views.cells import HEALTHS, health, revision, since, source
+from helmop.views.tree import tree
+from helmop.views.values_diff import values_diff
+
+from . import graph
+from .access import COOKIE, Access, Viewer, token_of
+from .feed import Feed
+from .guard import Guard
+
+KINDS = {kind.plural: kind for kind in BUILTIN}
+MAX_QUERY = 256  # characters of a search, a label selector
+RECENT = 20  # events on the overview
+LOG_LINES = 40  # operator log lines on a page
+SPEC_SHOWN = 64 << 10  # characters of a spec shown
+ACTIONS = ("reconcile", "reset", "force", "suspend", "resume")
+LOGIN = "login"  # what the login form's anti-forgery token is derived from
+
+
+def url_of(kind: Kind, namespace: str, name: str) -> str:
+    return f"/{kind.plural}/{quote(namespace)}/{quote(name)}" if kind.namespaced else f"/{kind.plural}/{quote(name)}"
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: Kind
+    obj: dict[str, Any]
+
+    @property
+    def this(self) -> Resource:
+        return Resource(self.obj)
+
+    @property
+    def url(self) -> str:
+        return url_of(self.kind, self.this.namespace, self.this.name)
+
+    @property
+    def health(self) -> str:
+        return health(self.obj)
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return condition_of(self.obj, "Ready")
+
+    @property
+    def revision(self) -> str:
+        return revision(self.obj)
+
+    @property
+    def age(self) -> str:
+        return since(self.this.metadata.get("creationTimestamp"))
+
+    @property
+    def changed(self) -> str:
+        return str(self.ready.get("lastTransitionTime") or "")
+
+
+@dataclass
+class Listing:
+    rows: list[Row] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # what the viewer may not read, in the API's words
+
+
+def _text(request: web.Request, name: str) -> str:
+    value = request.query.get(name, "").strip()
+    if len(value) > MAX_QUERY:
+        raise web.HTTPBadRequest(text=f"?{name}= is longer than {MAX_QUERY} characters")
+    return value
+
+
+def _namespace(request: web.Request) -> str:
+    namespace = _text(request, "namespace")
+    if namespace and not is_namespace_name(namespace):
+        raise web.HTTPBadRequest(text="?namespace= is not a namespace name")
+    return namespace
+
+
+async def _collect(viewer: Viewer, kind: Kind, namespace: str, label: str, out: Listing) -> None:
+    """The viewer's objects of ``kind``: in ``namespace``, else in every namespace, else (refused that) in each
+    namespace the viewer is known to work in."""
+    try:
+        out.rows += [Row(kind, o) for o in await viewer.kube.list(kind.path(namespace or None), label)]
+        return
+    except KubeError as exc:
+        if exc.status == 404:  # not served here (its CRD is not installed)
+            return
+        if exc.status != 403 or namespace or not kind.namespaced or not viewer.namespaces:
+            out.refused.append(exc.message)
+            return
+    for place in viewer.namespaces:
+        try:
+            out.rows += [Row(kind, o) for o in await viewer.kube.list(kind.path(place), label)]
+        except KubeError as exc:
+            if exc.status not in (403, 404):
+                raise
+            if exc.status == 403:
+                out.refused.append(exc.message)
+
+
+async def listing(viewer: Viewer, kinds: list[Kind], namespace: str = "", label: str = "") -> Listing:
+    out = Listing()
+    await asyncio.gather(*(_collect(viewer, kind, namespace, label, out) for kind in kinds))
+    return out
+
+
+async def events(viewer: Viewer, namespace: str, field_selector: str = "") -> list[dict[str, Any]]:
+    """Events about helmop's resources, newest first, where the viewer may list them."""
+    params = {"fieldSelector": field_selector} if field_selector else None
+    found: list[dict[str, Any]] = []
+    for place in [namespace] if namespace else ["", *viewer.namespaces]:
+        path = f"/api/v1/namespaces/{place}/events" if place else "/api/v1/events"
+        try:
+            found += (await viewer.kube.request("GET", path, params=params)).get("items") or []
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            continue
+        if not place:  # every namespace at once
+            break
+    groups = {kind.group for kind in BUILTIN}
+    found = [e for e in found if str((e.get("involvedObject") or {}).get("apiVersion", "")).split("/")[0] in groups]
+    return sorted(found, key=_when, reverse=True)
+
+
+def _when(event: dict[str, Any]) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
+def _filtered(rows: list[Row], q: str, wanted: str) -> list[Row]:
+    q = q.lower()
+    return [r for r in rows if (not q or q in f"{r.this.namespace}/{r.this.name}".lower())
+            and (not wanted or r.health == wanted)]
+
+
+class Pages:
+    def __init__(self, access: Access, guard: Guard, feed: Feed, *, actions: bool, operator_namespace: str | None,
+                 log_file: str | None) -> None:
+        self.access, self.guard, self.feed = access, guard, feed
+        self.actions, self.operator_namespace, self.log_file = actions, operator_namespace, log_file
+        self.templates = jinja2.Environment(loader=jinja2.PackageLoader("helmop.ui"), autoescape=True,
+                                            trim_blocks=True, lstrip_blocks=True)
+        self.templates.globals.update(kinds=KINDS, healths=HEALTHS, since=since, url_of=url_of)
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/", self._page(self.overview)), web.get("/graph", self._page(self.graph)),
+                web.get("/feed", self._page(self.live)),
+                web.get("/login", self.login_form), web.post("/login", self.login), web.post("/logout", self.logout),
+                web.get("/{plural}", self._page(self.kind_list)),
+                web.get("/{plural}/{name}", self._page(self.cluster_object)),
+                web.get("/{plural}/{namespace}/{name}", self._page(self.object)),
+                web.post("/{plural}/{name}/{action}", self._page(self.act)),
+                web.post("/{plural}/{namespace}/{name}/{action}", self._page(self.act))]
+
+    # --- plumbing ------------------------------------------------------------------------------------
+
+    def _page(self, handler: Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
+              ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def page(request: web.Request) -> web.StreamResponse:
+            viewer = await self.access.viewer(request)
+            if viewer is None:
+                if self.access.login:
+                    raise web.HTTPSeeOther("/login?" + urlencode({"next": request.path_qs}))
+                raise web.HTTPUnauthorized(text="no viewer")
+            try:
+                return await handler(request, viewer)
+            except KubeError as exc:
+                return self.render(request, viewer, "message.html", status=exc.status if exc.status >= 400 else 502,
+                                   title="The API server refused", message=exc.message)
+        return page
+
+    def render(self, request: web.Request, viewer: Viewer | None, template: str, status: int = 200,
+               **context: Any) -> web.Response:
+        html = self.templates.get_template(template).render(
+            viewer=viewer, csrf=self.guard.csrf(viewer.key if viewer else LOGIN), login=self.access.login,
+            actions=self.actions, path=request.path, query=request.query, **context)
+        return web.Response(text=html, status=status, content_type="text/html")
+
+    def _kind(self, request: web.Request) -> Kind:
+        kind = KINDS.get(request.match_info["plural"])
+        if kind is None:
+            raise web.HTTPNotFound(text=f"no such page: {request.path}")
+        return kind
+
+    def _object_ref(self, request: web.Request) -> tuple[Kind, str, str]:
+        kind = self._kind(request)
+        namespace, name = request.match_info.get("namespace", ""), request.match_info["name"]
+        if kind.namespaced != bool(namespace) or (namespace and not is_namespace_name(namespace)) \
+                or not is_object_name(name):
+            raise web.HTTPNotFound(text=f"no such page: {request.path}")
+        return kind, namespace, name
+
+    # --- pages ---------------------------------------------------------------------------------------
+
+    async def overview(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        namespace = _namespace(request)
+        found, recent = await asyncio.gather(listing(viewer, list(KINDS.values()), namespace),
+                                             events(viewer, namespace))
+        counts = {plural: dict.fromkeys(HEALTHS, 0) for plural in KINDS}
+        for row in found.rows:
+            counts[row.kind.plural][row.health] += 1
+        attention = sorted((r for r in found.rows if r.health == "failed"), key=lambda r: r.changed, reverse=True)
+        attention += sorted((r for r in found.rows if r.health == "progressing"), key=lambda r: r.changed)
+        return self.render(request, viewer, "overview.html", title="Overview", counts=counts, attention=attention,
+                           recent=recent[:RECENT], refused=found.refused, namespace=namespace,
+                           total=len(found.rows))
+
+    async def kind_list(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        kind = self._kind(request)
+        namespace, q, wanted, label = (_namespace(request), _text(request, "q"), _text(request, "health"),
+                                       _text(request, "label"))
+        if wanted and wanted not in HEALTHS:
+            raise web.HTTPBadRequest(text=f"?health= is one of {', '.join(HEALTHS)}")
+        try:
+            found = await listing(viewer, [kind], namespace, label)
+        except KubeError as exc:
+            if exc.status != 400:  # a label selector the API server does not take
+                raise
+            found = Listing(refused=[exc.message])
+        rows = sorted(_filtered(found.rows, q, wanted), key=lambda r: (r.this.namespace, r.this.name))
+        return self.render(request, viewer, "list.html", title=kind.kind, kind=kind, rows=rows,
+                           refused=found.refused, namespace=namespace, q=q, wanted=wanted, label=label)
+
+    async def cluster_object(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        return await self.object(request, viewer)
+
+    async def object(self, request: web.Request, viewer: Viewer, refused: str = "") -> web.StreamResponse:
+        kind, namespace, name = self._object_ref(request)
+        obj = await viewer.kube.get(kind.path(namespace, name))
+        if obj is None:
+            return self.render(request, viewer, "message.html", status=404, title="Not found",
+                               message=f"{kind.kind} {namespace + '/' if namespace else ''}{name} does not exist")
+        row = Row(kind, obj)
+        selector = f"involvedObject.kind={kind.kind},involvedObject.name={name}"
+        inventory, about = await asyncio.gather(tree(viewer.kube, (kind.api_version, kind.kind, namespace, name)),
+                                                events(viewer, namespace, selector) if namespace else _none())
+        context: dict[str, Any] = {}
+        if kind is HELMRELEASE:
+            context = await self._release(request, viewer, obj)
+        return self.render(request, viewer, "object.html", status=403 if refused else 200,
+                           title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
+                           conditions=Resource(obj).status.get("conditions") or [], source=source(obj),
+                           children=inventory.children, events=about,
+                           logs=await self._logs(viewer, kind, namespace, name), spec=_spec(obj),
+                           flash=_text(request, "done"), **context)
+
+    async def _release(self, request: web.Request, viewer: Viewer, obj: dict[str, Any]) -> dict[str, Any]:
+        history = Resource(obj).status.get("history") or []
+        revisions = sorted({int(h["revision"]) for h in history if str(h.get("revision", "")).isdigit()})
+        older, newer = _text(request, "from"), _text(request, "to")
+        if not (older.isdigit() and newer.isdigit()):
+            return {"history": history, "revisions": revisions, "diff": None, "diff_refused": ""}
+        try:
+            return {"history": history, "revisions": revisions, "older": int(older), "newer": int(newer),
+                    "diff": await values_diff(viewer.kube, obj, int(older), int(newer)), "diff_refused": ""}
+        except requests.Refused as exc:
+            return {"history": history, "revisions": revisions, "diff": None, "diff_refused": str(exc)}
+
+    async def _logs(self, viewer: Viewer, kind: Kind, namespace: str, name: str) -> list[str] | None:
+        """The operator's last lines about the object (None: no operator log the viewer may read)."""
+        if self.log_file:
+            try:
+                with Path(self.log_file).open("rb") as handle:  # the end of the file only: it may be large
+                    handle.seek(max(0, handle.seek(0, 2) - (1 << 20)))
+                    lines = handle.read().decode(errors="replace").splitlines()
+            except OSError:
+                return None
+        else:
+            pods = await operator_logs.operator_pods(viewer.kube, self.operator_namespace)
+            if not pods:
+                return None
+            lines = [line async for line in operator_logs.pod_lines(viewer.kube, pods, follow=False, tail=500)]
+        return [operator_logs.readable(line) for line in lines
+                if operator_logs.about(line, kind.kind, namespace, name)][-LOG_LINES:]
+
+    async def graph(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        namespace = _namespace(request)
+        found = await listing(viewer, list(KINDS.values()), namespace)
+        rows = [r for r in found.rows if r.kind.plural not in ("providers", "alerts")][:graph.MAX_NODES]
+        return self.render(request, viewer, "graph.html", title="Dependencies", namespace=namespace,
+                           layout=graph.layout([(r.kind.plural, r.obj) for r in rows]), refused=found.refused,
+                           box=(graph.BOX_W, graph.BOX_H), cut=len(found.rows) > graph.MAX_NODES)
+
+    async def live(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        return await self.feed.stream(request, viewer)
+
+    # --- actions and logging in ------------------------------------------------------------------------
+
+    async def act(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        kind, namespace, name = self._object_ref(request)
+        action = request.match_info["action"]
+        form = await request.post()
+        self.guard.check_form(request, viewer.key, str(form.get("csrf", "")))
+        if action not in ACTIONS:
+            raise web.HTTPNotFound(text=f"no such action: {action}")
+        if not self.actions:
+            raise web.HTTPForbidden(text="this UI is read-only (start it with --actions to allow actions)")
+        try:
+            if action in ("suspend", "resume"):
+                await requests.set_suspended(viewer.kube, kind, namespace, name, action == "suspend")
+            else:
+                obj = await viewer.kube.get(kind.path(namespace, name))
+                if obj is None:
+                    raise requests.Refused(f"{kind.kind} {namespace}/{name} does not exist")
+                await requests.ask_reconcile(viewer.kube, kind, obj, reset=action == "reset", force=action == "force")
+        except (requests.Refused, KubeError) as exc:
+            return await self.object(request, viewer, refused=str(exc) if isinstance(exc, requests.Refused)
+                                     else exc.message)
+        raise web.HTTPSeeOther(url_of(kind, namespace, name) + "?" + urlencode({"done": action}))
+
+    async def login_form(self, request: web.Request) -> web.StreamResponse:
+        if not self.access.login:
+            raise web.HTTPSeeOther("/")
+        return self.render(request, None, "login.html", title="Log in", next=_next(request.query.get("next", "/")),
+                           failed="")
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        if not self.access.login:
+            raise web.HTTPSeeOther("/")
+        form = await request.post()
+        token, after = str(form.get("token", "")).strip(), _next(str(form.get("next", "/")))
+        # No viewer yet to derive a form token from: the same one for everyone, so what stops another site's
+        # form here is the browser's word on where it came from (Origin, Sec-Fetch-Site).
+        self.guard.check_form(request, LOGIN, str(form.get("csrf", "")))
+        probe = request.clone(headers={**request.headers, "Authorization": f"Bearer {token}"})
+        if not token_of(probe) or await self.access.viewer(probe) is None:
+            return self.render(request, None, "login.html", status=401, title="Log in", next=after,
+                               failed="the API server does not know this token")
+        response = web.HTTPSeeOther(after)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/",
+                            secure=request.secure or request.headers.get("X-Forwarded-Proto") == "https")
+        raise response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        viewer = await self.access.viewer(request)
+        form = await request.post()
+        self.guard.check_form(request, viewer.key if viewer else LOGIN, str(form.get("csrf", "")))
+        response = web.HTTPSeeOther("/login")
+        response.del_cookie(COOKIE, path="/")
+        raise response
+
+
+async def _none() -> list[dict[str, Any]]:
+    return []
+
+
+def _next(target: str) -> str:
+    """Where to go after logging in: a path of this UI only (never another site)."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+def _spec(obj: dict[str, Any]) -> str:
+    text = yaml.safe_dump(Resource(obj).spec, sort_keys=False, default_flow_style=False)
+    return text if len(text) <= SPEC_SHOWN else text[:SPEC_SHOWN] + "\n# … (cut)"

@@ -1,0 +1,73 @@
+"""``helmop ui``: the web UI's server, assembled (access, guard, feed, pages, the assets that ship with helmop)
+and run until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from helmop.infra.kube import Kube, KubeError
+
+from .access import Access, LocalAccess, TokenAccess
+from .feed import Feed
+from .guard import Guard
+from .pages import KINDS, Pages
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY = 64 << 10  # a form: a token at most
+
+
+async def whoami(kube: Kube) -> str:
+    """The kubeconfig's user, as ``kubectl auth whoami`` names it (its context's name when the server
+    does not say)."""
+    try:
+        review = await kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, attempts=1)
+    except KubeError:
+        return kube.conn.context or "kubeconfig"
+    return str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "kubeconfig")
+
+
+def application(access: Access, guard: Guard, feed: Feed, pages: Pages) -> web.Application:
+    app = web.Application(middlewares=[guard.middleware], client_max_size=MAX_BODY)
+    app.on_response_prepare.append(guard.on_prepare)
+    app.router.add_static("/static", STATIC, append_version=False)
+    app.router.add_routes(pages.routes())
+
+    async def closing(_: web.Application) -> None:
+        await feed.close()
+        await access.close()
+
+    app.on_cleanup.append(closing)
+    return app
+
+
+async def serve(kube: Kube, *, tokens: bool, address: str, port: int, actions: bool, namespace: str,
+                operator_namespace: str | None, log_file: str | None, announce: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM. ``tokens``: viewers bring bearer tokens (in a cluster); else the viewer
+    is the kubeconfig's user and only this machine may connect."""
+    access: Access = TokenAccess(kube) if tokens else LocalAccess(kube, await whoami(kube), namespace)
+    guard = Guard(None)
+    feed = Feed(kube, {plural: (kind.group, kind.path()) for plural, kind in KINDS.items()})
+    pages = Pages(access, guard, feed, actions=actions, operator_namespace=operator_namespace, log_file=log_file)
+    runner = web.AppRunner(application(access, guard, feed, pages), access_log=None, shutdown_timeout=2)
+    await runner.setup()
+    site = web.TCPSite(runner, address, port)
+    await site.start()
+    bound = runner.addresses[0][1]
+    if not tokens:  # answer only to this machine's names for itself (a rebound DNS name is refused)
+        guard.hosts = frozenset({f"127.0.0.1:{bound}", f"localhost:{bound}"})
+    feed.start()
+    announce(f"http://{'127.0.0.1' if address in ('', '0.0.0.0') else address}:{bound}/")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,63 @@
+"""The cells people read about one of helmop's resources, the same in ``helmop get`` and the web UI: what it
+deployed last (revision), where it deploys from (source), and kubectl's way of saying how long ago."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from helmop.api.conditions import condition_of
+from helmop.api.objects import Resource
+
+
+def revision(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
+               or status.get("chartVersion") or "")
+
+
+def source(obj: dict[str, Any]) -> str:
+    """Where a resource takes what it deploys from (wide output)."""
+    this = Resource(obj)
+    spec, ref = this.spec, this.source_ref
+    chart = spec.get("chart") or {}
+    repository = chart.get("repository") or {}
+    if repository:
+        return f"{repository.get('url', '')} {repository.get('name', '')}@{repository.get('version') or '*'}".strip()
+    shared = chart.get("spec") or {}
+    if shared:
+        return f"{ref.get('kind', '')}/{ref.get('name', '')} {shared.get('chart', '')}@{shared.get('version') or '*'}"
+    if ref and spec.get("chartRef"):
+        return f"{ref.get('kind', '')}/{ref.get('name', '')}"
+    if ref:
+        path = chart.get("path") or spec.get("path") or "."
+        return f"{ref.get('kind', 'GitRepository')}/{ref.get('name', '')}:{path}"
+    return str(spec.get("url") or spec.get("namespace") or "")
+
+
+def since(stamp: Any, now: datetime | None = None) -> str:
+    """kubectl's AGE and LAST SEEN: the time since ``stamp`` in its largest unit or two (5d3h, 4m10s)."""
+    if not stamp:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(str(stamp))).total_seconds())
+    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if seconds >= size:
+            rest = (seconds % size) // small_size
+            return f"{seconds // size}{unit}" + (f"{rest}{smaller}" if rest and seconds < 10 * size else "")
+    return f"{max(seconds, 0)}s"
+
+
+HEALTHS = ("failed", "progressing", "ready", "suspended")  # the order a person wants to see them in
+
+
+def health(obj: dict[str, Any]) -> str:
+    """One word for where a resource stands: suspended, ready, failed (not Ready and not working on it) or
+    progressing (working on it, or not yet judged)."""
+    if Resource(obj).spec.get("suspend"):
+        return "suspended"
+    ready = condition_of(obj, "Ready").get("status")
+    if ready == "True":
+        return "ready"
+    if ready == "False" and condition_of(obj, "Reconciling").get("status") != "True":
+        return "failed"
+    return "progressing"
