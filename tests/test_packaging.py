@@ -11,6 +11,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from helmop.cli.logsetup import JsonFormatter
 from helmop.cli.main import parser
@@ -95,6 +96,40 @@ def test_the_chart_installs_the_roles_the_operator_installs() -> None:
     charted = [d for d in yaml.safe_load_all(rendered)
                if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] in ("helmop-edit", "helmop-view")]
     assert charted == roles.definitions()
+
+
+def test_the_charts_web_ui_runs_as_a_viewer_not_as_the_operator() -> None:
+    """ui.enabled: its own ServiceAccount and ClusterRole (tokens reviewed, viewers impersonated, helmop's kinds and
+    Events watched; nothing read or written as itself), a Service and a NetworkPolicy to its port only, and
+    arguments helmop's own parser takes. Off by default."""
+    import yaml
+
+    from helmop.api.kinds import BUILTIN
+    from helmop.cli.main import parser
+    from tests.tools import tool
+
+    def render(*settings: str) -> list[dict[str, Any]]:
+        out = subprocess.run([tool("helm"), "template", "x", str(ROOT / "deploy" / "helmop"), *settings], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    assert not [d for d in render() if d["metadata"]["name"] == "x-helmop-ui"]
+    made = {d["kind"]: d for d in render("--set", "ui.enabled=true", "--set", "ui.actions=true")
+            if d["metadata"]["name"] == "x-helmop-ui"}
+    assert set(made) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
+                         "NetworkPolicy"}
+    verbs = {verb for rule in made["ClusterRole"]["rules"] for verb in rule["verbs"]}
+    assert verbs == {"create", "impersonate", "list", "watch"}  # no get, patch or delete of its own
+    watched = {(group, r) for rule in made["ClusterRole"]["rules"] if "watch" in rule["verbs"]
+               for group in rule["apiGroups"] for r in rule["resources"]}
+    assert watched == {(k.group, k.plural) for k in BUILTIN} | {("", "events")}
+    pod = made["Deployment"]["spec"]["template"]
+    assert pod["spec"]["serviceAccountName"] == "x-helmop-ui" and pod["metadata"]["labels"]["app.kubernetes.io/name"] \
+        == "helmop-ui"  # not the operator's pods (their selector is app.kubernetes.io/name=helmop)
+    container = pod["spec"]["containers"][0]
+    args = parser().parse_args([*container["args"]])
+    assert container["command"] == ["helmop"] and (args.verb, args.auth, args.actions) == ("ui", "token", True)
+    assert made["NetworkPolicy"]["spec"]["ingress"] == [{"ports": [{"port": "http"}]}]
 
 
 def test_the_charts_operator_arguments_are_ones_helmop_accepts() -> None:

@@ -38,6 +38,8 @@ class Access(Protocol):
 
     async def viewer(self, request: web.Request) -> Viewer | None: ...
 
+    async def of_token(self, token: str) -> Viewer | None: ...
+
     async def close(self) -> None: ...
 
 
@@ -50,14 +52,16 @@ class LocalAccess:
     async def viewer(self, request: web.Request) -> Viewer | None:
         return self._viewer
 
+    async def of_token(self, token: str) -> Viewer | None:
+        return None  # the kubeconfig decides: no one logs in
+
     async def close(self) -> None:
         await self._viewer.kube.close()
 
 
 def token_of(request: web.Request) -> str:
     header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE, "")
-    return token if 0 < len(token) <= MAX_TOKEN and token.isascii() and token.isprintable() else ""
+    return header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE, "")
 
 
 class TokenAccess:
@@ -68,8 +72,10 @@ class TokenAccess:
         self._reviewed: dict[str, tuple[float, Viewer | None]] = {}
 
     async def viewer(self, request: web.Request) -> Viewer | None:
-        token = token_of(request)
-        if not token:
+        return await self.of_token(token_of(request))
+
+    async def of_token(self, token: str) -> Viewer | None:
+        if not (0 < len(token) <= MAX_TOKEN and token.isascii() and token.isprintable()):
             return None
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()

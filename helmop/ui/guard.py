@@ -18,7 +18,7 @@ HEADERS = {
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # (no-referrer would make the browser send `Origin: null` with forms)
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()",

@@ -29,7 +29,7 @@ from helmop.views.tree import tree
 from helmop.views.values_diff import values_diff
 
 from . import graph
-from .access import COOKIE, Access, Viewer, token_of
+from .access import COOKIE, Access, Viewer
 from .feed import Feed
 from .guard import Guard
 
@@ -346,8 +346,7 @@ class Pages:
         # No viewer yet to derive a form token from: the same one for everyone, so what stops another site's
         # form here is the browser's word on where it came from (Origin, Sec-Fetch-Site).
         self.guard.check_form(request, LOGIN, str(form.get("csrf", "")))
-        probe = request.clone(headers={**request.headers, "Authorization": f"Bearer {token}"})
-        if not token_of(probe) or await self.access.viewer(probe) is None:
+        if await self.access.of_token(token) is None:
             return self.render(request, None, "login.html", status=401, title="Log in", next=after,
                                failed="the API server does not know this token")
         response = web.HTTPSeeOther(after)

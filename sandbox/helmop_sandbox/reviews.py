@@ -3,10 +3,12 @@
 Reviews are virtual kinds: created, answered, never stored. SelfSubjectAccessReview and
 SelfSubjectRulesReview (``kubectl auth can-i [--list]``), SubjectAccessReview and
 LocalSubjectAccessReview (for callers allowed to create them), SelfSubjectReview
-(``kubectl auth whoami``), and TokenReview (who a bearer token is, for callers allowed to create them: how
-a web front end that takes its viewers' tokens learns whom to impersonate). Escalation prevention: a Role/ClusterRole may only grant what its author
-holds (or the author has ``escalate`` on it), and a binding may only bind a role whose rules its
-author holds (or the author has ``bind`` on that role) — so RBAC cannot be used to climb.
+(``kubectl auth whoami``), and TokenReview (who a bearer token is, for callers allowed to create them:
+how a web front end that takes its viewers' tokens learns whom to impersonate).
+
+Escalation prevention: a Role/ClusterRole may only grant what its author holds (or the author has
+``escalate`` on it), and a binding may only bind a role whose rules its author holds (or the author has
+``bind`` on that role) — so RBAC cannot be used to climb.
 """
 
 from __future__ import annotations

@@ -1,0 +1,266 @@
+"""The web UI through a real browser: ``helmop ui`` as a process (locally with the sandbox's kubeconfig, and as in a
+cluster with the chart's own ServiceAccount and viewers' tokens), Debian's chromium driven by Playwright, releases
+installed by the operator with real helm."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM, Ui, screenshot_path
+from tests.chartrepo import ChartRepo
+from tests.controllers.conftest import Operator, apply, failing, get, hr, ready
+from tests.tools import ROOT, Run, eventually
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+PASSWORDS = ("first-Pa55word-71", "second-Pa55word-72")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def local_ui(operator: Operator) -> Iterator[Ui]:
+    ui = Ui(operator.sandbox.kubeconfig, "--actions")
+    yield ui
+    ui.close()
+
+
+@pytest.fixture(scope="module")
+def token_ui(operator: Operator, kube: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
+    """As the chart runs it: its ServiceAccount and ClusterRole (from the chart), viewers' tokens."""
+    rendered = kube("helm", "template", "x", str(ROOT / "deploy" / "helmop"), "--namespace", "helmop-ui",
+                    "--set", "ui.enabled=true", "--show-only", "templates/ui.yaml").stdout
+    account = [d for d in yaml.safe_load_all(rendered)
+               if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    kube("kubectl", "create", "namespace", "helmop-ui")
+    kube("kubectl", "-n", "helmop-ui", "apply", "-f", "-", stdin=yaml.safe_dump_all(account))
+    config = yaml.safe_load(operator.sandbox.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": kube("kubectl", "-n", "helmop-ui", "create", "token",
+                                                "x-helmop-ui").stdout.strip()}
+    path = tmp_path_factory.mktemp("ui") / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    ui = Ui(path, "--auth", "token", "--actions")
+    yield ui
+    ui.close()
+
+
+def viewer(kube: Run, ns: str, name: str, role: str) -> str:
+    """A ServiceAccount in ``ns`` bound to the cluster's ``role`` (edit, view) there; its token."""
+    kube("kubectl", "-n", ns, "create", "serviceaccount", name)
+    kube("kubectl", "-n", ns, "create", "rolebinding", name, f"--clusterrole={role}", f"--serviceaccount={ns}:{name}")
+    return str(kube("kubectl", "-n", ns, "create", "token", name).stdout.strip())
+
+
+def log_in(browser: Browser, ui: Ui, token: str) -> Page:
+    page = browser.new_context().new_page()
+    page.goto(ui.url)
+    assert "/login" in page.url
+    page.fill("#token", token)
+    page.click("button:has-text('Log in')")
+    assert page.url == ui.url, page.content() + "".join(ui.output)
+    return page
+
+
+def shoot(page: Page, name: str) -> None:
+    path = screenshot_path(name)
+    if path is not None:
+        page.set_viewport_size({"width": 1200, "height": 800})
+        page.screenshot(path=str(path), full_page=True)
+
+
+def cell(page: Page, kind: str, health: str) -> int:
+    return int(page.inner_text(f"tr[data-kind={kind}] td[data-health={health}]").strip())
+
+
+def test_overview_counts_search_and_a_failing_reason(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                     local_ui: Ui, browser: Browser) -> None:
+    apply(kube, ns, hr("web", chart_repo, version="0.1.0"))
+    apply(kube, ns, hr("api", chart_repo, version="0.1.0", dependsOn=[{"name": "web"}]))
+    apply(kube, ns, hr("broken", chart_repo, version="9.9.9"))
+    for name in ("web", "api"):
+        ready(kube, ns, name)
+    failing(kube, ns, "broken", "VersionNotFound")
+    page = browser.new_page()
+    page.goto(f"{local_ui.url}?namespace={ns}")
+    # the counts are the cluster's
+    items = get(kube, ns, "hr")["items"]
+    statuses = [next(c["status"] for c in o["status"]["conditions"] if c["type"] == "Ready") for o in items]
+    assert cell(page, "helmreleases", "ready") == statuses.count("True") == 2
+    assert cell(page, "helmreleases", "failed") == statuses.count("False") == 1
+    assert cell(page, "configsyncs", "ready") == 0
+    assert "broken" in page.inner_text("ul.attention") and "VersionNotFound" in page.inner_text("ul.attention")
+    weight = page.evaluate("() => performance.getEntriesByType('navigation').concat("
+                           "performance.getEntriesByType('resource')).reduce((sum, e) => sum + e.transferSize, 0)")
+    assert 0 < weight < 300_000
+    shoot(page, "overview")
+
+    # search, from the list's own form
+    page.goto(f"{local_ui.url}helmreleases?namespace={ns}")
+    assert sorted(page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)")) == [
+        "api", "broken", "web"]
+    page.fill("input[name=q]", "bro")
+    page.press("input[name=q]", "Enter")
+    page.wait_for_url("**q=bro**")
+    assert page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)") == ["broken"]
+    assert page.inner_text("tr[data-name=broken] td.reason") == "VersionNotFound"
+    page.goto(f"{local_ui.url}helmreleases?namespace={ns}&health=ready")
+    assert sorted(page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)")) == [
+        "api", "web"]
+
+    # the failing release's page says why; the graph draws the dependency
+    page.goto(f"{local_ui.url}helmreleases?namespace={ns}&q=bro")
+    page.click("a:has-text('broken')")
+    assert page.url.endswith(f"/helmreleases/{ns}/broken")
+    assert page.inner_text("tr[data-type=Ready] td.reason") == "VersionNotFound"
+    assert "9.9.9" in page.inner_text("tr[data-type=Ready] td.message")
+    page.goto(f"{local_ui.url}graph?namespace={ns}")
+    assert page.locator("svg a.node").count() == 3 and page.locator("path.e-dependsOn").count() == 1
+    shoot(page, "graph")
+
+
+def test_values_diff_shows_the_changed_key_and_no_secret(operator: Operator, kube: Run, ns: str,
+                                                         chart_repo: ChartRepo, local_ui: Ui,
+                                                         browser: Browser) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "db", f"--from-literal=password={PASSWORDS[0]}")
+    secret_ref = [{"kind": "Secret", "name": "db", "valuesKey": "password", "targetPath": "db.password"}]
+    apply(kube, ns, hr("app", chart_repo, version="0.1.0", values={"greeting": "hi"}, valuesFrom=secret_ref))
+    ready(kube, ns, "app")
+    kube("kubectl", "-n", ns, "patch", "secret", "db", "-p",
+         json.dumps({"data": {"password": base64.b64encode(PASSWORDS[1].encode()).decode()}}))
+    apply(kube, ns, hr("app", chart_repo, version="0.1.0", values={"greeting": "hello"}, valuesFrom=secret_ref))
+    ready(kube, ns, "app", generation=2)
+    page = browser.new_page()
+    page.goto(f"{local_ui.url}helmreleases/{ns}/app")
+    # (the Secret's change may have upgraded the release before the spec's did: two or three revisions)
+    revisions = sorted(page.eval_on_selector_all("ol.timeline li", "items => items.map(i => +i.dataset.revision)"))
+    assert len(revisions) >= 2
+    page.select_option("select[name=from]", str(revisions[0]))
+    page.select_option("select[name=to]", str(revisions[-1]))
+    page.click("button:has-text('Compare values')")
+    page.wait_for_url(f"**from={revisions[0]}&to={revisions[-1]}**")
+    assert page.inner_text("tr[data-key=greeting] td.old") == '"hi"'
+    assert page.inner_text("tr[data-key=greeting] td.new") == '"hello"'
+    assert (page.inner_text("tr[data-key='db.password'] td.old"), page.inner_text(
+        "tr[data-key='db.password'] td.new")) == ("***", "***")
+    html = page.content()
+    for secret in PASSWORDS:
+        assert secret not in html and base64.b64encode(secret.encode()).decode() not in html
+    shoot(page, "helmrelease")
+
+
+def test_actions_and_what_is_seen_follow_the_viewers_rights(operator: Operator, kube: Run, ns: str,
+                                                            chart_repo: ChartRepo, token_ui: Ui,
+                                                            browser: Browser) -> None:
+    other = f"{ns}-other"
+    kube("kubectl", "create", "namespace", other)
+    apply(kube, ns, hr("mine", chart_repo, version="0.1.0"))
+    apply(kube, other, hr("theirs", chart_repo, version="0.1.0"))
+    ready(kube, ns, "mine")
+    ready(kube, other, "theirs")
+    editor, reader = viewer(kube, ns, "alice", "edit"), viewer(kube, ns, "bob", "view")
+
+    # a viewer with the right to patch: the reconcile is asked for (the annotation the CLI sets)
+    alice = log_in(browser, token_ui, editor)
+    assert f"system:serviceaccount:{ns}:alice" in alice.inner_text("header")
+    alice.goto(f"{token_ui.url}helmreleases/{ns}/mine")
+    alice.click("button:has-text('Reconcile')")
+    assert "Asked: reconcile" in alice.inner_text("p.done")
+    asked = eventually(lambda: get(kube, ns, "hr", "mine")["metadata"]["annotations"].get("helmop.dev/requestedAt"))
+
+    # a viewer who may only read: refused on the page, nothing asked
+    bob = log_in(browser, token_ui, reader)
+    bob.goto(f"{token_ui.url}helmreleases/{ns}/mine")
+    bob.click("button:has-text('Suspend')")
+    assert "forbidden" in bob.inner_text("p.refused-action")
+    bob.click("button:has-text('Reconcile')")
+    assert "forbidden" in bob.inner_text("p.refused-action")
+    obj = get(kube, ns, "hr", "mine")
+    assert obj["metadata"]["annotations"]["helmop.dev/requestedAt"] == asked and not obj["spec"].get("suspend")
+
+    # neither sees the other namespace's release: not listed, and its page refused
+    for page in (alice, bob):
+        page.goto(f"{token_ui.url}helmreleases")
+        names = page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)")
+        assert "mine" in names and "theirs" not in names
+        answer = page.goto(f"{token_ui.url}helmreleases/{other}/theirs")
+        assert answer is not None and answer.status == 403 and "forbidden" in page.inner_text("main")
+    bob.goto(token_ui.url)
+    assert cell(bob, "helmreleases", "ready") == 1
+
+    # a token the API server does not know logs no one in
+    stranger = browser.new_context().new_page()
+    stranger.goto(f"{token_ui.url}login")
+    stranger.fill("#token", "not-a-token")
+    stranger.click("button:has-text('Log in')")
+    assert "does not know this token" in stranger.inner_text("main")
+
+
+def request(url: str, *, method: str = "GET", data: bytes | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=headers or {}),
+                                    timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+def test_pages_read_without_javascript_and_forged_requests_are_refused(operator: Operator, kube: Run, ns: str,
+                                                                        chart_repo: ChartRepo, local_ui: Ui,
+                                                                        browser: Browser) -> None:
+    apply(kube, ns, hr("plain", chart_repo, version="0.1.0"))
+    ready(kube, ns, "plain")
+    page = browser.new_context(java_script_enabled=False).new_page()
+    page.goto(f"{local_ui.url}helmreleases/{ns}/plain")
+    assert page.inner_text("tr[data-type=Ready] td.reason") == "InstallSucceeded"
+    assert "Deployment" in page.inner_text("ul.tree")
+    status, headers, html = request(f"{local_ui.url}helmreleases/{ns}/plain")
+    csp = headers["Content-Security-Policy"]
+    assert status == 200 and "script-src 'self'" in csp and "unsafe-inline" not in csp and "<script>" not in html
+    assert headers["X-Frame-Options"] == "DENY" and headers["Cache-Control"] == "no-store"
+    csrf = html.split('name="csrf" value="')[1].split('"')[0]
+    action = f"{local_ui.url}helmreleases/{ns}/plain/suspend"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert request(action, method="POST", data=b"csrf=forged", headers=form)[0] == 403
+    assert request(action, method="POST", data=f"csrf={csrf}".encode(),
+                   headers={**form, "Origin": "https://evil.example"})[0] == 403
+    assert request(action, method="POST", data=f"csrf={csrf}".encode(),
+                   headers={**form, "Sec-Fetch-Site": "cross-site"})[0] == 403
+    assert request(local_ui.url, headers={"Host": "evil.example"})[0] == 421  # a rebound DNS name
+    assert not get(kube, ns, "hr", "plain")["spec"].get("suspend")
+    assert request(action, method="POST", data=f"csrf={csrf}".encode(), headers=form)[0] == 200  # after 303
+    assert get(kube, ns, "hr", "plain")["spec"].get("suspend") is True
+    assert request(f"{local_ui.url}helmreleases/{ns}/..%2f..%2fsecrets")[0] == 404
+    assert request(f"{local_ui.url}secrets")[0] == 404
+
+
+@pytest.mark.alone
+def test_a_change_shows_without_a_reload_within_two_seconds(operator: Operator, kube: Run, ns: str,
+                                                             chart_repo: ChartRepo, local_ui: Ui,
+                                                             browser: Browser) -> None:
+    apply(kube, ns, hr("live", chart_repo, version="0.1.0"))
+    ready(kube, ns, "live")
+    page = browser.new_page()
+    page.goto(f"{local_ui.url}helmreleases?namespace={ns}")
+    page.wait_for_selector("body[data-live-open='1']")
+    assert page.get_attribute("tr[data-name=live]", "data-health") == "ready"
+    page.evaluate("() => { window.stillThisPage = true; }")
+    kube("kubectl", "-n", ns, "patch", "hr", "live", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    changed = time.monotonic()
+    page.wait_for_selector("tr[data-name=live][data-health=suspended]", timeout=2000)
+    assert time.monotonic() - changed < 2.0
+    assert page.evaluate("() => window.stillThisPage") is True  # updated in place, not reloaded
