@@ -171,7 +171,7 @@ class Pages:
                 web.get("/feed", self._page(self.live)),
                 web.get("/login", self.login_form), web.post("/login", self.login), web.post("/logout", self.logout),
                 web.get("/{plural}", self._page(self.kind_list)),
-                web.get("/{plural}/{name}", self._page(self.cluster_object)),
+                web.get("/{plural}/{name}", self._page(self.object)),
                 web.get("/{plural}/{namespace}/{name}", self._page(self.object)),
                 web.post("/{plural}/{name}/{action}", self._page(self.act)),
                 web.post("/{plural}/{namespace}/{name}/{action}", self._page(self.act))]
@@ -197,7 +197,7 @@ class Pages:
                **context: Any) -> web.Response:
         html = self.templates.get_template(template).render(
             viewer=viewer, csrf=self.guard.csrf(viewer.key if viewer else LOGIN), login=self.access.login,
-            actions=self.actions, path=request.path, query=request.query, **context)
+            actions=self.actions, path=request.path, **context)
         return web.Response(text=html, status=status, content_type="text/html")
 
     def _kind(self, request: web.Request) -> Kind:
@@ -235,18 +235,10 @@ class Pages:
                                        _text(request, "label"))
         if wanted and wanted not in HEALTHS:
             raise web.HTTPBadRequest(text=f"?health= is one of {', '.join(HEALTHS)}")
-        try:
-            found = await listing(viewer, [kind], namespace, label)
-        except KubeError as exc:
-            if exc.status != 400:  # a label selector the API server does not take
-                raise
-            found = Listing(refused=[exc.message])
+        found = await listing(viewer, [kind], namespace, label)  # a bad selector: the API's 400 among `refused`
         rows = sorted(_filtered(found.rows, q, wanted), key=lambda r: (r.this.namespace, r.this.name))
         return self.render(request, viewer, "list.html", title=kind.kind, kind=kind, rows=rows,
                            refused=found.refused, namespace=namespace, q=q, wanted=wanted, label=label)
-
-    async def cluster_object(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        return await self.object(request, viewer)
 
     async def object(self, request: web.Request, viewer: Viewer, refused: str = "") -> web.StreamResponse:
         kind, namespace, name = self._object_ref(request)

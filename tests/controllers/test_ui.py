@@ -246,6 +246,9 @@ def test_pages_read_without_javascript_and_forged_requests_are_refused(operator:
     assert get(kube, ns, "hr", "plain")["spec"].get("suspend") is True
     assert request(f"{local_ui.url}helmreleases/{ns}/..%2f..%2fsecrets")[0] == 404
     assert request(f"{local_ui.url}secrets")[0] == 404
+    status, _, html = request(f"{local_ui.url}helmreleases?label=%21%21%3D")  # a selector the API server refuses
+    assert status == 200 and "the API server refused you" in html
+    assert request(f"{local_ui.url}helmreleases?q={'x' * 300}")[0] == 400
 
 
 @pytest.mark.alone
