@@ -4,7 +4,7 @@ and the printer columns of `kubectl get` for the kinds they manage."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from helmop_sandbox import Sandbox
@@ -64,12 +64,15 @@ def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
     with Sandbox(ready_delay=0.05) as sandbox:
         run = runner(sandbox)
         assert sandbox.controllers is not None
-        run("kubectl", "create", "cronjob", "tick", "--image=busybox:1", "--schedule=*/5 * * * *", "--", "date")
+        # daily, two hours from now: no real minute boundary the test may cross makes it due by itself
+        due = datetime.now(UTC) + timedelta(hours=2)
+        run("kubectl", "create", "cronjob", "tick", "--image=busybox:1", f"--schedule={due.minute} {due.hour} * * *",
+            "--", "date")
         passes = sandbox.controllers.cronjob_passes
         eventually(lambda: sandbox.controllers.cronjob_passes >= passes + 2)  # it looked, at least once whole
         assert _json(run, "get", "jobs")["items"] == []  # nothing is due yet
         real = sandbox.controllers.clock
-        sandbox.controllers.clock = lambda: real() + timedelta(minutes=5)
+        sandbox.controllers.clock = lambda: real() + timedelta(hours=2, minutes=1)
         jobs = eventually(lambda: _json(run, "get", "jobs")["items"])
         assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tick-")
         assert jobs[0]["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
@@ -83,7 +86,7 @@ def test_cronjobs_create_jobs_on_schedule(tmp_path: object) -> None:
         assert columns == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE",
                            "CONTAINERS", "IMAGES", "SELECTOR"]
         run("kubectl", "patch", "cronjob", "tick", "-p", '{"spec": {"suspend": true}}')
-        sandbox.controllers.clock = lambda: real() + timedelta(minutes=10)
+        sandbox.controllers.clock = lambda: real() + timedelta(days=1, hours=2, minutes=1)  # due again
         passes = sandbox.controllers.cronjob_passes
         eventually(lambda: sandbox.controllers.cronjob_passes >= passes + 2)  # it looked since the time moved
         assert len(_json(run, "get", "jobs")["items"]) == 1  # suspended: no new Job
