@@ -22,7 +22,7 @@ from helmop.api.objects import Resource
 from helmop.helm.releases import release_of
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_UID
-from helmop.views.cells import since
+from helmop.views.cells import last_seen, since
 from helmop.views.tree import MAX_DEPTH, Node, Ref, fetch, is_helmop
 
 from .errors import Failed
@@ -161,10 +161,6 @@ def _sources(obj: dict[str, Any]) -> list[Ref]:
 # --- events ---------------------------------------------------------------------------------------
 
 
-def _when(event: dict[str, Any]) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
-
-
 async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str, str, str]] | None) -> str:
     """Events in time order: of the objects ``about`` names ((kind, namespace, name)), or of every helmop
     resource in ``namespaces`` (None: every namespace)."""
@@ -176,7 +172,7 @@ async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str,
             key = (str(involved.get("kind")), str(involved.get("namespace") or ""), str(involved.get("name")))
             if (key in about) if about is not None else is_helmop(str(involved.get("apiVersion", ""))):
                 found.append(event)
-    found.sort(key=lambda e: (_when(e), int((e.get("metadata") or {}).get("resourceVersion") or 0)))
+    found.sort(key=lambda e: (last_seen(e), int((e.get("metadata") or {}).get("resourceVersion") or 0)))
     if not found:
         return ""
     now = datetime.now(UTC)
@@ -184,7 +180,7 @@ async def events(kube: Kube, namespaces: list[str | None], about: set[tuple[str,
     for event in found:
         involved = event.get("involvedObject") or {}
         where = f"{involved.get('namespace')}/" if involved.get("namespace") and namespaces == [None] else ""
-        rows.append([since(_when(event), now), str(event.get("type", "")), str(event.get("reason", "")),
+        rows.append([since(last_seen(event), now), str(event.get("type", "")), str(event.get("reason", "")),
                      f"{str(involved.get('kind', '')).lower()}/{where}{involved.get('name', '')}",
                      str(event.get("message", "")).replace("\n", " ")])
     return table(rows)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from helmop.api.kinds import APPS_GROUP, GROUP
 from helmop.infra.kube import Kube, KubeError
+from helmop.views.tree import is_helmop
 
 from .access import Viewer
 
@@ -100,7 +100,7 @@ class Feed:
             return Note(plural, group, namespace)
         involved = obj.get("involvedObject") or {}
         api_version = str(involved.get("apiVersion") or "") if isinstance(involved, dict) else ""
-        return Note(EVENTS, "", namespace) if api_version.split("/")[0] in (GROUP, APPS_GROUP) else None
+        return Note(EVENTS, "", namespace) if is_helmop(api_version) else None
 
     async def _may_list(self, viewer: Viewer, note: Note) -> bool:
         if note is EVERYTHING:

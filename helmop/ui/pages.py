@@ -24,8 +24,8 @@ from helmop.api.kinds import BUILTIN, HELMRELEASE, Kind, is_namespace_name, is_o
 from helmop.api.objects import Resource
 from helmop.infra.kube import KubeError
 from helmop.views import operator_logs, requests
-from helmop.views.cells import HEALTHS, health, revision, since, source
-from helmop.views.tree import tree
+from helmop.views.cells import HEALTHS, health, last_seen, revision, since, source
+from helmop.views.tree import is_helmop, tree
 from helmop.views.values_diff import values_diff
 
 from . import graph
@@ -142,13 +142,8 @@ async def events(viewer: Viewer, namespace: str, field_selector: str = "") -> li
             continue
         if not place:  # every namespace at once
             break
-    groups = {kind.group for kind in BUILTIN}
-    found = [e for e in found if str((e.get("involvedObject") or {}).get("apiVersion", "")).split("/")[0] in groups]
-    return sorted(found, key=_when, reverse=True)
-
-
-def _when(event: dict[str, Any]) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+    found = [e for e in found if is_helmop(str((e.get("involvedObject") or {}).get("apiVersion", "")))]
+    return sorted(found, key=last_seen, reverse=True)
 
 
 def _filtered(rows: list[Row], q: str, wanted: str) -> list[Row]:
@@ -164,7 +159,7 @@ class Pages:
         self.actions, self.operator_namespace, self.log_file = actions, operator_namespace, log_file
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("helmop.ui"), autoescape=True,
                                             trim_blocks=True, lstrip_blocks=True)
-        self.templates.globals.update(kinds=KINDS, healths=HEALTHS, since=since, url_of=url_of)
+        self.templates.globals.update(kinds=KINDS, healths=HEALTHS, since=since, last_seen=last_seen, url_of=url_of)
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self._page(self.overview)), web.get("/graph", self._page(self.graph)),
@@ -262,15 +257,16 @@ class Pages:
 
     async def _release(self, request: web.Request, viewer: Viewer, obj: dict[str, Any]) -> dict[str, Any]:
         history = Resource(obj).status.get("history") or []
-        revisions = sorted({int(h["revision"]) for h in history if str(h.get("revision", "")).isdigit()})
+        shown: dict[str, Any] = {"history": history, "diff": None, "diff_refused": "", "revisions": sorted(
+            {int(h["revision"]) for h in history if str(h.get("revision", "")).isdigit()})}
         older, newer = _text(request, "from"), _text(request, "to")
-        if not (older.isdigit() and newer.isdigit()):
-            return {"history": history, "revisions": revisions, "diff": None, "diff_refused": ""}
-        try:
-            return {"history": history, "revisions": revisions, "older": int(older), "newer": int(newer),
-                    "diff": await values_diff(viewer.kube, obj, int(older), int(newer)), "diff_refused": ""}
-        except requests.Refused as exc:
-            return {"history": history, "revisions": revisions, "diff": None, "diff_refused": str(exc)}
+        if older.isdigit() and newer.isdigit():
+            shown |= {"older": int(older), "newer": int(newer)}
+            try:
+                shown["diff"] = await values_diff(viewer.kube, obj, int(older), int(newer))
+            except requests.Refused as exc:
+                shown["diff_refused"] = str(exc)
+        return shown
 
     async def _logs(self, viewer: Viewer, kind: Kind, namespace: str, name: str) -> list[str] | None:
         """The operator's last lines about the object (None: no operator log the viewer may read)."""

@@ -47,6 +47,11 @@ def since(stamp: Any, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
+def last_seen(event: dict[str, Any]) -> str:
+    """When an Event was last seen (kubectl's LAST SEEN): an events.k8s.io Event may carry only eventTime."""
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
 HEALTHS = ("failed", "progressing", "ready", "suspended")  # the order a person wants to see them in
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.errors import SpecError
-from helmop.api.helmrelease import parse_spec
+from helmop.api.helmrelease import HelmReleaseSpec, parse_spec
 from helmop.api.objects import Resource
 from helmop.api.redaction import MASK, redact
 from helmop.helm import storage
@@ -68,15 +68,13 @@ def changes(old: dict[str, Any], new: dict[str, Any], hidden: set[str] | None, s
     return out[:MAX_KEYS]
 
 
-async def _secret_paths(kube: Kube, obj: dict[str, Any]) -> tuple[set[str] | None, list[str]]:
+async def _secret_paths(kube: Kube, namespace: str, spec: HelmReleaseSpec) -> tuple[set[str] | None, list[str]]:
     """The value paths the HelmRelease's valuesFrom Secrets supply, and their strings (None when unknown)."""
-    this = Resource(obj)
-    spec = parse_spec(this.spec, this.name, this.namespace)
     hidden = {ref.target_path for ref in spec.values_from if ref.kind == "Secret" and ref.target_path}
     if not any(ref.kind == "Secret" for ref in spec.values_from):
         return hidden, []
     try:
-        pieces, secrets = await values_pieces(kube, this.namespace, spec)
+        pieces, secrets = await values_pieces(kube, namespace, spec)
     except (KubeError, InputError):  # not readable by this reader, or gone: what they supply is unknown
         return None, []
     for ref, text in pieces:
@@ -111,5 +109,5 @@ async def values_diff(kube: Kube, obj: dict[str, Any], older: int, newer: int) -
         except HelmError as exc:
             raise Refused(str(exc)) from None
         configs.append(config if isinstance(config, dict) else {})
-    hidden, secrets = await _secret_paths(kube, obj)
+    hidden, secrets = await _secret_paths(kube, this.namespace, spec)
     return changes(configs[0], configs[1], hidden, secrets)
