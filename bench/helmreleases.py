@@ -5,6 +5,7 @@ in warn mode, that pass also compares every release's objects with helm's record
 
     .venv/bin/python bench/helmreleases.py [--count 100 --count 1000] [--concurrency 10] [--helm helm3]
                                            [--drift warn|enabled|disabled] [--layout per-namespace:10]
+    .venv/bin/python bench/helmreleases.py --count 3000 --replicas 3    # hash shards: --shards auto
     .venv/bin/python bench/helmreleases.py --suspended 10000      # memory per resident, idle HelmRelease
 
 Per count: a fresh sandbox (in this process) and the operator as `helmop run` in a child process, so
@@ -12,9 +13,12 @@ its memory (VmHWM), CPU time (/proc/<pid>/stat) and event-loop lag (its /metrics
 is wrapped to count the processes the operator starts, and the sandbox counts the API requests (the
 operator's and its helm processes') per installed release. ``--layout`` puts every release in one
 namespace (helm 4's --wait watches a whole namespace: the worst case for raw helm) or K per namespace,
-for both sides. Prints a table, then one JSON line per count (keys: count, layout, helmop_s,
-raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, peak_rss_mib,
-max_loop_lag_ms), and draws docs/img/helmreleases-<helm>.png when matplotlib (the ``bench``
+for both sides. ``--replicas R``: R operators with ``--shards auto`` (each its own process; raw helm is
+not run), their figures per replica, and double actions (helm installs or upgrades beyond one per
+release: two replicas acting on one release). Prints a table, then one JSON line per count (keys:
+count, replicas, layout, helmop_s, raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s,
+noop_helm, noop_dry_runs (server-side dry runs of drift checks in the no-op), peak_rss_mib,
+max_loop_lag_ms, double_actions, per_replica), and draws docs/img/helmreleases-<helm>.png when matplotlib (the ``bench``
 extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
 operator's RSS before and after, and the memory per object. Not a test: it prints numbers.
 """
@@ -45,8 +49,8 @@ from helmop_sandbox import Sandbox
 from tests.chartrepo import ChartRepo
 
 RESULTS = ROOT / "docs" / "img"  # the docs' Benchmarks page shows the chart
-KEYS = ("count", "layout", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release", "noop_s", "noop_cpu_s",
-        "noop_helm", "peak_rss_mib", "max_loop_lag_ms")
+KEYS = ("count", "replicas", "layout", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release", "noop_s",
+        "noop_cpu_s", "noop_helm", "noop_dry_runs", "peak_rss_mib", "max_loop_lag_ms", "double_actions", "per_replica")
 
 
 def ready_count(kubeconfig: Path, key: str = "") -> int:
@@ -139,18 +143,48 @@ def apply(kubeconfig: Path, namespaces: list[str], docs: list[dict[str, Any]]) -
     kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
+def members_settled(kubeconfig: Path, replicas: int) -> None:
+    """Until ``replicas`` member Leases (--shards auto) each hold a share of the hash space."""
+    while True:
+        leases = json.loads(kubectl(kubeconfig, "-n", "default", "get", "lease", "-l",
+                                    "helmop.dev/member-of=default", "-o", "json"))["items"]
+        holds = [lease["metadata"].get("annotations", {}).get("helmop.dev/holds", "") for lease in leases]
+        if len(holds) == replicas and all(holds):
+            return
+        time.sleep(0.5)
+
+
+def double_actions(calls: Path) -> int:
+    """helm installs and upgrades beyond the one each release needs (two replicas acting on one release)."""
+    per_release: dict[str, int] = {}
+    for line in calls.read_text().splitlines():
+        args = line.split()
+        if args[:1] in (["install"], ["upgrade"]) and len(args) > 1:
+            release = next((a for a in args[1:] if not a.startswith("-")), "")
+            per_release[release] = per_release.get(release, 0) + 1
+    return sum(n - 1 for n in per_release.values() if n > 1)
+
+
 def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str,
-            per_namespace: int) -> dict[str, Any]:
+            per_namespace: int, replicas: int = 1) -> dict[str, Any]:
+    """One run; with ``replicas`` > 1, that many operators with ``--shards auto`` (raw helm is not run: the
+    ratio is a one-replica figure)."""
     calls = work / f"helm-calls-{count}.log"
     wrapper = work / f"helm-{count}"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
     wrapper.chmod(0o755)
+    calls.write_text("")
     os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
+    sharded = ["--shards", "auto", "--leader-election-namespace", "default"] if replicas > 1 else []
     with Sandbox(ready_delay=0.05) as sandbox:
         kc = sandbox.kubeconfig
-        operator, port = start_operator(kc, work / f"operator-{count}.log", "--cache-dir", str(work / f"cache-{count}"),
-                                        "--concurrency", str(concurrency), helm=wrapper)
+        operators = [start_operator(kc, work / f"operator-{count}-{r}.log", "--cache-dir",
+                                    str(work / f"cache-{count}-{r}"), "--concurrency", str(concurrency), *sharded,
+                                    helm=wrapper)
+                     for r in range(replicas)]
         try:
+            if replicas > 1:
+                members_settled(kc, replicas)
             namespaces, docs = releases(count, per_namespace, repo, drift)
             served = sandbox.requests_served
             start = time.perf_counter()
@@ -158,8 +192,11 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
             wait_all(kc, count)
             helmop_s = time.perf_counter() - start  # from the apply
             requests_per_release = (sandbox.requests_served - served) / count  # the bench's own polls included
+            doubles = double_actions(calls)
 
-            before, cpu_before = len(calls.read_text().splitlines()), cpu_seconds(operator.pid)
+            pids = [operator.pid for operator, _ in operators]
+            before, cpu_before = len(calls.read_text().splitlines()), [cpu_seconds(pid) for pid in pids]
+            compared = sum(metric_sum(port, "helmop_drift_checks_total", 'result="compared"') for _, port in operators)
             stamp = datetime.now(UTC).isoformat()
             start = time.perf_counter()
             for namespace in namespaces:
@@ -167,20 +204,33 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
                         f"helmop.dev/requestedAt={stamp}")
             wait_all(kc, count, stamp)
             noop_s = time.perf_counter() - start
-            figures = {"noop_s": noop_s, "noop_cpu_s": cpu_seconds(operator.pid) - cpu_before,
+            cpu = [cpu_seconds(pid) - was for pid, was in zip(pids, cpu_before, strict=True)]
+            figures = {"noop_s": noop_s, "noop_cpu_s": sum(cpu),
                        "noop_helm": len(calls.read_text().splitlines()) - before,
-                       "peak_rss_mib": peak_rss_mib(operator.pid),
-                       "max_loop_lag_ms": metric(port, "helmop_event_loop_lag_max_seconds") * 1000,
-                       "api_requests_per_release": requests_per_release}
+                       "noop_dry_runs": sum(metric_sum(port, "helmop_drift_checks_total", 'result="compared"')
+                                            for _, port in operators) - compared,
+                       "peak_rss_mib": max(peak_rss_mib(pid) for pid in pids),
+                       "max_loop_lag_ms": 1000 * max(metric(port, "helmop_event_loop_lag_max_seconds")
+                                                     for _, port in operators),
+                       "api_requests_per_release": requests_per_release, "double_actions": doubles}
+            if replicas > 1:
+                figures["per_replica"] = [
+                    {"peak_rss_mib": round(peak_rss_mib(pid), 1), "cpu_s": round(cpu_seconds(pid), 1),
+                     "installs": metric_sum(port, "helmop_helm_actions_total", 'action="install"')}
+                    for pid, (_, port) in zip(pids, operators, strict=True)]
         finally:
-            operator.terminate()
-            operator.wait(30)
-        kubectl(kc, "create", "namespace", "raw")
-        raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw",
-                                     per_namespace))
+            for operator, _ in operators:
+                operator.terminate()
+            for operator, _ in operators:
+                operator.wait(30)
+        raw_s: float | None = None
+        if replicas == 1:
+            kubectl(kc, "create", "namespace", "raw")
+            raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw",
+                                         per_namespace))
     layout = f"per-namespace:{per_namespace}" if per_namespace else "one-namespace"
-    return {"count": count, "layout": layout, "helmop_s": helmop_s, "raw_helm_s": raw_s, "ratio": helmop_s / raw_s,
-            **figures}
+    return {"count": count, "replicas": replicas, "layout": layout, "helmop_s": helmop_s, "raw_helm_s": raw_s,
+            "ratio": helmop_s / raw_s if raw_s else None, **figures}
 
 
 def measure_suspended(count: int, repo: ChartRepo, work: Path) -> dict[str, Any]:
@@ -219,10 +269,10 @@ def current_rss_mib(pid: int) -> float:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
 
 
-def metric_sum(port: int, name: str) -> float:
-    """The sum of a metric's samples (every label set)."""
+def metric_sum(port: int, name: str, having: str = "") -> float:
+    """The sum of a metric's samples (every label set, or those whose labels include ``having``)."""
     lines = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines()
-    return sum(float(line.split()[-1]) for line in lines if line.startswith(name + "{"))
+    return sum(float(line.split()[-1]) for line in lines if line.startswith(name + "{") and having in line)
 
 
 def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path,
@@ -242,14 +292,16 @@ def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: 
 
 def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
     lines = [f"{helm}, concurrency {concurrency}",
-             "| HelmReleases | layout | helmop -> all Ready | raw helm | ratio | API requests per release | "
-             "no-op resync | no-op CPU | no-op helm processes | peak RSS | max loop lag |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| HelmReleases | replicas | layout | helmop -> all Ready | raw helm | ratio | API requests per release | "
+             "no-op resync | no-op CPU | no-op helm processes | no-op dry runs | peak RSS | max loop lag | "
+             "double actions |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['count']} | {r['layout']} | {r['helmop_s']:.1f} s | {r['raw_helm_s']:.1f} s | "
-                     f"{r['ratio']:.2f} | {r['api_requests_per_release']:.0f} | {r['noop_s']:.1f} s | "
-                     f"{r['noop_cpu_s']:.1f} s | {r['noop_helm']} | {r['peak_rss_mib']:.0f} MiB | "
-                     f"{r['max_loop_lag_ms']:.0f} ms |")
+        raw, ratio = (f"{r['raw_helm_s']:.1f} s", f"{r['ratio']:.2f}") if r["raw_helm_s"] else ("-", "-")
+        lines.append(f"| {r['count']} | {r['replicas']} | {r['layout']} | {r['helmop_s']:.1f} s | "
+                     f"{raw} | {ratio} | {r['api_requests_per_release']:.0f} | "
+                     f"{r['noop_s']:.1f} s | {r['noop_cpu_s']:.1f} s | {r['noop_helm']} | {r['noop_dry_runs']:.0f} | "
+                     f"{r['peak_rss_mib']:.0f} MiB | {r['max_loop_lag_ms']:.0f} ms | {r['double_actions']} |")
     return "\n".join(lines)
 
 
@@ -289,6 +341,9 @@ def main() -> None:
                         help="the HelmReleases' driftDetection.mode (default warn: the no-op pass checks drift)")
     parser.add_argument("--raw-only", action="store_true",
                         help="only raw `helm upgrade --install --wait` (the sandbox's scaling: 1000 vs 100)")
+    parser.add_argument("--replicas", type=int, default=1, metavar="R",
+                        help="R operators with --shards auto, each its own process (no raw helm run: the ratio is a "
+                             "one-replica figure)")
     parser.add_argument("--layout", type=parse_layout, default=0, metavar="one-namespace|per-namespace:K",
                         help="where the releases go, for helmop and raw helm alike (default one-namespace)")
     parser.add_argument("--suspended", type=int, metavar="N",
@@ -317,12 +372,13 @@ def main() -> None:
                           "sandbox_cpu_s": [round(r[1], 1) for r in runs],
                           "helm_cpu_s": [round(r[2], 1) for r in runs]}))
         return
-    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift, args.layout)
+    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift, args.layout, args.replicas)
             for count in args.count or [100]]
     repo.close()
     print(table(rows, f"{args.helm}, drift detection {args.drift}", args.concurrency))
     for row in rows:
-        print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key] for key in KEYS}))
+        print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key]
+                          for key in KEYS if key in row}))
     drawn = chart(rows, args.helm)
     print(f"chart: {drawn}" if drawn else "chart: not drawn (matplotlib is not installed: pip install -e '.[bench]')")
 

@@ -16,7 +16,6 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
 
-from helmop import ui
 from helmop.api import k8syaml, settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
@@ -177,6 +176,8 @@ async def _ui(args: argparse.Namespace, where: target.Target) -> int:
     if not tokens and args.address not in ("127.0.0.1", "localhost"):
         raise Failed("--auth kubeconfig serves with the kubeconfig's rights: it listens on 127.0.0.1 only "
                      "(give --auth token to serve others, each with their own token)")
+    from helmop import ui  # its pages and Jinja2: for this verb only (the operator's process never needs them)
+
     await ui.serve(where.kube, tokens=tokens, address=args.address, port=args.port, actions=args.actions,
                    namespace=where.namespace, operator_namespace=args.operator_namespace, log_file=args.log_file,
                    announce=lambda url: print(f"helmop ui: {url}", flush=True))

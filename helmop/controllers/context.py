@@ -26,6 +26,8 @@ from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
+from .drift_memory import DriftMemory
+
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
 Key = tuple[str, str, str]
 Target = tuple[str, str, str]
@@ -76,8 +78,10 @@ class Links:
     holders: dict[Target, set[Key]] = field(default_factory=dict)
     targets: dict[Key, list[Target]] = field(default_factory=dict)
 
-    def assign(self, holder: Key, targets: list[Target]) -> None:
-        for target in self.targets.pop(holder, []):
+    def assign(self, holder: Key, targets: list[Target]) -> list[Target]:
+        """Replace ``holder``'s targets; the targets nobody holds any more."""
+        previous = self.targets.pop(holder, [])
+        for target in previous:
             held = self.holders.get(target)
             if held is not None:
                 held.discard(holder)
@@ -87,6 +91,7 @@ class Links:
             self.targets[holder] = targets
             for target in targets:
                 self.holders.setdefault(target, set()).add(holder)
+        return [target for target in previous if target not in self.holders]
 
     def of(self, target: Target) -> set[Key]:
         return self.holders.get(target, set())
@@ -118,6 +123,8 @@ class Memory:
         # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
         # (helm changing them during an action must not stop that action).
         self.observers = Links()
+        # Which of those objects drift checks found as their release wants them, and which changed since.
+        self.drift = DriftMemory()
         # (apiVersion, kind) of what is observed: the referrer watches follow this set as it grows.
         self.observed_kinds: set[tuple[str, str]] = set()
         self.new_kinds = asyncio.Event()
@@ -164,7 +171,8 @@ class Memory:
 
     def observe(self, observer: Key, objects: list[tuple[str, str, str, str]]) -> None:
         """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
-        self.observers.assign(observer, [(namespace, kind, name) for _, namespace, kind, name in objects])
+        self.drift.unobserved(self.observers.assign(observer, [(namespace, kind, name)
+                                                               for _, namespace, kind, name in objects]))
         kinds = {(api_version, kind) for api_version, _, kind, _ in objects} - self.observed_kinds
         if kinds:
             self.observed_kinds |= kinds
@@ -189,7 +197,8 @@ class Memory:
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
-        self.observers.assign(key, [])
+        self.drift.unobserved(self.observers.assign(key, []))
+        self.drift.forget(key)
         for table in (self.supersessions, self.secrets, self.written):
             table.pop(key, None)
 

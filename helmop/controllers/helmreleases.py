@@ -137,7 +137,6 @@ class Reconciler:
             inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body),
                                   family=self.family)
             self.ctx.memory.secrets[key] = inputs.secrets
-            await self._check_namespace(spec)
         except HelmopError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
@@ -166,6 +165,8 @@ class Reconciler:
                 if waiting:
                     return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
                 break
+            if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
+                await self._check_namespace(spec)  # said before helm is run (an up-to-date release needs no read)
             progress, writing = None, asyncio.Event()
             if not marked and decision.action is not Action.UNLOCK:
                 progress = asyncio.create_task(self._mark_reconciling(body, status, decision.message, writing))

@@ -8,7 +8,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,12 +116,27 @@ async def _foreign(kube: Kube, path: str) -> bool:
     return live is not None and MANAGER not in managers
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """kopf builds, for every event, a deep copy of the object's essence to diff for change handlers; helmop has
+    none (kopf only watches: ``handlers.seen``), so nothing would ever read it: none is built."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def _settings() -> kopf.OperatorSettings:
     kopf_settings = kopf.OperatorSettings()
     # kopf only watches (helmop's scheduler adds and removes helmop's finalizer): a name of kopf's own that
     # nothing carries, so that kopf never takes helmop's finalizer for a leftover of its own and removes it.
     kopf_settings.persistence.finalizer = f"kopf.{FINALIZER}"
     kopf_settings.posting.enabled = False  # helmop posts its own Events, without repeats
+    kopf_settings.persistence.diffbase_storage = _NoDiffBase()
     # kopf runs a worker per object with events queued: 10 000 objects listed at start are 10 000 workers at
     # once, whose memory stays behind as fragmentation; the handler only records the event, so a hundred do.
     kopf_settings.queueing.worker_limit = 100

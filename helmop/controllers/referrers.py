@@ -72,35 +72,46 @@ class Watches:
         prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
         path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace and namespaced else f"{prefix}/{plural}"
         params = {"fieldSelector": selector} if selector else {}
-        version, pause = "", 1.0
-        while True:
-            try:
-                if not version:
-                    listed = await kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
-                    version = listed["metadata"]["resourceVersion"]
-                    # What changed before this (first, or after 410 Gone) list was not seen: a drift check of
-                    # everything that deployed this kind covers it.
-                    self.ctx.memory.wake_observers_of(kind)
-                async for event in kube.watch(path, {**params, "resourceVersion": version,
-                                                     "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
-                                              accept=_ONE):
-                    if event.get("type") == "ERROR":
-                        version = ""  # 410 Gone (or worse): list again
-                        break
-                    meta = (event.get("object") or {}).get("metadata") or {}
-                    version = meta.get("resourceVersion") or version
-                    if event.get("type") != "BOOKMARK":
-                        self._changed(kind, str(event.get("type")), meta)
-                pause = 1.0
-            except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: a body that is not an event
-                if isinstance(exc, KubeError) and exc.status in (401, 403):
-                    log.warning("not allowed to watch %s (%s): drift is checked at each interval only", path, exc)
-                    return
-                if isinstance(exc, KubeError) and exc.status == 410:
-                    version = ""
-                log.warning("watching %s failed (%s); again in %.0f s", path, exc, pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 30.0)
+        version, pause, broken = "", 1.0, True
+        drift = self.ctx.memory.drift
+        try:
+            while True:
+                try:
+                    if not version:
+                        listed = await kube.request("GET", path, params={**params, "limit": "1"}, accept=_LIST)
+                        version = listed["metadata"]["resourceVersion"]
+                        # What changed before this (first, or after 410 Gone) list was not seen: a drift check of
+                        # everything that deployed this kind covers it.
+                        self.ctx.memory.wake_observers_of(kind)
+                    if broken:  # a new start: objects found clean before it are compared again
+                        drift.watching(kind, namespace)
+                        broken = False
+                    async for event in kube.watch(path, {**params, "resourceVersion": version,
+                                                         "allowWatchBookmarks": "true", "timeoutSeconds": "300"},
+                                                  accept=_ONE):
+                        if event.get("type") == "ERROR":
+                            version, broken = "", True  # 410 Gone (or worse): list again
+                            drift.lost(kind, namespace)
+                            break
+                        meta = (event.get("object") or {}).get("metadata") or {}
+                        version = meta.get("resourceVersion") or version
+                        if event.get("type") != "BOOKMARK":
+                            self._changed(kind, str(event.get("type")), meta)
+                    pause = 1.0
+                except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: a body that is not an event
+                    broken = True  # until the watch runs again, changes are not seen as they happen
+                    drift.lost(kind, namespace)
+                    if isinstance(exc, KubeError) and exc.status in (401, 403):
+                        log.warning("not allowed to watch %s (%s): drift is checked at each interval only", path,
+                                    exc)
+                        return
+                    if isinstance(exc, KubeError) and exc.status == 410:
+                        version = ""
+                    log.warning("watching %s failed (%s); again in %.0f s", path, exc, pause)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 30.0)
+        finally:
+            drift.lost(kind, namespace)
 
     def _changed(self, kind: str, type_: str, meta: dict[str, object]) -> None:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -109,6 +120,7 @@ class Watches:
         if not self.ctx.memory.observed_by(namespace, kind, name):
             return
         key = (namespace, kind, name)
+        self.ctx.memory.drift.seen(key, None if type_ == "DELETED" else meta)
         if type_ == "DELETED":
             self.generations.pop(key, None)
         generation = meta.get("generation")

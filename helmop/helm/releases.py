@@ -12,6 +12,9 @@ methods of :class:`Gateway`.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,30 @@ def digest_token(config_digest: str) -> str:
     return storage.digest_token(config_digest)
 
 
+class Manifests:
+    """Parsed manifests by release record (its Secret's uid and resourceVersion: a record never changes under
+    one version), so a release looked at again is not decoded and parsed again. Kept as JSON text (compact,
+    and each caller gets objects of its own to change); the ``size`` most recently used."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._parsed: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def objects(self, secret: dict[str, Any], parse: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        meta = secret.get("metadata") or {}
+        key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        if not all(key):
+            return list(parse())
+        text = self._parsed.get(key)
+        if text is None:
+            text = self._parsed[key] = json.dumps(parse(), separators=(",", ":"))
+            while len(self._parsed) > self.size:
+                self._parsed.popitem(last=False)
+        else:
+            self._parsed.move_to_end(key)
+        return list(json.loads(text))
+
+
 @dataclass(frozen=True)
 class ReleaseState:
     """One release as helm's storage has it, read once: every revision's Secret."""
@@ -47,6 +74,7 @@ class ReleaseState:
     name: str
     namespace: str  # where helm keeps the records (the storage namespace)
     secrets: tuple[dict[str, Any], ...] = ()
+    manifests: Manifests | None = field(default=None, compare=False, repr=False)
     _decoded: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -56,6 +84,14 @@ class ReleaseState:
     @property
     def exists(self) -> bool:
         return self.latest is not None
+
+    @property
+    def version(self) -> tuple[str, str]:
+        """The latest record's identity (its Secret's uid and resourceVersion; empty when there is none): any
+        new revision, or a change of the latest one's status, gives another."""
+        latest = self.latest
+        meta = (latest.secret.get("metadata") or {}) if latest else {}
+        return (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
 
     def last_good(self) -> int:
         """The newest revision before the latest that was deployed successfully (0: none)."""
@@ -86,7 +122,9 @@ class ReleaseState:
         latest = self.latest
         if latest is None or latest.status == "uninstalled":
             return []
-        return storage.manifest_objects(self.record(latest.secret))
+        if self.manifests is None:
+            return storage.manifest_objects(self.record(latest.secret))
+        return self.manifests.objects(latest.secret, lambda: storage.manifest_objects(self.record(latest.secret)))
 
 
 def inventory(objects: list[dict[str, Any]]) -> Inventory:
@@ -150,11 +188,12 @@ class Gateway:
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        self.manifests = Manifests()
 
     async def read(self, release: str, namespace: str) -> ReleaseState:
         """Every revision of ``release`` in ``namespace``: one API list."""
         secrets = await self.kube.list(f"/api/v1/namespaces/{namespace}/secrets", storage.selector(release))
-        return ReleaseState(release, namespace, tuple(secrets))
+        return ReleaseState(release, namespace, tuple(secrets), self.manifests)
 
     async def unlock(self, state: ReleaseState, why: str) -> bool:
         """Record the newest revision as failed in helm's own storage, as Flux does for a release stuck

@@ -74,6 +74,10 @@ class Metrics:
                                      "timeout, 429 or 5xx), dropped (its queue was full), skipped (nothing to send, "
                                      "or the Provider is suspended or gone).",
                                      ["provider", "type", "result"], registry=registry)
+        self.drift_checks = Counter("helmop_drift_checks_total", "Deployed objects looked at for drift: compared "
+                                    "(read, and a server-side dry run) or skipped (found as the release wants them "
+                                    "before, and unchanged since as the watches saw).", ["result"],
+                                    registry=registry)
         self.api_reachable = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API "
                                    "server succeeded.", registry=registry)
 

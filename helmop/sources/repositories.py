@@ -150,6 +150,8 @@ class _Index:
     validators: dict[str, str]  # If-None-Match / If-Modified-Since for the next conditional GET
     fetched: float  # wall-clock time of the last answer from the server (compared with request stamps)
     digest: str = ""  # sha256 hex of the index as served: a HelmRepository's revision
+    # (chart, constraint) -> the version chosen: a thousand releases of one chart choose once per index
+    chosen: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=32)
@@ -275,10 +277,12 @@ class Repositories:
         entries = index.charts.get(name)
         if not entries:
             return None
-        try:
-            return highest([e.version for e in entries], version)
-        except ValueError as exc:
-            raise SourceError("InvalidSpec", f"spec.chart.repository.version: {exc}", transient=False) from None
+        if (name, version) not in index.chosen:
+            try:
+                index.chosen[(name, version)] = highest([e.version for e in entries], version)
+            except ValueError as exc:
+                raise SourceError("InvalidSpec", f"spec.chart.repository.version: {exc}", transient=False) from None
+        return index.chosen[(name, version)]
 
     async def _index(self, url: str, creds: Credentials, max_age: float, asked_at: float) -> tuple[_Index, bool]:
         """The index, and whether the server was asked for it just now."""
@@ -299,7 +303,7 @@ class Repositories:
                 async with self.session(creds) as http, \
                         http.get(url + "/index.yaml", headers=cached.validators if cached else {}) as r:
                     if r.status == 304 and cached is not None:
-                        return _Index(cached.charts, cached.validators, time.time(), cached.digest)
+                        return _Index(cached.charts, cached.validators, time.time(), cached.digest, cached.chosen)
                     self.raise_for(r.status, what)
                     digest = hashlib.sha256()
                     await read_capped(r, self.index_max_size, what, "IndexTooLarge", spool, digest)

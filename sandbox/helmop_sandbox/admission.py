@@ -134,7 +134,8 @@ def apply_defaults(obj: dict[str, Any], kind: str, old: dict[str, Any] | None) -
         obj.setdefault("status", {}).setdefault("loadBalancer", {})
     elif kind in ("Deployment", "StatefulSet", "ReplicaSet") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
+        if kind != "ReplicaSet":  # a ReplicaSet has no history of its own
+            spec.setdefault("revisionHistoryLimit", 10)
         if kind == "Deployment":
             spec.setdefault("progressDeadlineSeconds", 600)
             _default_strategy(spec, "strategy", {"maxUnavailable": "25%", "maxSurge": "25%"})

@@ -582,7 +582,12 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         return None
     try:
         if "yaml" in content_type:
-            return yaml.safe_load(raw)
+            if raw.lstrip()[:1] == b"{":  # kubectl and most clients send apply patches as JSON, a YAML subset
+                try:
+                    return json.loads(raw)
+                except ValueError:
+                    pass  # YAML in flow style: the YAML parser says what it makes of it
+            return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         return json.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         kind = "YAML" if "yaml" in content_type else "JSON"

@@ -136,9 +136,14 @@ class Operator:
 
     def reconciles(self, kind: str) -> float:
         """Reconciles of ``kind`` finished so far (helmop_reconcile_duration_seconds_count)."""
+        return self.metric("helmop_reconcile_duration_seconds_count", kind=kind)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of ``name``'s samples whose labels include ``labels``, from /metrics."""
         text = urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=10).read().decode()
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("helmop_reconcile_duration_seconds_count{") and f'kind="{kind}"' in line)
+                   if line.split("{")[0].split(" ")[0] == name and all(w in line for w in wanted))
 
     def helm_actions(self) -> list[str]:
         """helm processes the operator started for actions (the version probe is not one)."""
