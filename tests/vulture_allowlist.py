@@ -7,6 +7,7 @@ _.worker_limit  # type: ignore[name-defined]  # noqa: B018, F821
 _.idle_timeout  # type: ignore[name-defined]  # noqa: B018, F821
 _.enabled  # type: ignore[name-defined]  # noqa: B018, F821
 _.standalone  # type: ignore[name-defined]  # noqa: B018, F821
+_.diffbase_storage  # type: ignore[name-defined]  # noqa: B018, F821
 # The ports actually bound (when 0 asked for any free one), for whoever embeds the operator (the tests do).
 OperatorConfig.bound_webhook_port  # noqa: B018
 OperatorConfig.bound_metrics_port  # noqa: B018

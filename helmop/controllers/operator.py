@@ -8,7 +8,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,13 +120,13 @@ class _NoDiffBase(kopf.DiffBaseStorage):
     """kopf builds, for every event, a deep copy of the object's essence to diff for change handlers; helmop has
     none (kopf only watches: ``handlers.seen``), so nothing would ever read it: none is built."""
 
-    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+    def build(self, **_: Any) -> kopf.BodyEssence:
         return kopf.BodyEssence()
 
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+    def fetch(self, **_: Any) -> kopf.BodyEssence | None:
         return None
 
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+    def store(self, **_: Any) -> None:
         return None
 
 

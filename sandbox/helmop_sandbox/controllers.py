@@ -193,6 +193,12 @@ class Controllers:
             finalizers = meta.get("finalizers") or []
             if "foregroundDeletion" in finalizers:
                 self._foreground(key, obj)
+            if obj.get("kind") in ("Deployment", "ReplicaSet"):  # status only, while finalizers hold it
+                self.schedule(key, obj)
+                for ref in meta.get("ownerReferences") or []:
+                    held = self.owner(ref, meta.get("namespace", ""))
+                    if held is not None and held[1]["metadata"].get("deletionTimestamp"):
+                        self.schedule(held[0].storage_key, held[1])
             if "orphan" in finalizers:
                 self._orphan(key, obj)
             if key == NAMESPACE_KEY:
@@ -269,15 +275,22 @@ class Controllers:
         return out
 
     def _foreground(self, key: Key, owner: Obj) -> None:
-        deps = self._dependents(owner)
-        for rt, dep in deps:
+        """As upstream's garbage collector: every dependent is deleted (in the foreground itself when it has
+        dependents of its own), and the owner waits for those that block its deletion (``blockOwnerDeletion``)."""
+        uid = owner["metadata"].get("uid")
+        for rt, dep in self._dependents(owner):
             if not dep["metadata"].get("deletionTimestamp"):
                 meta = dep["metadata"]
-                self.api.delete(rt, meta.get("namespace", ""), meta["name"],
-                                DeleteOptions(propagation="Foreground"))
+                policy = "Foreground" if self._dependents(dep) else "Background"
+                self.api.delete(rt, meta.get("namespace", ""), meta["name"], DeleteOptions(propagation=policy))
+        blocking = [dep for _, dep in self._dependents(owner)
+                    if any(r.get("uid") == uid and r.get("blockOwnerDeletion")
+                           for r in dep["metadata"].get("ownerReferences") or [])]
         owner_rt = self._rt(key)
-        if not deps and owner_rt is not None:
-            self.api.remove_finalizer(owner_rt, owner, "foregroundDeletion")
+        current = self.api.store.get(key, owner["metadata"].get("namespace", ""), owner["metadata"]["name"])
+        if not blocking and owner_rt is not None and current is not None and \
+                "foregroundDeletion" in (current["metadata"].get("finalizers") or []):
+            self.api.remove_finalizer(owner_rt, current, "foregroundDeletion")
 
     def _orphan(self, key: Key, owner: Obj) -> None:
         uid = owner["metadata"].get("uid")
@@ -367,10 +380,13 @@ class Controllers:
         self._pending.pop(ident, None)
         key, namespace, name = ident
         obj, rt = self.api.store.get(key, namespace, name), self._rt(key)
-        if obj is None or rt is None or obj["metadata"].get("deletionTimestamp"):
+        if obj is None or rt is None:
+            return
+        being_deleted = bool(obj["metadata"].get("deletionTimestamp"))
+        if being_deleted and obj["kind"] not in ("Deployment", "ReplicaSet"):
             return
         try:
-            self.workloads[obj["kind"]](rt, obj)
+            (self.rollouts.deleting if being_deleted else self.workloads[obj["kind"]])(rt, obj)
         except ApiError as exc:
             log.debug("sandbox workload %s/%s: %s", namespace, name, exc)
 

@@ -4,7 +4,9 @@ As upstream: the ReplicaSet of the current template is named ``<deployment>-<tem
 scaled up, the others down to zero; each new ReplicaSet gets the next revision
 (``deployment.kubernetes.io/revision``, also written on the Deployment, where ``kubectl rollout
 undo`` reads it); going back to an older template (``rollout undo``) reuses that ReplicaSet and gives
-it the next revision, remembering the old ones in ``revision-history``. A paused Deployment rolls out
+it the next revision, remembering the old ones in ``revision-history``. The Deployment's own annotations
+(``kubernetes.io/change-cause``, which ``kubectl rollout history`` shows) are copied onto the ReplicaSet of
+its current template, and ``rollout undo`` copies them back from the one it returns to. A paused Deployment rolls out
 no new template (scaling still applies) and says so in its Progressing condition. ReplicaSets beyond
 ``revisionHistoryLimit`` (default 10) that are scaled to zero are deleted.
 """
@@ -21,6 +23,15 @@ from .store import Obj
 REPLICASETS = ("apps", "replicasets")
 REVISION = "deployment.kubernetes.io/revision"
 HISTORY = "deployment.kubernetes.io/revision-history"
+# Not copied from a Deployment onto its ReplicaSets (as upstream's annotationsToSkip).
+_NOT_COPIED = {"kubectl.kubernetes.io/last-applied-configuration", REVISION, HISTORY,
+               "deployment.kubernetes.io/desired-replicas", "deployment.kubernetes.io/max-replicas",
+               "deprecated.deployment.rollback.to"}
+
+
+def copied_annotations(deploy: Obj) -> dict[str, str]:
+    """What of a Deployment's annotations its current ReplicaSet carries too."""
+    return {k: v for k, v in (deploy["metadata"].get("annotations") or {}).items() if k not in _NOT_COPIED}
 
 
 def template_hash(template: Any) -> str:
@@ -71,6 +82,24 @@ class Rollouts:
         old.pop("unavailableReplicas", None)
         self.c.write_status(rt, {**deploy, "status": old}, status)
 
+    def deleting(self, rt: Any, obj: Obj) -> None:
+        """A Deployment or ReplicaSet being deleted (held by a finalizer): nothing is scaled, its status still
+        follows, as upstream's (a Deployment's ``syncStatusOnly``): the new generation observed, a Deployment's
+        counts summed from its ReplicaSets, and a ReplicaSet in foreground deletion without Pods (they go first)."""
+        meta, status = obj["metadata"], dict(obj.get("status") or {})
+        status["observedGeneration"] = meta.get("generation", 1)
+        counts = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
+        if obj.get("kind") == "ReplicaSet":
+            if "foregroundDeletion" in (meta.get("finalizers") or []):
+                status = {k: v for k, v in status.items() if k not in counts} | {"replicas": 0}
+        else:
+            owned = [rs.get("status") or {} for rs in self._owned(obj)]
+            total = {k: sum(int(rs.get(k, 0)) for rs in owned) for k in ("replicas", "readyReplicas",
+                                                                          "availableReplicas")}
+            status = {k: v for k, v in status.items() if k not in counts} | {k: v for k, v in total.items() if v}
+            status["replicas"] = total["replicas"]
+        self.c.write_status(rt, obj, status)
+
     def _owned(self, deploy: Obj) -> list[Obj]:
         """Its ReplicaSets, from the owner index (not a scan of the namespace)."""
         owned: list[Obj] = self.c.owned(deploy, REPLICASETS)
@@ -95,16 +124,19 @@ class Rollouts:
             owner = {"apiVersion": deploy["apiVersion"], "kind": "Deployment", "name": meta["name"],
                      "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
             rs = {"metadata": {"name": name, "labels": template["metadata"]["labels"],
-                               "annotations": {REVISION: str(newest + 1)}, "ownerReferences": [owner]},
+                               "annotations": {**copied_annotations(deploy), REVISION: str(newest + 1)},
+                               "ownerReferences": [owner]},
                   "spec": {"replicas": 0, "selector": selector, "template": template}}
             current = self.api.create(rs_rt, ns, rs, self.c.manager)
-        elif revision(current) < newest:  # back to an older template: it becomes the newest revision
-            annotations = dict(current["metadata"].get("annotations") or {})
-            history = [h for h in annotations.get(HISTORY, "").split(",") if h] + [str(revision(current))]
-            annotations.update({REVISION: str(newest + 1), HISTORY: ",".join(history)})
-            current = self.api.update(rs_rt, ns, name, {**current, "metadata": {**current["metadata"],
-                                                                                "annotations": annotations}},
-                                      self.c.manager)
+        else:
+            annotations = {**(current["metadata"].get("annotations") or {}), **copied_annotations(deploy)}
+            if revision(current) < newest:  # back to an older template: it becomes the newest revision
+                history = [h for h in annotations.get(HISTORY, "").split(",") if h] + [str(revision(current))]
+                annotations.update({REVISION: str(newest + 1), HISTORY: ",".join(history)})
+            if annotations != current["metadata"].get("annotations"):
+                current = self.api.update(rs_rt, ns, name, {**current, "metadata": {**current["metadata"],
+                                                                                    "annotations": annotations}},
+                                          self.c.manager)
         if current is None:
             return None
         for rs in owned:

@@ -4,6 +4,7 @@ and the printer columns of `kubectl get` for the kinds they manage."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -236,3 +237,49 @@ def test_claims_get_volumes_of_the_default_class_and_give_them_back(run: Run, na
     run(*kubectl, "apply", "-f", "-", stdin=_claim("again", volume=name))
     eventually(lambda: _json(run, *kubectl[1:], "get", "pvc", "again")["status"].get("phase") == "Bound")
     assert _json(run, "get", "pv", name)["spec"]["claimRef"]["name"] == "again"
+
+
+def test_rollout_history_shows_the_change_cause_and_undo_brings_it_back(run: Run, namespace: str) -> None:
+    """The Deployment's annotations are copied onto the ReplicaSet of its template (not the revision ones, and
+    a ReplicaSet has no revisionHistoryLimit: patching one warns of nothing)."""
+    kubectl = ("kubectl", "-n", namespace)
+    run(*kubectl, "create", "deployment", "cause", "--image=nginx:1")
+    run(*kubectl, "annotate", "deploy/cause", "kubernetes.io/change-cause=first")
+    run(*kubectl, "rollout", "status", "deploy/cause", "--timeout=15s")
+    run(*kubectl, "set", "image", "deploy/cause", "nginx=nginx:2")
+    run(*kubectl, "annotate", "deploy/cause", "kubernetes.io/change-cause=second", "--overwrite")
+    run(*kubectl, "rollout", "status", "deploy/cause", "--timeout=15s")
+    eventually(lambda: "second" in run(*kubectl, "rollout", "history", "deploy/cause").stdout)
+    history = run(*kubectl, "rollout", "history", "deploy/cause").stdout.split()
+    assert history[-4:] == ["1", "first", "2", "second"]
+    for rs in _json(run, "-n", namespace, "get", "rs")["items"]:
+        patched = run(*kubectl, "patch", "rs", rs["metadata"]["name"], "--type=merge", "-p",
+                      '{"metadata":{"labels":{"seen":"yes"}}}')
+        assert "Warning" not in patched.stderr, patched.stderr
+        assert "revisionHistoryLimit" not in rs["spec"]
+    run(*kubectl, "rollout", "undo", "deploy/cause", "--to-revision=1")
+    run(*kubectl, "rollout", "status", "deploy/cause", "--timeout=15s")
+    deploy = _json(run, "-n", namespace, "get", "deploy", "cause")
+    assert deploy["metadata"]["annotations"]["kubernetes.io/change-cause"] == "first"
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1"
+
+
+def test_a_foreground_deletion_waits_for_a_replicaset_its_finalizer_holds(run: Run, namespace: str) -> None:
+    """The Deployment stays, with deletionTimestamp and the foregroundDeletion finalizer (its status still
+    observing its generation), while its ReplicaSet is held; then both go, and a watcher sees it deleted."""
+    kubectl = ("kubectl", "-n", namespace)
+    run(*kubectl, "create", "deployment", "held", "--image=nginx:1")
+    run(*kubectl, "rollout", "status", "deploy/held", "--timeout=15s")
+    rs = _json(run, "-n", namespace, "get", "rs", "-l", "app=held")["items"][0]["metadata"]["name"]
+    run(*kubectl, "patch", "rs", rs, "--type=merge", "-p", '{"metadata":{"finalizers":["example.com/hold"]}}')
+    run(*kubectl, "delete", "deploy", "held", "--cascade=foreground", "--wait=false")
+    eventually(lambda: _json(run, "-n", namespace, "get", "rs", rs)["metadata"].get("deletionTimestamp"))
+    deploy = eventually(lambda: (d := _json(run, "-n", namespace, "get", "deploy", "held"))
+                        and d["status"].get("observedGeneration") == d["metadata"]["generation"] and d)
+    assert deploy["metadata"]["deletionTimestamp"] and deploy["metadata"]["finalizers"] == ["foregroundDeletion"]
+    with ThreadPoolExecutor(1) as pool:  # a watcher from before the finalizer goes
+        watcher = pool.submit(run, *kubectl, "wait", "--for=delete", "deploy/held", "--timeout=30s")
+        eventually(lambda: watcher.running())
+        run(*kubectl, "patch", "rs", rs, "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+        assert watcher.result(40).returncode == 0
+    assert run(*kubectl, "get", "deploy,rs", "-o", "name").stdout.strip() == ""
