@@ -67,9 +67,17 @@ class DriftMemory:
         self._now[target] = fingerprint(meta) if meta is not None else 0
 
     def unobserved(self, targets: list[Target]) -> None:
-        """No release observes these any more."""
+        """No release observes these any more: their changes go unseen from now on, so nothing found of them
+        before is trusted either."""
+        if not targets:
+            return
         for target in targets:
             self._now.pop(target, None)
+        gone = set(targets)
+        for release in self._releases.values():
+            if gone & release.objects.keys():
+                release.objects = {t: c for t, c in release.objects.items() if t not in gone}
+                release.everything = False
 
     # --- the drift checks ----------------------------------------------------------------------------
 

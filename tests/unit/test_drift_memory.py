@@ -71,3 +71,11 @@ def test_what_nobody_observes_is_forgotten() -> None:
     memory.unobserved([DEPLOY])
     memory.forget(KEY)
     assert memory.all_unchanged(KEY, TOKEN) == 0 and not memory._now
+
+
+def test_an_object_no_longer_observed_is_not_trusted_when_observed_again() -> None:
+    memory = DriftMemory()
+    memory.watching("Deployment", "")
+    _found_clean(memory)
+    memory.unobserved([DEPLOY])  # its changes went unseen meanwhile
+    assert memory.clean(KEY, TOKEN, DEPLOY) is None and memory.all_unchanged(KEY, TOKEN) == 0

@@ -62,7 +62,8 @@ async def detect(job: Job) -> tuple[str, ...]:
         diffs, live = await _drift(job, path, obj)
         if diffs:
             found.append(f"{obj['kind']}/{obj['metadata']['name']}: {diffs}")
-        elif epoch is not None and live is not None:
+        elif epoch is not None and live is not None and job.key in job.ctx.memory.observed_by(*target):
+            # remembered only while the watches report its changes to this release (its inventory names it)
             clean[target] = Clean(fingerprint(live["metadata"]), epoch)
     memory.found(job.key, token, clean, everything=len(clean) == len(located))
     return tuple(found)
