@@ -59,7 +59,12 @@ class Manifests:
             return list(parse())
         text = self._parsed.get(key)
         if text is None:
-            text = self._parsed[key] = json.dumps(parse(), separators=(",", ":"))
+            parsed = parse()
+            try:
+                text = json.dumps(parsed, separators=(",", ":"))
+            except (TypeError, ValueError):  # a forged record's YAML with no JSON form (!!set): not kept
+                return parsed
+            self._parsed[key] = text
             while len(self._parsed) > self.size:
                 self._parsed.popitem(last=False)
         else:
