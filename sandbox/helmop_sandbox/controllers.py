@@ -44,6 +44,8 @@ READY_DELAY = "sandbox.helmop.dev/ready-delay"
 MANAGER = WriteOptions(manager="kube-controller-manager")
 NODE_NAME = "sandbox-node"
 ROOT_CA = "kube-root-ca.crt"
+# Kinds whose controller still writes their status while finalizers hold them in deletion (nothing is scaled).
+STATUS_WHILE_HELD = ("Deployment", "ReplicaSet")
 ROOT_CA_DESCRIPTION = ("Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
                        "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
                        "guaranteed across distributions of Kubernetes clusters.")
@@ -193,7 +195,7 @@ class Controllers:
             finalizers = meta.get("finalizers") or []
             if "foregroundDeletion" in finalizers:
                 self._foreground(key, obj)
-            if obj.get("kind") in ("Deployment", "ReplicaSet"):  # status only, while finalizers hold it
+            if obj.get("kind") in STATUS_WHILE_HELD:
                 self.schedule(key, obj)
                 for ref in meta.get("ownerReferences") or []:
                     held = self.owner(ref, meta.get("namespace", ""))
@@ -383,7 +385,7 @@ class Controllers:
         if obj is None or rt is None:
             return
         being_deleted = bool(obj["metadata"].get("deletionTimestamp"))
-        if being_deleted and obj["kind"] not in ("Deployment", "ReplicaSet"):
+        if being_deleted and obj["kind"] not in STATUS_WHILE_HELD:
             return
         try:
             (self.rollouts.deleting if being_deleted else self.workloads[obj["kind"]])(rt, obj)

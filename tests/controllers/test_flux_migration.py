@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -48,12 +47,6 @@ def flux_lease(holder: str) -> str:
 def set_status(kube: Run, ns: str, kind: str, name: str, status: dict[str, Any]) -> None:
     kube("kubectl", "-n", ns, "patch", kind, name, "--subresource=status", "--type=merge", "-p",
          json.dumps({"status": status}))
-
-
-def metric(op: Operator, name: str, kind: str = "") -> float:
-    text = urllib.request.urlopen(f"{op.metrics_url}/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and (not kind or f'kind="{kind}"' in line))
 
 
 def uids(kube: Run, ns: str, *what: str) -> dict[str, str]:
@@ -139,9 +132,9 @@ def test_a_cluster_moves_from_flux_in_place(cluster: tuple[Sandbox, Run], chart_
     op.start()
     try:
         # Flux still holds its Lease: helmop leaves Flux's objects alone, and says why
-        eventually(lambda: metric(op, "helmop_flux_turns_held_total", "HelmRelease.helm.toolkit.fluxcd.io") >= 1
-                   and metric(op, "helmop_flux_turns_held_total", "Kustomization.kustomize.toolkit.fluxcd.io") >= 1)
-        assert metric(op, "helmop_flux_controllers_running") == 1
+        eventually(lambda: op.metric("helmop_flux_turns_held_total", kind="HelmRelease.helm.toolkit.fluxcd.io") >= 1
+                   and op.metric("helmop_flux_turns_held_total", kind="Kustomization.kustomize.toolkit.fluxcd.io") >= 1)
+        assert op.metric("helmop_flux_controllers_running") == 1
         assert op.helm_actions() == []
         assert get(kube, "apps", HR, "app")["status"]["history"][0]["version"] == 1
         assert "helmop.dev/configsync" not in get(kube, "apps", "configmap", "retired")["metadata"]["labels"]

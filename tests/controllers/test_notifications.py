@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -64,12 +63,6 @@ def alert(name: str, provider_name: str, kind: str, *, severity: str = "info", *
 
 def ready_object(kube: Run, ns: str, kind: str, name: str) -> None:
     eventually(lambda: condition(get(kube, ns, kind, name)).get("status") == "True", 30)
-
-
-def metric(op: Operator, result: str) -> float:
-    text = urllib.request.urlopen(f"{op.metrics_url}/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("helmop_notifications_total{") and f'result="{result}"' in line)
 
 
 def flux_event(r: Received) -> dict[str, Any]:
@@ -202,8 +195,9 @@ def test_a_receiver_down_gets_the_event_once_it_is_back(operator: Operator, kube
     receiver.down()
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     failing(kube, ns, "bad", "RenderFailed")
-    retried = metric(operator, "retried")
-    eventually(lambda: metric(operator, "retried") >= retried + 5, 30)  # refused, again and again, while down
+    retried = operator.metric("helmop_notifications_total", result="retried")
+    # refused, again and again, while down
+    eventually(lambda: operator.metric("helmop_notifications_total", result="retried") >= retried + 5, 30)
     receiver.up()
     # what was queued meanwhile arrives once each, in order (the stall that followed the failure after it)
     arrived = eventually(lambda: len(receiver.at("/down")) >= 2 and receiver.at("/down"), 15)
@@ -246,12 +240,12 @@ def test_addresses_inside_the_cluster_are_refused(operator: Operator, kube: Run,
     apply(kube, ns, provider("redirecting", "generic", address=receiver.url("/redirect")))
     apply(kube, ns, alert("all", "redirecting", "HelmRelease", severity="error"))
     ready_object(kube, ns, "alerts", "all")
-    failed_before = metric(operator, "failed")
+    failed_before = operator.metric("helmop_notifications_total", result="failed")
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     said = eventually(lambda: [e for e in events(kube, ns, "redirecting") if e["reason"] == "NotificationFailed"], 15)
     assert "169.254.169.254" in said[0]["message"] and said[0]["type"] == "Warning"
     assert receiver.at("/redirect")  # asked, and its redirect not followed (the metadata endpoint is not a server here)
-    assert metric(operator, "failed") > failed_before
+    assert operator.metric("helmop_notifications_total", result="failed") > failed_before
     assert json.dumps(said[0]).count("meta-data") == 0  # the address's path is not repeated
 
 

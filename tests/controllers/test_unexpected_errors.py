@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import requests
 import yaml
 from helmop_sandbox import Sandbox
 
@@ -39,13 +38,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> 
 
 async def _boom(*_: Any, **__: Any) -> Any:
     raise RuntimeError("injected fault")
-
-
-def errors(operator: Operator, kind: str) -> float:
-    for line in requests.get(operator.metrics_url + "/metrics", timeout=5).text.splitlines():
-        if line.startswith(f'helmop_reconcile_errors_total{{kind="{kind}"}}'):
-            return float(line.split()[-1])
-    return 0.0
 
 
 def _objects(chart_repo: ChartRepo, repo: Repo) -> list[tuple[str, str, dict[str, Any], Any]]:
@@ -86,7 +78,7 @@ def test_an_exception_in_any_kind_is_reported_and_retried(running: tuple[Operato
 
         for short, kind, manifest, target in objects:  # a reconcile that raises
             name = manifest["metadata"]["name"]
-            before = errors(operator, kind)
+            before = operator.metric("helmop_reconcile_errors_total", kind=kind)
             monkeypatch.setattr(target, "reconcile", _boom)
             kube("kubectl", "-n", ns, "annotate", "--overwrite", short, name,
                  f"helmop.dev/requestedAt={uuid.uuid4()}")
@@ -96,7 +88,7 @@ def test_an_exception_in_any_kind_is_reported_and_retried(running: tuple[Operato
             assert not condition(failed, "Reconciling")  # no stale "in progress"
             assert any(e["reason"] == "ReconcileError" and e["type"] == "Warning"
                        for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name)
-            assert errors(operator, kind) > before
+            assert operator.metric("helmop_reconcile_errors_total", kind=kind) > before
             monkeypatch.undo()  # the fault is gone: the retry (after its backoff) succeeds
             eventually(lambda s=short, n=name: condition(get(kube, ns, s, n)).get("status") == "True", timeout=60)
 
