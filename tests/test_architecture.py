@@ -73,3 +73,17 @@ def test_constants_are_defined_once() -> None:
     spelled = [str(p.relative_to(ROOT)) for p in (ROOT / "helmop").rglob("*.py")
                if '"helmop.dev/requestedAt"' in p.read_text() or '"helmreleases"' in p.read_text()]
     assert spelled == ["helmop/api/kinds.py"], spelled
+
+
+def test_the_operator_process_imports_neither_the_kubernetes_client_nor_the_ui(tmp_path: Path) -> None:
+    """kopf imports the `kubernetes` client whenever it is installed (the test extras install it): `helmop run`
+    keeps it out, as in the operator's image, and the web UI's pages are imported by `helmop ui` only."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "helmop.cli", "run", "--kubeconfig",
+                           str(tmp_path / "absent")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "kubeconfig" in done.stderr and "does not exist" in done.stderr  # it went as far as reading it
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"kopf", "helmop.controllers.operator"} <= imported
+    # (kopf's attempt at `kubernetes.client` is listed; the package itself, loaded, would be `kubernetes`)
+    assert not {name for name in imported if name in ("kubernetes", "jinja2") or name.startswith("helmop.ui")}

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from helmop.infra.kube import Connection, Kube, KubeconfigError
+from helmop.infra.kube import Connection, Kube
+from helmop.infra.kubeconfig import KubeconfigError
 
 from .errors import Failed
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -28,14 +27,11 @@ from tenacity.wait import wait_base, wait_exponential_jitter
 
 from helmop.api.errors import describe
 
+from . import kubeconfig
+from .kubeconfig import KubeconfigError
+
 log = logging.getLogger(__name__)
-IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 TOKEN_REREAD = 60.0  # as client-go re-reads a token file
-
-
-class KubeconfigError(Exception):
-    """No usable kubeconfig (or in-cluster account); the message names the file or says what is missing."""
 
 
 class KubeError(Exception):
@@ -74,34 +70,10 @@ class Connection:
         """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config) and one of its contexts (default its
         current-context), else the in-cluster account; KubeconfigError says which file is missing or why
         none could be used."""
-        from kubernetes import client, config
-
-        _check_exists(path)
-        configuration = client.Configuration()
-        try:
-            config.load_kube_config(config_file=str(path) if path else None,  # type: ignore[no-untyped-call]
-                                    context=context or None, client_configuration=configuration)
-            token_file = ""
-            namespace = _context_namespace(path, context)
-        except config.ConfigException as exc:
-            token_file = IN_CLUSTER_TOKEN
-            if path or os.environ.get("KUBECONFIG") or Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().exists():
-                raise KubeconfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'} "
-                                      f"cannot be used: {exc}") from None
-            if context:
-                raise KubeconfigError(f"context {context!r}: {exc}") from None
-            try:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                raise KubeconfigError("no kubeconfig: ~/.kube/config does not exist, $KUBECONFIG is not set, and "
-                                      "this is not a pod in a cluster (pass --kubeconfig)") from None
-            namespace = in_cluster_namespace()
-        token = (configuration.api_key or {}).get("authorization", "") or (configuration.api_key or {}).get(
-            "BearerToken", "")
-        return cls(server=configuration.host, token=token.removeprefix("Bearer ").strip(),
-                   ca_file=configuration.ssl_ca_cert or "", cert_file=configuration.cert_file or "",
-                   key_file=configuration.key_file or "", insecure=not configuration.verify_ssl,
-                   kubeconfig=str(path or ""), token_file=token_file, context=context or "", namespace=namespace)
+        creds = kubeconfig.load(path, context)
+        return cls(server=creds.server, token=creds.token, ca_file=creds.ca_file, cert_file=creds.cert_file,
+                   key_file=creds.key_file, insecure=creds.insecure, kubeconfig=str(path or ""),
+                   token_file=creds.token_file, context=context or "", namespace=creds.namespace)
 
     def reloaded(self) -> Connection:
         """The same connection with credentials read afresh (a rotated token, a re-run exec plugin)."""
@@ -116,35 +88,6 @@ class Connection:
         except OSError:
             return self
         return self if token == self.token else replace(self, token=token)
-
-
-def _context_namespace(path: str | Path | None, context: str | None) -> str:
-    """The namespace a kubeconfig context sets ("" when it sets none)."""
-    from kubernetes import config
-
-    contexts, current = config.list_kube_config_contexts(str(path) if path else None)  # type: ignore[no-untyped-call]
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-    return str(((chosen or {}).get("context") or {}).get("namespace") or "")
-
-
-def in_cluster_namespace() -> str:
-    """The namespace of the pod this runs in, from its service account ("" outside a pod)."""
-    try:
-        return Path(IN_CLUSTER_NAMESPACE).read_text().strip()
-    except OSError:
-        return ""
-
-
-def _check_exists(path: str | Path | None) -> None:
-    """A kubeconfig named explicitly (or every file in $KUBECONFIG) that does not exist is an error that
-    names it, not a fall-back to some other cluster."""
-    if path:
-        if not Path(path).is_file():
-            raise KubeconfigError(f"kubeconfig {path} does not exist")
-        return
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    if listed and not any(Path(p).is_file() for p in listed):
-        raise KubeconfigError(f"KUBECONFIG names {', '.join(listed)}, which does not exist")
 
 
 def _check_path(path: str) -> None:

@@ -4,7 +4,6 @@ answers what a troubled API server would."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,31 +13,7 @@ from aiohttp import web
 from helmop.infra import kube as kube_module
 from helmop.infra.kube import Connection, Kube, KubeError, Unreachable
 
-Answer = Callable[[web.Request, int], web.Response]
-
-
-class Server:
-    def __init__(self) -> None:
-        self.answer: Answer = lambda request, n: web.json_response({"kind": "Status"})
-        self.seen: list[tuple[str, str, str]] = []  # method, path, Authorization
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.seen.append((request.method, request.path, request.headers.get("Authorization", "")))
-        return self.answer(request, len(self.seen))
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[tuple[Server, str]]:
-    srv = Server()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", srv.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield srv, f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+from .loopback_api import Server
 
 
 def _status(code: int, **headers: str) -> web.Response:
