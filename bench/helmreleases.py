@@ -6,6 +6,7 @@ in warn mode, that pass also compares every release's objects with helm's record
     .venv/bin/python bench/helmreleases.py [--count 100 --count 1000] [--concurrency 10] [--helm helm3]
                                            [--drift warn|enabled|disabled] [--layout per-namespace:10]
     .venv/bin/python bench/helmreleases.py --count 3000 --replicas 3    # hash shards: --shards auto
+    .venv/bin/python bench/helmreleases.py --count 1000 --source helmrepository --no-raw   # shared sources
     .venv/bin/python bench/helmreleases.py --suspended 10000      # memory per resident, idle HelmRelease
 
 Per count: a fresh sandbox (in this process) and the operator as `helmop run` in a child process, so
@@ -15,11 +16,13 @@ operator's and its helm processes') per installed release. ``--layout`` puts eve
 namespace (helm 4's --wait watches a whole namespace: the worst case for raw helm) or K per namespace,
 for both sides. ``--replicas R``: R operators with ``--shards auto`` (each its own process; raw helm is
 not run), their figures per replica, and double actions (helm installs or upgrades beyond one per
-release: two replicas acting on one release). Prints a table, then one JSON line per count (keys:
-count, replicas, layout, helmop_s, raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s,
-noop_helm, noop_dry_runs (server-side dry runs of drift checks in the no-op), peak_rss_mib,
-max_loop_lag_ms, double_actions, per_replica), and draws docs/img/helmreleases-<helm>.png when matplotlib (the ``bench``
-extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
+release: two replicas acting on one release). ``--source``: the chart from a URL in each release, or
+from one HelmRepository or OCIRepository per namespace (its index downloads or tag listings counted).
+Prints a table, then one JSON line per count (keys: count, replicas, layout, source, helmop_s,
+raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, noop_dry_runs (server-side
+dry runs of drift checks in the no-op), peak_rss_mib, max_loop_lag_ms, double_actions, source_fetches
+(over the run and its no-op), per_replica), and draws docs/img/helmreleases-<helm>.png when matplotlib
+(the ``bench`` extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
 operator's RSS before and after, and the memory per object. Not a test: it prints numbers.
 """
 
@@ -34,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,10 +51,12 @@ sys.path.insert(0, str(ROOT))
 from helmop_sandbox import Sandbox
 
 from tests.chartrepo import ChartRepo
+from tests.registry import Registry
 
 RESULTS = ROOT / "docs" / "img"  # the docs' Benchmarks page shows the chart
-KEYS = ("count", "replicas", "layout", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release", "noop_s",
-        "noop_cpu_s", "noop_helm", "noop_dry_runs", "peak_rss_mib", "max_loop_lag_ms", "double_actions", "per_replica")
+KEYS = ("count", "replicas", "layout", "source", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release",
+        "noop_s", "noop_cpu_s", "noop_helm", "noop_dry_runs", "peak_rss_mib", "max_loop_lag_ms", "double_actions",
+        "source_fetches", "per_replica")
 
 
 def ready_count(kubeconfig: Path, key: str = "") -> int:
@@ -124,16 +130,57 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
     return time.perf_counter() - start
 
 
-def releases(count: int, per_namespace: int, repo: ChartRepo, drift: str, suspend: bool = False
+@dataclass
+class Source:
+    """Where the releases' chart comes from, and how often it was asked: ``inline`` (each release names the
+    repository URL), ``helmrepository`` (one HelmRepository per namespace, by sourceRef) or ``ocirepository``
+    (one OCIRepository per namespace, by chartRef, from a loopback registry)."""
+    kind: str
+    repo: ChartRepo
+    registry: Registry | None = None
+
+    def chart(self) -> dict[str, Any]:
+        if self.kind == "helmrepository":
+            return {"chart": {"spec": {"chart": "bench", "version": "1.0.0",
+                                       "sourceRef": {"kind": "HelmRepository", "name": "bench"}}}}
+        if self.kind == "ocirepository":
+            return {"chartRef": {"kind": "OCIRepository", "name": "bench"}}
+        return {"chart": {"repository": {"url": self.repo.url, "name": "bench", "version": "1.0.0"}}}
+
+    def objects(self, namespace: str) -> list[dict[str, Any]]:
+        """The source objects (and credentials) a namespace's releases name."""
+        meta = {"name": "bench", "namespace": namespace}
+        if self.kind == "helmrepository":
+            return [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository", "metadata": meta,
+                     "spec": {"url": self.repo.url, "interval": "1h"}}]
+        if self.kind == "ocirepository" and self.registry is not None:
+            return [{"apiVersion": "v1", "kind": "Secret", "metadata": {**meta, "name": "robot"},
+                     "stringData": {"username": "robot", "password": "pw"}},
+                    {"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository", "metadata": meta,
+                     "spec": {"url": f"oci://127.0.0.1:{self.registry.port}/charts/bench", "insecure": True,
+                              "interval": "1h", "ref": {"semver": "1.x"}, "secretRef": {"name": "robot"}}}]
+        return []
+
+    def fetches(self) -> int:
+        """Index downloads (a chart repository) or tag listings (a registry) so far."""
+        return self.registry.listed if self.registry is not None else self.repo.paths.count("/index.yaml")
+
+    @classmethod
+    def of(cls, kind: str, repo: ChartRepo) -> Source:
+        chart = {"1.0.0": next(repo.dir.glob("*.tgz")).read_bytes()} if kind == "ocirepository" else None
+        return cls(kind, repo, Registry(chart) if chart else None)
+
+
+def releases(count: int, per_namespace: int, source: Source, drift: str, suspend: bool = False
              ) -> tuple[list[str], list[dict[str, Any]]]:
-    """The namespaces and the HelmReleases of a run."""
+    """The namespaces and the HelmReleases of a run, after the source objects they name."""
     namespaces = sorted({namespace_of(i, per_namespace, "bench") for i in range(count)})
-    docs = [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
-             "metadata": {"name": f"hr{i}", "namespace": namespace_of(i, per_namespace, "bench")},
-             "spec": {"interval": "1h", "suspend": suspend,
-                      "chart": {"repository": {"url": repo.url, "name": "bench", "version": "1.0.0"}},
-                      "values": {"fullnameOverride": f"hr{i}"}, "driftDetection": {"mode": drift}}}
-            for i in range(count)]
+    docs = [doc for namespace in namespaces for doc in source.objects(namespace)]
+    docs += [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+              "metadata": {"name": f"hr{i}", "namespace": namespace_of(i, per_namespace, "bench")},
+              "spec": {"interval": "1h", "suspend": suspend, **source.chart(),
+                       "values": {"fullnameOverride": f"hr{i}"}, "driftDetection": {"mode": drift}}}
+             for i in range(count)]
     return namespaces, docs
 
 
@@ -165,10 +212,11 @@ def double_actions(calls: Path) -> int:
     return sum(n - 1 for n in per_release.values() if n > 1)
 
 
-def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path, drift: str,
-            per_namespace: int, replicas: int = 1) -> dict[str, Any]:
+def measure(count: int, concurrency: int, helm: str, source: Source, work: Path, drift: str,
+            per_namespace: int, replicas: int = 1, raw: bool = True) -> dict[str, Any]:
     """One run; with ``replicas`` > 1, that many operators with ``--shards auto`` (raw helm is not run: the
     ratio is a one-replica figure)."""
+    repo = source.repo
     calls = work / f"helm-calls-{count}.log"
     wrapper = work / f"helm-{count}"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
@@ -185,8 +233,8 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
         try:
             if replicas > 1:
                 members_settled(kc, replicas)
-            namespaces, docs = releases(count, per_namespace, repo, drift)
-            served = sandbox.requests_served
+            namespaces, docs = releases(count, per_namespace, source, drift)
+            served, fetched = sandbox.requests_served, source.fetches()
             start = time.perf_counter()
             apply(kc, namespaces, docs)
             wait_all(kc, count)
@@ -212,7 +260,8 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
                        "peak_rss_mib": max(peak_rss_mib(pid) for pid in pids),
                        "max_loop_lag_ms": 1000 * max(metric(port, "helmop_event_loop_lag_max_seconds")
                                                      for _, port in operators),
-                       "api_requests_per_release": requests_per_release, "double_actions": doubles}
+                       "api_requests_per_release": requests_per_release, "double_actions": doubles,
+                       "source_fetches": source.fetches() - fetched}
             if replicas > 1:
                 figures["per_replica"] = [
                     {"peak_rss_mib": round(peak_rss_mib(pid), 1), "cpu_s": round(cpu_seconds(pid), 1),
@@ -224,13 +273,13 @@ def measure(count: int, concurrency: int, helm: str, repo: ChartRepo, work: Path
             for operator, _ in operators:
                 operator.wait(30)
         raw_s: float | None = None
-        if replicas == 1:
+        if replicas == 1 and raw:
             kubectl(kc, "create", "namespace", "raw")
             raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw",
                                          per_namespace))
     layout = f"per-namespace:{per_namespace}" if per_namespace else "one-namespace"
-    return {"count": count, "replicas": replicas, "layout": layout, "helmop_s": helmop_s, "raw_helm_s": raw_s,
-            "ratio": helmop_s / raw_s if raw_s else None, **figures}
+    return {"count": count, "replicas": replicas, "layout": layout, "source": source.kind, "helmop_s": helmop_s,
+            "raw_helm_s": raw_s, "ratio": helmop_s / raw_s if raw_s else None, **figures}
 
 
 def measure_suspended(count: int, repo: ChartRepo, work: Path) -> dict[str, Any]:
@@ -241,7 +290,7 @@ def measure_suspended(count: int, repo: ChartRepo, work: Path) -> dict[str, Any]
                                         str(work / "cache-suspended"), helm=TOOLS / "helm")
         try:
             idle = current_rss_mib(operator.pid)
-            namespaces, docs = releases(count, 1000, repo, "disabled", suspend=True)
+            namespaces, docs = releases(count, 1000, Source("inline", repo), "disabled", suspend=True)
             start = time.perf_counter()
             for chunk in range(0, count, 1000):  # kubectl apply of 10 000 documents at once is slow to parse
                 apply(kc, namespaces if chunk == 0 else [], docs[chunk:chunk + 1000])
@@ -292,16 +341,17 @@ def measure_raw(count: int, concurrency: int, helm: str, repo: ChartRepo, work: 
 
 def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
     lines = [f"{helm}, concurrency {concurrency}",
-             "| HelmReleases | replicas | layout | helmop -> all Ready | raw helm | ratio | API requests per release | "
-             "no-op resync | no-op CPU | no-op helm processes | no-op dry runs | peak RSS | max loop lag | "
-             "double actions |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| HelmReleases | replicas | layout | source | helmop -> all Ready | raw helm | ratio | "
+             "API requests per release | no-op resync | no-op CPU | no-op helm processes | no-op dry runs | "
+             "peak RSS | max loop lag | "             "double actions | source fetches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         raw, ratio = (f"{r['raw_helm_s']:.1f} s", f"{r['ratio']:.2f}") if r["raw_helm_s"] else ("-", "-")
-        lines.append(f"| {r['count']} | {r['replicas']} | {r['layout']} | {r['helmop_s']:.1f} s | "
+        lines.append(f"| {r['count']} | {r['replicas']} | {r['layout']} | {r['source']} | {r['helmop_s']:.1f} s | "
                      f"{raw} | {ratio} | {r['api_requests_per_release']:.0f} | "
                      f"{r['noop_s']:.1f} s | {r['noop_cpu_s']:.1f} s | {r['noop_helm']} | {r['noop_dry_runs']:.0f} | "
-                     f"{r['peak_rss_mib']:.0f} MiB | {r['max_loop_lag_ms']:.0f} ms | {r['double_actions']} |")
+                     f"{r['peak_rss_mib']:.0f} MiB | {r['max_loop_lag_ms']:.0f} ms | {r['double_actions']} | "
+                     f"{r['source_fetches']} |")
     return "\n".join(lines)
 
 
@@ -346,6 +396,12 @@ def main() -> None:
                              "one-replica figure)")
     parser.add_argument("--layout", type=parse_layout, default=0, metavar="one-namespace|per-namespace:K",
                         help="where the releases go, for helmop and raw helm alike (default one-namespace)")
+    parser.add_argument("--source", default="inline", choices=["inline", "helmrepository", "ocirepository"],
+                        help="the chart's source: a repository URL in each release (default), or one HelmRepository "
+                             "or OCIRepository per namespace that releases name; source_fetches counts its index "
+                             "downloads or tag listings")
+    parser.add_argument("--raw", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run raw helm for the ratio (default; --no-raw: helmop only)")
     parser.add_argument("--suspended", type=int, metavar="N",
                         help="only N suspended HelmReleases resident: the operator's memory per idle object")
     args = parser.parse_args()
@@ -372,8 +428,9 @@ def main() -> None:
                           "sandbox_cpu_s": [round(r[1], 1) for r in runs],
                           "helm_cpu_s": [round(r[2], 1) for r in runs]}))
         return
-    rows = [measure(count, args.concurrency, args.helm, repo, work, args.drift, args.layout, args.replicas)
-            for count in args.count or [100]]
+    source = Source.of(args.source, repo)
+    rows = [measure(count, args.concurrency, args.helm, source, work, args.drift, args.layout, args.replicas,
+                    args.raw) for count in args.count or [100]]
     repo.close()
     print(table(rows, f"{args.helm}, drift detection {args.drift}", args.concurrency))
     for row in rows:

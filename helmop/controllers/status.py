@@ -94,12 +94,14 @@ async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Sour
                     message: str, *, stops_readers: bool = True) -> None:
     """A source's status after a fetch: written; a new revision said in an Event and its readers woken: what they
     run for the old revision stopped (``stops_readers``), or only a look (a Helm index: its new revision
-    seldom changes a given release's chart, which the look finds out)."""
+    seldom changes a given release's chart, which the look finds out). A first revision stops nothing: no
+    reader can be running on an older one, and readers that retried as soon as the status was written are
+    already acting on this one (stopping them would run each of their actions twice)."""
     await write_status(ctx, kind, body, after)
     if _revision(after) != _revision(before):
         await ctx.services.events.normal(body, "NewArtifact", message)
         obj = Resource(body)
-        if stops_readers:
+        if stops_readers and _revision(before):
             ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)
         else:
             ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)

@@ -96,6 +96,32 @@ def test_releases_take_an_ocirepository_chart_by_reference(operator: Operator, k
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 
 
+def test_releases_applied_with_their_source_wait_for_it_and_act_once(operator: Operator, kube: Run, ns: str,
+                                                                      tmp_path: Path) -> None:
+    """Releases that retried as soon as the source's first artifact was written are not stopped by the news of
+    that artifact (each would install twice)."""
+    subprocess.run([tool("helm"), "create", str(tmp_path / "app")], check=True, capture_output=True)
+    subprocess.run([tool("helm"), "package", str(tmp_path / "app"), "--version", "1.0.0", "-d", str(tmp_path)],
+                   check=True, capture_output=True)
+    registry = Registry({"1.0.0": next(tmp_path.glob("*.tgz")).read_bytes()})
+    try:
+        names = [f"web{i}" for i in range(6)]
+        apply(kube, ns, "---\n".join([
+            yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "robot"},
+                            "stringData": {"username": "robot", "password": "pw"}}),
+            yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository", "metadata": {"name": "app"},
+                            "spec": {"url": f"oci://127.0.0.1:{registry.port}/charts/app", "insecure": True,
+                                     "ref": {"semver": "1.x"}, "secretRef": {"name": "robot"}}}),
+            *(release(name, chartRef={"kind": "OCIRepository", "name": "app"}) for name in names)]))
+        for name in names:
+            assert ready(kube, ns, name)["status"]["history"][0]["chartVersion"] == "1.0.0"
+        cancelled = kube("kubectl", "-n", ns, "get", "events", "--field-selector", "reason=ActionCancelled",
+                         "-o", "name")
+        assert cancelled.stdout.strip() == "" and registry.listed == 1
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
 @pytest.mark.parametrize(("spec", "reason", "named"), [
     ({"chart": {"spec": {"chart": "demo", "sourceRef": {"kind": "Bucket", "name": "b"}}}}, "UnsupportedSourceKind",
      "Bucket"),
