@@ -59,21 +59,28 @@ KEYS = ("count", "replicas", "layout", "source", "helmop_s", "raw_helm_s", "rati
         "source_fetches", "per_replica")
 
 
-def ready_count(kubeconfig: Path, key: str = "") -> int:
-    items = json.loads(kubectl(kubeconfig, "get", "hr", "-A", "-o", "json"))["items"]
-    done = 0
-    for item in items:
-        status = item.get("status") or {}
-        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
-        if ready and (not key or status.get("lastHandledReconcileAt") == key):
-            done += 1
-    return done
+_STATE = ('jsonpath={.metadata.namespace}/{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}|'
+          '{.status.lastHandledReconcileAt}{"\\n"}')
 
 
 def wait_all(kubeconfig: Path, count: int, key: str = "") -> float:
+    """Until ``count`` HelmReleases are Ready (with ``key``: having handled that request), from one watch: a
+    list of 1000 HelmReleases every half second took a third of a core from the operator being measured."""
     start = time.perf_counter()
-    while ready_count(kubeconfig, key) < count:
-        time.sleep(0.5)
+    done: set[str] = set()
+    while len(done) < count:  # a watch the server ends is started again (its list says all anew)
+        with subprocess.Popen([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), "get", "hr", "-A",
+                               "--watch", "-o", _STATE], stdout=subprocess.PIPE, text=True) as watch:
+            assert watch.stdout is not None
+            for line in watch.stdout:
+                name, ready, handled = [*line.strip().split("|"), "", ""][:3]
+                if ready == "True" and (not key or handled == key):
+                    done.add(name)
+                else:
+                    done.discard(name)
+                if len(done) >= count:
+                    break
+            watch.terminate()
     return time.perf_counter() - start
 
 

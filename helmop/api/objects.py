@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from .kinds import key_of
 
 
@@ -98,6 +100,17 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     if LAST_APPLIED in (meta.get("annotations") or {}):
         meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != LAST_APPLIED}
     return {**obj, "metadata": meta}
+
+
+def packed(obj: dict[str, Any]) -> bytes:
+    """An object as kept for long (every watched object, between turns): :func:`slim`, as compact JSON, a
+    third of the memory its dicts take; :func:`unpacked` reads it back, a fresh copy each time."""
+    return msgspec.json.encode(slim(obj))
+
+
+def unpacked(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = msgspec.json.decode(data)
+    return obj
 
 
 def flux_id(namespace: str, name: str, group: str, kind: str) -> str:

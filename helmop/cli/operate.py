@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     # which helmop never hands it: 12 MiB of the operator's memory. helmop does not depend on it (the sandbox's
     # client tests do); marked absent here, this process runs as it does in the operator's image.
     sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]  # None: "not importable", per importlib
+    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+        # helm processes are waited for through pidfds on the event loop, as Python 3.12 does by default: 3.11
+        # starts a thread per child process, and waiting for each to start stalled the loop under load.
+        asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
     # The operator (kopf, the controllers) is imported by the verb that runs it, not by every CLI command.
     from helmop.controllers.operator import OperatorConfig
     from helmop.controllers.operator import run as run_operator

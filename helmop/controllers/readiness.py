@@ -86,7 +86,7 @@ class _Watched:
         return ""
 
     def live(self) -> dict[str, Any] | None:
-        return self.read if self.collection.refused else _newest(self.read, self.collection.objects.get(self.name))
+        return self.read if self.collection.refused else _newest(self.read, self.collection.get(self.name))
 
 
 async def unhealthy(waiter: Waiter, located: list[tuple[str, dict[str, Any]]], timeout: float,

@@ -4,10 +4,12 @@ helm may skip waiting for the objects and helmop judges them from its shared wat
 directory or archive (its size already bounded), subcharts included, nested archives to a fixed depth.
 
 The look is textual and errs towards helm's wait: a hook annotation whose value is templated, or not on
-its line, counts as a post hook; so does a subchart archive too deep to open."""
+its line, counts as a post hook; so does a subchart archive too deep to open. An archive is looked into
+once while it is unchanged (1000 releases of one chart read one cached archive)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tarfile
@@ -50,6 +52,14 @@ class _Budget:
         return self.entries >= 0 and self.size >= 0
 
 
+@functools.lru_cache(maxsize=256)
+def _archive_look(path: str, inode: int, size: int, modified: int) -> str:
+    """The reason for one archive, as it is on disk (inode, size and time: a rewritten file is looked into
+    again); bounded, as the charts cache holds few."""
+    with tarfile.open(path) as archive:
+        return _archive_reason(archive, 0, _Budget())
+
+
 def _archive_reason(archive: tarfile.TarFile, depth: int, budget: _Budget) -> str:
     for member in archive:
         if not budget.spend(member):
@@ -82,10 +92,10 @@ def needs_helm_wait(chart: Path) -> str:
 
 
 def _look(chart: Path) -> str:
-    budget = _Budget()
     if not chart.is_dir():
-        with tarfile.open(chart) as archive:
-            return _archive_reason(archive, 0, budget)
+        found = chart.stat()
+        return _archive_look(str(chart), found.st_ino, found.st_size, found.st_mtime_ns)
+    budget = _Budget()
     for file in sorted(chart.rglob("*")):
         name = file.relative_to(chart).as_posix()
         if file.is_symlink() or not file.is_file() or not (_template(name) or _subchart(name)):

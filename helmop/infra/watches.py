@@ -3,9 +3,9 @@ namespace, or cluster-wide), its objects kept in memory while someone reads them
 after, so releases deployed one after the other into a namespace share one watch of its Deployments
 (helm's own ``--wait`` starts a set of informers per helm process instead).
 
-Objects are kept without ``managedFields`` and kubectl's last-applied annotation (what a verdict never
-reads). A collection the operator may not list or watch is ``refused``: its readers fetch objects one by
-one as they always could.
+Objects are kept packed (compact JSON: a namespace may hold 1000 Deployments while releases wait) without
+``managedFields`` and kubectl's last-applied annotation (what a verdict never reads). A collection the
+operator may not list or watch is ``refused``: its readers fetch objects one by one as they always could.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from helmop.api.objects import slim
+from helmop.api.objects import packed, unpacked
 
 from .kube import Kube, KubeError
 
@@ -28,13 +28,18 @@ class Collection:
 
     def __init__(self, kube: Kube, path: str) -> None:
         self.kube, self.path = kube, path
-        self.objects: dict[str, dict[str, Any]] = {}
+        self.objects: dict[str, bytes] = {}  # packed: read with get()
         self.synced = asyncio.Event()  # listed at least once (or refused)
         self.refused: KubeError | None = None  # not allowed or not served: read objects one by one
         self.readers = 0
         self._waits: dict[str, asyncio.Event] = {}  # by object name: set at its next change
         self._task: asyncio.Task[None] | None = None
         self._idle: asyncio.TimerHandle | None = None
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """Object ``name`` as last seen (a copy of its own), None when the collection has none."""
+        data = self.objects.get(name)
+        return unpacked(data) if data is not None else None
 
     def changed(self, name: str) -> asyncio.Event:
         """Set at the next change of object ``name`` (or of the whole collection: a new list, a refusal). One
@@ -82,7 +87,7 @@ class Collection:
                     # a list's items carry no apiVersion and kind (watch events' objects do): the list says them
                     typed = {"apiVersion": listed.get("apiVersion"),
                              "kind": str(listed.get("kind")).removesuffix("List")}
-                    self.objects = {o["metadata"]["name"]: slim({**typed, **o}) for o in listed.get("items") or []}
+                    self.objects = {o["metadata"]["name"]: packed({**typed, **o}) for o in listed.get("items") or []}
                     version = listed["metadata"]["resourceVersion"]
                     self.synced.set()
                     self._signal()
@@ -97,7 +102,7 @@ class Collection:
                     if event.get("type") == "DELETED":
                         self.objects.pop(meta.get("name", ""), None)
                     elif event.get("type") in ("ADDED", "MODIFIED"):
-                        self.objects[meta["name"]] = slim(obj)
+                        self.objects[meta["name"]] = packed(obj)
                     else:
                         continue
                     self._signal(meta.get("name", ""))

@@ -60,6 +60,16 @@ def test_post_hooks_are_found_in_archives_and_their_subchart_archives(tmp_path: 
     assert "could not be looked into" in needs_helm_wait(broken)
 
 
+def test_an_unchanged_archive_is_looked_into_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = archive(tmp_path / "app.tgz", {"app/templates/d.yaml": b"kind: Deployment\n"})
+    opened: list[object] = []  # archives opened for reading
+    real_open = tarfile.open
+    monkeypatch.setattr(tarfile, "open", lambda *a, **kw: (len(a) == 1 and opened.append(a)) or real_open(*a, **kw))
+    assert needs_helm_wait(path) == needs_helm_wait(path) == "" and len(opened) == 1
+    archive(path, {"app/templates/job.yaml": HOOK.format("post-install").encode()})  # rewritten in place
+    assert "templates/job.yaml" in needs_helm_wait(path) and len(opened) == 2
+
+
 def test_archives_nested_too_deep_get_helms_wait(tmp_path: Path) -> None:
     inner = archive(tmp_path / "l4.tgz", {"l4/templates/d.yaml": b"kind: Deployment\n"})
     for level in (3, 2, 1, 0):
