@@ -70,7 +70,7 @@ def wait_all(kubeconfig: Path, count: int, key: str = "") -> float:
     done: set[str] = set()
     while len(done) < count:  # a watch the server ends is started again (its list says all anew)
         with subprocess.Popen([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), "get", "hr", "-A",
-                               "--watch", "-o", _STATE], stdout=subprocess.PIPE, text=True) as watch:
+                               "--watch", "--chunk-size=0", "-o", _STATE], stdout=subprocess.PIPE, text=True) as watch:
             assert watch.stdout is not None
             for line in watch.stdout:
                 name, ready, handled = [*line.strip().split("|"), "", ""][:3]

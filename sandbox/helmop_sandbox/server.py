@@ -552,7 +552,7 @@ class HttpApi:
             objs = objs[:limit]
         table = self._table_request(request)
         if table is not None:
-            return _json(tables.table(t.rt, objs, rv, table))
+            return _json(tables.table(t.rt, objs, meta, table))
         partial = _metadata_only(request, listing=True)
         if partial:
             return _json({"kind": "PartialObjectMetadataList", "apiVersion": partial, "metadata": meta,
@@ -571,7 +571,8 @@ class HttpApi:
     def _render(self, request: web.Request, t: Target, obj: Obj) -> web.Response:
         table = self._table_request(request)
         if table is not None:
-            return _json(tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table))
+            version = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return _json(tables.table(t.rt, [obj], version, table))
         partial = _metadata_only(request, listing=False)
         return _json(_partial(obj, partial)) if partial else _reply(request, obj)
 
@@ -645,7 +646,7 @@ class HttpApi:
                     partial: str) -> None:
         obj = self.api.view(event.obj, t.rt)
         if table is not None:
-            obj = tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), table)
+            obj = tables.table(t.rt, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, table)
         elif partial:
             obj = _partial(obj, partial)
         else:  # the object's JSON from the cache lists use: informers start by streaming every object

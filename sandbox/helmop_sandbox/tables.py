@@ -290,7 +290,9 @@ def _age(obj: Obj) -> str:
     return age(obj["metadata"].get("creationTimestamp"))
 
 
-def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: str) -> Obj:
+def table(rt: ResourceType, objects: list[Obj], meta: Obj, include: str) -> Obj:
+    """The Table of ``objects``; ``meta``: its ListMeta (a list's ``continue`` included: kubectl asks for the
+    next chunk with it, 500 rows at a time)."""
     columns: list[dict[str, Any]] = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                                       "description": "Name must be unique within a namespace."}]
     getters: list[Any] = [_name]
@@ -326,5 +328,5 @@ def table(rt: ResourceType, objects: list[Obj], resource_version: str, include: 
             row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                              "metadata": obj["metadata"]}
         rows.append(row)
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
             "columnDefinitions": columns, "rows": rows}

@@ -90,6 +90,16 @@ def test_label_selectors_in_get(run: Run, namespace: str) -> None:
     assert names.split() == ["configmap/settings"]
 
 
+def test_get_prints_every_chunk_of_a_long_list(run: Run, namespace: str) -> None:
+    """kubectl asks for 500 rows at a time (here 2) and follows each Table's ``continue``, as for a JSON list."""
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin="---\n".join(
+        f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n" for i in range(5)))
+    for output in ([], ["-o", "name"]):
+        printed = run("kubectl", "-n", namespace, "get", "cm", "--chunk-size=2", "--no-headers", *output).stdout
+        names = {line.split()[0].rpartition("/")[2] for line in printed.splitlines()}
+        assert {f"c{i}" for i in range(5)} <= names, printed  # (and kube-root-ca.crt)
+
+
 def test_server_side_apply_owns_fields_and_reports_conflicts(run: Run, namespace: str) -> None:
     run("kubectl", "-n", namespace, "apply", "--server-side", "-f", "-", stdin=DEPLOYMENT)
     deploy = _get(run, namespace, "deploy", "web")
