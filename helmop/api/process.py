@@ -29,6 +29,10 @@ def minimal_env(home: str, **extra: str) -> dict[str, str]:
 # What helmop runs on tenants' behalf (helm, git, CEL) runs at a lower CPU priority than the operator: in a
 # pod they share its CPU, and a reconcile loop waiting for CPU behind them answers probes and watches late.
 # (nice execs the program, so all of its threads have the priority.) Looked up when first asked, not at import.
+# Each such process gets a process group of its own (``process_group=0``: stopped as one with killpg) in the
+# operator's session: a session of its own is a scheduling group of its own where Linux's autogroup is on
+# (most distributions), as heavy as the whole operator whatever its nice; ten helm processes then took the CPU
+# from the operator's event loop for 100-250 ms at a time.
 @functools.cache
 def niced() -> tuple[str, ...]:
     """The prefix that runs a program at the lower priority (nothing where ``nice`` is missing)."""

@@ -230,7 +230,7 @@ class Processes:
 
 
 class _Command(Command):  # type: ignore[misc]
-    """pyhelm3's Command, but helm runs without a shell, in a session of its own: pyhelm3 starts helm
+    """pyhelm3's Command, but helm runs without a shell, in a process group of its own: pyhelm3 starts helm
     under ``sh -c`` and, when the action is stopped, terminates only the shell (dash does not exec the
     last command), which leaves helm waiting out its --timeout with the release locked. Here a stopped
     action sends helm SIGTERM (so it can record the release as failed), and SIGKILL after a grace."""
@@ -251,7 +251,7 @@ class _Command(Command):  # type: ignore[misc]
         log.debug("running helm %s", " ".join(map(str, command[:2])))
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, process_group=0,
             env=env or self.env)
         self.processes.groups.add(proc.pid)
         try:

@@ -93,7 +93,7 @@ class Worker:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "helmop.infra.worker", str(self.memory),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                limit=_LINE, start_new_session=True)
+                limit=_LINE, process_group=0)
             assert proc.stdout is not None
             try:
                 ready = await asyncio.wait_for(proc.stdout.readline(), START)

@@ -236,11 +236,11 @@ class GitCache:
     async def _git(self, args: list[str], env: dict[str, str], cwd: Path | None = None,
                    secrets: list[str] | None = None, timeout: float | None = None, url: str = "") -> bytes:
         _fetched(cwd)
-        # A session of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
+        # A process group of its own, so a timeout kills git's helpers too (git-remote-https holds the pipes:
         # killing git alone would leave wait() hanging until the helper gave up by itself).
         proc = await asyncio.create_subprocess_exec(*niced(), "git", *args, cwd=cwd, env=env,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+                                                    stdin=asyncio.subprocess.DEVNULL, process_group=0)
         limit = timeout or self.timeout
         try:
             out, err = await asyncio.wait_for(proc.communicate(), limit)
@@ -429,7 +429,7 @@ class GitCache:
 class _Batch:
     """One ``git cat-file --batch-command`` process, asked for one object at a time: its type and size
     first (``info``, which does not inflate it), then its content only if within a limit. A tree read costs
-    one process instead of one per file. Killed (with its session) on any exit."""
+    one process instead of one per file. Killed (with its process group) on any exit."""
 
     def __init__(self, mirror: Path, env: dict[str, str], timeout: float) -> None:
         self.mirror, self.env, self.timeout = mirror, env, timeout
@@ -441,7 +441,7 @@ class _Batch:
         self.proc = await asyncio.create_subprocess_exec(
             *niced(), "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True)
+            process_group=0)
         return self
 
     async def __aexit__(self, *_: object) -> None:

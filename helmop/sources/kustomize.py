@@ -228,7 +228,7 @@ class Kustomize:
         proc = await asyncio.create_subprocess_exec(
             self.kubectl, "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(target),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)}, start_new_session=True)
+            cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)}, process_group=0)
         with contextlib.suppress(ProcessLookupError, OSError):  # at once: it has allocated nothing yet
             resource.prlimit(proc.pid, resource.RLIMIT_DATA, (self.limits.memory, self.limits.memory))
         assert proc.stdout is not None and proc.stderr is not None
