@@ -9,7 +9,6 @@ once while it is unchanged (1000 releases of one chart read one cached archive).
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 import tarfile
@@ -52,12 +51,20 @@ class _Budget:
         return self.entries >= 0 and self.size >= 0
 
 
-@functools.lru_cache(maxsize=256)
-def _archive_look(path: str, inode: int, size: int, modified: int) -> str:
-    """The reason for one archive, as it is on disk (inode, size and time: a rewritten file is looked into
-    again); bounded, as the charts cache holds few."""
-    with tarfile.open(path) as archive:
-        return _archive_reason(archive, 0, _Budget())
+_LOOKED_MAX = 256  # archives whose reason is kept (the charts cache holds few)
+_looked: dict[tuple[str, int, int, int], str] = {}  # (path, inode, size, mtime): a rewritten file is looked again
+
+
+def _archive_look(chart: Path) -> str:
+    found = chart.stat()
+    key = (str(chart), found.st_ino, found.st_size, found.st_mtime_ns)
+    if key not in _looked:
+        with tarfile.open(chart) as archive:
+            reason = _archive_reason(archive, 0, _Budget())
+        if len(_looked) >= _LOOKED_MAX:
+            _looked.pop(next(iter(_looked)), None)  # the oldest
+        _looked[key] = reason
+    return _looked[key]
 
 
 def _archive_reason(archive: tarfile.TarFile, depth: int, budget: _Budget) -> str:
@@ -93,8 +100,7 @@ def needs_helm_wait(chart: Path) -> str:
 
 def _look(chart: Path) -> str:
     if not chart.is_dir():
-        found = chart.stat()
-        return _archive_look(str(chart), found.st_ino, found.st_size, found.st_mtime_ns)
+        return _archive_look(chart)
     budget = _Budget()
     for file in sorted(chart.rglob("*")):
         name = file.relative_to(chart).as_posix()
