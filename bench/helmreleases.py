@@ -362,11 +362,15 @@ def table(rows: list[dict[str, Any]], helm: str, concurrency: int) -> str:
     return "\n".join(lines)
 
 
-def chart(rows: list[dict[str, Any]], helm: str) -> Path | None:
+def chart(rows: list[dict[str, Any]], helm: str) -> Path | str:
+    """The docs' chart: helmop against raw helm, releases in one namespace from a URL, one replica (other runs
+    would overwrite it with another comparison); why not, when it is not drawn."""
+    if not all(r["raw_helm_s"] and r["layout"] == "one-namespace" and r["source"] == "inline" for r in rows):
+        return "not drawn (the docs' chart compares one-namespace, inline-source runs with raw helm)"
     try:
         import matplotlib
     except ImportError:
-        return None
+        return "not drawn (matplotlib is not installed: pip install -e '.[bench]')"
 
     matplotlib.use("Agg")  # files only: no display here
     import matplotlib.pyplot as plt
@@ -443,8 +447,7 @@ def main() -> None:
     for row in rows:
         print(json.dumps({key: round(row[key], 3) if isinstance(row[key], float) else row[key]
                           for key in KEYS if key in row}))
-    drawn = chart(rows, args.helm)
-    print(f"chart: {drawn}" if drawn else "chart: not drawn (matplotlib is not installed: pip install -e '.[bench]')")
+    print(f"chart: {chart(rows, args.helm)}")
 
 
 if __name__ == "__main__":
