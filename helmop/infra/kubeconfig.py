@@ -153,7 +153,8 @@ def _read(path: Path) -> dict[str, Any]:
 def _user(creds: Credentials, user: dict[str, Any], folder: Path, cluster: dict[str, Any],
           where: str) -> Credentials:
     if user.get("auth-provider"):
-        name = (user["auth-provider"] or {}).get("name", "")
+        provider = user["auth-provider"]
+        name = provider.get("name", "") if isinstance(provider, dict) else ""
         raise KubeconfigError(f"{where}: auth-provider {name!r} is not supported (kubectl's built-in providers were "
                               "removed; use its exec credential plugin)")
     if user.get("username") or user.get("password"):
@@ -194,8 +195,11 @@ def _resolve(name: str, folder: Path) -> Path:
     return path if path.is_absolute() else folder / path
 
 
-def _exec(spec: dict[str, Any], folder: Path, cluster: dict[str, Any], where: str) -> dict[str, Any]:
+def _exec(spec: Any, folder: Path, cluster: dict[str, Any], where: str) -> dict[str, Any]:
     """Run an exec credential plugin (client.authentication.k8s.io) and return its ExecCredential's status."""
+    args = (spec.get("args") or []) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(args, list) or not isinstance(spec.get("env") or [], list):
+        raise KubeconfigError(f"{where}: the exec plugin is not a mapping with a list of args and of env entries")
     command = str(spec.get("command") or "")
     if not command:
         raise KubeconfigError(f"{where}: the exec plugin names no command")
@@ -209,7 +213,7 @@ def _exec(spec: dict[str, Any], folder: Path, cluster: dict[str, Any], where: st
     env = {**os.environ, **{str(e.get("name")): str(e.get("value", "")) for e in spec.get("env") or []
                             if isinstance(e, dict)}, "KUBERNETES_EXEC_INFO": json.dumps(request)}
     try:
-        done = subprocess.run([command, *map(str, spec.get("args") or [])], env=env, stdin=subprocess.DEVNULL,
+        done = subprocess.run([command, *map(str, args)], env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=EXEC_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise KubeconfigError(f"{where}: the exec plugin {Path(command).name} failed: {exc}") from None
