@@ -32,9 +32,6 @@ from .kubeconfig import KubeconfigError
 
 log = logging.getLogger(__name__)
 TOKEN_REREAD = 60.0  # as client-go re-reads a token file
-# Requests at once per identity (watches and other streams have connections of their own): every TLS connection
-# costs ~300 KiB (asyncio's read buffer alone is 256 KiB), and a pool of 50 stayed full of idle ones after a burst.
-REQUEST_CONNECTIONS = 16
 
 
 class KubeError(Exception):
@@ -148,7 +145,7 @@ class Kube:
         self.conn = conn
         self.impersonate = impersonate
         self.groups = groups  # Impersonate-Group, with a user only
-        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # by streaming: requests, or watches and logs
+        self._session: aiohttp.ClientSession | None = None
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._acting: dict[tuple[str, tuple[str, ...]], Kube] = {}
         self._root = self  # impersonating clients use their root's credentials, which rotate
@@ -183,18 +180,16 @@ class Kube:
             ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
         return ctx
 
-    def session(self, streaming: bool = False) -> aiohttp.ClientSession:
-        """The HTTP client for requests (a pool of REQUEST_CONNECTIONS) or for streams (a connection each, held
-        while the stream lasts)."""
-        session = self._sessions.get(streaming)
-        if session is None or session.closed:
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
             headers = ([("Impersonate-User", self.impersonate), *(("Impersonate-Group", g) for g in self.groups)]
                        if self.impersonate else [])
-            session = self._sessions[streaming] = aiohttp.ClientSession(
+            self._session = aiohttp.ClientSession(
                 self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if streaming else REQUEST_CONNECTIONS),
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),
                 timeout=aiohttp.ClientTimeout(total=60, connect=10))
-        return session
+        return self._session
 
     def _token(self) -> str:
         root = self._root
@@ -216,15 +211,15 @@ class Kube:
         root.conn, root._token_read = fresh, time.monotonic()
         if tls_changed:  # client certificates live in the sessions' TLS contexts
             for client in (root, *root._acting.values()):
-                for session in client._sessions.values():
-                    await session.close()
+                if client._session is not None:
+                    await client._session.close()
         return True
 
     async def close(self) -> None:
         for child in self._acting.values():
             await child.close()
-        for session in self._sessions.values():
-            await session.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
                       content_type: str = "application/json", attempts: int = 5, accept: str = "") -> dict[str, Any]:
@@ -246,7 +241,7 @@ class Kube:
                     headers: dict[str, str]) -> dict[str, Any]:
         for reauthenticated in (False, True):
             try:
-                async with self.session().request(method, path, data=data, params=params,
+                async with self.session.request(method, path, data=data, params=params,
                                                 headers={**headers, **self._auth()}) as r:
                     status, text = r.status, await r.text()
                     retry_after = r.headers.get("Retry-After", "")
@@ -279,9 +274,8 @@ class Kube:
         ends it or sends nothing for ``idle`` seconds (a dead peer)."""
         headers = {**self._auth(), **({"Accept": accept} if accept else {})}
         try:
-            async with self.session(streaming=True).get(
-                    path, params=params, headers=headers,
-                    timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
+            async with self.session.get(path, params=params, headers=headers,
+                                        timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
                 if r.status >= 400:
                     raise _answered(r.status, r.reason or "", _reply(await r.text()), r.headers.get("Retry-After", ""))
                 async for line in r.content:
