@@ -21,9 +21,10 @@ from one HelmRepository or OCIRepository per namespace (its index downloads or t
 Prints a table, then one JSON line per count (keys: count, replicas, layout, source, helmop_s,
 raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, noop_dry_runs (server-side
 dry runs of drift checks in the no-op), peak_rss_mib, max_loop_lag_ms, double_actions, source_fetches
-(over the run and its no-op), per_replica), and draws docs/img/helmreleases-<helm>.png when matplotlib
-(the ``bench`` extra) is installed. ``--suspended N``: N suspended HelmReleases resident (no helm work), the
-operator's RSS before and after, and the memory per object. Not a test: it prints numbers.
+(over the run and its no-op), per_replica), and, for one-namespace runs from a URL against raw helm, draws
+docs/img/helmreleases-<helm>.png when matplotlib (the ``bench`` extra) is installed. ``--suspended N``: N
+suspended HelmReleases resident (no helm work), the operator's RSS before and after, and the memory per
+object. Not a test: it prints numbers.
 """
 
 from __future__ import annotations
