@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import protobuf, reviews, tables
+from . import discovery, protobuf, reviews, tables
 from .admitting import Admission, Request, admit
 from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
 from .errors import ApiError, bad_request
@@ -236,13 +236,11 @@ class HttpApi:
             return _json(_VERSION)
         if parts[:1] == ["openapi"]:
             return self._openapi(request, parts)
-        if parts == ["api"]:
-            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}]})
-        if parts == ["apis"]:
-            return _json(self._group_list())
+        if parts in (["api"], ["apis"]):
+            return self._discovery(request, core=parts == ["api"])
         if parts[:1] == ["apis"] and len(parts) == 2:
-            group = next((g for g in self._group_list()["groups"] if g["name"] == parts[1]), None)
+            group = next((g for g in discovery.group_list(self.api.registry)["groups"] if g["name"] == parts[1]),
+                         None)
             if group is None:
                 raise ApiError("NotFound", "the server could not find the requested resource")
             return _json({"kind": "APIGroup", "apiVersion": "v1", **group})
@@ -253,7 +251,10 @@ class HttpApi:
         else:
             raise ApiError("NotFound", "the server could not find the requested resource")
         if not rest:
-            return self._resource_list(group, version)
+            resource_list = discovery.resource_list(self.api.registry, group, version)
+            if resource_list is None:
+                raise ApiError("NotFound", "the server could not find the requested resource")
+            return _json(resource_list)
         if reviews.is_review(group, version, rest):
             if request.method != "POST" or who is None:
                 raise ApiError("MethodNotAllowed", "reviews can only be created")
@@ -316,27 +317,15 @@ class HttpApi:
 
     # --- discovery ---------------------------------------------------------------------------------
 
-    def _group_list(self) -> dict[str, Any]:
-        groups = []
-        served = self.api.registry.group_versions()
-        for (group, version) in reviews.DISCOVERY:
-            served.setdefault(group, [version])
-        for group, versions in served.items():
-            if not group:
-                continue
-            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-
-    def _resource_list(self, group: str, version: str) -> web.Response:
-        types = [rt for rt in self.api.registry.all() if rt.group == group and rt.version == version]
-        virtual = reviews.DISCOVERY.get((group, version), [])
-        if not types and not virtual:
-            raise ApiError("NotFound", "the server could not find the requested resource")
-        resources = [entry for rt in sorted(types, key=lambda r: r.plural) for entry in rt.discovery()]
-        resources = sorted(resources + virtual, key=lambda e: str(e["name"]))
-        return _json({"kind": "APIResourceList", "apiVersion": "v1",
-                      "groupVersion": f"{group}/{version}" if group else version, "resources": resources})
+    def _discovery(self, request: web.Request, *, core: bool) -> web.Response:
+        version = discovery.aggregated_version(request.headers.get("Accept", ""))
+        if version is None:
+            if core:
+                return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}]})
+            return _json(discovery.group_list(self.api.registry))
+        body = encode_json(discovery.aggregated(self.api.registry, version, core=core))
+        return web.Response(body=body, headers={"Content-Type": discovery.media_type(version), "Vary": "Accept"})
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         accept = request.headers.get("Accept", "*/*")

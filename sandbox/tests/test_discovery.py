@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support import Raw
+
+from tests.tools import Run
 
 SKIPPED_GROUPS = {"gateway.networking.k8s.io", "metrics.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 
@@ -56,6 +60,64 @@ def test_api_group_list_and_version(http: Raw) -> None:
     assert names["autoscaling"]["preferredVersion"]["version"] == "v2"
     _code, version = http("GET", "/version")
     assert version["major"] == "1" and version["minor"] == "35"
+
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+CLIENT_GO_ACCEPT = f"{AGGREGATED},application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList," \
+                   "application/json"
+
+
+def _aggregated(http: Raw, path: str) -> tuple[str, dict[str, Any]]:
+    r = http.session.get(http.base + path, headers={"Accept": CLIENT_GO_ACCEPT})
+    assert r.status_code == 200
+    return r.headers["Content-Type"], r.json()
+
+
+def test_aggregated_discovery_says_what_every_group_version_says(http: Raw) -> None:
+    """kube-apiserver answers client-go's Accept with one apidiscovery.k8s.io/v2 list per root: the same
+    resources as the per-group-version documents, which the client then never fetches."""
+    ctype, apis = _aggregated(http, "/apis")
+    assert ctype == AGGREGATED and apis["kind"] == "APIGroupDiscoveryList"
+    _, core = _aggregated(http, "/api")
+    assert [item["metadata"] for item in core["items"]] == [{}]
+    _, legacy = http("GET", "/apis")
+    assert [item["metadata"]["name"] for item in apis["items"]] == [g["name"] for g in legacy["groups"]]
+    compared = 0
+    for item in core["items"] + apis["items"]:
+        group = item["metadata"].get("name", "")
+        legacy_versions = [g for g in legacy["groups"] if g["name"] == group]
+        if legacy_versions:
+            assert [v["version"] for v in item["versions"]] == [v["version"] for v in legacy_versions[0]["versions"]]
+        for version in item["versions"]:
+            assert version["freshness"] == "Current"
+            _, listing = http("GET", f"/apis/{group}/{version['version']}" if group else f"/api/{version['version']}")
+            flattened = {}
+            for r in version["resources"]:
+                kind = r["responseKind"]
+                flattened[r["resource"]] = (r["scope"] == "Namespaced", kind["kind"], sorted(r["verbs"]),
+                                            r.get("shortNames"))
+                for sub in r.get("subresources", []):
+                    flattened[f"{r['resource']}/{sub['subresource']}"] = (
+                        r["scope"] == "Namespaced", sub["responseKind"]["kind"], sorted(sub["verbs"]), None)
+            assert flattened == {e["name"]: (e["namespaced"], e["kind"], sorted(e["verbs"]), e.get("shortNames"))
+                                 for e in listing["resources"]}
+            compared += len(flattened)
+    assert compared > 80
+    deployments = next(r for item in apis["items"] if item["metadata"]["name"] == "apps"
+                       for r in item["versions"][0]["resources"] if r["resource"] == "deployments")
+    assert deployments["responseKind"] == {"group": "", "version": "", "kind": "Deployment"}
+    assert {s["subresource"]: s["responseKind"] for s in deployments["subresources"]}["scale"] == \
+        {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert deployments["singularResource"] == "deployment" and deployments["categories"] == ["all"]
+
+
+def test_clients_discover_everything_in_two_requests(run: Run, tmp_path: Path) -> None:
+    """kubectl (client-go) reads /api and /apis and nothing per group version, as against kube-apiserver; the
+    plain Accept still gets the legacy documents (covered above)."""
+    done = run("kubectl", "api-resources", "-v=6", "--cache-dir", str(tmp_path))  # an empty discovery cache
+    assert "deployments" in done.stdout and "statefulsets" in done.stdout
+    fetched = re.findall(r'verb="GET" url="https://[^/]+/([^"?]*)', done.stderr)
+    assert sorted(fetched) == ["api", "apis"], fetched
 
 
 def test_openapi_v3_declares_server_side_field_validation(http: Raw) -> None:
