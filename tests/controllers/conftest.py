@@ -53,6 +53,8 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     for version in ("0.1.0", "0.2.0", "0.2.1", "1.0.0"):
         repo.publish("demo", version)
     repo.publish("broken", "0.1.0", templates={"broken.yaml": '{{ fail "this chart is deliberately broken" }}'})
+    repo.publish("unknownfield", "0.1.0", templates={  # a field no API server knows
+        "extra.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\nbogus: 1\n"})
     repo.add_chart(JENKINS_STAND_IN)
     if os.environ.get("HELMOP_JENKINS_CHART"):
         repo.add_archive(official_jenkins_chart())

@@ -263,6 +263,23 @@ def test_metrics_and_health_endpoints(operator: Operator, kube: Run, ns: str, ch
 
 
 @pytest.mark.helm_versions
+def test_fields_the_api_server_does_not_know_are_judged_as_raw_helm_sees_them(
+        operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
+    """helm runs without its client-side OpenAPI check (it only fetched schemas to learn that the server
+    validates fields): the API server still judges, as for raw helm: helm 4 asks for strict validation and
+    fails, helm 3 is warned and the field dropped."""
+    apply(kube, ns, hr("strict", chart_repo, chart="unknownfield", version="0.1.0"))
+    if operator.helm == "helm":
+        message = condition(failing(kube, ns, "strict", "InstallFailed"))["message"]
+        assert 'unknown field "bogus"' in message
+    else:
+        ready(kube, ns, "strict")
+        assert "bogus" not in get(kube, ns, "configmap", "strict-extra")
+    assert any(a.startswith("upgrade strict ") and "--disable-openapi-validation" in a
+               for a in operator.helm_actions())
+
+
+@pytest.mark.helm_versions
 def test_service_account_impersonation(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
     apply(kube, ns, hr("imp", chart_repo, version="0.1.0", serviceAccountName="deployer"))
