@@ -32,6 +32,10 @@ from .kubeconfig import KubeconfigError
 
 log = logging.getLogger(__name__)
 TOKEN_REREAD = 60.0  # as client-go re-reads a token file
+# Requests at once per identity. Watches and other streams have connections of their own, outside this pool:
+# they last (a shared collection is watched for a minute after its last reader), and one per kind and namespace
+# filled a pool they shared once releases spread over ~50 namespaces, so every request then timed out waiting.
+REQUEST_CONNECTIONS = 50
 
 
 class KubeError(Exception):
@@ -145,7 +149,7 @@ class Kube:
         self.conn = conn
         self.impersonate = impersonate
         self.groups = groups  # Impersonate-Group, with a user only
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # by streaming: requests, or watches and logs
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._acting: dict[tuple[str, tuple[str, ...]], Kube] = {}
         self._root = self  # impersonating clients use their root's credentials, which rotate
@@ -180,16 +184,18 @@ class Kube:
             ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
         return ctx
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def session(self, streaming: bool = False) -> aiohttp.ClientSession:
+        """The HTTP client for requests (a pool of REQUEST_CONNECTIONS) or for streams (a connection each, held
+        while the stream lasts)."""
+        session = self._sessions.get(streaming)
+        if session is None or session.closed:
             headers = ([("Impersonate-User", self.impersonate), *(("Impersonate-Group", g) for g in self.groups)]
                        if self.impersonate else [])
-            self._session = aiohttp.ClientSession(
+            session = self._sessions[streaming] = aiohttp.ClientSession(
                 self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=50),
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if streaming else REQUEST_CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=60, connect=10))
-        return self._session
+        return session
 
     def _token(self) -> str:
         root = self._root
@@ -211,15 +217,15 @@ class Kube:
         root.conn, root._token_read = fresh, time.monotonic()
         if tls_changed:  # client certificates live in the sessions' TLS contexts
             for client in (root, *root._acting.values()):
-                if client._session is not None:
-                    await client._session.close()
+                for session in client._sessions.values():
+                    await session.close()
         return True
 
     async def close(self) -> None:
         for child in self._acting.values():
             await child.close()
-        if self._session is not None:
-            await self._session.close()
+        for session in self._sessions.values():
+            await session.close()
 
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
                       content_type: str = "application/json", attempts: int = 5, accept: str = "") -> dict[str, Any]:
@@ -241,7 +247,7 @@ class Kube:
                     headers: dict[str, str]) -> dict[str, Any]:
         for reauthenticated in (False, True):
             try:
-                async with self.session.request(method, path, data=data, params=params,
+                async with self.session().request(method, path, data=data, params=params,
                                                 headers={**headers, **self._auth()}) as r:
                     status, text = r.status, await r.text()
                     retry_after = r.headers.get("Retry-After", "")
@@ -274,8 +280,9 @@ class Kube:
         ends it or sends nothing for ``idle`` seconds (a dead peer)."""
         headers = {**self._auth(), **({"Accept": accept} if accept else {})}
         try:
-            async with self.session.get(path, params=params, headers=headers,
-                                        timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
+            async with self.session(streaming=True).get(
+                    path, params=params, headers=headers,
+                    timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
                 if r.status >= 400:
                     raise _answered(r.status, r.reason or "", _reply(await r.text()), r.headers.get("Retry-After", ""))
                 async for line in r.content:
