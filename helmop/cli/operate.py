@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import asyncio.sslproto
 import os
 import sys
 from dataclasses import replace
@@ -46,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         # helm processes are waited for through pidfds on the event loop, as Python 3.12 does by default: 3.11
         # starts a thread per child process, and waiting for each to start stalled the loop under load.
         asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
+    # asyncio gives every TLS connection a 256 KiB read buffer, allocated and zeroed whole: with a pool of API
+    # requests and a watch per kind and namespace, the largest part of the operator's memory under load. What the
+    # API server sends (watch events, list pages) is read as fast 64 KiB at a time.
+    asyncio.sslproto.SSLProtocol.max_size = 64 * 1024
     # The operator (kopf, the controllers) is imported by the verb that runs it, not by every CLI command.
     from helmop.controllers.operator import OperatorConfig
     from helmop.controllers.operator import run as run_operator

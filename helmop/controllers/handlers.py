@@ -128,6 +128,8 @@ class Dispatcher:
         self.failures = _Failures(tunables)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
+        services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
+        services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
         self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run

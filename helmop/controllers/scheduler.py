@@ -36,6 +36,11 @@ class Scheduler:
         self._timer: asyncio.TimerHandle | None = None
         self._stopping = False
 
+    @property
+    def waiting(self) -> int:
+        """Turns due and waiting for one of the ``limit`` places."""
+        return len(self._queued)
+
     def wake(self, key: Key, delay: float = 0.0) -> None:
         """A turn for ``key`` in ``delay`` seconds (or sooner, if one is due sooner already)."""
         if self._stopping:

@@ -2,8 +2,9 @@
 
 Series (all prefixed ``helmop_``): reconcile durations by kind and result, helm actions and their
 durations by action and result, per-resource readiness and suspension, git fetch durations, the
-event loop's lag, and chart cache hits and misses. Labels never carry values or secrets: kinds, names,
-results. Each operator has a registry of its own (several run in one test process).
+event loop's lag, chart cache hits and misses, and the reconciles waiting and running. Labels never carry
+values or secrets: kinds, names, results. Each operator has a registry of its own (several run in one test
+process).
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ class Metrics:
                                     "(read, and a server-side dry run) or skipped (found as the release wants them "
                                     "before, and unchanged since as the watches saw).", ["result"],
                                     registry=registry)
+        # what controller-runtime's workqueue_depth says, and the turns running: both 0 when nothing is to be done
+        self.turns_waiting = Gauge("helmop_turns_waiting", "Reconciles due and waiting for a place (the operator's "
+                                   "work queue depth).", registry=registry)
+        self.turns_running = Gauge("helmop_turns_running", "Reconciles running now.", registry=registry)
         self.api_reachable = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API "
                                    "server succeeded.", registry=registry)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.controllers.conftest import ChartRepo, Operator, apply, condition, get, helm_calls, hr, ready
+from tests.controllers.conftest import ChartRepo, Operator, apply, condition, eventually, get, helm_calls, hr, ready
 from tests.tools import Run
 
 SLOW_DEPLOYMENT = """apiVersion: apps/v1
@@ -88,3 +88,15 @@ def test_a_chart_with_a_post_install_hook_gets_helms_wait(operator: Operator, ku
 def test_disabled_wait_is_said_in_status(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, hr("quick", chart_repo, version="0.1.0", install={"disableWait": True}))
     assert ready(kube, ns, "quick")["status"]["readinessCheck"] == {"by": "none"}
+
+
+def test_the_operator_says_how_many_turns_run_and_wait(operator: Operator, kube: Run, ns: str,
+                                                       chart_repo: ChartRepo) -> None:
+    """helmop_turns_running counts a release waiting for its objects; with helmop_turns_waiting, 0 once nothing
+    is left to do (what a benchmark waits for before it measures a pass that should do nothing)."""
+    chart = f"slowweb-{uuid.uuid4().hex[:5]}"
+    chart_repo.publish(chart, "0.1.0", templates={"deployment.yaml": SLOW_DEPLOYMENT})
+    apply(kube, ns, hr("busy", chart_repo, chart=chart, version="0.1.0"))
+    eventually(lambda: operator.metric("helmop_turns_running") >= 1)  # its Deployment is Ready after 2 s
+    ready(kube, ns, "busy")
+    eventually(lambda: operator.metric("helmop_turns_running") + operator.metric("helmop_turns_waiting") == 0)
