@@ -96,8 +96,8 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
             "--values", "-", "--output", "json", "--timeout", f"{int(req.timeout)}s",
             "--history-max", str(req.max_history),
             # helm's own OpenAPI check only asks whether the API server validates fields itself (every server
-            # since 1.25 does, and then client-go skips the check): ~750 KB of schema fetched and parsed by
-            # every helm run, a sixth of its CPU, for nothing. Validation stays the server's (Strict with helm 4).
+            # since 1.25 does, and then client-go skips the check): ~750 KB of schema fetched and parsed by every
+            # helm run, a sixth to a third of its CPU, for nothing. Validation stays the server's (Strict: helm 4).
             "--disable-openapi-validation"]
     args += _change_flags(major, wait=req.wait, disable_hooks=req.disable_hooks, force=req.force,
                           cleanup_on_fail=req.cleanup_on_fail)
