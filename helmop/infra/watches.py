@@ -64,11 +64,16 @@ class Collection:
 
     def stop_after(self, linger: float, forget: Callable[[Collection], None]) -> None:
         """Stop watching ``linger`` seconds from now unless a reader came back meanwhile."""
-        def stop() -> None:
-            if self.readers == 0 and self._task is not None:
-                self._task.cancel()
-                forget(self)
-        self._idle = asyncio.get_running_loop().call_later(linger, stop)
+        self._idle = asyncio.get_running_loop().call_later(linger, self.stop, forget)
+
+    def stop(self, forget: Callable[[Collection], None]) -> None:
+        """Stop watching now, unless a reader came back."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if self.readers == 0 and self._task is not None:
+            self._task.cancel()
+            forget(self)
 
     async def close(self) -> None:
         if self._idle is not None:
@@ -124,17 +129,22 @@ class Collection:
 
 
 class Collections:
-    """The shared collections of an operator; ``linger``: how long one is kept watched after its last reader."""
+    """The shared collections of an operator; ``linger``: how long one is kept watched after its last reader;
+    ``idle``: how many are kept watched without a reader at most (the longest idle are stopped first). Releases
+    installed over many namespaces within a linger would otherwise each keep a watch (a TLS connection) and
+    their namespace's objects: ~80 at 1000 releases, 10 per namespace (peak RSS 110 MiB, 95 with the bound)."""
 
-    def __init__(self, kube: Kube, linger: float = 60.0) -> None:
-        self.kube, self.linger = kube, linger
+    def __init__(self, kube: Kube, linger: float = 60.0, idle: int = 16) -> None:
+        self.kube, self.linger, self.idle = kube, linger, idle
         self.open: dict[str, Collection] = {}
+        self._unread: dict[str, Collection] = {}  # the open ones without a reader, the longest idle first
 
     @contextlib.asynccontextmanager
     async def reading(self, paths: set[str]) -> AsyncIterator[dict[str, Collection]]:
         """The collections of ``paths``, each listed (or refused), watched while the block runs."""
         held = {path: self.open.setdefault(path, Collection(self.kube, path)) for path in paths}
         for collection in held.values():
+            self._unread.pop(collection.path, None)
             collection.readers += 1
             collection.start()
         try:
@@ -145,11 +155,16 @@ class Collections:
                 collection.readers -= 1
                 if collection.readers == 0:
                     collection.stop_after(self.linger, self._forget)
+                    self._unread[collection.path] = collection
+            while len(self._unread) > self.idle:
+                self._unread.pop(next(iter(self._unread))).stop(self._forget)
 
     def _forget(self, collection: Collection) -> None:
-        if self.open.get(collection.path) is collection:
-            del self.open[collection.path]
+        for table in (self.open, self._unread):
+            if table.get(collection.path) is collection:
+                del table[collection.path]
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.open.values()))
         self.open.clear()
+        self._unread.clear()
