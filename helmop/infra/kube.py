@@ -259,7 +259,7 @@ class Kube:
         for reauthenticated in (False, True):
             try:
                 async with self.session().request(method, path, data=data, params=params,
-                                                headers={**headers, **self._auth()}) as r:
+                                                  headers={**headers, **self._auth()}) as r:
                     status, text = r.status, await r.text()
                     retry_after = r.headers.get("Retry-After", "")
                     http_reason = r.reason or ""
