@@ -15,6 +15,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
+from helmop.infra.filememo import FileMemo
+
 _HOOK = re.compile(r"""["']?helm\.sh/hook["']?\s*:(.*)""")
 _POST = ("post-install", "post-upgrade")
 _DEPTH = 3  # archives within archives (a chart's charts/*.tgz)
@@ -51,20 +53,16 @@ class _Budget:
         return self.entries >= 0 and self.size >= 0
 
 
-_LOOKED_MAX = 256  # archives whose reason is kept (the charts cache holds few)
-_looked: dict[tuple[str, int, int, int], str] = {}  # (path, inode, size, mtime): a rewritten file is looked again
+_looked: FileMemo[str] = FileMemo()  # each archive's reason (the charts cache holds few)
 
 
 def _archive_look(chart: Path) -> str:
-    found = chart.stat()
-    key = (str(chart), found.st_ino, found.st_size, found.st_mtime_ns)
-    if key not in _looked:
-        with tarfile.open(chart) as archive:
-            reason = _archive_reason(archive, 0, _Budget())
-        if len(_looked) >= _LOOKED_MAX:
-            _looked.pop(next(iter(_looked)), None)  # the oldest
-        _looked[key] = reason
-    return _looked[key]
+    return _looked.read(chart, _look_into)
+
+
+def _look_into(chart: Path) -> str:
+    with tarfile.open(chart) as archive:
+        return _archive_reason(archive, 0, _Budget())
 
 
 def _archive_reason(archive: tarfile.TarFile, depth: int, budget: _Budget) -> str:

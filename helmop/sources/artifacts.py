@@ -8,6 +8,7 @@ the layer is downloaded only when its digest is one the cache does not hold for 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import hashlib
 import io
@@ -23,6 +24,7 @@ from helmop.api import yamlc
 from helmop.api.errors import describe
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import OCIRepositorySpec
+from helmop.infra.filememo import FileMemo
 
 from .errors import SourceError
 from .repositories import MANIFEST_TYPES, Credentials, Repositories, ResolvedChart, credential_key
@@ -104,8 +106,12 @@ async def chart(repos: Repositories, url: str, digest: str, creds: Credentials, 
         return data
 
     path = await repos.cached(path, download, f"the chart layer of {safe_url(url)}")
-    name, version = await asyncio.to_thread(_name_and_version, path, safe_url(url))
+    name, version = await asyncio.to_thread(_charts.read, path, functools.partial(_name_and_version,
+                                                                                  what=safe_url(url)))
     return ResolvedChart(safe_url(url), name, version, digest=digest.removeprefix("sha256:")), path
+
+
+_charts: FileMemo[tuple[str, str]] = FileMemo()  # name and version of each cached layer, read at every look
 
 
 def _name_and_version(path: Path, what: str) -> tuple[str, str]:
