@@ -56,10 +56,6 @@ class _Budget:
 _looked: FileMemo[str] = FileMemo()  # each archive's reason (the charts cache holds few)
 
 
-def _archive_look(chart: Path) -> str:
-    return _looked.read(chart, _look_into)
-
-
 def _look_into(chart: Path) -> str:
     with tarfile.open(chart) as archive:
         return _archive_reason(archive, 0, _Budget())
@@ -98,7 +94,7 @@ def needs_helm_wait(chart: Path) -> str:
 
 def _look(chart: Path) -> str:
     if not chart.is_dir():
-        return _archive_look(chart)
+        return _looked.read(chart, _look_into)
     budget = _Budget()
     for file in sorted(chart.rglob("*")):
         name = file.relative_to(chart).as_posix()
