@@ -11,6 +11,7 @@ from pathlib import Path
 from helmop.api import manifests
 from helmop.api.sources import ConfigSyncSpec, PostBuild
 from helmop.api.substitution import SubstitutionError, check_names, post_build
+from helmop.infra import confine
 from helmop.sources import kustomize
 from helmop.sources.git import Limits
 from helmop.sources.kustomize import Kustomize
@@ -84,7 +85,8 @@ async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool
     folder = kustomize.folder_of(path.resolve().relative_to(root).as_posix())
     spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())))
     kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
-    builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize")
+    # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
+    builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize", confined=confine.landlock_abi() > 0)
     text = await builder.build(read_repository(root), folder, spec.build)
     found, errors = manifests.parse({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
     if errors:

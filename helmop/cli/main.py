@@ -371,6 +371,10 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--strict-substitution", action="store_true",
                      help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
                           "\"\" (Flux's StrictPostBuildSubstitutions)")
+    run.add_argument("--unconfined-builds", action="store_true",
+                     help="run kustomize builds without the kernel's confinement (Landlock and seccomp: reads beneath "
+                          "the repository only, no program, no socket) where the kernel has none; their boundary is "
+                          "then a check of the kustomizations' text alone (docs: Multi-tenancy)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                      help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
                           "(default: on in a pod, where replicas are likely; off elsewhere)")

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
+    cfg.unconfined_builds = args.unconfined_builds
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if args.apps:

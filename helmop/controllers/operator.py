@@ -23,7 +23,7 @@ from helmop.api.settings import Tunables
 from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine, Processes, default_executable
-from helmop.infra import webhooks
+from helmop.infra import confine, webhooks
 from helmop.infra.kube import Connection, Kube, KubeError
 from helmop.infra.leader import Election, identity, lease_name
 from helmop.infra.membership import Membership
@@ -77,6 +77,7 @@ class OperatorConfig:
     flux_api: bool = False  # --flux-api: Flux's kinds served and reconciled too
     flux_namespace: str = "flux-system"  # where Flux's controllers run (their leader Leases)
     allow_notify_cidrs: tuple[str, ...] = ()  # --allow-notify-cidr: private ranges notifications may reach
+    unconfined_builds: bool = False  # --unconfined-builds: kustomize without the kernel's confinement
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -234,7 +235,11 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size,
                          mirrors=cfg.chart_mirrors)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
-    kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize")
+    kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize",
+                          confined=not cfg.unconfined_builds)
+    if kustomize.confined and confine.landlock_abi() < 1:
+        log.error("kustomize builds will be refused (ConfinementUnavailable): this kernel offers no Landlock to "
+                  "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
                        notify=Policy.of(cfg.allow_notify_cidrs))
 

@@ -1,15 +1,18 @@
 """kustomize builds of a config repository's folder: the real kustomize (`kubectl kustomize`, Kustomize v5)
 in a child process, over a private copy of the repository's tree at one commit.
 
-What a build may read is the repository and nothing else. Before kustomize runs, every kustomization
-reachable from the folder is read and each path it names (resources, components, patches, generators'
-files, CRDs, replacements, transformers) must resolve inside the repository and exist — ``../base`` from
-an overlay is fine, ``../../../etc/passwd`` or a URL (a remote base) is refused, naming the file. KRM
-functions (exec or container) and helm chart inflation are refused too: kustomize would run a program or
-reach a chart repository. A build runs with a time limit, a data-segment limit (``RLIMIT_DATA``: Go
-reserves address space it never touches, so an address-space limit would stop it at start) and bounds on
-its output and object count; its error reaches the condition as kustomize said it, with the repository's
-paths instead of the private copy's.
+What a build may read is its copy of the repository, and nothing else: that is the kernel's to enforce
+(:mod:`helmop.infra.confine`: the build reads beneath the copy only, executes no program but kubectl and opens
+no socket), so a kustomization that names a host file, a remote base or a git helper in any spelling fails
+inside kustomize. kustomize runs with ``LoadRestrictionsNone`` as Flux's kustomize-controller does (its own
+restrictor would refuse ``../common/patch.yaml`` from an overlay, which Flux accepts): the repository root
+is the restrictor. Before it runs, every kustomization reachable from the folder is read as kustomize reads
+it (keys in any case) and each path it names must be a file or folder of the repository: a URL, an absolute
+path or ``../`` out of the root gets a specific reason (``RemoteBaseRefused``, ``PathOutsideRepository``,
+``PathNotFound``) naming the file. KRM functions (exec or container) and helm chart inflation are refused too.
+These checks give early, friendly reasons; they are not the boundary. A build runs with a time limit, a
+data-segment limit and bounds on its output and object count; its error reaches the condition as kustomize
+said it, with the repository's paths instead of the private copy's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import asyncio
 import contextlib
 import posixpath
 import re
-import resource
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -30,13 +32,15 @@ import yaml
 
 from helmop.api import k8syaml, yamlc
 from helmop.api.sources import Build
+from helmop.infra import confine
 
 from .errors import SourceError
 from .git import write_tree
 
 FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-_REMOTE = ("://", "git@", "github.com/", "gitlab.com/", "bitbucket.org/", "?ref=", ".git//", "git::")
 _FUNCTION = ("config.kubernetes.io/function", "config.k8s.io/function")
+# What makes an entry that is no file or folder of the repository read as an address (for the reason given)
+_REMOTE = re.compile(r"://|^git::|@|\?ref=|\?version=|//|^[\w-]+(\.[\w-]+)+(:\d+)?/")
 MAX_KUSTOMIZATIONS = 1000  # reachable from one folder
 # Go's runtime, when the data-segment limit stops an allocation
 _OUT_OF_MEMORY = re.compile(r"^fatal error: (runtime: )?(out of memory|cannot allocate memory)", re.M)
@@ -74,30 +78,34 @@ def _is_dir(files: Mapping[str, bytes], path: str) -> bool:
     return any(name.startswith(prefix) for name in files)
 
 
-def _inside(base: str, ref: str, where: str) -> str:
-    """``ref`` (named in the kustomization at ``where``) as a repository path; refused when it leaves it."""
-    if any(marker in ref for marker in _REMOTE):
-        raise _refused("RemoteBaseRefused", f"{where}: {ref[:200]!r} is a remote base or resource; only paths "
-                                            "inside the repository are built")
+def _resolve(files: Mapping[str, bytes], base: str, ref: str, where: str) -> tuple[str, bool]:
+    """``ref`` (named in the kustomization at ``where``) as a file or folder of the repository, as kustomize
+    resolves it: (its path, whether a folder). Anything else is refused, whatever its spelling."""
     if ref.startswith("/") or "\0" in ref:
         raise _refused("PathOutsideRepository", f"{where}: {ref[:200]!r} is an absolute path")
     path = posixpath.normpath(posixpath.join(base, ref))
     if path == ".." or path.startswith("../"):
         raise _refused("PathOutsideRepository", f"{where}: {ref[:200]!r} is outside the repository")
-    return "" if path == "." else path
+    path = "" if path == "." else path
+    if path in files:
+        return path, False
+    if _is_dir(files, path):
+        return path, True
+    if _REMOTE.search(ref):
+        raise _refused("RemoteBaseRefused", f"{where}: {ref[:200]!r} is a remote base or resource; only paths "
+                                            "inside the repository are built")
+    raise _refused("PathNotFound", f"{where}: {path!r} does not exist in the repository")
 
 
 def _check_file(files: Mapping[str, bytes], path: str, where: str) -> None:
-    if path not in files:
-        raise _refused("PathNotFound", f"{where}: {path!r} does not exist in the repository")
-    text = files[path]
-    if any(marker.encode() in text for marker in _FUNCTION):
+    if any(marker.encode() in files[path] for marker in _FUNCTION):
         raise _refused("FunctionRefused", f"{where}: {path} declares a KRM function (exec or container); helmop "
                                           "runs no program a repository names")
 
 
 def check(files: Mapping[str, bytes], folder: str) -> None:
-    """Refuse what a build of ``folder`` would read from outside the repository, or run."""
+    """Refuse, with a reason naming the file, what a build of ``folder`` would read from outside the repository,
+    or run (early and friendly: the build's confinement does not depend on it)."""
     pending, seen = [folder], set()
     while pending:
         current = pending.pop()
@@ -116,41 +124,56 @@ def check(files: Mapping[str, bytes], folder: str) -> None:
             raise _refused("BuildFailed", f"{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
         if not isinstance(body, dict):
             raise _refused("BuildFailed", f"{where} is not a map")
+        fields = _Fields(body)
         for key in ("helmCharts", "helmChartInflationGenerator", "helmGlobals"):
-            if body.get(key):
+            if any(fields.all(key)):
                 raise _refused("HelmChartRefused", f"{where}: {key}: kustomize's helm inflation is off (a chart "
                                                    "belongs in a HelmRelease)")
-        for ref in _references(body, where):
-            path = _inside(current, ref, where)
-            if _is_dir(files, path):
+        for ref in _references(fields, where):
+            path, is_dir = _resolve(files, current, ref, where)
+            if is_dir:
                 pending.append(path)
             else:
                 _check_file(files, path, where)
+
+
+class _Fields:
+    """A kustomization's fields as kustomize reads them: Go's JSON decoding matches keys in any case."""
+
+    def __init__(self, body: dict[Any, Any]) -> None:
+        self.by_name: dict[str, list[Any]] = {}
+        for key, value in body.items():
+            self.by_name.setdefault(str(key).casefold(), []).append(value)
+
+    def all(self, name: str) -> list[Any]:
+        return self.by_name.get(name.casefold(), [])
+
+    def strings(self, name: str) -> list[str]:
+        return [v for value in self.all(name) for v in _strings(value)]
+
+    def maps(self, name: str) -> list[_Fields]:
+        return [_Fields(item) for value in self.all(name) if isinstance(value, list)
+                for item in value if isinstance(item, dict)]
 
 
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _references(body: dict[str, Any], where: str) -> list[str]:
-    """Every path a kustomization names (an inline patch or generator literal is not a path)."""
-    refs = [*_strings(body.get("resources")), *_strings(body.get("bases")), *_strings(body.get("components")),
-            *_strings(body.get("crds")), *_strings(body.get("transformers")), *_strings(body.get("generators")),
-            *_strings(body.get("validators")), *_strings(body.get("configurations"))]
-    refs += [p for p in _strings(body.get("patchesStrategicMerge")) if "\n" not in p and ":" not in p]
+def _references(body: _Fields, where: str) -> list[str]:
+    """Every path a kustomization names (an inline patch, transformer or generator literal is not a path)."""
+    refs = [*body.strings("resources"), *body.strings("bases"), *body.strings("components"),
+            *body.strings("crds"), *body.strings("configurations")]
+    refs += [p for p in body.strings("patchesStrategicMerge") if "\n" not in p and ":" not in p]
+    refs += [p for key in ("transformers", "generators", "validators") for p in body.strings(key) if "\n" not in p]
     for key in ("patches", "patchesJson6902", "replacements"):
-        for item in body.get(key) or []:
-            if isinstance(item, dict) and isinstance(item.get("path"), str):
-                refs.append(item["path"])
-    openapi = body.get("openapi")
-    if isinstance(openapi, dict) and isinstance(openapi.get("path"), str):
-        refs.append(openapi["path"])
+        refs += [path for item in body.maps(key) for path in item.all("path") if isinstance(path, str)]
+    refs += [path for value in body.all("openapi") if isinstance(value, dict)
+             for path in _Fields(value).all("path") if isinstance(path, str)]
     for key in ("configMapGenerator", "secretGenerator"):
-        for item in body.get(key) or []:
-            if not isinstance(item, dict):
-                continue
-            refs += [f.partition("=")[2] or f for f in _strings(item.get("files"))]
-            refs += _strings(item.get("envs")) + ([item["env"]] if isinstance(item.get("env"), str) else [])
+        for item in body.maps(key):
+            refs += [f.partition("=")[2] or f for f in item.strings("files")]
+            refs += item.strings("envs") + [e for e in item.all("env") if isinstance(e, str)]
     for ref in refs:
         if not ref.strip():
             raise _refused("BuildFailed", f"{where}: an empty path")
@@ -181,7 +204,7 @@ def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str) ->
         out["images"] = [dict(image) for image in build.images]
     components = []
     for i, component in enumerate(build.components):
-        path = _inside(folder, component, f"spec.components[{i}]")
+        path, _ = _resolve(files, folder, component, f"spec.components[{i}]")
         if not kustomization_of(files, path):
             raise _refused("PathNotFound", f"spec.components[{i}]: {path or '.'} has no kustomization.yaml")
         components.append(posixpath.join(repo, path) if path else repo)
@@ -190,13 +213,23 @@ def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str) ->
     return out
 
 
+# kustomize's environment: no program found on a PATH, no home of the operator's, and git (were it ever started)
+# with every transport forbidden and no configuration read
+_ENV = {"PATH": "", "GIT_ALLOW_PROTOCOL": "", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0"}
+
+
 @dataclass(frozen=True)
 class Kustomize:
-    """Builds with ``kubectl`` (its ``kustomize`` verb) in private folders under ``workdir``."""
+    """Builds with ``kubectl`` (its ``kustomize`` verb) in private folders under ``workdir``; ``confined``:
+    within the kernel's confinement (:mod:`helmop.infra.confine`), refused where the kernel has none; else
+    with the checks of the kustomizations' text alone (``helmop run --unconfined-builds``, ``helmop render``
+    on a kernel without Landlock)."""
 
     kubectl: str
     workdir: Path
     limits: Limits = Limits()
+    confined: bool = True
 
     async def build(self, files: dict[str, bytes], folder: str, build: Build, timeout: float = 0.0) -> str:
         """The YAML kustomize builds from ``folder`` of the repository ``files`` (all of its tree), with the
@@ -207,7 +240,7 @@ class Kustomize:
         if kustomization_of(files, folder):
             check(files, folder)
         for component in build.components:
-            check(files, _inside(folder, component, "spec.components"))
+            check(files, _resolve(files, folder, component, "spec.components")[0])
         self.workdir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="build-", dir=self.workdir))
         try:
@@ -225,12 +258,12 @@ class Kustomize:
             shutil.rmtree(scratch, ignore_errors=True)
 
     async def _run(self, scratch: Path, target: Path, timeout: float) -> str:
+        readable = [str(scratch / name) for name in ("repo", "overlay") if (scratch / name).is_dir()]
+        line = confine.command(self.kubectl, ["kustomize", "--load-restrictor", "LoadRestrictionsNone", str(target)],
+                               read=readable, data_limit=self.limits.memory, confined=self.confined)
         proc = await asyncio.create_subprocess_exec(
-            self.kubectl, "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(target),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)}, process_group=0)
-        with contextlib.suppress(ProcessLookupError, OSError):  # at once: it has allocated nothing yet
-            resource.prlimit(proc.pid, resource.RLIMIT_DATA, (self.limits.memory, self.limits.memory))
+            *line, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            cwd=scratch, env={**_ENV, "HOME": str(scratch / "home")}, process_group=0)
         assert proc.stdout is not None and proc.stderr is not None
         try:
             out, err = await asyncio.wait_for(self._collect(proc), timeout)
@@ -248,6 +281,9 @@ class Kustomize:
                 # would keep a paused pipe open, and the wait with it, forever
                 await asyncio.gather(_drain(proc.stdout), _drain(proc.stderr))
                 await proc.wait()
+        if proc.returncode == confine.UNCONFINABLE:
+            raise _refused("ConfinementUnavailable", f"{err.decode(errors='replace').strip()[:500]}; kustomize builds "
+                                                     "run confined, or with helmop run --unconfined-builds")
         if proc.returncode != 0:
             text = err.decode(errors="replace")
             if _OUT_OF_MEMORY.search(text):

@@ -430,6 +430,13 @@ def kustomize_attacks(marker: str) -> dict[str, tuple[dict[str, bytes], str]]:
         "dotdot": ({"kustomization.yaml": b"resources: [../../../../etc]\n"}, "PathOutsideRepository"),
         "generator-file": ({"kustomization.yaml": b"configMapGenerator:\n- {name: x, files: [/etc/passwd]}\n"},
                            "PathOutsideRepository"),
+        # kustomize reads keys in any case, and remote bases in many spellings
+        "generator-key-case": ({"kustomization.yaml": b"ConfigMapGenerator:\n- {Name: x, FILES: [t=/etc/hostname]}\n"},
+                               "PathOutsideRepository"),
+        "remote-scp": ({"kustomization.yaml": b"Resources: ['git@github.com:example/repo.git//base']\n"},
+                       "RemoteBaseRefused"),
+        "remote-ssh": ({"kustomization.yaml": b"resources: ['ssh://git@127.0.0.1:22/repo//base?ref=main']\n"},
+                       "RemoteBaseRefused"),
         "exec-function": ({"kustomization.yaml": b"resources: [cm.yaml]\ntransformers: [fn.yaml]\n", "cm.yaml": cm,
                            "fn.yaml": function, "run.sh": script}, "FunctionRefused"),
         "container-function": ({"kustomization.yaml": b"generators: [fn.yaml]\n",

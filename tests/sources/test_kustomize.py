@@ -4,13 +4,17 @@ what kubectl prints for the same folder, and every way out of the repository ref
 from __future__ import annotations
 
 import asyncio
+import base64
+import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
 from helmop.api.sources import parse_config_sync
+from helmop.sources import kustomize
 from helmop.sources.errors import SourceError
 from helmop.sources.git import write_tree
 from helmop.sources.kustomize import Kustomize, Limits
@@ -89,6 +93,15 @@ async def test_the_configsyncs_own_fields_build_over_the_folder(builder: Kustomi
     ({"h/kustomization.yaml": "helmCharts:\n- {name: x, repo: https://charts.example.com}\n"}, "h",
      "HelmChartRefused", "helm inflation"),
     ({"m/kustomization.yaml": "resources: [nowhere.yaml]\n"}, "m", "PathNotFound", "does not exist"),
+    # kustomize reads keys in any case (Go's JSON decoding), so the checks do too
+    ({"c/kustomization.yaml": "RESOURCES: [../../etc/hostname]\n"}, "c", "PathOutsideRepository", "outside"),
+    ({"c/kustomization.yaml": "ConfigMapGenerator:\n- {name: x, FILES: [token=/var/run/secrets/token]}\n"}, "c",
+     "PathOutsideRepository", "absolute"),
+    ({"c/kustomization.yaml": "secretGenerator:\n- {name: x, Envs: [/etc/os-release]}\n"}, "c",
+     "PathOutsideRepository", "absolute"),
+    ({"c/kustomization.yaml": "Patches:\n- {Path: /etc/hostname}\n"}, "c", "PathOutsideRepository", "absolute"),
+    ({"c/kustomization.yaml": "resources: [../base]\nHelmCharts:\n- {name: x}\n"}, "c", "HelmChartRefused",
+     "helm inflation"),
     ({"b/kustomization.yaml": "resources: [cm.yaml]\n", "b/cm.yaml": "kind: [\n"}, "b", "BuildFailed",
      "cm.yaml"),  # kustomize's own error, with the repository's paths
 ])
@@ -98,6 +111,23 @@ async def test_builds_that_reach_outside_or_run_programs_are_refused(builder: Ku
         await builder.build(files(extra), folder, NOTHING)
     assert refused.value.reason == reason and said in str(refused.value), str(refused.value)
     assert "/build-" not in str(refused.value)  # the private copy's path is not shown
+
+
+# Every spelling of a remote base or resource kustomize accepts (its repospec and HTTP loader): none is a file or
+# folder of the repository, so each is refused however it is written.
+REMOTE = ["github.com/example/repo//base?ref=v1", "https://example.com/all.yaml", "http://127.0.0.1:1/x.yaml",
+          "git@github.com:example/repo.git//base", "ssh://git@github.com/example/repo//base?ref=main",
+          "git::https://github.com/example/repo//base?ref=v1", "https://github.com/example/repo.git//base",
+          "gitlab.com/example/repo//base?ref=v1", "file:///etc/kubernetes", "example.com/org/repo//x?version=v2",
+          "git::file:///srv/repo//base", "https://github.com/example/repo/archive/v1.tar.gz//base"]
+
+
+@pytest.mark.parametrize("key", ["resources", "Resources", "components", "BASES"])
+@pytest.mark.parametrize("remote", REMOTE)
+async def test_every_spelling_of_a_remote_base_is_refused(builder: Kustomize, key: str, remote: str) -> None:
+    with pytest.raises(SourceError) as refused:
+        await builder.build(files({"r/kustomization.yaml": f"{key}:\n- {remote!r}\n"}), "r", NOTHING)
+    assert refused.value.reason == "RemoteBaseRefused" and "r/kustomization.yaml" in str(refused.value)
 
 
 @pytest.mark.parametrize(("limits", "reason", "said"), [
@@ -130,3 +160,72 @@ async def test_a_build_stopped_at_the_output_bound_ends_however_much_it_printed(
         return "built"
 
     assert await asyncio.to_thread(in_a_thread) == "BuildTooLarge"
+
+
+# The confinement alone, with the checks of the kustomizations' text switched off: a host file named in any way
+# the checks might miss is not read, no connection is attempted and no program is started. The same builds
+# without the confinement do each of these, so every case can fail.
+@pytest.fixture
+def unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kustomize, "check", lambda files, folder: None)
+
+
+HOST_READS = [
+    "resources: [../../../../host/secret.yaml]\n",
+    "configMapGenerator:\n- {name: leak, files: [HOST/secret.yaml]}\n",
+    "secretGenerator:\n- {name: leak, envs: [HOST/secret.env]}\n",
+    "resources: [cm.yaml]\npatches:\n- {path: HOST/secret.yaml}\n",
+]
+
+
+@pytest.mark.usefixtures("unchecked")
+@pytest.mark.parametrize("kustomization", HOST_READS)
+async def test_a_build_reads_no_host_file_however_it_is_named(tmp_path: Path, kustomization: str) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    secret = uuid.uuid4().hex
+    (host / "secret.yaml").write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\n"
+                                      f"data: {{t: {secret}}}\n")
+    (host / "secret.env").write_text(f"TOKEN={secret}\n")
+    tree = files({"o/kustomization.yaml": kustomization.replace("HOST", str(host)),
+                  "o/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"})
+    with pytest.raises(SourceError) as refused:
+        await Kustomize(tool("kubectl"), tmp_path / "work").build(tree, "o", NOTHING)
+    assert refused.value.reason == "BuildFailed" and "permission denied" in str(refused.value)
+    assert secret not in str(refused.value)
+    leaked = await Kustomize(tool("kubectl"), tmp_path / "work", confined=False).build(tree, "o", NOTHING)
+    assert secret in leaked or secret in base64.b64decode(yaml.safe_load(leaked)["data"]["TOKEN"]).decode()
+
+
+@pytest.mark.usefixtures("unchecked")
+async def test_a_build_attempts_no_connection(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        tree = files({"n/kustomization.yaml": f"resources: ['http://127.0.0.1:{server.getsockname()[1]}/x.yaml']\n"})
+        for confined in (True, False):
+            with pytest.raises(SourceError):
+                await Kustomize(tool("kubectl"), tmp_path, Limits(timeout=10), confined=confined).build(
+                    tree, "n", NOTHING)
+            try:
+                server.accept()[0].close()
+                connected = True
+            except BlockingIOError:
+                connected = False
+            assert connected is not confined, "confined" if confined else "the unconfined build did not connect"
+
+
+@pytest.mark.usefixtures("unchecked")
+async def test_a_build_starts_no_git_even_when_one_is_on_its_path(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir, marker = tmp_path / "bin", tmp_path / "git-ran"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setattr(kustomize, "_ENV", {**kustomize._ENV, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    tree = files({"g/kustomization.yaml": "resources: ['ssh://git@github.com/example/repo//base?ref=main']\n"})
+    with pytest.raises(SourceError):
+        await Kustomize(tool("kubectl"), tmp_path / "work").build(tree, "g", NOTHING)
+    assert not marker.exists(), "the confined build started git"
+    with pytest.raises(SourceError):
+        await Kustomize(tool("kubectl"), tmp_path / "work", confined=False).build(tree, "g", NOTHING)
+    assert marker.exists(), "the unconfined build did not start git: this test proves nothing"
