@@ -43,6 +43,9 @@ Loader = k8syaml.CLoader
 Events = yaml.CSafeLoader  # for the parser's events alone (no scalar is resolved)
 
 MAX_DEPTH = 10000  # go-yaml's limit on nested collections
+# A document larger than this is loaded in the YAML worker process: libyaml's composer holds the GIL, and a few
+# hundred kilobytes of dense YAML already hold the event loop for a noticeable time.
+LARGE = 64 << 10
 # go-yaml's "excessive aliasing" guard (decode.go allowedAliasRatio): past 100 aliased nodes and 1000
 # decoded ones, the share of nodes decoded through an alias may not exceed 99% up to 400,000 decoded
 # nodes, falling linearly to 10% at 4,000,000.

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from helmop.api import manifests
 from helmop.api.sources import ConfigSyncSpec, PostBuild
-from helmop.api.substitution import SubstitutionError, check_names, post_build
+from helmop.api.substitution import SubstitutionError, check_names
 from helmop.infra import confine
 from helmop.sources import kustomize
+from helmop.sources.build import Builder, TreeArtifact
+from helmop.sources.errors import SourceError
 from helmop.sources.git import Limits
 from helmop.sources.kustomize import Kustomize
 
@@ -80,18 +82,14 @@ def variables(pairs: list[str], files: list[str]) -> dict[str, str]:
 
 
 async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool = False) -> list[manifests.Manifest]:
-    """The objects a ConfigSync over ``path`` applies, its variables ``values``."""
+    """The objects a ConfigSync over ``path`` applies, its variables ``values``: the operator's build stage."""
     root = repository_root(path)
     folder = kustomize.folder_of(path.resolve().relative_to(root).as_posix())
     spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())))
     kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
     # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
     builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize", confined=confine.landlock_abi() > 0)
-    text = await builder.build(read_repository(root), folder, spec.build)
-    found, errors = manifests.parse({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
-    if errors:
-        raise Failed("; ".join(errors[:5]))
     try:
-        return post_build(found, spec, values, strict=strict)
-    except SubstitutionError as exc:
+        return await Builder(builder).build(TreeArtifact(read_repository(root)), spec, values, strict=strict)
+    except (SourceError, SubstitutionError) as exc:
         raise Failed(str(exc)) from None

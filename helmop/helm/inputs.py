@@ -40,6 +40,7 @@ from helmop.helm.errors import HelmError
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources import artifacts
+from helmop.sources.build import GitArtifact
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
@@ -120,11 +121,6 @@ async def _reference(kube: Kube, namespace: str, ref: ValuesReference) -> tuple[
 MAX_VALUES_BYTES = 4 << 20
 
 
-# A valuesFrom document larger than this is loaded in the YAML worker process: libyaml's composer holds the
-# GIL, and a few hundred kilobytes of dense YAML already hold the event loop for a noticeable time.
-LARGE_YAML = 64 << 10
-
-
 def _check_size(pieces: list[tuple[ValuesReference, str]]) -> None:
     size = sum(len(text) for _, text in pieces)
     if size > MAX_VALUES_BYTES:  # checked before parsing: a parse of that size would cost seconds
@@ -153,7 +149,7 @@ async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec,
         if text is not None:
             pieces.append((ref, text))
             _check_size(pieces)
-            if worker is not None and not ref.target_path and len(text) > LARGE_YAML:
+            if worker is not None and not ref.target_path and len(text) > yamlc.LARGE:
                 pieces[-1] = (ref, await _as_json(worker, ref, text))
             if from_secret:
                 refs_secrets.append(len(pieces) - 1)
@@ -310,24 +306,15 @@ async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
     return GitAuth.from_secret_data(data, scope=f"{namespace}/{name}")
 
 
-@dataclass(frozen=True)
-class Source:
-    """A GitRepository's current artifact: where, which commit, and the credentials its mirror is kept for."""
-
-    url: str
-    revision: str
-    sha: str
-    auth: GitAuth
-
-
-async def source_revision(ctx: Readers, namespace: str, name: str, family: Family = HELMOP) -> Source:
+async def source_revision(ctx: Readers, namespace: str, name: str, family: Family = HELMOP) -> GitArtifact:
     """The source's current artifact, its commit in the mirror (fetched again if the mirror lacks it)."""
     repo = await _source(ctx, family.gitrepository, namespace, name)
     revision = ((repo.get("status") or {}).get("artifact") or {}).get("revision", "")
     if "@sha1:" not in revision:
         raise InputError("SourceNotReady", f"GitRepository {namespace}/{name} has no revision yet", transient=True)
     url = str((repo.get("spec") or {}).get("url", ""))
-    source = Source(url, revision, revision.rsplit("@sha1:", 1)[1], await git_auth(ctx.kube, namespace, repo))
+    source = GitArtifact(ctx.git, url, revision, revision.rsplit("@sha1:", 1)[1],
+                         await git_auth(ctx.kube, namespace, repo))
     if not await ctx.git.has_commit(url, source.sha, source.auth):  # e.g. after a restart with an empty cache
         try:
             timeout: float | None = parse_git_repository(repo.get("spec") or {}).timeout

@@ -1,9 +1,18 @@
-"""What a ConfigSync does with a set of manifests: the apply order and what to prune. Pure."""
+"""What a ConfigSync does with the objects its build made, decided from typed inputs: the objects as applied
+(their namespace and this ConfigSync's marks), what is refused (outside a tenant's namespace, or someone else's
+object), the apply order, what to prune, and the inventory that results. Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from helmop.api.manifests import Manifest
+from helmop.api.status.configsync import AppliedObject
 
 # Applied first, in this order, so what later objects need exists (as kubectl and Flux order them).
 FIRST = ("CustomResourceDefinition", "Namespace", "ServiceAccount", "Secret", "ConfigMap")
@@ -33,6 +42,15 @@ class ObjectId:
         return f"{self.kind}/{where}{self.name}"
 
 
+def id_of(entry: AppliedObject) -> ObjectId:
+    return ObjectId(entry.api_version, entry.kind, entry.namespace, entry.name)
+
+
+def entry(oid: ObjectId, uids: Mapping[ObjectId, str]) -> AppliedObject:
+    return AppliedObject(api_version=oid.api_version, kind=oid.kind, namespace=oid.namespace, name=oid.name,
+                         uid=uids.get(oid, ""))
+
+
 def apply_order(ids: list[ObjectId]) -> list[ObjectId]:
     def rank(oid: ObjectId) -> tuple[int, ObjectId]:
         return (FIRST.index(oid.kind) if oid.kind in FIRST else len(FIRST), oid)
@@ -58,6 +76,61 @@ ADOPT = "helmop.dev/adopt"  # "true" on an existing object: a ConfigSync may tak
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
+def owner_label(namespace: str, name: str) -> str:
+    """The OWNER_LABEL value of the ConfigSync ``namespace/name`` (a digest where that is no label value)."""
+    value = f"{namespace}.{name}"
+    if len(value) <= 63 and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value):
+        return value
+    return hashlib.sha256(value.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What says an object is this ConfigSync's: its label and uid, and (a Flux Kustomization's) Flux's labels."""
+
+    label: str
+    uid: str
+    origin: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The objects a sync applies, as applied: namespaced ones in their namespace, all marked."""
+
+    objects: dict[ObjectId, dict[str, Any]]
+    origins: dict[ObjectId, str]  # file:line each came from
+    cluster_scoped: frozenset[ObjectId]
+    duplicates: tuple[str, ...]  # "<id>: defined twice (<file:line>)"
+
+
+def desired(found: list[Manifest], namespaced: Mapping[tuple[str, str], bool], namespace: str,
+            marks: Marks) -> Desired:
+    """``found`` (what the build made) as applied: ``namespaced`` says of each (apiVersion, kind) whether its
+    objects live in a namespace (a kind it does not name is taken as namespaced: its CRD comes in this sync);
+    ``namespace``: where those without one go."""
+    objects: dict[ObjectId, dict[str, Any]] = {}
+    origins: dict[ObjectId, str] = {}
+    cluster_scoped: set[ObjectId] = set()
+    duplicates: list[str] = []
+    for item in found:
+        obj = copy.deepcopy(item.obj)
+        meta = obj.setdefault("metadata", {})
+        scoped = namespaced.get((item.api_version, item.kind), True)
+        if scoped:
+            meta.setdefault("namespace", namespace)
+        else:
+            meta.pop("namespace", None)
+        meta["labels"] = {**(meta.get("labels") or {}), OWNER_LABEL: marks.label, **marks.origin}
+        meta.setdefault("annotations", {})[OWNER_UID] = marks.uid
+        oid = ObjectId(item.api_version, item.kind, meta.get("namespace", ""), item.name)
+        if oid in objects:
+            duplicates.append(f"{oid}: defined twice ({item.origin})")
+        objects[oid], origins[oid] = obj, item.origin
+        if not scoped:
+            cluster_scoped.add(oid)
+    return Desired(objects, origins, frozenset(cluster_scoped), tuple(duplicates))
+
+
 def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> tuple[str, str]:
     """Without a ServiceAccount to act as, a ConfigSync writes only namespaced objects into its own
     namespace, and no RBAC objects (written with the operator's rights, a RoleBinding to cluster-admin or
@@ -77,7 +150,8 @@ def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: se
         f"RoleBindings in its own namespace {namespace!r}; refused, nothing applied: " + "; ".join(outside + rbac))
 
 
-def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool, origin: dict[str, str] | None = None) -> bool:
+def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool,
+          origin: Mapping[str, str] | None = None) -> bool:
     """Whether a live object (its metadata) belongs to the ConfigSync with ``uid``/``label``. Objects
     applied before uid marks existed count when they carry the label and are in its inventory; so do those
     a Flux Kustomization applied, in its inventory with its ``origin`` labels (a cluster moving from Flux)."""
@@ -109,3 +183,28 @@ def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: 
         return ""
     return (f"{origin}: {oid} exists and was not created by this ConfigSync (annotate it "
             f"{ADOPT}=\"true\" to let it be adopted)")
+
+
+def claims(want: Desired, live: Mapping[ObjectId, dict[str, Any] | None], marks: Marks,
+           inventory: tuple[AppliedObject, ...], *, adopt: bool) -> tuple[str, str]:
+    """("ObjectOwnedElsewhere", message) when applying would take over objects that are not this sync's (see
+    :func:`claim_problem`), else ("", "")."""
+    previous = {id_of(x): x.uid for x in inventory}
+    problems = [p for oid in apply_order(list(want.objects))
+                if (p := claim_problem(oid, want.origins[oid], live.get(oid), marks.uid, marks.label, oid in previous,
+                                       previous.get(oid, ""), adopt=adopt))]
+    if not problems:
+        return "", ""
+    return "ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(problems[:10])}"
+
+
+def inventory_after(want: Desired, inventory: tuple[AppliedObject, ...], applied: Mapping[ObjectId, str],
+                    unpruned: list[ObjectId]) -> list[AppliedObject]:
+    """What the sync has applied once it applied ``applied`` (id -> the object's uid): the objects applied now
+    or before (one refused at its first apply was never this sync's), each with its own uid (an object deleted
+    and re-created by someone else under the same name is not the one applied), and those of the previous
+    inventory still to be pruned (``unpruned``: tried again next time)."""
+    previous = {id_of(x): x.uid for x in inventory}
+    uids = {**{oid: uid for oid, uid in previous.items() if uid}, **applied}
+    kept = [entry(oid, uids) for oid in sorted(want.objects) if uids.get(oid) or oid in previous]
+    return kept + [entry(oid, uids) for oid in unpruned if oid in previous and oid not in want.objects]

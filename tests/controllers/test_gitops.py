@@ -192,6 +192,28 @@ def test_source_failures_are_reported_and_recover(operator: Operator, kube: Run,
     assert get(kube, ns, "cm", "keep")["data"] == {"a": "c"}
 
 
+def test_what_left_git_during_a_failed_apply_is_pruned_by_the_next_sync(operator: Operator, kube: Run, ns: str,
+                                                                        repo: Repo) -> None:
+    """A sync whose apply fails prunes nothing, and keeps what left git in its inventory: the next sync that
+    applies in full prunes it (forgetting it would leave it in the cluster for good)."""
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {}}}\n"
+    repo.commit({"apps/a.yaml": cm.format("a"), "apps/gone.yaml": cm.format("gone")})
+    setup_source(kube, ns, repo)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    assert get(kube, ns, "cm", "gone")
+    repo.commit({"apps/gone.yaml": None, "apps/bad.yaml": "apiVersion: example.com/v1\nkind: Nothing\n"
+                                                          "metadata: {name: x}\n"})
+    push_hook(operator, ns, "config")
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("reason") == "ApplyFailed")
+    assert get(kube, ns, "cm", "gone"), "pruned although the apply failed"
+    assert "gone" in {x["name"] for x in get(kube, ns, "csync", "apps")["status"]["inventory"]}
+    fixed = repo.commit({"apps/bad.yaml": None})
+    push_hook(operator, ns, "config")
+    eventually(lambda: get(kube, ns, "csync", "apps")["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
+    eventually(lambda: not get(kube, ns, "cm", "gone"))
+
+
 def test_bad_credentials(operator: Operator, kube: Run, ns: str, tmp_path: Path) -> None:
     (tmp_path / "srv").mkdir()
     server = GitServer(tmp_path / "srv", credentials=("robot", "right-pass"))

@@ -1,0 +1,35 @@
+"""After an apply: until what the ConfigSync applied is healthy, when it asks (spec.wait: every object; else
+spec.healthChecks and spec.healthCheckExprs), within spec.timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helmop.api.sources import ConfigSyncSpec
+from helmop.infra.kube import Kube
+from helmop.reconcile.sync import Desired, apply_order
+
+from ..context import Context, Key
+from ..readiness import Waiter, unhealthy
+
+
+def checked(spec: ConfigSyncSpec, want: Desired) -> list[dict[str, Any]]:
+    """What must become healthy after the apply: every object with spec.wait, else spec.healthChecks."""
+    if spec.wait:
+        return [want.objects[oid] for oid in apply_order(list(want.objects))]
+    return [{"apiVersion": ref.api_version, "kind": ref.kind,
+             "metadata": {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})}}
+            for ref in spec.health_checks]
+
+
+async def wait(ctx: Context, kube: Kube, key: Key, spec: ConfigSyncSpec, want: Desired,
+               started: float) -> tuple[str, str]:
+    """("", "") once healthy; else the reason and what is not. Raises readiness.Cancelled when a newer
+    generation arrives."""
+    objects = checked(spec, want)
+    if not objects:
+        return "", ""
+    located = [(await kube.path_of(o["apiVersion"], o["kind"], o["metadata"].get("namespace", ""),
+                                   o["metadata"]["name"]), o) for o in objects]
+    waiter = Waiter(ctx, key, ctx.tenancy.acting_as(key[1], spec.service_account_name), spec.health_check_exprs)
+    return await unhealthy(waiter, located, spec.deadline, started)

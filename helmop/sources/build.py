@@ -1,0 +1,114 @@
+"""The build of a ConfigSync (Flux's Kustomization): what one revision of its source holds under its path, as
+the objects it applies. One stage, the same for the operator and ``helmop render``: the source's artifact ->
+its manifests as they are, or what kustomize builds of them -> variables substituted and commonMetadata set.
+
+Bounded as every way bytes enter the operator: the artifact's reader bounds the tree (size, entries, paths
+inside its root), large YAML is loaded in the worker process, a kustomize build is confined and bounded
+(:mod:`.kustomize`) and its object count capped. Errors are :class:`SourceError` with a specific reason, or
+:class:`SubstitutionError` for postBuild.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import yaml
+
+from helmop.api import manifests, yamlc
+from helmop.api.sources import ConfigSyncSpec
+from helmop.api.substitution import post_build
+from helmop.infra.worker import Worker, WorkerTimeout
+
+from . import kustomize
+from .errors import SourceError
+from .git import GitAuth, GitCache
+
+Wanted = Callable[[str], bool]
+
+
+class Artifact(Protocol):
+    """One revision of a source, read as a tree of files."""
+
+    @property
+    def revision(self) -> str: ...
+
+    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
+        """The files under ``path`` (relative to it), only those ``wanted`` names when given."""
+
+
+@dataclass(frozen=True)
+class GitArtifact:
+    """A GitRepository's current artifact: its commit in the operator's mirror of the repository."""
+
+    git: GitCache
+    url: str
+    revision: str
+    sha: str
+    auth: GitAuth
+
+    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
+        return await self.git.files(self.url, self.sha, path, self.auth, wanted=wanted)
+
+
+@dataclass(frozen=True)
+class TreeArtifact:
+    """Files already read (a local folder, for ``helmop render``)."""
+
+    tree: Mapping[str, bytes]
+    revision: str = ""
+
+    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
+        prefix = f"{kustomize.folder_of(path)}/".lstrip("/")
+        return {name[len(prefix):]: data for name, data in self.tree.items()
+                if name.startswith(prefix) and (wanted is None or wanted(name[len(prefix):]))}
+
+
+@dataclass(frozen=True)
+class Builder:
+    kustomize: kustomize.Kustomize
+    yaml: Worker | None = None  # large YAML loaded there (None: here)
+
+    async def build(self, artifact: Artifact, spec: ConfigSyncSpec, variables: Mapping[str, str], *,
+                    strict: bool = False) -> list[manifests.Manifest]:
+        """What the ConfigSync ``spec`` applies of ``artifact``, its postBuild ``variables`` substituted."""
+        return post_build(await self.objects(artifact, spec), spec, variables, strict=strict)
+
+    async def objects(self, artifact: Artifact, spec: ConfigSyncSpec) -> list[manifests.Manifest]:
+        """The objects of spec.path: its manifests as they are, or what kustomize builds of it (a kustomization
+        file there, or build fields in the spec). A broken file stops the whole build."""
+        folder = kustomize.folder_of(spec.path)
+        # Only manifests are read (each within the per-file limit); other files are never inflated.
+        files = await artifact.files(spec.path, lambda rel: manifests.is_manifest(rel) or rel in kustomize.FILES)
+        # Repository-relative names, so messages point at the file as the user knows it.
+        named = {posixpath.join(folder, rel): data for rel, data in files.items()}
+        if spec.build or kustomize.kustomization_of(named, folder):
+            # a build reads the whole tree (bases, components, generators' files), within the same limits
+            text = await self.kustomize.build(await artifact.files(""), folder, spec.build, spec.deadline)
+            named = {f"{folder or '.'}/(kustomize build).yaml": text.encode()}
+        found, errors = manifests.parse(named, await self._load_large(named))
+        if errors:
+            raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
+                                                 + "; ".join(errors[:5]), transient=False)
+        limit = self.kustomize.limits.objects
+        if len(found) > limit:
+            raise SourceError("BuildTooLarge", f"{folder or '.'} holds {len(found)} objects (at most {limit})",
+                              transient=False)
+        return found
+
+    async def _load_large(self, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:
+        """The documents of the large manifest files, loaded in the YAML worker process (a few hundred
+        kilobytes of dense YAML hold the event loop for a noticeable time)."""
+        loaded: dict[str, manifests.Loaded] = {}
+        for path, data in files.items():
+            if self.yaml is None or not manifests.is_manifest(path) or len(data) <= yamlc.LARGE:
+                continue
+            try:
+                loaded[path] = await self.yaml.documents(data.decode())
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:  # reported as parse() reports the file
+                loaded[path] = exc if isinstance(exc, yaml.YAMLError) else yamlc.YamlBomb("not UTF-8 text")
+            except WorkerTimeout as exc:
+                loaded[path] = yamlc.YamlBomb(f"loading it {exc}")
+        return loaded
