@@ -61,12 +61,12 @@ class GitServer:
     class _Http(http.server.ThreadingHTTPServer):
         owner: GitServer
 
-    def __init__(self, root: Path, credentials: tuple[str, str] | None = None) -> None:
+    def __init__(self, root: Path, credentials: tuple[str, str] | None = None, host: str = "127.0.0.1") -> None:
         self.root = root
         self.credentials = credentials
-        self.http = self._Http(("127.0.0.1", 0), _Handler)
+        self.http = self._Http((host, 0), _Handler)
         self.http.owner = self
-        self.base = f"http://127.0.0.1:{self.http.server_address[1]}"
+        self.base = f"http://{host}:{self.http.server_address[1]}"
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
     def close(self) -> None:

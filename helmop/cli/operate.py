@@ -13,10 +13,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from helmop.api.addresses import Policy
 from helmop.api.apps import parse_apps
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kubeconfig import KubeconfigError, in_cluster_namespace
-from helmop.notifications.addresses import Policy
 
 from . import logsetup
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     cfg.flux_api = args.flux_api
     cfg.flux_namespace = args.flux_namespace
     try:
-        cfg.allow_notify_cidrs = tuple(str(Policy.of([c]).allowed[0]) for c in args.allow_notify_cidr)
+        cfg.allow_notify_cidrs = tuple(str(Policy.notifications([c]).allowed[0]) for c in args.allow_notify_cidr)
     except ValueError as exc:
         raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
     if args.strict_substitution:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from helmop.api.addresses import Policy
 from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
@@ -20,7 +21,6 @@ from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
 from helmop.infra.watches import Collections
 from helmop.infra.worker import Worker
-from helmop.notifications.addresses import Policy
 from helmop.notifications.notifier import Notifier
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
@@ -56,7 +56,7 @@ class Services:
            concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
            notify: Policy | None = None) -> Services:
         events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
-        notifier = Notifier(events, metrics, cel, tunables, notify or Policy())
+        notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
         events.listeners.append(notifier.observe)
         return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
                    slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,

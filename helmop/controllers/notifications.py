@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.addresses import AddressRefused
 from helmop.api.errors import SpecError
 from helmop.api.flux import spec as flux_spec
 from helmop.api.kinds import Kind
 from helmop.api.notifications import AlertSpec, ProviderSpec, parse_alert, parse_provider
 from helmop.api.objects import Resource
 from helmop.api.status import Status
-from helmop.notifications.addresses import AddressRefused
+from helmop.infra.addresses import check_url
 from helmop.reconcile.health import check_expression
 from helmop.reconcile.settle import outcome
 
@@ -56,7 +57,7 @@ def _provider(ctx: Context, body: dict[str, Any]) -> ProviderSpec:
     for field, url in (("spec.address", spec.address), ("spec.proxy", spec.proxy)):
         try:
             if url and not (spec.commit_status and field == "spec.address"):
-                ctx.services.notifier.sender.policy.check_url(url)
+                check_url(ctx.services.notifier.sender.policy, url)
         except AddressRefused as exc:
             raise SpecError("AddressRefused", f"{field}: {exc}") from None
     return spec

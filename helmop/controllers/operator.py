@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from helmop.api import crds, jenkins, roles, settings
+from helmop.api.addresses import Policy
 from helmop.api.apps import AppKind
 from helmop.api.flux import crds as flux_crds
 from helmop.api.kinds import FINALIZER, FLUX_GROUPS
@@ -31,7 +32,6 @@ from helmop.infra.metrics import CacheCounts
 from helmop.infra.probes import Probes
 from helmop.infra.serving import Server, serve
 from helmop.infra.termination import handle_signals
-from helmop.notifications.addresses import Policy
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
@@ -241,7 +241,7 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
         log.error("kustomize builds will be refused (ConfinementUnavailable): this kernel offers no Landlock to "
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
-                       notify=Policy.of(cfg.allow_notify_cidrs))
+                       notify=Policy.notifications(cfg.allow_notify_cidrs))
 
 
 def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:

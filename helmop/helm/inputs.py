@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import yaml
 
 from helmop.api import yamlc
+from helmop.api.addresses import AddressRefused
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.helmrelease import (
     ArtifactChart,
@@ -37,6 +38,7 @@ from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
+from helmop.infra import addresses
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources import artifacts
@@ -324,6 +326,16 @@ async def source_revision(ctx: Readers, namespace: str, name: str, family: Famil
     return source
 
 
+async def _judge_dependencies(ctx: Readers, path: str, meta: dict[str, Any], lock: Any) -> None:
+    """The hosts helm will fetch the chart's dependencies from, judged by the address policy (helm connects by
+    itself: a name that resolves elsewhere a moment later is the residue no check here closes)."""
+    for host, port in chartdeps.remote_hosts(meta, lock):
+        try:
+            await addresses.resolved(ctx.repos.policy, host, port)
+        except AddressRefused as exc:
+            raise InputError("AddressRefused", f"{path}: a dependency's repository: {exc}") from None
+
+
 def _chart_metadata(files: dict[str, bytes], path: str) -> tuple[dict[str, Any], Any]:
     """Chart.yaml (a map) and Chart.lock (if any) of a chart's files."""
     try:
@@ -376,6 +388,7 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
         try:
             write_tree(files, staging)
             if meta.get("dependencies"):
+                await _judge_dependencies(ctx, chart.path, meta, lock)
                 try:
                     await ctx.engine.dependency_build(staging)
                 except HelmError as exc:  # helm names the staging folder: the user knows the chart's path

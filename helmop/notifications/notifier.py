@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from helmop.api.addresses import Policy
 from helmop.api.kinds import ALERT, FLUX_ALERT, FLUX_PROVIDER, PROVIDER, family_of, key_of
 from helmop.api.notifications import ORIGIN_REVISION, AlertSpec, Event, ProviderSpec, event_of
 from helmop.api.redaction import redact
@@ -27,7 +28,6 @@ from helmop.infra.metrics import Metrics
 from helmop.infra.worker import Worker, WorkerTimeout
 
 from . import payloads
-from .addresses import Policy
 from .outbox import Outbox, Sender, Undeliverable
 from .payloads.commits import commit_of
 from .targets import default_status_id, host, resolve

@@ -25,10 +25,11 @@ from urllib.parse import urljoin
 
 import aiohttp
 
+from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import describe
 from helmop.api.settings import Backoff
+from helmop.infra import addresses
 
-from .addresses import AddressRefused, Policy, Resolver, refused
 from .payloads import Request
 
 log = logging.getLogger(__name__)
@@ -61,10 +62,7 @@ class Sender:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(resolver=Resolver(self.policy), limit=50, ttl_dns_cache=0)
-            # no cookies kept between receivers; no proxy taken from the operator's environment
-            self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                                  trust_env=False)
+            self._session = addresses.session(self.policy, limit=50, ttl_dns_cache=0)
         return self._session
 
     async def send(self, request: Request, how: Connection, retrying: Callable[[], None] = lambda: None) -> None:
@@ -80,7 +78,7 @@ class Sender:
             except AddressRefused as exc:
                 raise Undeliverable(str(exc)) from None
             except aiohttp.ClientError as exc:
-                blocked = refused(exc)
+                blocked = addresses.refused(exc)
                 if blocked is not None:
                     raise Undeliverable(str(blocked)) from None
                 status, retry_after, detail = 0, None, describe(exc)
@@ -100,9 +98,9 @@ class Sender:
         followed by hand, each hop's address checked."""
         url, method, body = request.url, request.method, request.body
         for _ in range(_REDIRECTS + 1):
-            self.policy.check_url(url)
+            addresses.check_url(self.policy, url)
             if how.proxy:
-                self.policy.check_url(how.proxy)
+                addresses.check_url(self.policy, how.proxy)
             async with self._client().request(
                     method, url, data=body, headers=dict(request.headers), ssl=how.ssl if how.ssl else True,
                     proxy=how.proxy or None, proxy_auth=how.proxy_auth, allow_redirects=False) as answer:

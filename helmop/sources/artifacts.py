@@ -21,12 +21,11 @@ import aiohttp
 import yaml
 
 from helmop.api import yamlc
-from helmop.api.errors import describe
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import OCIRepositorySpec
 from helmop.infra.filememo import FileMemo
 
-from .errors import SourceError
+from .errors import SourceError, unreachable
 from .repositories import MANIFEST_TYPES, Credentials, Repositories, ResolvedChart, credential_key
 from .semver import highest
 
@@ -61,8 +60,7 @@ async def resolve(repos: Repositories, spec: OCIRepositorySpec, creds: Credentia
             status, body, _ = await repos.oci_get(http, base, f"/v2/{path}/manifests/{reference}", creds,
                                                         MANIFEST_TYPES)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise SourceError("RepositoryUnreachable", f"registry of {safe_url(spec.url)} is unreachable: "
-                                                   f"{describe(exc)}", transient=True) from None
+        raise unreachable(f"registry of {safe_url(spec.url)}", exc) from None
     if status == 404:
         raise SourceError("ArtifactNotFound", f"{what} not found in the registry", transient=False)
     repos.raise_for(status, f"manifest of {what}")
@@ -97,8 +95,7 @@ async def chart(repos: Repositories, url: str, digest: str, creds: Credentials, 
                 status, data, _ = await repos.oci_get(http, base, f"/v2/{repository}/blobs/{digest}", creds,
                                                       limit=repos.chart_max_size, too_large="ChartTooLarge")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"registry of {safe_url(url)} is unreachable: "
-                                                       f"{describe(exc)}", transient=True) from None
+            raise unreachable(f"registry of {safe_url(url)}", exc) from None
         repos.raise_for(status, f"layer {digest} of {safe_url(url)}")
         if hashlib.sha256(data).hexdigest() != digest.removeprefix("sha256:"):
             raise SourceError("ArtifactDigestMismatch", f"layer {digest} of {safe_url(url)} does not match its "

@@ -13,7 +13,10 @@ Security is part of the design (CVE-2022-24439 and friends):
   options wherever user input follows;
 * paths may not leave the repository: no ``..``, no absolute paths, no symlink pointing outside;
 * credentials travel in environment variables (``GIT_CONFIG_COUNT`` http.extraHeader, or an
-  ssh key file in a private temp dir), never in the URL, the mirror's config, logs or status.
+  ssh key file in a private temp dir), never in the URL, the mirror's config, logs or status;
+* the remote's name is resolved and judged by the address policy before git runs, and git is pinned to the
+  addresses judged (``http.curloptResolve``, ssh's ``HostName``) with redirects off: git connects nowhere
+  the policy refuses, whatever the name resolves to a moment later.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import some
 from helmop.api.process import minimal_env, niced
 from helmop.api.redaction import redact, safe_url
+from helmop.infra import addresses
 
 from .errors import SourceError
 from .secrets import decoded
@@ -186,6 +191,16 @@ def _check_name(name: str, where: str) -> None:
                                          "refused, nothing written", transient=False)
 
 
+@dataclass(frozen=True)
+class Pin:
+    """Where git connects for one fetch: the remote's name and port, and the addresses judged for it."""
+
+    host: str
+    port: int
+    addresses: tuple[str, ...]
+    ssh: bool
+
+
 @dataclass
 class GitCache:
     """Bare mirrors under ``<root>/git``, one per URL *and* credentials (see :meth:`GitAuth.key`)."""
@@ -194,6 +209,7 @@ class GitCache:
     file_roots: tuple[Path, ...] = ()  # directories file:// URLs may name (--allow-file-git=DIR)
     timeout: float = 60.0
     limits: Limits = field(default_factory=Limits)
+    policy: Policy = field(default_factory=Policy.sources)  # the addresses a remote may be at
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _home: str = ""
 
@@ -209,19 +225,23 @@ class GitCache:
             self._home = tempfile.mkdtemp(prefix="helmop-git-home-")
         return self._home
 
-    def _env(self, auth: GitAuth, private: Path | None = None) -> dict[str, str]:
+    def _env(self, auth: GitAuth, private: Path | None = None, pin: Pin | None = None) -> dict[str, str]:
         allowed = "https:http:ssh" + (":file" if self.file_roots else "")
         env = minimal_env(self._scratch_home(), GIT_ALLOW_PROTOCOL=allowed, GIT_TERMINAL_PROMPT="0",
                           GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_ASKPASS="/bin/false",
                           SSH_ASKPASS="/bin/false")
-        header = ""
+        config: list[tuple[str, str]] = []
         if auth.bearer_token:
-            header = f"Authorization: Bearer {auth.bearer_token}"
+            config.append(("http.extraHeader", f"Authorization: Bearer {auth.bearer_token}"))
         elif auth.username or auth.password:
             token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
-            header = f"Authorization: Basic {token}"
-        if header:
-            env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader", GIT_CONFIG_VALUE_0=header)
+            config.append(("http.extraHeader", f"Authorization: Basic {token}"))
+        ssh = ["ssh", "-o", "BatchMode=yes"]
+        if pin is not None and pin.ssh:
+            ssh += ["-o", f"HostName={pin.addresses[0]}", "-o", f"HostKeyAlias={pin.host}"]
+        elif pin is not None:
+            addresses = ",".join(f"[{a}]" if ":" in a else a for a in pin.addresses)
+            config += [("http.curloptResolve", f"{pin.host}:{pin.port}:{addresses}"), ("http.followRedirects", "false")]
         if auth.identity and private is not None:
             key = private / "identity"
             key.write_text(auth.identity if auth.identity.endswith("\n") else auth.identity + "\n")
@@ -229,9 +249,31 @@ class GitCache:
             known = private / "known_hosts"
             known.write_text(auth.known_hosts)
             strict = "yes" if auth.known_hosts else "accept-new"
-            env["GIT_SSH_COMMAND"] = (f"ssh -i {key} -o IdentitiesOnly=yes -o UserKnownHostsFile={known} "
-                                      f"-o StrictHostKeyChecking={strict} -o BatchMode=yes")
+            ssh += ["-i", str(key), "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={known}",
+                    "-o", f"StrictHostKeyChecking={strict}"]
+        env["GIT_SSH_COMMAND"] = " ".join(ssh)
+        env["GIT_CONFIG_COUNT"] = str(len(config))
+        for i, (key_name, value) in enumerate(config):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key_name, value
         return env
+
+    async def _pin(self, url: str) -> Pin | None:
+        """The remote's addresses, each judged by the address policy, for git to connect to (None for file://)."""
+        scp = _SCP_LIKE.match(url)
+        parts = urlsplit(url if not scp else "ssh://" + url.split(":", 1)[0])
+        if parts.scheme == "file":
+            return None
+        ssh = parts.scheme == "ssh"
+        host = parts.hostname or ""
+        port = parts.port or {"ssh": 22, "http": 80}.get(parts.scheme, 443)
+        try:
+            found = await addresses.resolved(self.policy, host, port)
+        except AddressRefused as exc:
+            raise SourceError("AddressRefused", f"{safe_url(url)}: {exc}", transient=False) from None
+        if not found:
+            raise SourceError("RepositoryUnreachable", f"the name {host} could not be resolved (DNS) for "
+                                                       f"{safe_url(url)}", transient=True)
+        return Pin(host, port, tuple(found), ssh)
 
     async def _git(self, args: list[str], env: dict[str, str], cwd: Path | None = None,
                    secrets: list[str] | None = None, timeout: float | None = None, url: str = "") -> bytes:
@@ -267,7 +309,7 @@ class GitCache:
         lock = self._locks.setdefault(str(mirror), asyncio.Lock())
         async with lock:
             with tempfile.TemporaryDirectory(prefix="helmop-git-") as private:
-                env = self._env(auth, Path(private))
+                env = self._env(auth, Path(private), await self._pin(url))
                 secrets = auth.secrets()
                 if not (mirror / "HEAD").exists():
                     partial = mirror.with_name(mirror.name + ".partial")

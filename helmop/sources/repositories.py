@@ -33,12 +33,14 @@ from urllib.parse import urljoin
 import aiohttp
 
 from helmop.api import bounded
-from helmop.api.errors import describe, some
+from helmop.api.addresses import Policy
+from helmop.api.errors import some
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
+from helmop.infra import addresses
 
 from . import index
-from .errors import SourceError
+from .errors import SourceError, unreachable
 from .index import Entry, IndexInvalid
 from .secrets import decoded
 from .semver import Version, highest
@@ -199,6 +201,7 @@ class Repositories:
     # --chart-mirror FROM=TO: a chart URL (HTTP or OCI) that starts with FROM is fetched from TO instead, so a
     # repository written for the public internet runs unchanged behind a mirror; what status says is unchanged
     mirrors: tuple[tuple[str, str], ...] = ()
+    policy: Policy = field(default_factory=Policy.sources)  # the addresses a repository may be at
     _indexes: dict[str, _Index] = field(default_factory=dict)
     _tags: dict[str, tuple[list[str], float]] = field(default_factory=dict)  # an OCI repository's, and when listed
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -215,8 +218,7 @@ class Repositories:
         # A default header rather than aiohttp's (deprecated) BasicAuth: aiohttp drops it, as it drops auth,
         # on a redirect to another origin.
         headers = creds.basic_auth() if basic else {}
-        return aiohttp.ClientSession(timeout=_TIMEOUT, headers=headers, connector=aiohttp.TCPConnector(ssl=ctx),
-                                     trust_env=False)
+        return addresses.session(self.policy, timeout=_TIMEOUT, headers=headers, ssl=ctx)
 
     def mirrored(self, url: str) -> str:
         """``url`` fetched from its mirror: the longest FROM it starts with (at a path boundary) replaced."""
@@ -309,9 +311,7 @@ class Repositories:
                     await read_capped(r, self.index_max_size, what, "IndexTooLarge", spool, digest)
                     validators = _validators(r.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise SourceError("RepositoryUnreachable",
-                                  f"repository {safe_url(url)} is unreachable: {describe(exc)}",
-                                  transient=True) from None
+                raise unreachable(f"repository {safe_url(url)}", exc) from None
             spool.seek(0)
             try:
                 charts = await asyncio.to_thread(index.parse, spool)
@@ -405,8 +405,7 @@ class Repositories:
                 self.raise_for(r.status, what)
                 data = await read_capped(r, self.chart_max_size, what, "ChartTooLarge")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"downloading chart {chart.name} {chart.version} "
-                                                       f"failed: {describe(exc)}", transient=True) from None
+            raise unreachable(f"chart {chart.name} {chart.version} at {safe_url(chart.urls[0])}", exc) from None
         if chart.digest and hashlib.sha256(data).hexdigest() != chart.digest:
             raise SourceError("ChartDigestMismatch", f"chart {chart.name} {chart.version} does not match the "
                                                      "digest in the repository index", transient=False)
@@ -474,8 +473,7 @@ class Repositories:
                 async with self.session(creds, insecure, basic=False) as http:
                     status, body, _ = await self.oci_get(http, base, f"/v2/{path}/tags/list", creds)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
-                                  transient=True) from None
+                raise unreachable(f"registry of {url}", exc) from None
             self.raise_for(status, f"tags of {url}")
             try:
                 tags = [str(t).replace("_", "+") for t in json.loads(body).get("tags") or []]
@@ -505,8 +503,7 @@ class Repositories:
                                                       limit=self.chart_max_size, too_large="ChartTooLarge")
                 self.raise_for(status, f"chart layer of {url}:{tag}")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SourceError("RepositoryUnreachable", f"registry of {url} is unreachable: {describe(exc)}",
-                              transient=True) from None
+            raise unreachable(f"registry of {url}", exc) from None
         if digest.startswith("sha256:") and hashlib.sha256(data).hexdigest() != digest[7:]:
             raise SourceError("ChartDigestMismatch", f"{url}:{tag} layer digest mismatch", transient=False)
         return data

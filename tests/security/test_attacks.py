@@ -530,3 +530,21 @@ def test_notifications_reach_neither_other_tenants_events_nor_the_clusters_netwo
         assert "kube-system" in refused(target, ns, "alerts.helmop.dev", "spy", "CrossNamespaceRef")
     else:  # Flux's semantics without the flag: another namespace may be named
         assert condition(settled(target, ns, "alerts.helmop.dev", "spy"))["status"] == "True"
+
+
+def test_no_request_a_tenant_points_reaches_an_internal_address_in_any_spelling(target: Target) -> None:
+    """The cloud metadata endpoint written as IPv6 carriers of it, in unusual IPv4 spellings and as a name with a
+    final dot: refused, with reason AddressRefused, for notifications and for every source kind."""
+    ns = target.namespace("addresses")
+    providers = {"nat64": "http://[64:ff9b::a9fe:a9fe]/latest", "sixtofour": "https://[2002:a9fe:a9fe::1]/latest",
+                 "decimal": "http://2852039166/latest", "dotted": "http://metadata.google.internal./computeMetadata",
+                 "mapped": "http://[::ffff:a9fe:a9fe]/latest"}
+    target.apply(ns, *({"apiVersion": GROUP, "kind": "Provider", "metadata": {"name": name},
+                        "spec": {"type": "generic", "address": address}} for name, address in providers.items()))
+    target.apply(ns, gitrepository("metadata", "https://[64:ff9b::a9fe:a9fe]/team/config.git"),
+                 helmrelease("metadata", {"repository": {"url": "http://[::ffff:169.254.169.254]/charts",
+                                                         "name": "app", "version": "1.0.0"}}))
+    for name in providers:
+        refused(target, ns, "providers.helmop.dev", name, "AddressRefused")
+    assert "169.254.169.254" in refused(target, ns, "gitrepositories.helmop.dev", "metadata", "AddressRefused")
+    assert "169.254.169.254" in refused(target, ns, "hr", "metadata", "AddressRefused")

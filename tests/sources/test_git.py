@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from helmop.sources import git as git_source
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, GitRef, check_url, clean_path
 from tests.gitserver import GitServer, Repo
@@ -201,3 +203,52 @@ async def test_a_tree_is_read_by_one_git_process(repo: Repo, tmp_path: Path, mon
     assert read == {path.removeprefix("chart/"): text.encode() for path, text in files.items()
                     if path.startswith("chart/")}
     assert log.read_text().split() == ["cat-file"]
+
+
+@pytest.mark.parametrize("url", [
+    "https://[::ffff:169.254.169.254]/team/config.git", "https://[64:ff9b::a9fe:a9fe]/team/config.git",
+    "https://[2002:a9fe:a9fe::1]/team/config.git", "ssh://git@[fe80::1]/team/config.git",
+    "https://2852039166/team/config.git", "git@169.254.169.254:team/config.git",
+    "https://metadata.google.internal./computeMetadata/v1/",
+])
+async def test_a_remote_at_an_address_sources_never_reach_is_refused_before_git_runs(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[object] = []
+    real = asyncio.create_subprocess_exec
+
+    async def spawn(*args: object, **kwargs: object) -> object:
+        if "fetch" in args:
+            started.append(args)
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn)
+    with pytest.raises(SourceError) as refused:
+        await GitCache(tmp_path / "cache").fetch(url, GitAuth())
+    assert refused.value.reason == "AddressRefused" and not refused.value.transient, str(refused.value)
+    assert not started, "git fetch ran"
+
+
+async def test_git_connects_to_the_addresses_judged_for_the_name(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name is resolved and judged once, and git connects to what was judged (curl's resolve list), not to
+    what the name resolves to when git asks: here the judged address is the only one that answers."""
+    (tmp_path / "srv").mkdir()
+    server = GitServer(tmp_path / "srv", host="127.0.0.2")
+    try:
+        sha = Repo(server, "config", tmp_path / "work").commit({"a": "1"})
+        port = server.http.server_address[1]
+        judged: list[tuple[str, int]] = []
+
+        async def resolved(_policy: object, host: str, port: int) -> list[str]:
+            judged.append((host, port))
+            return ["127.0.0.2"] if host == "localhost" else [host]
+
+        monkeypatch.setattr(git_source.addresses, "resolved", resolved)
+        cache = GitCache(tmp_path / "cache")
+        with pytest.raises(SourceError):  # nothing answers where localhost itself leads
+            await cache.fetch(f"http://127.0.0.1:{port}/config.git", GitAuth(), timeout=10)
+        await cache.fetch(f"http://localhost:{port}/config.git", GitAuth(), timeout=10)
+        assert judged[-1] == ("localhost", port)
+        assert (await cache.resolve(f"http://localhost:{port}/config.git", GitRef(branch="main"), ANON))[1] == sha
+    finally:
+        server.close()

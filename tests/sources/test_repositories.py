@@ -151,3 +151,37 @@ async def test_what_a_repository_has_is_named_within_bounds(server: _Server, tmp
     with pytest.raises(SourceError) as no_version:
         await repos.resolve(server.url, "app", "9.x", Credentials())
     assert no_version.value.reason == "VersionNotFound" and str(no_version.value).endswith(", ...)")
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/charts", "http://[::ffff:169.254.169.254]/charts",
+                                 "http://[64:ff9b::a9fe:a9fe]/charts", "http://2852039166/charts",
+                                 "oci://[fd00:ec2::254]/charts", "http://metadata.google.internal./charts"])
+async def test_a_repository_at_a_refused_address_is_refused_before_any_request(tmp_path: Path, url: str) -> None:
+    with pytest.raises(SourceError) as refused:
+        await Repositories(tmp_path).resolve(url, "app", "1.x", Credentials())
+    assert refused.value.reason == "AddressRefused" and not refused.value.transient, str(refused.value)
+
+
+async def test_a_redirect_to_a_refused_address_is_not_followed(tmp_path: Path) -> None:
+    """The repository answers with a redirect to the metadata endpoint: refused at that hop, for what it is."""
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", "http://[::ffff:a9fe:a9fe]/latest/meta-data/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(SourceError) as refused:
+            await Repositories(tmp_path).resolve(f"http://127.0.0.1:{httpd.server_address[1]}", "app", "1.x",
+                                                 Credentials())
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert refused.value.reason == "AddressRefused" and "169.254.169.254" in str(refused.value), str(refused.value)

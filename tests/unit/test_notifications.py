@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 import socket
 import time
@@ -17,12 +18,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import SpecError
 from helmop.api.notifications import Event, event_of, parse_alert, parse_provider
 from helmop.api.settings import Backoff
+from helmop.infra.addresses import Resolver, check_url
 from helmop.infra.metrics import Metrics
 from helmop.infra.serving import serve
-from helmop.notifications.addresses import AddressRefused, Policy, Resolver
 from helmop.notifications.outbox import Connection, Outbox, Sender, Undeliverable
 from helmop.notifications.payloads import PayloadError, Request, Target, build
 from helmop.notifications.payloads.commits import commit_of
@@ -183,19 +185,20 @@ def test_a_commit_status_needs_a_commit() -> None:
 
 
 def test_the_policy_refuses_internal_ranges_unless_allowed() -> None:
-    policy = Policy.of(["10.96.0.0/12"])
+    policy = Policy.notifications(["10.96.0.0/12"])
     for internal in ("127.0.0.1", "169.254.169.254", "10.0.0.1", "192.168.1.1", "100.64.0.1", "::1", "fd00::1",
                      "::ffff:127.0.0.1", "0.0.0.0", "224.0.0.1"):
-        assert policy.problem(internal), internal
-    assert not policy.problem("10.96.0.10") and not policy.problem("93.184.216.34")
+        assert policy.problem(ipaddress.ip_address(internal)), internal
+    assert not policy.problem(ipaddress.ip_address("10.96.0.10"))
+    assert not policy.problem(ipaddress.ip_address("93.184.216.34"))
     with pytest.raises(AddressRefused):
-        policy.check_url("http://[::ffff:169.254.169.254]/latest")
+        check_url(policy, "http://[::ffff:169.254.169.254]/latest")
 
 
 async def test_a_name_is_checked_as_it_resolves() -> None:
     with pytest.raises(AddressRefused, match="localhost resolves to"):
-        await Resolver(Policy()).resolve("localhost", 80, socket.AF_INET)
-    assert await Resolver(Policy.of(["127.0.0.0/8"])).resolve("localhost", 80, socket.AF_INET)
+        await Resolver(Policy.notifications()).resolve("localhost", 80, socket.AF_INET)
+    assert await Resolver(Policy.notifications(["127.0.0.0/8"])).resolve("localhost", 80, socket.AF_INET)
 
 
 # --- delivery -----------------------------------------------------------------------------------------------
@@ -221,7 +224,7 @@ async def receiver() -> AsyncIterator[tuple[str, list[web.Request], list[web.Res
 
 async def test_retries_honour_retry_after_and_stop_at_a_final_answer(receiver: Any) -> None:
     url, seen, answers = receiver
-    sender = Sender(Policy.of(["127.0.0.1/32"]), Backoff(5.0, 5.0), retry_for=30.0)
+    sender = Sender(Policy.notifications(["127.0.0.1/32"]), Backoff(5.0, 5.0), retry_for=30.0)
     answers += [web.Response(status=429, headers={"Retry-After": "0"}), web.Response(status=503,
                                                                                    headers={"Retry-After": "0"})]
     retries: list[int] = []
@@ -243,7 +246,7 @@ async def test_a_dead_receiver_costs_a_bounded_queue_and_nothing_else() -> None:
     with socket.socket() as probe:  # a port nobody listens on: every attempt is refused at once
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
-    sender = Sender(Policy.of(["127.0.0.1/32"]), Backoff(0.05, 0.2), retry_for=3600.0)
+    sender = Sender(Policy.notifications(["127.0.0.1/32"]), Backoff(0.05, 0.2), retry_for=3600.0)
     dropped: list[int] = []
     outbox = Outbox(100, lambda: dropped.append(1))
     metrics = Metrics()
