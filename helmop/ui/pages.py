@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import jinja2
 import yaml
@@ -43,7 +43,9 @@ LOGIN = "login"  # what the login form's anti-forgery token is derived from
 
 
 def url_of(kind: Kind, namespace: str, name: str) -> str:
-    return f"/{kind.plural}/{quote(namespace)}/{quote(name)}" if kind.namespaced else f"/{kind.plural}/{quote(name)}"
+    """The page of an object: a path of this UI whatever the names hold (each quoted whole)."""
+    where = f"{quote(namespace, safe='')}/" if kind.namespaced else ""
+    return f"/{kind.plural}/{where}{quote(name, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -356,8 +358,14 @@ async def _none() -> list[dict[str, Any]]:
 
 
 def _next(target: str) -> str:
-    """Where to go after logging in: a path of this UI only (never another site)."""
-    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+    """Where to go after logging in: a path of this UI, read as a browser reads it (it drops tabs and line breaks
+    anywhere, and takes a backslash for a slash), never another site; "/" otherwise."""
+    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return "/"
+    return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
 
 
 def _spec(obj: dict[str, Any]) -> str:

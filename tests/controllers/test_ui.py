@@ -8,6 +8,7 @@ import base64
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
@@ -249,6 +250,24 @@ def test_pages_read_without_javascript_and_forged_requests_are_refused(operator:
     status, _, html = request(f"{local_ui.url}helmreleases?label=%21%21%3D")  # a selector the API server refuses
     assert status == 200 and "the API server refused you" in html
     assert request(f"{local_ui.url}helmreleases?q={'x' * 300}")[0] == 400
+
+
+# A login's "next" that a browser would read as another site, however it is spelled: each lands on the UI's own "/".
+FOREIGN = ["//evil.example/", "https://evil.example/", "/\\evil.example/", "\\/evil.example/", "/\t/evil.example/",
+           "/\n/evil.example/", "/\r/evil.example", " //evil.example/", "javascript:alert(1)", "http:/evil.example",
+           "/\x00/evil.example", "\x1b//evil.example", "https:evil.example"]
+
+
+def test_a_login_goes_nowhere_but_this_ui(kube: Run, ns: str, token_ui: Ui, browser: Browser) -> None:
+    token = viewer(kube, ns, "visitor", "view")
+    for target in [*FOREIGN, f"/helmreleases?namespace={ns}"]:
+        page = browser.new_context().new_page()
+        page.goto(f"{token_ui.url}login?{urllib.parse.urlencode({'next': target})}")
+        page.fill("#token", token)
+        page.click("button:has-text('Log in')")
+        expected = token_ui.url + (target[1:] if target.startswith("/helmreleases") else "")
+        assert page.url == expected, (target, page.url)
+        page.context.close()
 
 
 @pytest.mark.alone
