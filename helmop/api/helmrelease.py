@@ -17,6 +17,7 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
+from .names import check_references
 from .settings import RELEASE_INTERVAL
 
 DEFAULT_INTERVAL = RELEASE_INTERVAL  # 10m
@@ -372,6 +373,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
                origin: dict[str, str] | None = None) -> HelmReleaseSpec:
     """``origin``: labels every object of the release carries (``Kind.origin_labels``: Flux's, on a Flux
     HelmRelease's objects), after spec.commonMetadata's, as Flux's post-renderer sets them."""
+    check_references(spec)
     target = str(spec.get("targetNamespace") or namespace)
     release = str(spec.get("releaseName") or default_release_name(name, target, namespace))
     if len(release) > 53 or not _RELEASE_NAME.match(release):

@@ -15,6 +15,7 @@ from .apps import AppKind
 from .errors import SpecError
 from .kinds import JENKINS
 from .manifests import YamlProblem
+from .names import check_references
 
 PROJECT_LABEL = "helmop.dev/project"
 DEFAULT_CHART = {"repository": {"url": "https://charts.jenkins.io", "name": "jenkins", "version": "5.9.53"}}
@@ -96,6 +97,7 @@ class AdminSecret:
 
 
 def admin_secret(name: str, spec: dict[str, Any]) -> AdminSecret:
+    check_references(spec)
     ref = spec.get("adminSecretRef") or {}
     return AdminSecret(name=str(ref.get("name") or f"{name}-admin"),
                        user_key=str(ref.get("userKey") or "jenkins-admin-user"),

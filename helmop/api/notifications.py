@@ -19,6 +19,7 @@ import re2
 from .durations import parse_duration
 from .errors import SpecError
 from .kinds import family_of
+from .names import check_references
 
 # What each type sends (helmop.notifications has one payload per type)
 CHAT_TYPES = ("generic", "generic-hmac", "slack", "msteams", "discord", "googlechat", "alertmanager", "grafana",
@@ -88,6 +89,7 @@ def check_url(text: str, field: str) -> None:
 
 
 def parse_provider(spec: Mapping[str, Any]) -> ProviderSpec:
+    check_references(spec)
     kind = _text(spec, "type")
     if kind in FLUX_ONLY_TYPES:
         raise SpecError("UnsupportedProviderType", f"spec.type {kind!r} is one of Flux's provider types helmop does "
@@ -255,6 +257,7 @@ def _patterns(spec: Mapping[str, Any], name: str) -> tuple[Any, ...]:
 
 def parse_alert(spec: Mapping[str, Any], namespace: str, *, flux: bool = False) -> AlertSpec:
     """An Alert's spec; an event source naming no namespace is the Alert's own."""
+    check_references(spec)
     provider = _ref(spec, "providerRef")
     if not provider:
         raise SpecError("InvalidSpec", "spec.providerRef.name must name a Provider of the Alert's namespace")

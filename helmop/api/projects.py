@@ -13,6 +13,7 @@ from typing import Any
 from .durations import duration_field
 from .errors import SpecError
 from .kinds import is_namespace_name
+from .names import check_references
 
 ROLES = ("admin", "edit", "view")
 MEMBER_KINDS = ("User", "Group", "ServiceAccount")
@@ -130,6 +131,7 @@ def _environments(raw: Any, sync: Sync | None) -> Environments | None:
 
 
 def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
+    check_references(spec)
     namespace = str(spec.get("namespace") or name)
     if not is_namespace_name(namespace):
         raise SpecError("InvalidSpec", f"spec.namespace {namespace!r} is not a valid namespace name (a DNS label)")

@@ -9,6 +9,7 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .names import check_references
 from .settings import SOURCE_INTERVAL
 
 HELM_CHART_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
@@ -58,6 +59,7 @@ def _generic(spec: dict[str, Any]) -> None:
 
 
 def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
+    check_references(spec)
     _generic(spec)
     url = str(spec.get("url") or "").rstrip("/")
     kind = str(spec.get("type") or "default")
@@ -75,6 +77,7 @@ def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
 
 
 def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
+    check_references(spec)
     _generic(spec)
     url = str(spec.get("url") or "").rstrip("/")
     if not url.startswith("oci://") or not _URL.match(url):

@@ -11,6 +11,7 @@ from typing import Any
 from .durations import duration_field
 from .errors import SpecError
 from .helmrelease import HealthExpr, depends_on, health_exprs
+from .names import check_references
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
 
@@ -128,6 +129,7 @@ def _seconds(spec: dict[str, Any], key: str, default: float) -> float:
 
 
 def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
+    check_references(spec)
     url = str(spec.get("url") or "")
     if not url:
         raise SpecError("InvalidSpec", "spec.url is required")
@@ -151,6 +153,7 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
 
 def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "") -> ConfigSyncSpec:
     """``name`` and ``namespace``: the ConfigSync's (what dependsOn may not name, and its default namespace)."""
+    check_references(spec)
     source = spec.get("sourceRef") or {}
     if not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", "spec.sourceRef.name is required")

@@ -31,6 +31,7 @@ from helmop.api.helmrelease import (
 )
 from helmop.api.kinds import FORCE_AT, HELMOP, RESET_AT, Family
 from helmop.api.objects import Resource
+from helmop.api.redaction import redact
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
@@ -46,7 +47,7 @@ from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .context import Context, Key
 from .outcome import DONE, FAILED, Outcome, after
-from .status import annotation, pending_request, read_status, write_status
+from .status import annotation, pending_request, read_status, report, write_status
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,13 @@ class Reconciler:
         self.ctx.memory.fresh((self.kind.key, this.namespace, this.name))  # the newest spec and inputs
         try:
             return await self._reconcile(copy.deepcopy(body))
-        except KubeError as exc:  # the API itself failed us: try again soon
+        except KubeError as exc:  # the API itself failed us: said in Ready (when it can be written), tried again soon
             log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
+            said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
+            secrets = self.ctx.memory.secrets.get((self.kind.key, this.namespace, this.name), [])
+            with contextlib.suppress(KubeError):
+                await report(self.ctx, self.kind, body, read_status(self.kind, HelmReleaseStatus, body), False,
+                             "APIError", redact(said, secrets)[:1024])
             return FAILED
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:

@@ -230,6 +230,19 @@ CASES = [
     Case("release-name-invalid", hr("x", releaseName="Bad_Name"), "hr/x", "InvalidSpec", "Bad_Name"),
     Case("object-name-invalid", lambda env, ns: [{**hr("x")(env, ns)[0], "metadata": {"name": "Not/Valid"}}],
          "hr/x", "refused", "Not/Valid"),
+    # names of other objects that the API would refuse: a specific reason, not an error from deep inside
+    Case("values-from-name-dotdot", values_from({"kind": "Secret", "name": ".."}), "hr/x", "InvalidSpec",
+         "spec.valuesFrom[0].name: '..' is not an object name"),
+    Case("chart-secret-ref-slash", with_chart(name="demo", version="0.1.0", secretRef={"name": "a/../b"}), "hr/x",
+         "InvalidSpec", "spec.chart.repository.secretRef.name"),
+    Case("target-namespace-dotdot", hr("x", targetNamespace=".."), "hr/x", "InvalidSpec", "spec.targetNamespace"),
+    Case("git-secret-ref-dotdot", gitrepo(lambda env: f"{env.git.base}/none.git", secretRef={"name": ".."}),
+         f"{GITREPO}/src", "InvalidSpec", "spec.secretRef.name: '..'"),
+    Case("substitute-from-dotdot", lambda env, ns: [
+        {"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": "x"},
+         "spec": {"sourceRef": {"name": "src"}, "path": "apps", "interval": "1h",
+                  "postBuild": {"substituteFrom": [{"kind": "Secret", "name": "../../x" + "y" * 300}]}}}],
+         "csync/x", "InvalidSpec", "spec.postBuild.substituteFrom[0].name"),
     # references
     Case("source-ref-missing", hr("x", {"sourceRef": {"kind": "GitRepository", "name": "absent"}, "path": "c"}),
          "hr/x", "SourceNotFound", "absent"),

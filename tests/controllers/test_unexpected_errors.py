@@ -17,6 +17,8 @@ from helmop_sandbox import Sandbox
 from helmop.controllers import configsyncs, gitrepositories
 from helmop.controllers.apps import AppController
 from helmop.controllers.helmreleases import Reconciler
+from helmop.helm import inputs
+from helmop.infra.kube import KubeError
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
 from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
@@ -138,3 +140,28 @@ def test_what_an_unexpected_error_quotes_of_a_secret_is_masked(running: tuple[Op
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ReconcileError" in logged or "raised RuntimeError" in logged
     assert secret not in logged and secret.upper() not in logged
+
+
+def test_an_api_error_in_a_releases_reconcile_is_said_in_ready(running: tuple[Operator, Run], chart_repo: ChartRepo,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server failing a request a HelmRelease's reconcile makes (here: reading its valuesFrom) leaves
+    Ready=False with reason APIError and a Warning Event, never only a log line; it recovers by itself."""
+    _operator, kube = running
+    ns = f"api-{uuid.uuid4().hex[:5]}"
+    kube("kubectl", "create", "namespace", ns)
+    kube("kubectl", "-n", ns, "create", "configmap", "v", "--from-literal=values.yaml=a: 1")
+    chart = {"repository": {"url": chart_repo.url, "name": "demo", "version": "0.1.0"}}
+
+    async def failing(*_: Any, **__: Any) -> Any:
+        raise KubeError(500, "InternalError", "etcdserver: leader changed")
+
+    monkeypatch.setattr(inputs, "values_pieces", failing)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
+         "spec": {"interval": "1h", "chart": chart, "valuesFrom": [{"kind": "ConfigMap", "name": "v"}]}}))
+    failed = eventually(lambda: (o := get(kube, ns, "hr", "web")) and condition(o).get("reason") == "APIError" and o)
+    assert condition(failed)["message"] == "the API server answered 500: etcdserver: leader changed"
+    assert any(e["reason"] == "APIError" and e["type"] == "Warning"
+               for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == "web")
+    monkeypatch.undo()
+    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True", timeout=60)
