@@ -259,10 +259,12 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
                          transient=True) from None
     creds = await credentials(ctx.kube, where, source.secret_ref, f"HelmRepository {where}/{chart.repository}",
                               source.cert_secret_ref)
+    # An OCI HelmRepository names a registry path; its charts are repositories under it, as Flux reads it
+    url = f"{source.url}/{chart.chart}" if source.oci else source.url
     # twice the interval: the repository's own turn refreshes the index; a release never races it for that
-    resolved = await ctx.repos.resolve(source.url, chart.chart, chart.version, creds, source.insecure,
+    resolved = await ctx.repos.resolve(url, chart.chart, chart.version, creds, source.insecure,
                                        max_age=2 * source.interval, shared=True)
-    return resolved, await ctx.repos.fetch(resolved, source.url, creds, source.insecure), creds
+    return resolved, await ctx.repos.fetch(resolved, url, creds, source.insecure), creds
 
 
 async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,

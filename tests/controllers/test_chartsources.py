@@ -96,6 +96,37 @@ def test_releases_take_an_ocirepository_chart_by_reference(operator: Operator, k
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 
 
+@pytest.mark.parametrize("group", ["helmop.dev/v1alpha1", "source.toolkit.fluxcd.io/v1"])
+def test_an_oci_helmrepository_holds_charts_by_name(operator: Operator, kube: Run, ns: str, tmp_path: Path,
+                                                   group: str) -> None:
+    """type: oci names a registry path: a release's chart is the repository of that name under it, as Flux reads
+    it (oci://HOST/charts + app -> oci://HOST/charts/app:VERSION)."""
+    subprocess.run([tool("helm"), "create", str(tmp_path / "app")], check=True, capture_output=True)
+    subprocess.run([tool("helm"), "package", str(tmp_path / "app"), "--version", "1.2.0", "-d", str(tmp_path)],
+                   check=True, capture_output=True)
+    registry = Registry({"1.2.0": next(tmp_path.glob("*.tgz")).read_bytes()})
+    try:
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        apply(kube, ns, yaml.safe_dump({"apiVersion": group, "kind": "HelmRepository", "metadata": {"name": "oci"},
+                                        "spec": {"url": f"oci://127.0.0.1:{registry.port}/charts", "type": "oci",
+                                                 "insecure": True, "interval": "1h", "secretRef": {"name": "robot"}}}))
+        chart = {"chart": "app", "version": "1.x", "sourceRef": {"kind": "HelmRepository", "name": "oci"}}
+        if group.startswith("helmop"):
+            apply(kube, ns, release("web", chart))
+            history = ready(kube, ns, "web")["status"]["history"][0]
+        else:
+            apply(kube, ns, yaml.safe_dump({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                                            "metadata": {"name": "web"},
+                                            "spec": {"interval": "1h", "chart": {"spec": chart},
+                                                     "values": {"fullnameOverride": "web"}}}))
+            history = eventually(lambda: (o := get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "web"))
+                                 and condition(o).get("status") == "True" and o["status"]["history"][0], 120)
+        assert history["chartName"] == "app" and history["chartVersion"] == "1.2.0"
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
 def test_releases_applied_with_their_source_wait_for_it_and_act_once(operator: Operator, kube: Run, ns: str,
                                                                       tmp_path: Path) -> None:
     """Releases that retried as soon as the source's first artifact was written are not stopped by the news of
