@@ -111,6 +111,18 @@ def test_run_sandbox_listens_on_loopback_only(tmp_path: Path) -> None:
         proc.wait(30)
 
 
+def test_run_stops_at_once_on_a_cache_directory_it_cannot_write(tmp_path: Path) -> None:
+    # A directory under a regular file cannot be made, by root either (the image tier runs the operator with a
+    # read-only one). Without the check, helm's first run there ends the operator with a traceback.
+    (tmp_path / "file").write_text("")
+    cache = tmp_path / "file" / "cache"
+    done = helmop("run", "--sandbox", "--kubeconfig", str(tmp_path / "kc"), "--cache-dir", str(cache))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"helmop: the cache directory {cache} is not writable (Not a directory): it must be, for helm, charts and "
+        "git mirrors (--cache-dir, or mount a volume there: an emptyDir in Kubernetes)"]
+
+
 class _OperatorPods(http.server.BaseHTTPRequestHandler):
     """The two API calls `helmop logs` makes in a cluster, as the API server answers them: the operator's pods
     by label, and a container's log (followed: lines as they come, the response kept open)."""

@@ -10,6 +10,7 @@ import asyncio
 import asyncio.sslproto
 import os
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -86,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     cfg.unconfined_builds = args.unconfined_builds
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
+    if (problem := _unwritable(cfg.cache_dir)) is not None:
+        print(f"helmop: the cache directory {cfg.cache_dir} is not writable ({problem}): it must be, for helm, charts "
+              "and git mirrors (--cache-dir, or mount a volume there: an emptyDir in Kubernetes)", file=sys.stderr)
+        return 2
     if args.apps:
         cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
     repository = cfg.jenkins_chart["repository"]
@@ -107,6 +112,17 @@ def run(args: argparse.Namespace) -> int:
         cfg.kubeconfig = sandbox.kubeconfig
         asyncio.run(run_operator(cfg))
     return 0
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why a file cannot be made in ``directory`` (made first if missing), or None. Asked before anything runs
+    there: on a read-only root filesystem without its volume, helm's first run would end in a traceback."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _leader_election(args: argparse.Namespace) -> bool:
