@@ -9,7 +9,9 @@ from helmop_sandbox import Sandbox
 
 from tests.tools import ROOT, Run, runner
 
-TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus"}
+TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus", "image": "image"}
+# The image tier (minutes of building) only when named: `pytest tests/image`, as scripts/test-image runs it.
+collect_ignore = ["image"]
 LONGEST_FIRST = {name: rank for rank, name in enumerate(("operations", "corpus", "security", "controllers"))}
 
 
