@@ -22,6 +22,7 @@ from helmop_sandbox import Sandbox
 from tests.chartrepo import ChartRepo, tiny_chart
 from tests.docs import block
 from tests.gitserver import GitServer, Repo
+from tests.image.conftest import BUILT
 from tests.tools import ROOT, Run, eventually, tool
 
 # The first test waits for the image's build (the base, the packages, PyPI): minutes.
@@ -50,7 +51,7 @@ def image(pytestconfig: pytest.Config) -> str:
     built = subprocess.run(["bash", "-c", "set -euo pipefail\n" + commands], cwd=ROOT, capture_output=True,
                            text=True, timeout=1100)
     assert built.returncode == 0, built.stdout + built.stderr[-4000:]
-    pytestconfig.get_terminal_writer().write("\n" + built.stdout)  # each step's duration, and the size
+    pytestconfig.stash[BUILT] = built.stdout  # each step's duration, and the size: in the tier's report
     return tag.group(1)
 
 
