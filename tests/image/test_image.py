@@ -28,8 +28,8 @@ from tests.tools import ROOT, Run, eventually, tool
 # The first test waits for the image's build (the base, the packages, PyPI): minutes.
 pytestmark = pytest.mark.timeout(1200)
 KUBECONFIG = "/etc/helmop/kubeconfig"
-# How the chart runs it (deploy/helmop/templates/deployment.yaml): nothing but the volumes is writable, and they
-# are as emptyDirs are (writable by all, executables allowed: helm runs helmop's post-renderer from /tmp).
+# How the chart runs it (deploy/helmop/templates/deployment.yaml): nothing but the volumes is writable; /tmp as an
+# emptyDir is (writable by all, executables allowed: helm runs helmop's post-renderer from there).
 RESTRICTED = ["--user", "65532:65532", "--read-only", "--read-only-tmpfs=false", "--network", "host",
               "--tmpfs", "/tmp:exec"]
 
