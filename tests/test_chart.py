@@ -4,6 +4,7 @@ what it deploys would start the operator as tested elsewhere."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import yaml
@@ -60,6 +61,23 @@ def test_chart_runs_one_deployment_per_shard(run: Run) -> None:
     assert shards == {"h-helmop": [], "h-helmop-blue": ["--shard=blue"], "h-helmop-green": ["--shard=green"]}
     selectors = [d["spec"]["selector"]["matchLabels"]["helmop.dev/shard-name"] for d in deployments]
     assert sorted(selectors) == ["blue", "default", "green"]  # the Deployments do not adopt each other's pods
+
+
+def test_chart_mounts_the_operators_decryption_keys_only_when_named(run: Run) -> None:
+    def pod(*flags: str) -> dict[str, Any]:
+        rendered = run("helm", "template", "h", str(CHART), *flags).stdout
+        deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+        return dict(deployment["spec"]["template"]["spec"])
+
+    default = pod()
+    assert not any(a.startswith("--decryption-keys") for a in default["containers"][0]["args"])
+    assert "decryption-keys" not in {v["name"] for v in default["volumes"]}
+    keyed = pod("--set", "decryption.keysSecret=sops-keys")
+    assert "--decryption-keys=/etc/helmop/decryption-keys" in keyed["containers"][0]["args"]
+    volume = next(v for v in keyed["volumes"] if v["name"] == "decryption-keys")
+    assert volume["secret"] == {"secretName": "sops-keys", "defaultMode": 0o440}
+    mount = next(m for m in keyed["containers"][0]["volumeMounts"] if m["name"] == "decryption-keys")
+    assert mount["readOnly"] is True and mount["mountPath"] == "/etc/helmop/decryption-keys"
 
 
 def test_chart_crds_are_helmops_own() -> None:

@@ -21,6 +21,7 @@ from typing import ClassVar
 import yaml
 
 from helmop.api import validation
+from tests.sops import Sops, age_identity
 from tests.tools import TOOLS, eventually, tool
 
 
@@ -215,6 +216,27 @@ def test_render_builds_an_overlay_as_a_configsync_would(tmp_path: Path) -> None:
     (tmp_path / "staging" / "kustomization.yaml").write_text("resources: [../../outside]\n")
     refused = helmop("render", str(tmp_path / "staging"), env=env)
     assert refused.returncode == 1 and "outside the repository" in refused.stderr, refused.stderr
+
+
+def test_render_decrypts_an_overlay_and_masks_what_it_decrypted(tmp_path: Path) -> None:
+    """`helmop render OVERLAY --decrypt KEYFILE`: what the operator would apply, every decrypted value masked in
+    the output (which goes to terminals and CI logs); without the key, the reason."""
+    identity, recipient = age_identity()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "kustomization.yaml").write_text("resources: [secret.yaml]\n")
+    (tmp_path / "app" / "secret.yaml").write_text(Sops(age=[recipient], regex="^(data|stringData)$").yaml(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+         "stringData": {"password": "render-me-not-1234"}}))
+    (tmp_path / "key.txt").write_text(f"# age-keygen's file\n{identity}\n")
+    env = {"PATH": f"{TOOLS}:{os.environ['PATH']}"}
+    done = helmop("render", str(tmp_path / "app"), "--decrypt", str(tmp_path / "key.txt"), env=env)
+    assert done.returncode == 0, done.stderr
+    built = yaml.safe_load(done.stdout)
+    assert built["metadata"]["name"] == "db" and built["stringData"]["password"] == "***"
+    assert "render-me-not" not in done.stdout + done.stderr
+    refused = helmop("render", str(tmp_path / "app"), env=env)
+    assert refused.returncode == 1 and "is SOPS-encrypted: set spec.decryption" in refused.stderr
 
 
 FLUX_REPO = {

@@ -60,6 +60,16 @@ def number_tag(text: str) -> str:
     return FLOAT if _FLOAT.match(plain) else STR
 
 
+def go_number(text: str) -> int | float | None:
+    """A plain scalar as Go's YAML reads a number (underscores dropped; an integer past 64 bits is a float), None
+    when it is none (``.inf``/``.nan`` aside: the caller decides what those are)."""
+    plain = text.replace("_", "")
+    number = _go_int(plain)
+    if number is not None:
+        return number
+    return float(plain) if _FLOAT.match(plain) else None
+
+
 def _go_int(text: str) -> int | None:
     """``strconv.ParseInt(text, 0, 64)``, else ``ParseUint``: None when Go would not read it as an integer."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
@@ -87,13 +97,9 @@ class Constructor(yaml.constructor.SafeConstructor):
         if _SPECIAL_FLOAT.match(text):
             raise yaml.constructor.ConstructorError(None, None, f"{text} has no JSON form (as in kubectl)",
                                                     node.start_mark)
-        plain = text.replace("_", "")
-        number = _go_int(plain)
-        if number is not None:
-            return number
-        if not _FLOAT.match(plain):
+        value = go_number(text)
+        if value is None:
             raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a number", node.start_mark)
-        value = float(plain)  # a float, or an integer past 64 bits (Go reads it as a float too)
         if math.isinf(value):
             raise yaml.constructor.ConstructorError(None, None, f"{text} is out of range", node.start_mark)
         return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 MASK = "***"
@@ -69,6 +70,16 @@ def redact(text: str, secrets: list[str]) -> str:
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def redact_data(value: Any, secrets: list[str]) -> Any:
+    """``value`` (data: maps, lists, scalars) with every string masked as :func:`redact` masks text: the same
+    data, still writable as YAML or JSON."""
+    if isinstance(value, dict):
+        return {k: redact_data(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_data(v, secrets) for v in value]
+    return redact(value, secrets) if isinstance(value, str) else value
 
 
 def safe_url(url: str) -> str:

@@ -66,6 +66,14 @@ class VariablesRef:
 
 
 @dataclass(frozen=True)
+class Decryption:
+    """spec.decryption: SOPS, with the keys of a Secret of the object's namespace (``secret_ref``), or, without
+    one, the operator's own key folder."""
+
+    secret_ref: str = ""
+
+
+@dataclass(frozen=True)
 class PostBuild:
     substitute: tuple[tuple[str, str], ...] = ()
     substitute_from: tuple[VariablesRef, ...] = ()
@@ -112,6 +120,7 @@ class ConfigSyncSpec:
     retry_interval: float = 0.0  # 0: the failure backoff
     force: bool = False  # recreate objects whose immutable fields changed
     deletion_policy: str = "MirrorPrune"
+    decryption: Decryption | None = None  # SOPS-encrypted files decrypted (spec.decryption)
 
     @property
     def deadline(self) -> float:
@@ -179,7 +188,24 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
                           timeout=duration_field(spec, "timeout", 0.0) or 0.0,
                           retry_interval=duration_field(spec, "retryInterval", 0.0) or 0.0,
-                          force=bool(spec.get("force", False)), deletion_policy=policy)
+                          force=bool(spec.get("force", False)), deletion_policy=policy,
+                          decryption=_decryption(spec))
+
+
+def _decryption(spec: dict[str, Any]) -> Decryption | None:
+    raw = spec.get("decryption")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", "spec.decryption must be a map")
+    if raw.get("provider") != "sops":
+        raise SpecError("InvalidSpec", "spec.decryption.provider must be sops")
+    if raw.get("serviceAccountName"):
+        raise SpecError("UnsupportedField", "spec.decryption.serviceAccountName (a cloud KMS identity) is not "
+                                            "implemented by helmop: decrypt with age or OpenPGP keys in "
+                                            "spec.decryption.secretRef")
+    secret = raw.get("secretRef") or {}
+    return Decryption(secret_ref=str(secret.get("name") or "") if isinstance(secret, dict) else "")
 
 
 def _dependencies(spec: dict[str, Any], name: str, namespace: str) -> tuple[Dependency, ...]:

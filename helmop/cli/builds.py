@@ -8,12 +8,12 @@ import os
 import shutil
 from pathlib import Path
 
-from helmop.api import manifests
-from helmop.api.sources import ConfigSyncSpec, PostBuild
+from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
 from helmop.api.substitution import SubstitutionError, check_names
 from helmop.infra import confine
 from helmop.sources import kustomize
-from helmop.sources.build import Builder, TreeArtifact
+from helmop.sources.build import Builder, Built, TreeArtifact
+from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Limits
 from helmop.sources.kustomize import Kustomize
@@ -81,15 +81,33 @@ def variables(pairs: list[str], files: list[str]) -> dict[str, str]:
     return out
 
 
-async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool = False) -> list[manifests.Manifest]:
-    """The objects a ConfigSync over ``path`` applies, its variables ``values``: the operator's build stage."""
+def keys_of(files: list[str]) -> Keys | None:
+    """The SOPS keys of ``--decrypt`` files (age identities, or armored OpenPGP private keys, told apart by what
+    they hold); None when there are none."""
+    if not files:
+        return None
+    entries = {}
+    for i, name in enumerate(files):
+        data = Path(name).read_bytes()
+        entries[f"{i}.agekey" if b"AGE-SECRET-KEY-" in data else f"{i}.asc"] = data
+    try:
+        return Keys.of_entries(entries, "--decrypt")
+    except KeyInvalid as exc:
+        raise Failed(str(exc)) from None
+
+
+async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool = False,
+                keys: Keys | None = None) -> Built:
+    """The objects a ConfigSync over ``path`` applies, its variables ``values``, decrypted with ``keys`` when
+    given: the operator's build stage."""
     root = repository_root(path)
     folder = kustomize.folder_of(path.resolve().relative_to(root).as_posix())
-    spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())))
+    spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())),
+                          decryption=Decryption() if keys is not None else None)
     kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
     # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
     builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize", confined=confine.landlock_abi() > 0)
     try:
-        return await Builder(builder).build(TreeArtifact(read_repository(root)), spec, values, strict=strict)
+        return await Builder(builder).build(TreeArtifact(read_repository(root)), spec, values, strict=strict, keys=keys)
     except (SourceError, SubstitutionError) as exc:
         raise Failed(str(exc)) from None

@@ -21,6 +21,7 @@ from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, Kind
+from helmop.api.redaction import redact, redact_data
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
 from helmop.views.tree import Node, tree
@@ -237,24 +238,26 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     from . import releases  # with helm's client (pyhelm3, pydantic): for diff and render only
 
     engine = Engine.start(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
+    masked: list[str] = []  # what was decrypted
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
-        paths = [Path(f) for f in args.filename]
-        built = [item for path in paths if builds.is_overlay(path)
-                 for item in await builds.build(path, _variables(args), verbs.temp_cache())]
+        paths, keys = [Path(f) for f in args.filename], builds.keys_of(args.decrypt or [])
+        overlays = [await builds.build(path, _variables(args), verbs.temp_cache(), keys=keys) for path in paths
+                    if builds.is_overlay(path)]
+        masked += [text for overlay in overlays for text in overlay.plaintexts]
         found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
                                           [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
-                                          built=built)
+                                          built=[item for overlay in overlays for item in overlay.objects])
     else:
         if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
             raise Failed("diff needs -f FILE|DIR, or hr NAME")
         found = await releases.diff_live(where.kube, engine, verbs.temp_cache(), where.namespace, args.name)
     changed = any(d.objects for d in found)
     if args.output_format == "json":
-        print(json.dumps({"changed": changed, "releases": [d.json() for d in found]}, indent=2))
+        print(redact(json.dumps({"changed": changed, "releases": [d.json() for d in found]}, indent=2), masked))
     else:
-        text = "".join(d.text() for d in found)
+        text = redact("".join(d.text() for d in found), masked)
         print(text or "no changes", end="" if text else "\n")
     return FAILED if changed else OK
 
@@ -266,11 +269,13 @@ def _variables(args: argparse.Namespace) -> dict[str, str]:
 def _build(args: argparse.Namespace) -> int:
     """``render`` of a kustomize overlay: the objects a ConfigSync over it would apply, as YAML."""
     try:
-        built = asyncio.run(builds.build(Path(args.path), _variables(args), verbs.temp_cache()))
+        built = asyncio.run(builds.build(Path(args.path), _variables(args), verbs.temp_cache(),
+                                         keys=builds.keys_of(args.decrypt or [])))
     except (Failed, SourceError) as exc:
         print(f"✗ {exc}", file=sys.stderr)
         return FAILED
-    text = k8syaml.dump_all([item.obj for item in built])
+    # what was decrypted is masked, in every encoding: the output goes to terminals and CI logs
+    text = k8syaml.dump_all([redact_data(item.obj, built.plaintexts) for item in built.objects])
     if args.output_dir:
         Path(args.output_dir).mkdir(parents=True, exist_ok=True)
         (Path(args.output_dir) / "build.yaml").write_text(text)
@@ -371,6 +376,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--strict-substitution", action="store_true",
                      help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
                           "\"\" (Flux's StrictPostBuildSubstitutions)")
+    run.add_argument("--decryption-keys", metavar="DIR",
+                     help="SOPS keys (*.agekey, *.asc files) for ConfigSyncs whose spec.decryption names no Secret "
+                          "(Flux's controller-wide decryption; chart value decryption.keysSecret)")
     run.add_argument("--unconfined-builds", action="store_true",
                      help="run kustomize builds without the kernel's confinement (Landlock and seccomp: reads beneath "
                           "the repository only, no program, no socket) where the kernel has none; their boundary is "
@@ -539,6 +547,9 @@ def parser() -> argparse.ArgumentParser:
                           help="a ConfigSync's postBuild variable, for a kustomize overlay (repeatable)")
         verb.add_argument("--substitute-from-file", action="append", metavar="FILE",
                           help="KEY=VALUE lines, as --substitute (repeatable; --substitute wins)")
+        verb.add_argument("--decrypt", action="append", metavar="KEYFILE",
+                          help="decrypt a kustomize overlay's SOPS-encrypted files with this age identity file or "
+                               "armored OpenPGP private key (repeatable); decrypted values are masked in the output")
     render.set_defaults(run=_render)
 
     conv = verbs_.add_parser("convert", help="convert Flux's manifests to helmop's kinds, or back (offline)",

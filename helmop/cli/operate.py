@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     cfg.unconfined_builds = args.unconfined_builds
+    cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if (problem := _unwritable(cfg.cache_dir)) is not None:

@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from helmop.api.addresses import Policy
@@ -50,18 +51,19 @@ class Services:
     releases: Gateway  # helm's storage, read and written through the API
     collections: Collections  # what releases' readiness is judged from, watched once
     notifier: Notifier  # Alerts and Providers: the Events posted, sent on
+    keys_folder: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret of their own
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
            concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
-           notify: Policy | None = None) -> Services:
+           notify: Policy | None = None, keys_folder: Path | None = None) -> Services:
         events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
         notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
         events.listeners.append(notifier.observe)
         return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
                    slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
                    yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
-                   collections=Collections(kube), notifier=notifier)
+                   collections=Collections(kube), notifier=notifier, keys_folder=keys_folder)
 
     async def close(self) -> None:
         await self.notifier.close()

@@ -78,6 +78,7 @@ class OperatorConfig:
     flux_namespace: str = "flux-system"  # where Flux's controllers run (their leader Leases)
     allow_notify_cidrs: tuple[str, ...] = ()  # --allow-notify-cidr: private ranges notifications may reach
     unconfined_builds: bool = False  # --unconfined-builds: kustomize without the kernel's confinement
+    decryption_keys: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -241,7 +242,7 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
         log.error("kustomize builds will be refused (ConfinementUnavailable): this kernel offers no Landlock to "
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
-                       notify=Policy.notifications(cfg.allow_notify_cidrs))
+                       notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys)
 
 
 def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:

@@ -1,6 +1,7 @@
 """The build of a ConfigSync (Flux's Kustomization): what one revision of its source holds under its path, as
 the objects it applies. One stage, the same for the operator and ``helmop render``: the source's artifact ->
-its manifests as they are, or what kustomize builds of them -> variables substituted and commonMetadata set.
+SOPS-encrypted files decrypted (spec.decryption) -> its manifests as they are, or what kustomize builds of them
+-> Secrets' encrypted entries decrypted -> variables substituted and commonMetadata set.
 
 Bounded as every way bytes enter the operator: the artifact's reader bounds the tree (size, entries, paths
 inside its root), large YAML is loaded in the worker process, a kustomize build is confined and bounded
@@ -10,6 +11,7 @@ inside its root), large YAML is loaded in the worker process, a kustomize build 
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +25,8 @@ from helmop.api.substitution import post_build
 from helmop.infra.worker import Worker, WorkerTimeout
 
 from . import kustomize
+from .decryption.keys import Keys
+from .decryption.repository import Decryptor, still_encrypted
 from .errors import SourceError
 from .git import GitAuth, GitCache
 
@@ -67,16 +71,26 @@ class TreeArtifact:
 
 
 @dataclass(frozen=True)
+class Built:
+    objects: list[manifests.Manifest]
+    plaintexts: list[str]  # what was decrypted: masked in every message about the object
+
+
+@dataclass(frozen=True)
 class Builder:
     kustomize: kustomize.Kustomize
     yaml: Worker | None = None  # large YAML loaded there (None: here)
 
     async def build(self, artifact: Artifact, spec: ConfigSyncSpec, variables: Mapping[str, str], *,
-                    strict: bool = False) -> list[manifests.Manifest]:
-        """What the ConfigSync ``spec`` applies of ``artifact``, its postBuild ``variables`` substituted."""
-        return post_build(await self.objects(artifact, spec), spec, variables, strict=strict)
+                    strict: bool = False, keys: Keys | None = None) -> Built:
+        """What the ConfigSync ``spec`` applies of ``artifact``, decrypted with ``keys`` when it asks
+        (spec.decryption), its postBuild ``variables`` substituted."""
+        decryptor = Decryptor(keys if keys is not None else Keys()) if spec.decryption is not None else None
+        found = await self.objects(artifact, spec, decryptor)
+        return Built(post_build(found, spec, variables, strict=strict), decryptor.plaintexts if decryptor else [])
 
-    async def objects(self, artifact: Artifact, spec: ConfigSyncSpec) -> list[manifests.Manifest]:
+    async def objects(self, artifact: Artifact, spec: ConfigSyncSpec,
+                      decryptor: Decryptor | None = None) -> list[manifests.Manifest]:
         """The objects of spec.path: its manifests as they are, or what kustomize builds of it (a kustomization
         file there, or build fields in the spec). A broken file stops the whole build."""
         folder = kustomize.folder_of(spec.path)
@@ -86,8 +100,14 @@ class Builder:
         named = {posixpath.join(folder, rel): data for rel, data in files.items()}
         if spec.build or kustomize.kustomization_of(named, folder):
             # a build reads the whole tree (bases, components, generators' files), within the same limits
-            text = await self.kustomize.build(await artifact.files(""), folder, spec.build, spec.deadline)
+            tree = await artifact.files("")
+            if decryptor is not None:
+                roots = [folder, *(posixpath.normpath(posixpath.join(folder, c)) for c in spec.build.components)]
+                tree = await asyncio.to_thread(decryptor.tree, tree, roots)
+            text = await self.kustomize.build(tree, folder, spec.build, spec.deadline)
             named = {f"{folder or '.'}/(kustomize build).yaml": text.encode()}
+        elif decryptor is not None:
+            named = await asyncio.to_thread(decryptor.tree, named)
         found, errors = manifests.parse(named, await self._load_large(named))
         if errors:
             raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
@@ -96,6 +116,9 @@ class Builder:
         if len(found) > limit:
             raise SourceError("BuildTooLarge", f"{folder or '.'} holds {len(found)} objects (at most {limit})",
                               transient=False)
+        if decryptor is not None:
+            found = decryptor.secret_entries(found)
+        still_encrypted(found, decrypting=decryptor is not None)
         return found
 
     async def _load_large(self, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:

@@ -180,6 +180,39 @@ def _references(body: _Fields, where: str) -> list[str]:
     return refs
 
 
+def read_files(files: Mapping[str, bytes], folders: list[str]) -> list[tuple[str, str, str]]:
+    """The files the kustomizations reachable from ``folders`` read: (repository path, the name it is read under,
+    how: ``files`` or ``envs`` of a secretGenerator, else ``manifest``: a resource, patch or other file)."""
+    pending, seen, found = list(folders), set[str](), list[tuple[str, str, str]]()
+    while pending and len(seen) <= MAX_KUSTOMIZATIONS:
+        current = pending.pop()
+        where = kustomization_of(files, current)
+        if current in seen or not where:
+            continue
+        seen.add(current)
+        try:
+            body = yamlc.load(files[where]) or {}
+        except yaml.YAMLError:
+            continue  # the build says what is wrong with it
+        fields = _Fields(body if isinstance(body, dict) else {})
+        named: list[tuple[str, str, str]] = []
+        for item in fields.maps("secretGenerator"):
+            named += [(ref.partition("=")[2] or ref, ref.partition("=")[0], "files") for ref in item.strings("files")]
+            named += [(ref, ref, "envs") for ref in item.strings("envs")]
+        generated = {ref for ref, _, _ in named}
+        named += [(ref, ref, "manifest") for ref in _references(fields, where) if ref not in generated]
+        for ref, name, how in named:
+            try:
+                path, is_dir = _resolve(files, current, ref, where)
+            except SourceError:
+                continue
+            if is_dir:
+                pending.append(path)
+            else:
+                found.append((path, name, how))
+    return found
+
+
 def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str) -> dict[str, Any]:
     """The kustomization helmop writes for a ConfigSync's own build fields, over ``folder`` (``repo``: where the
     copy of the repository is, relative to the overlay): Flux's Kustomization fields as kustomize's."""

@@ -107,6 +107,9 @@ class Operator:
         # (a repository written for the public internet, served by the test repository: --chart-mirror)
         self.config.chart_mirrors = ((MIRRORED, charts.url),)
         self.config.flux_api = True  # Flux's kinds beside helmop's, as a cluster moving over has them
+        # the operator's SOPS key folder (--decryption-keys), empty until a test puts a key there
+        self.config.decryption_keys = workdir / "decryption-keys"
+        self.config.decryption_keys.mkdir()
         self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
                                                     "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.

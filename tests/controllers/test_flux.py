@@ -116,11 +116,11 @@ def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Ope
     apply(kube, ns, yaml.safe_dump({"apiVersion": KUSTOMIZE, "kind": "Kustomization", "metadata": {"name": "secret"},
                                     "spec": {"interval": "1h", "path": "./", "prune": True,
                                              "sourceRef": {"kind": "GitRepository", "name": "none"},
-                                             "decryption": {"provider": "sops"}}}))
+                                             "kubeConfig": {"secretRef": {"name": "cluster"}}}}))
     apply(kube, ns, yaml.safe_dump({"apiVersion": HELM, "kind": "HelmRelease", "metadata": {"name": "remote"},
                                     "spec": {"interval": "1h", "kubeConfig": {"secretRef": {"name": "cluster"}},
                                              "chartRef": {"kind": "OCIRepository", "name": "x"}}}))
-    for kind, name, field in (("kustomizations.kustomize.toolkit.fluxcd.io", "secret", "spec.decryption"),
+    for kind, name, field in (("kustomizations.kustomize.toolkit.fluxcd.io", "secret", "spec.kubeConfig"),
                               ("helmreleases.helm.toolkit.fluxcd.io", "remote", "spec.kubeConfig")):
         said = eventually(lambda kind=kind, name=name: condition(get(kube, ns, kind, name)).get("reason")
                           == "UnsupportedField" and condition(get(kube, ns, kind, name)))

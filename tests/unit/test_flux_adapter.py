@@ -57,7 +57,7 @@ def test_chart_forms_helmop_does_not_implement_are_refused_by_name(spec: dict, r
     (FLUX.helmrelease, {"chartRef": {"kind": "OCIRepository", "name": "o"}, "upgrade": {"preserveValues": True}},
      "spec.upgrade.preserveValues"),
     (FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./", "prune": True,
-                       "decryption": {"provider": "sops"}}, "spec.decryption"),
+                       "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
     (FLUX.gitrepository, {"url": "https://x/y", "ref": {"name": "refs/pull/1/head"}}, "spec.ref.name"),
     (FLUX.gitrepository, {"url": "https://x/y", "recurseSubmodules": True}, "spec.recurseSubmodules"),
 ])

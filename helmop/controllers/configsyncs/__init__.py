@@ -112,15 +112,17 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     await _attempting(turn, artifact.revision)
     try:
         variables, ctx.memory.secrets[turn.key] = await observe.variables(ctx, turn.this.namespace, spec)
-        found = await Builder(ctx.services.kustomize, ctx.services.yaml).build(
-            artifact, spec, variables, strict=ctx.tunables.strict_substitution)
+        keys = await observe.decryption_keys(ctx, turn.this.namespace, spec)
+        built = await Builder(ctx.services.kustomize, ctx.services.yaml).build(
+            artifact, spec, variables, strict=ctx.tunables.strict_substitution, keys=keys)
+        ctx.memory.secrets[turn.key] += built.plaintexts
     except SubstitutionError as exc:
         await turn.report(False, "SubstitutionFailed", f"revision {artifact.revision}: {exc}", stalled=True)
         return DONE
     except (InputError, SourceError) as exc:
         await turn.report(False, exc.reason, f"revision {artifact.revision}: {exc}", stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
-    return await _sync(turn, spec, artifact.revision, found)
+    return await _sync(turn, spec, artifact.revision, built.objects)
 
 
 async def _spec(turn: _Turn) -> ConfigSyncSpec | None:
@@ -145,9 +147,11 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     """What the turn reads is remembered (a change to it wakes this ConfigSync); the outcome when it must wait
     for a dependency (woken when a dependency's status changes), None when it may go on."""
     ctx, this = turn.ctx, turn.this
+    keys = spec.decryption.secret_ref if spec.decryption else ""
     ctx.memory.refer(turn.key, [(spec.source_namespace or this.namespace, turn.family.gitrepository.key,
                                  spec.source_name),
                                 *((this.namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
+                                *([(this.namespace, "Secret", keys)] if keys else []),
                                 *((dep.namespace, turn.kind.key, dep.name) for dep in spec.depends_on)])
     try:
         waiting = await dependencies.waiting_for(

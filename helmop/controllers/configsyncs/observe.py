@@ -12,6 +12,7 @@ from helmop.api.substitution import SubstitutionError, check_names
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import ObjectId
+from helmop.sources.decryption.keys import KeyInvalid, Keys
 
 from ..context import Context
 
@@ -40,6 +41,28 @@ async def variables(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple
                              transient=False) from None
         found.update(data)
     return {**found, **dict(spec.post_build.substitute)}, secrets
+
+
+async def decryption_keys(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> Keys | None:
+    """The keys spec.decryption asks for: its Secret's (of the ConfigSync's own namespace), else the operator's
+    key folder; None when it asks for no decryption."""
+    if spec.decryption is None:
+        return None
+    name = spec.decryption.secret_ref
+    if not name:
+        folder = ctx.services.keys_folder
+        return Keys.of_folder(folder) if folder else Keys(source="no keys (spec.decryption names no Secret, and "
+                                                                  "the operator has no --decryption-keys folder)")
+    obj = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    if obj is None:
+        raise InputError("DecryptionFailed", f"spec.decryption.secretRef: Secret {namespace}/{name} does not exist",
+                         transient=True)
+    try:
+        entries = {str(k): base64.b64decode(str(v)) for k, v in (obj.get("data") or {}).items()
+                   if str(k).endswith((".agekey", ".asc"))}
+        return Keys.of_entries(entries, f"Secret {namespace}/{name}")
+    except (KeyInvalid, ValueError) as exc:
+        raise InputError("DecryptionFailed", f"spec.decryption.secretRef: {exc}", transient=False) from None
 
 
 async def scopes(kube: Kube, found: list[Manifest]) -> dict[tuple[str, str], bool]:

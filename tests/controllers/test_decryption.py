@@ -1,0 +1,134 @@
+"""SOPS secrets in a config repository, end to end: git on disk over loopback HTTP, the operator, real kustomize
+and the sandbox. The plaintext reaches the cluster's objects and nothing else (status, Events, the operator's
+log, its cache folder, in every encoding it could take there); a tampered file or one for another tenant's key
+is refused by reason with nothing applied."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
+from tests.gitserver import Repo
+from tests.sops import Sops, age_identity, pgp_key
+from tests.tools import Run
+
+GROUP = "helmop.dev/v1alpha1"
+FLUX_REGEX = "^(data|stringData)$"
+
+
+def secret(name: str, value: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": {"password": value}}
+
+
+def sync(name: str, path: str, keys: str | None) -> str:
+    spec: dict[str, Any] = {"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": path, "interval": "1h"}
+    if keys is not None:
+        spec["decryption"] = {"provider": "sops", **({"secretRef": {"name": keys}} if keys else {})}
+    return yaml.safe_dump({"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": name}, "spec": spec})
+
+
+def source(url: str) -> str:
+    return yaml.safe_dump({"apiVersion": GROUP, "kind": "GitRepository", "metadata": {"name": "config"},
+                           "spec": {"url": url, "interval": "1h", "ref": {"branch": "main"}}})
+
+
+def outcome(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
+    found: dict[str, Any] = eventually(lambda: (o := get(kube, ns, "csync", name))
+                                       and condition(o).get("reason") == reason and o, timeout=60)
+    return found
+
+
+def forms(value: str) -> list[str]:
+    return [value, base64.b64encode(value.encode()).decode(), json.dumps(value)[1:-1]]
+
+
+def nowhere_but_the_cluster(kube: Run, ns: str, operator: Operator, logged: str, *values: str) -> None:
+    """Not in any object's status, in no Event, not logged, in no file of the operator's cache."""
+    statuses = json.dumps([o.get("status") for kind in ("csync", GITREPO) for o in get(kube, ns, kind)["items"]])
+    said = json.dumps(get(kube, ns, "events")["items"])
+    cached = [path for path in Path(operator.config.cache_dir).rglob("*") if path.is_file()]
+    for value in values:
+        for form in forms(value):
+            assert form not in statuses and form not in said and form not in logged, form
+            assert not [p for p in cached if form.encode() in p.read_bytes()], form
+
+
+def test_an_encrypted_overlay_applies_its_plaintext_and_shows_it_nowhere_else(
+        operator: Operator, kube: Run, ns: str, repo: Repo, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    identity, recipient = age_identity()
+    armored, cert = pgp_key()
+    password, env_value, pgp_value = (f"{what}-{uuid.uuid4().hex}" for what in ("pw", "env", "pgp"))
+    repo.commit({
+        "age/kustomization.yaml": "resources: [secret.yaml]\nsecretGenerator:\n- {name: env, envs: [db.env]}\n",
+        "age/secret.yaml": Sops(age=[recipient], regex=FLUX_REGEX).yaml(secret("db", password)),
+        "age/db.env": Sops(age=[recipient]).dotenv({"DB_PASS": env_value}),
+        "pgp/secret.yaml": Sops(pgp=[cert]).yaml(secret("gpg", pgp_value)),
+    })
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "age-keys", f"--from-literal=team.agekey={identity}")
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "pgp-keys", f"--from-literal=key.asc={armored}")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=source(repo.url))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=sync("age", "age", "age-keys"))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=sync("pgp", "pgp", "pgp-keys"))
+    for name in ("age", "pgp"):
+        outcome(kube, ns, name, "ReconciliationSucceeded")
+    assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == password
+    assert base64.b64decode(get(kube, ns, "secret", "gpg")["data"]["password"]).decode() == pgp_value
+    generated = next(s for s in get(kube, ns, "secret")["items"] if s["metadata"]["name"].startswith("env-"))
+    assert base64.b64decode(generated["data"]["DB_PASS"]).decode() == env_value
+    nowhere_but_the_cluster(kube, ns, operator, caplog.text, password, env_value, pgp_value)
+
+    # a value changed after encryption: refused with its reason, and what was applied stays as it was
+    tampered = Sops(age=[recipient], regex=FLUX_REGEX).yaml(secret("db", "a-new-password"))
+    repo.commit({"age/secret.yaml": tampered.replace("name: db", "name: db2", 1)})
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", GITREPO, "config", f"helmop.dev/requestedAt={uuid.uuid4()}")
+    refused = outcome(kube, ns, "age", "DecryptionFailed")
+    assert "age/secret.yaml" in condition(refused)["message"] and "MAC does not match" in condition(refused)["message"]
+    assert not get(kube, ns, "secret", "db2")
+    assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == password
+
+
+def test_a_tenant_decrypts_only_with_its_own_keys(operator: Operator, kube: Run, ns: str, repo: Repo) -> None:
+    """The same repository in another namespace, whose key Secret holds another identity: the file encrypted for
+    the first tenant is refused there by reason, nothing applied; a Secret name cannot reach another namespace."""
+    mine, theirs = age_identity(), age_identity()
+    value = f"tenant-{uuid.uuid4().hex}"
+    repo.commit({"app/secret.yaml": Sops(age=[mine[1]], regex=FLUX_REGEX).yaml(secret("db", value))})
+    other = f"{ns}-other"
+    kube("kubectl", "create", "namespace", other)
+    for where, identity in ((ns, mine[0]), (other, theirs[0])):
+        kube("kubectl", "-n", where, "create", "secret", "generic", "keys", f"--from-literal=k.agekey={identity}")
+        kube("kubectl", "-n", where, "apply", "-f", "-", stdin=source(repo.url))
+        kube("kubectl", "-n", where, "apply", "-f", "-", stdin=sync("app", "app", "keys"))
+    outcome(kube, ns, "app", "ReconciliationSucceeded")
+    refused = outcome(kube, other, "app", "DecryptionFailed")
+    assert mine[1] in condition(refused)["message"] and f"Secret {other}/keys" in condition(refused)["message"]
+    assert not get(kube, other, "secret", "db")
+    # no spec.decryption: the encrypted Secret is refused by name rather than applied
+    kube("kubectl", "-n", other, "apply", "-f", "-", stdin=sync("app", "app", None))
+    eventually(lambda: "is SOPS-encrypted: set spec.decryption" in condition(get(kube, other, "csync", "app"))
+               .get("message", ""), timeout=60)
+
+
+def test_objects_that_name_no_secret_use_the_operators_key_folder(operator: Operator, kube: Run, ns: str,
+                                                                  repo: Repo) -> None:
+    identity, recipient = age_identity()
+    value = f"global-{uuid.uuid4().hex}"
+    repo.commit({"app/secret.yaml": Sops(age=[recipient], regex=FLUX_REGEX).yaml(secret("db", value))})
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=source(repo.url))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=sync("app", "app", ""))
+    missing = outcome(kube, ns, "app", "DecryptionFailed")
+    assert "operator's key folder" in condition(missing)["message"]
+    assert operator.config.decryption_keys is not None
+    (operator.config.decryption_keys / "platform.agekey").write_text(identity + "\n")
+    kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", "app", f"helmop.dev/requestedAt={uuid.uuid4()}")
+    outcome(kube, ns, "app", "ReconciliationSucceeded")
+    assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == value

@@ -1,0 +1,226 @@
+"""SOPS decryption (helmop.sources.decryption): files the real sops wrote (../shared/sops, when CI passes it),
+files the tests' own encryptor writes for age and OpenPGP keys in every store, and what is refused: a value
+changed or moved, a foreign key, a cloud KMS, Shamir groups, keys and documents past their bounds."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helmop.api.sources import parse_config_sync
+from helmop.sources.build import Builder, TreeArtifact
+from helmop.sources.decryption import sops, stores
+from helmop.sources.decryption.keys import MAX_ENTRY, KeyInvalid, Keys
+from helmop.sources.decryption.repository import Decryptor
+from helmop.sources.errors import SourceError
+from helmop.sources.kustomize import Kustomize
+from tests.sops import Sops, age_identity, armor_age, pgp_key
+from tests.tools import tool
+
+SHARED = os.environ.get("HELMOP_SOPS_FILES", "")
+needs_shared = pytest.mark.skipif(not SHARED, reason="HELMOP_SOPS_FILES (files made by the real sops, "
+                                                     "../shared/sops) is not set: .ci/run sets it")
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "shop"},
+          "stringData": {"password": "hunter2-very-secret", "port": 5432}}
+
+
+def decrypt(data: bytes | str, fmt: stores.Format, keys: Keys) -> bytes:
+    raw = data.encode() if isinstance(data, str) else data
+    return Decryptor(keys).file(raw, fmt, "file")
+
+
+@needs_shared
+@pytest.mark.parametrize(("name", "fmt", "plain"), [
+    ("format.enc.yaml", stores.Format.YAML, b"foo: bar\n"),
+    ("format.enc.json", stores.Format.JSON, b'{\n\t"foo": "bar"\n}\n'),
+    ("format.enc.env", stores.Format.DOTENV, b"foo = bar\n"),
+    ("format.enc.ini", stores.Format.INI, b"[foo]\nbar = baz\n\n"),
+    ("comments.enc.yaml", stores.Format.YAML, b"lorem: ipsum\ndolor: sit\n"),
+])
+def test_files_the_real_sops_wrote_decrypt_with_their_mac(name: str, fmt: stores.Format, plain: bytes) -> None:
+    keys = Keys.of_entries({"test.asc": (Path(SHARED) / "sops_functional_tests_key.asc").read_bytes()}, "test")
+    data = (Path(SHARED) / name).read_bytes()
+    assert decrypt(data, fmt, keys) == plain
+    assert stores.detect(data) is fmt or fmt is stores.Format.YAML
+    # one character of the MAC's ciphertext changed: refused
+    tampered = re.sub(rb"(mac[\"\s:=]+ENC\[AES256_GCM,data:)(.)", lambda m: m[1] + (b"B" if m[2] == b"A" else b"A"),
+                      data, count=1)
+    assert tampered != data
+    with pytest.raises(SourceError, match="not decrypted"):
+        decrypt(tampered, fmt, keys)
+
+
+@pytest.fixture(scope="module")
+def age() -> tuple[str, str]:
+    return age_identity()
+
+
+@pytest.fixture(scope="module")
+def pgp() -> tuple[str, object]:
+    return pgp_key()
+
+
+def age_keys(identity: str) -> Keys:
+    return Keys.of_entries({"team.agekey": f"# created by the test\n{identity}\n".encode()}, "Secret shop/keys")
+
+
+def test_age_and_openpgp_in_every_store(age: tuple[str, str], pgp: tuple[str, object]) -> None:
+    both = Sops(age=[age[1]], pgp=[pgp[1]])  # type: ignore[list-item]
+    for keys in (age_keys(age[0]), Keys.of_entries({"key.asc": pgp[0].encode()}, "Secret shop/keys")):
+        decrypted = yaml.safe_load(decrypt(both.yaml(SECRET), stores.Format.YAML, keys))
+        assert decrypted == SECRET
+        assert json.loads(decrypt(both.json(SECRET), stores.Format.JSON, keys)) == SECRET
+        assert decrypt(both.dotenv({"USER": "app", "PASSWORD": "p@ss=word\nline"}), stores.Format.DOTENV,
+                       keys) == b"USER=app\nPASSWORD=p@ss=word\\nline\n"
+        assert decrypt(both.binary(b"raw \x01 bytes"), stores.Format.BINARY, keys) == b"raw \x01 bytes"
+
+
+def test_flux_usual_regex_leaves_metadata_in_clear_and_still_binds_it(age: tuple[str, str]) -> None:
+    """encrypted_regex ^(data|stringData)$: apiVersion, kind and metadata stay readable, and are in the MAC."""
+    text = Sops(age=[age[1]], regex="^(data|stringData)$").yaml(SECRET)
+    written = yaml.safe_load(text)
+    assert written["metadata"]["name"] == "db" and written["stringData"]["password"].startswith("ENC[")
+    assert yaml.safe_load(decrypt(text, stores.Format.YAML, age_keys(age[0]))) == SECRET
+    renamed = text.replace("name: db", "name: other", 1)
+    with pytest.raises(SourceError, match="MAC does not match"):
+        decrypt(renamed, stores.Format.YAML, age_keys(age[0]))
+
+
+def test_a_value_moved_to_another_key_does_not_decrypt(age: tuple[str, str]) -> None:
+    doc = yaml.safe_load(Sops(age=[age[1]]).yaml({"a": "first", "b": "second"}))
+    doc["a"], doc["b"] = doc["b"], doc["a"]
+    with pytest.raises(SourceError, match="changed, or moved"):
+        decrypt(yaml.safe_dump(doc), stores.Format.YAML, age_keys(age[0]))
+
+
+def test_a_file_for_other_keys_names_them_and_nothing_else(age: tuple[str, str]) -> None:
+    other = age_identity()
+    text = Sops(age=[other[1]]).yaml(SECRET)
+    with pytest.raises(SourceError) as refused:
+        decrypt(text, stores.Format.YAML, age_keys(age[0]))
+    assert other[1] in str(refused.value) and "Secret shop/keys" in str(refused.value)
+    assert "hunter2" not in str(refused.value) and age[0] not in str(refused.value)
+
+
+@pytest.mark.parametrize(("metadata", "said"), [
+    ({"kms": [{"arn": "arn:aws:kms:eu-west-1:1:key/x", "enc": "AQI="}]}, "only for AWS KMS"),
+    ({"hc_vault": [{"vault_address": "https://vault", "enc": "vault:v1:x"}]}, "only for Vault/OpenBao"),
+    ({"key_groups": [{"age": [{"recipient": "age1x", "enc": "x"}]}, {"age": [{"recipient": "age1y", "enc": "y"}]}],
+      "shamir_threshold": 2}, r"key groups \(Shamir\)"),
+    ({}, "names no key"),
+])
+def test_keys_helmop_does_not_use_are_refused_by_name(age: tuple[str, str], metadata: dict[str, object],
+                                                      said: str) -> None:
+    doc = {"foo": "ENC[AES256_GCM,data:AAAA,iv:AAAA,tag:AAAAAAAAAAAAAAAAAAAAAA==,type:str]",
+           "sops": {"lastmodified": "2026-01-01T00:00:00Z", "mac": "x", **metadata}}
+    with pytest.raises(SourceError, match=said):
+        decrypt(yaml.safe_dump(doc), stores.Format.YAML, age_keys(age[0]))
+
+
+@pytest.mark.parametrize(("entries", "said"), [
+    ({"big.agekey": b"A" * (MAX_ENTRY + 1)}, "larger than"),
+    ({"pq.agekey": b"AGE-SECRET-KEY-PQ-1QQQQ\n"}, "post-quantum and plugin"),
+    ({"bad.agekey": b"not a key\n"}, "not an age identity"),
+    ({"bad.asc": b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nnot a key\n-----END PGP PRIVATE KEY BLOCK-----\n"},
+     "bad.asc"),
+])
+def test_key_entries_that_cannot_be_used_are_named(entries: dict[str, bytes], said: str) -> None:
+    with pytest.raises(KeyInvalid, match=said) as refused:
+        Keys.of_entries(entries, "Secret shop/keys")
+    assert "Secret shop/keys" in str(refused.value)
+
+
+def test_an_age_stanza_bomb_is_refused_at_once(age: tuple[str, str]) -> None:
+    """A wrapped key of thousands of recipient stanzas: refused by its size before any X25519 work."""
+    many = Sops(age=[age_identity()[1] for _ in range(3)])
+    text = yaml.safe_load(many.yaml({"a": "b"}))
+    bomb = b"age-encryption.org/v1\n" + b"".join(b"-> X25519 " + base64.b64encode(os.urandom(32)).rstrip(b"=")
+                                                  + b"\n" + base64.b64encode(os.urandom(32)).rstrip(b"=") + b"\n"
+                                                  for _ in range(3000)) + b"--- x\n"
+    text["sops"]["age"] = [{"recipient": "age1bomb", "enc": armor_age(bomb)}]
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="larger than 64 KiB"):
+        decrypt(yaml.safe_dump(text), stores.Format.YAML, age_keys(age[0]))
+    assert time.monotonic() - started < 5
+
+
+def test_a_document_nested_too_deeply_is_refused(age: tuple[str, str]) -> None:
+    deep: dict[str, object] = {"leaf": "x"}
+    for _ in range(80):
+        deep = {"d": deep}
+    with pytest.raises(SourceError, match="nested more than 64"):
+        decrypt(Sops(age=[age[1]]).yaml(deep), stores.Format.YAML, age_keys(age[0]))
+
+
+def test_an_oversized_file_is_refused_before_it_is_read(age: tuple[str, str]) -> None:
+    with pytest.raises(SourceError, match="larger than 5 MiB"):
+        decrypt(b"a: " + b"x" * (5 << 20) + b"\nsops: {mac: 'ENC['}\n", stores.Format.YAML, age_keys(age[0]))
+
+
+def test_yaml_is_read_as_sops_reads_it() -> None:
+    """go-yaml v3: yes/on stay strings (no boolean keys), dates are times and hash as Go prints them."""
+    loaded = stores.load(b"on: yes\nwhen: 2024-01-02\nn: 0x10\nsops: {lastmodified: x}\n", stores.Format.YAML)
+    assert loaded.branches == [{"on": "yes", "when": "2024-01-02", "n": 16}]
+    assert sops.go_bytes(loaded.branches[0]["when"]) == b"2024-01-02T00:00:00Z"
+    assert sops.go_bytes(1.5e21) == b"1500000000000000000000" and sops.go_bytes(True) == b"True"
+    with pytest.raises(stores.StoreError, match="twice"):
+        stores.load(b"a: 1\na: 2\nsops: {}\n", stores.Format.YAML)
+
+
+def test_a_repository_tree_is_decrypted_where_sops_wrote_it(age: tuple[str, str]) -> None:
+    """Manifests (a plain document beside an encrypted one kept byte for byte), a secretGenerator's env and
+    binary files, and a document marked to stay encrypted; what the build does not read is not decrypted."""
+    writer = Sops(age=[age[1]], regex="^(data|stringData)$")
+    plain_doc = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}   # a comment kept as written\n"
+    kept = {**SECRET, "metadata": {"name": "raw", "annotations": {"kustomize.toolkit.fluxcd.io/decrypt": "Disabled"}}}
+    files = {
+        "app/kustomization.yaml": b"resources: [secret.yaml, raw.yaml]\nsecretGenerator:\n"
+                                  b"- {name: env, envs: [db.env]}\n- {name: tok, files: [token=token.enc]}\n",
+        "app/secret.yaml": plain_doc + b"---\n" + writer.yaml(SECRET).encode(),
+        "app/raw.yaml": writer.yaml(kept).encode(),
+        "app/db.env": Sops(age=[age[1]]).dotenv({"DB_USER": "app", "DB_PASS": "s3cret-env-value"}).encode(),
+        "app/token.enc": Sops(age=[age[1]]).binary(b"tok-3456789").encode(),
+        # another folder's file, for a key this build does not have: not read by the build, not decrypted
+        "other/secret.yaml": Sops(age=[age_identity()[1]]).yaml(SECRET).encode(),
+    }
+    decryptor = Decryptor(age_keys(age[0]))
+    out = decryptor.tree(files, ["app"])
+    assert out["app/secret.yaml"].startswith(plain_doc + b"---\n")
+    assert yaml.safe_load_all(out["app/secret.yaml"].decode()).__next__()["metadata"]["name"] == "kept"
+    assert list(yaml.safe_load_all(out["app/secret.yaml"]))[1] == SECRET
+    assert out["app/raw.yaml"] is files["app/raw.yaml"]  # marked to stay encrypted
+    assert out["app/db.env"] == b"DB_USER=app\nDB_PASS=s3cret-env-value\n"
+    assert out["app/token.enc"] == b"tok-3456789"
+    assert out["other/secret.yaml"] is files["other/secret.yaml"]
+    assert {"hunter2-very-secret", "s3cret-env-value", "tok-3456789"} <= set(decryptor.plaintexts)
+
+
+async def test_a_build_applies_plaintext_and_refuses_what_it_cannot_decrypt(age: tuple[str, str],
+                                                                            tmp_path: Path) -> None:
+    """Through the build stage with the real kustomize: an age-encrypted Secret and an encrypted dotenv generator
+    come out in plaintext (substituted after decryption, as Flux does); without spec.decryption the encrypted
+    Secret is refused by name rather than applied."""
+    tree = {"app/kustomization.yaml": b"resources: [secret.yaml]\nsecretGenerator:\n- {name: env, envs: [db.env]}\n",
+            "app/secret.yaml": Sops(age=[age[1]], regex="^(data|stringData)$").yaml(
+                {**SECRET, "stringData": {"password": "${prefix}-hunter2"}}).encode(),
+            "app/db.env": Sops(age=[age[1]]).dotenv({"DB_PASS": "s3cret-env-value"}).encode()}
+    builder = Builder(Kustomize(tool("kubectl"), tmp_path))
+    spec = parse_config_sync({"sourceRef": {"name": "x"}, "path": "app", "decryption": {"provider": "sops"},
+                              "postBuild": {"substitute": {"prefix": "pre"}}})
+    built = await builder.build(TreeArtifact(tree), spec, dict(spec.post_build.substitute), keys=age_keys(age[0]))
+    objects = {m.name: m.obj for m in built.objects}
+    assert objects["db"]["stringData"]["password"] == "pre-hunter2"
+    generated = next(obj for name, obj in objects.items() if name.startswith("env-"))
+    assert base64.b64decode(generated["data"]["DB_PASS"]) == b"s3cret-env-value"
+    assert "s3cret-env-value" in built.plaintexts
+    plain = parse_config_sync({"sourceRef": {"name": "x"}, "path": "app"})
+    with pytest.raises(SourceError, match=r"Secret db is SOPS-encrypted: set spec\.decryption") as refused:
+        await builder.build(TreeArtifact(tree), plain, {})
+    assert refused.value.reason == "DecryptionFailed"
