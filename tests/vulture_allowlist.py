@@ -35,7 +35,7 @@ ConfigSyncStatus.last_attempted_revision  # noqa: B018
 Snapshot.chart_name, Snapshot.app_version, Snapshot.first_deployed, Snapshot.last_deployed  # noqa: B018
 HelmReleaseStatus.last_attempted_generation, HelmReleaseStatus.last_attempted_revision  # noqa: B018
 HelmReleaseStatus.readiness_check  # noqa: B018
-Artifact.last_update_time, GitRepositoryStatus.last_fetched_at  # noqa: B018
+Artifact.last_update_time, GitRepositoryStatus.last_fetched_at, GitRepositoryStatus.source_verification_mode  # noqa: B018
 # RE2's options object: read by the library (a bad expression is not logged to stderr)
 from helmop.api.notifications import _RE2  # noqa: E402
 

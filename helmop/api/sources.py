@@ -30,6 +30,8 @@ class GitRepositorySpec:
     secret_ref: str = ""
     webhook_secret_ref: str = ""
     suspend: bool = False
+    verify_mode: str = ""  # spec.verify: HEAD, Tag or TagAndHEAD ("": nothing verified)
+    verify_secret_ref: str = ""  # the Secret of the trusted public keys
 
 
 PATCH_TARGET = ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
@@ -157,7 +159,22 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
         interval=_seconds(spec, "interval", DEFAULT_INTERVAL), timeout=_seconds(spec, "timeout", 60.0),
         secret_ref=str(secret.get("name", "")) if isinstance(secret, dict) else "",
         webhook_secret_ref=str(hook_secret.get("name", "")) if isinstance(hook_secret, dict) else "",
-        suspend=bool(spec.get("suspend", False)))
+        suspend=bool(spec.get("suspend", False)), **_verify(spec))
+
+
+def _verify(spec: dict[str, Any]) -> dict[str, str]:
+    """spec.verify as the spec's fields (Flux's ``head`` is ``HEAD``)."""
+    raw = spec.get("verify")
+    if raw is None:
+        return {}
+    secret = raw.get("secretRef") if isinstance(raw, dict) else None
+    if not isinstance(secret, dict) or not secret.get("name"):
+        raise SpecError("InvalidSpec", "spec.verify.secretRef.name is required")
+    mode = str(raw.get("mode") or "HEAD")
+    mode = "HEAD" if mode == "head" else mode
+    if mode not in ("HEAD", "Tag", "TagAndHEAD"):
+        raise SpecError("InvalidSpec", "spec.verify.mode must be HEAD, Tag or TagAndHEAD")
+    return {"verify_mode": mode, "verify_secret_ref": str(secret["name"])}
 
 
 def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "") -> ConfigSyncSpec:

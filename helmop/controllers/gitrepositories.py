@@ -5,6 +5,7 @@ When the revision changes, the HelmReleases and ConfigSyncs that read this repos
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from typing import Any
@@ -12,13 +13,14 @@ from typing import Any
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
-from helmop.api.sources import parse_git_repository
+from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.api.status import now
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.helm.inputs import InputError, git_auth
 from helmop.reconcile.settle import sources as settle
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitRef, check_ref
+from helmop.sources.git import GitAuth, GitRef, check_ref
+from helmop.sources.verification.commits import TrustedKeys, verify
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
@@ -47,7 +49,7 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
         await write_status(ctx, kind, body, status)
         return DONE
     key = (kind.key, namespace, name)
-    ctx.memory.refer(key, [(namespace, "Secret", spec.secret_ref)] if spec.secret_ref else [])
+    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref) if ref])
     try:
         ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
         check_ref(ref)
@@ -60,13 +62,35 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
             ctx.services.metrics.git_fetch.labels("failure").observe(time.monotonic() - started)
             raise
         ctx.services.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
-        revision, _sha = await ctx.services.git.resolve(spec.url, ref, auth)
+        revision, sha = await ctx.services.git.resolve(spec.url, ref, auth)
     except (SourceError, InputError) as exc:
         await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
+    try:
+        message = await _verified(ctx, namespace, spec, auth, revision, sha)
+    except SourceError as exc:  # the revision is not published: readers keep the previous one
+        status = settle.unverified(status, this.generation, exc.reason, str(exc))
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        return FAILED if exc.transient else DONE
+    status = settle.verified(status, this.generation, spec.verify_mode, message)
     await published(ctx, kind, body, status, settle.fetched(status, this.generation, revision, now()),
                     f"stored artifact for revision {revision}")
     return DONE
+
+
+async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth: GitAuth, revision: str,
+                    sha: str) -> str:
+    """What spec.verify says of the resolved revision ("" when it asks nothing); SourceError when it refuses."""
+    if not spec.verify_mode:
+        return ""
+    secret = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{spec.verify_secret_ref}")
+    if secret is None:
+        raise SourceError("VerificationError", f"public keys secret error: Secret {namespace}/"
+                                               f"{spec.verify_secret_ref} does not exist", transient=True)
+    entries = {str(k): base64.b64decode(str(v)) for k, v in (secret.get("data") or {}).items()}
+    keys = TrustedKeys.of_entries(entries, f"Secret {namespace}/{spec.verify_secret_ref}")
+    tag = revision.rsplit("@sha1:", 1)[0] if spec.tag or spec.semver else ""
+    return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)
 
 
 async def finalize(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:

@@ -45,8 +45,10 @@ from helmop.infra import addresses
 from .errors import SourceError
 from .secrets import decoded
 from .semver import highest
+from .verification.commits import Signed
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+MAX_OBJECT = 1 << 20  # a commit or tag object read whole (to verify its signature)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:(?!//)")
 
@@ -452,6 +454,28 @@ class GitCache:
             if found is None or found[0] != "blob":
                 raise SourceError("PathNotFound", f"file {path!r} does not exist at {sha[:12]}", transient=False)
             return await batch.contents(found[2], self.limits.max_file, where)
+
+    async def signed(self, url: str, auth: GitAuth, sha: str, tag: str = "") -> Signed:
+        """What signatures the commit ``sha`` offers, reached by ``tag`` ("" when by no tag): its commit object
+        and the tag's object (a lightweight tag has none), as raw bytes, bounded."""
+        mirror, env = self.mirror(url, auth), self._env(auth)
+        commit = await self._object(env, mirror, sha, "commit")
+        if not tag:
+            return Signed(sha, commit)
+        check_ref_name(tag, "tag")
+        target = (await self._git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/tags/{tag}"], env,
+                                  cwd=mirror)).decode().strip()
+        kind = (await self._git(["cat-file", "-t", target], env, cwd=mirror)).decode().strip()
+        if kind != "tag":  # a lightweight tag: nothing but the commit to verify
+            return Signed(sha, commit, tag)
+        return Signed(sha, commit, tag, target, await self._object(env, mirror, target, "tag"))
+
+    async def _object(self, env: dict[str, str], mirror: Path, sha: str, kind: str) -> bytes:
+        size = int((await self._git(["cat-file", "-s", sha], env, cwd=mirror)).decode().strip() or 0)
+        if size > MAX_OBJECT:
+            raise SourceError("InvalidGitObject", f"{kind} {sha} is larger than {MAX_OBJECT >> 10} KiB",
+                              transient=False)
+        return await self._git(["cat-file", kind, sha], env, cwd=mirror)
 
     async def has_commit(self, url: str, sha: str, auth: GitAuth) -> bool:
         mirror = self.mirror(url, auth)

@@ -295,3 +295,31 @@ def test_tree_trace_and_events_follow_a_config_repository(operator: Operator, ku
     objects = [line.split()[3] for line in shown.splitlines()[1:]]
     assert {"gitrepository/config", "configsync/apps", "helmrelease/web"} <= set(objects), shown
     assert objects.index("gitrepository/config") < objects.index("helmrelease/web")
+
+
+def test_a_verified_repository_publishes_only_signed_commits(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                             tmp_path: Path) -> None:
+    """spec.verify: a commit signed with a trusted SSH key is published, with SourceVerified naming the key; an
+    unsigned one is not (the previous revision stays with the readers), and the reason is in Ready."""
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    repo.write({"apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: signed}\n"})
+    repo.git("add", "-A")
+    repo.git("-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-q", "-S", "-m", "signed")
+    repo.git("push", "-q", "--force", "origin", "HEAD:refs/heads/main")
+    first = repo.git("rev-parse", "HEAD")
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "trusted",
+         f"--from-file=author.sshpub={key.with_suffix('.pub')}")
+    setup_source(kube, ns, repo, verify={"mode": "HEAD", "secretRef": {"name": "trusted"}})
+    eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{first}")
+    status = get(kube, ns, GITREPO, "config")["status"]
+    assert condition(get(kube, ns, GITREPO, "config"), "SourceVerified")["message"].startswith(
+        f"verified signature of\n\t- commit '{first}' with key 'SHA256:")
+    assert status["sourceVerificationMode"] == "HEAD"
+    repo.commit({"apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unsigned}\n"})
+    push_hook(operator, ns, "config")
+    refused = eventually(lambda: (o := get(kube, ns, GITREPO, "config"))
+                         and condition(o).get("reason") == "InvalidCommitSignature" and o)
+    assert condition(refused, "SourceVerified")["status"] == "False"
+    assert "it is not signed" in condition(refused)["message"]
+    assert revision(kube, ns, "config") == f"main@sha1:{first}"  # readers keep the signed revision

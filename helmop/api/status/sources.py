@@ -13,6 +13,7 @@ class Artifact(Struct, frozen=True):
 class GitRepositoryStatus(Status, frozen=True):
     last_fetched_at: str = ""
     webhook_path: str = ""
+    source_verification_mode: str = ""  # what spec.verify checked of the published revision ("": nothing)
     artifact: Artifact | None = None
 
 

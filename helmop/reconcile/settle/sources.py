@@ -23,6 +23,22 @@ def webhook(status: GitRepositoryStatus, path: str) -> GitRepositoryStatus:
     return status.but(webhook_path=path)
 
 
+SOURCE_VERIFIED = "SourceVerified"
+
+
+def verified(status: GitRepositoryStatus, generation: int, mode: str, message: str) -> GitRepositoryStatus:
+    """spec.verify passed for the revision about to be published (``mode`` "": nothing asked: no condition)."""
+    if not mode:
+        return status.without(SOURCE_VERIFIED).but(source_verification_mode="")
+    return status.with_condition(SOURCE_VERIFIED, True, "Succeeded", message, generation).but(
+        source_verification_mode=mode)
+
+
+def unverified(status: GitRepositoryStatus, generation: int, reason: str, message: str) -> GitRepositoryStatus:
+    """spec.verify refused the new revision: the published one stays (Ready says the same, by its outcome)."""
+    return status.with_condition(SOURCE_VERIFIED, False, reason, message, generation)
+
+
 def fetched(status: GitRepositoryStatus, generation: int, revision: str, at: str) -> GitRepositoryStatus:
     """Fetched at ``at``, resolving to ``revision``: the artifact readers use (its time moves only when it
     changes), Ready."""
