@@ -1,4 +1,5 @@
-"""A minimal OCI distribution server on loopback (token auth included), serving helm charts."""
+"""A minimal OCI distribution server on loopback (token auth included), serving helm charts, and what signs
+them: manifests pushed by tag or by digest (cosign's ``sha256-<hex>.sig``), and the referrers API (notation)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ class Registry:
             self.manifests[tag] = json.dumps({"schemaVersion": 2, "layers": [
                 {"mediaType": HELM_CHART_LAYER, "digest": digest, "size": len(data)}]}).encode()
             self.tags.append(tag)
+        self.by_digest: dict[str, bytes] = {}  # every manifest, by its digest
+        for body in self.manifests.values():
+            self.by_digest["sha256:" + hashlib.sha256(body).hexdigest()] = body
+        self.referrers_api = True  # off: the referrers API answers 404 (the tag schema is used)
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
@@ -37,6 +42,7 @@ class Registry:
         app.router.add_get("/v2/charts/{name}/tags/list", self._tags)
         app.router.add_get("/v2/charts/{name}/manifests/{tag}", self._manifest)
         app.router.add_get("/v2/charts/{name}/blobs/{digest}", self._blob)
+        app.router.add_get("/v2/charts/{name}/referrers/{digest}", self._referrers)
         runner = web.AppRunner(app)
         self.loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -60,13 +66,45 @@ class Registry:
         self.listed += 1
         return web.json_response({"name": request.match_info["name"], "tags": self.tags})
 
+    def digest_of(self, tag: str) -> str:
+        return "sha256:" + hashlib.sha256(self.manifests[tag]).hexdigest()
+
+    def push(self, manifest: dict[str, object], blobs: list[bytes], tag: str = "") -> str:
+        """A manifest and its blobs (by tag, or by digest alone); its digest."""
+        for blob in blobs:
+            self.blobs["sha256:" + hashlib.sha256(blob).hexdigest()] = blob
+        body = json.dumps(manifest).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        self.by_digest[digest] = body
+        if tag:
+            self.manifests[tag] = body
+        return digest
+
     async def _manifest(self, request: web.Request) -> web.Response:
         self._authorized(request)
-        body = self.manifests.get(request.match_info["tag"])
+        reference = request.match_info["tag"]
+        body = self.by_digest.get(reference) if reference.startswith("sha256:") else self.manifests.get(reference)
         if body is None:
             raise web.HTTPNotFound()
-        return web.Response(body=body, content_type="application/vnd.oci.image.manifest.v1+json")
+        kind = json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json"
+        return web.Response(body=body, content_type=kind)
+
+    async def _referrers(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        if not self.referrers_api:
+            raise web.HTTPNotFound()
+        wanted, kind = request.match_info["digest"], request.query.get("artifactType")
+        found = []
+        for digest, body in self.by_digest.items():
+            manifest = json.loads(body)
+            if (manifest.get("subject") or {}).get("digest") == wanted and kind in (None, manifest.get("artifactType")):
+                found.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest,
+                              "size": len(body), "artifactType": manifest.get("artifactType")})
+        return web.json_response({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                                  "manifests": found}, content_type="application/vnd.oci.image.index.v1+json")
 
     async def _blob(self, request: web.Request) -> web.Response:
         self._authorized(request)
+        if request.match_info["digest"] not in self.blobs:
+            raise web.HTTPNotFound()
         return web.Response(body=self.blobs[request.match_info["digest"]])

@@ -18,6 +18,7 @@ from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
 from .names import check_references
+from .repositories import Verification, parse_verification
 from .settings import RELEASE_INTERVAL
 
 DEFAULT_INTERVAL = RELEASE_INTERVAL  # 10m
@@ -63,6 +64,7 @@ class SharedRepositoryChart:
     namespace: str = ""  # of the HelmRepository; "" = the HelmRelease's
     values_files: tuple[str, ...] = ()  # files of the chart archive, merged in order under spec.values
     ignore_missing_values_files: bool = False
+    verify: Verification | None = None  # its signature, from an OCI HelmRepository
 
 
 @dataclass(frozen=True)
@@ -304,7 +306,6 @@ def _chart(raw: Any, chart_ref: Any) -> Chart:
 
 
 # Fields of Flux's chart template this release does not implement: refused by name, never ignored.
-_UNSUPPORTED_CHART_FIELDS = {"verify": "chart signature verification (cosign/notation)"}
 STRATEGIES = ("ChartVersion", "Revision")
 
 
@@ -314,9 +315,6 @@ def _chart_spec(raw: Any) -> Chart:
     where = "spec.chart.spec"
     if not isinstance(raw, dict):
         raise SpecError("InvalidSpec", f"{where} must be a map")
-    for key, what in _UNSUPPORTED_CHART_FIELDS.items():
-        if raw.get(key):
-            raise SpecError("UnsupportedField", f"{where}.{key} ({what}) is not supported by helmop")
     chart = str(raw.get("chart") or "")
     source = raw.get("sourceRef") or {}
     if not chart or not isinstance(source, dict) or not source.get("name"):
@@ -335,7 +333,11 @@ def _chart_spec(raw: Any) -> Chart:
     if kind == "HelmRepository":
         return SharedRepositoryChart(repository=str(source["name"]), chart=chart,
                                      version="" if version == "*" else version, namespace=namespace,
-                                     values_files=values_files, ignore_missing_values_files=ignore_missing)
+                                     values_files=values_files, ignore_missing_values_files=ignore_missing,
+                                     verify=parse_verification(raw.get("verify"), f"{where}.verify"))
+    if raw.get("verify"):
+        raise SpecError("UnsupportedField", f"{where}.verify is for charts from OCI HelmRepositories only (a "
+                                            f"{kind or 'source'} chart has no signature to verify)")
     if kind == "GitRepository":
         return SourceChart(kind=kind, name=str(source["name"]), path=chart.removeprefix("./") or ".",
                            namespace=namespace, values_files=values_files, reconcile_strategy=strategy,

@@ -18,6 +18,40 @@ _URL = re.compile(r"^(https?|oci)://[^\s/]+")
 
 
 @dataclass(frozen=True)
+class Verification:
+    """spec.verify of an OCI source (OCIRepository, a HelmRelease's chart from an OCI HelmRepository): the
+    signatures of a provider, checked with the keys (cosign) or trust policy and store (notation) of a Secret."""
+
+    provider: str  # cosign | notation
+    secret_ref: str
+
+
+def parse_verification(raw: Any, where: str) -> Verification | None:
+    """``where``.verify; keyless cosign (no Secret: Fulcio and Rekor) and a custom Sigstore root are refused by
+    name: they need the public Sigstore infrastructure or its trust root, which helmop does not check."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError("InvalidSpec", f"{where} must be a map")
+    provider = str(raw.get("provider") or "cosign")
+    if provider not in ("cosign", "notation"):
+        raise SpecError("InvalidSpec", f"{where}.provider must be cosign or notation")
+    for field in ("matchOIDCIdentity", "trustedRootSecretRef"):
+        if raw.get(field):
+            raise SpecError("UnsupportedField", f"{where}.{field} (keyless cosign verification, with Fulcio and "
+                                                "Rekor) is not implemented by helmop; verify with public keys in "
+                                                f"{where}.secretRef")
+    secret = raw.get("secretRef") or {}
+    name = str(secret.get("name") or "") if isinstance(secret, dict) else ""
+    if not name:
+        raise SpecError("UnsupportedField" if provider == "cosign" else "InvalidSpec",
+                        f"{where}.secretRef is required: keyless cosign verification (Fulcio and Rekor) is not "
+                        "implemented by helmop" if provider == "cosign" else
+                        f"{where}.secretRef is required for notation (trustpolicy.json and certificates)")
+    return Verification(provider, name)
+
+
+@dataclass(frozen=True)
 class HelmRepositorySpec:
     url: str
     oci: bool = False  # spec.type oci: a registry (no index; each chart's tags are listed)
@@ -42,6 +76,7 @@ class OCIRepositorySpec:
     timeout: float = 60.0
     insecure: bool = False
     suspend: bool = False
+    verify: Verification | None = None
 
 
 def _name(spec: dict[str, Any], key: str) -> str:
@@ -100,4 +135,5 @@ def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
                              cert_secret_ref=_name(spec, "certSecretRef"),
                              interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
                              timeout=duration_field(spec, "timeout", 60.0) or 60.0,
-                             insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)))
+                             insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
+                             verify=parse_verification(spec.get("verify"), "spec.verify"))

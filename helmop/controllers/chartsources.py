@@ -13,14 +13,17 @@ from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.redaction import safe_url
-from helmop.api.repositories import parse_helm_repository, parse_oci_repository
+from helmop.api.repositories import OCIRepositorySpec, parse_helm_repository, parse_oci_repository
 from helmop.api.status import Status, now
 from helmop.api.status.sources import HelmRepositoryStatus, OCIRepositoryStatus
 from helmop.helm.inputs import credentials
 from helmop.reconcile.settle import outcome
 from helmop.reconcile.settle import sources as settle
 from helmop.sources import artifacts
+from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Credentials
+from helmop.sources.secrets import secret_entries
+from helmop.sources.verification import registry
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
@@ -63,8 +66,16 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
     if spec.suspend:
         return DONE
     try:
-        creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref)
+        creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref,
+                                   spec.verify.secret_ref if spec.verify else "")
         found = await artifacts.resolve(ctx.services.repos, spec, creds)
+    except HelmopError as exc:
+        return await _failed(ctx, kind, body, status, exc)
+    try:
+        status = settle.signed(status, this.generation, await _verified(ctx, this, spec, found, creds))
+    except SourceError as exc:  # not published: the readers keep the revision they have
+        return await _failed(ctx, kind, body, settle.unverified(status, this.generation, exc.reason, str(exc)), exc)
+    try:
         chart, _ = await artifacts.chart(ctx.services.repos, spec.url, found.digest, creds, spec.insecure)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
@@ -75,12 +86,23 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
     return DONE
 
 
-async def _credentials(ctx: Context, kind: Kind, this: Resource, secret_ref: str,
-                       cert_secret_ref: str) -> Credentials:
-    """The source's credentials; a change of either Secret wakes it, and their strings are masked in what an
-    unexpected error reports."""
+async def _verified(ctx: Context, this: Resource, spec: OCIRepositorySpec, found: artifacts.Artifact,
+                    creds: Credentials) -> str | None:
+    """spec.verify's verdict on the artifact's manifest (None: nothing asked, or ignored by the trust policy)."""
+    if spec.verify is None:
+        return None
+    entries = await secret_entries(ctx.services.kube, this.namespace, spec.verify.secret_ref, "spec.verify.secretRef")
+    return await registry.verify(ctx.services.repos, spec.url, creds, spec.insecure, found.manifest,
+                                 spec.verify.provider, entries, f"Secret {this.namespace}/{spec.verify.secret_ref}")
+
+
+async def _credentials(ctx: Context, kind: Kind, this: Resource, secret_ref: str, cert_secret_ref: str,
+                       verify_secret_ref: str = "") -> Credentials:
+    """The source's credentials; a change of any Secret it reads wakes it, and the credentials' strings are masked
+    in what an unexpected error reports."""
     key = (kind.key, this.namespace, this.name)
-    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref) if name])
+    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref, verify_secret_ref)
+                           if name])
     creds = await credentials(ctx.services.kube, this.namespace, secret_ref, "spec", cert_secret_ref)
     ctx.memory.secrets[key] = creds.secrets()
     return creds

@@ -5,7 +5,6 @@ When the revision changes, the HelmReleases and ConfigSyncs that read this repos
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from typing import Any
@@ -20,6 +19,7 @@ from helmop.helm.inputs import InputError, git_auth
 from helmop.reconcile.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitRef, check_ref
+from helmop.sources.secrets import secret_entries
 from helmop.sources.verification.commits import TrustedKeys, verify
 
 from .context import Context
@@ -83,11 +83,10 @@ async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth:
     """What spec.verify says of the resolved revision ("" when it asks nothing); SourceError when it refuses."""
     if not spec.verify_mode:
         return ""
-    secret = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{spec.verify_secret_ref}")
-    if secret is None:
-        raise SourceError("VerificationError", f"public keys secret error: Secret {namespace}/"
-                                               f"{spec.verify_secret_ref} does not exist", transient=True)
-    entries = {str(k): base64.b64decode(str(v)) for k, v in (secret.get("data") or {}).items()}
+    try:
+        entries = await secret_entries(ctx.services.kube, namespace, spec.verify_secret_ref, "spec.verify.secretRef")
+    except SourceError as exc:
+        raise SourceError("VerificationError", f"public keys secret error: {exc}", transient=exc.transient) from None
     keys = TrustedKeys.of_entries(entries, f"Secret {namespace}/{spec.verify_secret_ref}")
     tag = revision.rsplit("@sha1:", 1)[0] if spec.tag or spec.semver else ""
     return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)

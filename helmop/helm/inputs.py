@@ -12,7 +12,7 @@ import base64
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ from helmop.api.helmrelease import (
 from helmop.api.kinds import HELMOP, Family, Kind
 from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url
-from helmop.api.repositories import parse_helm_repository, parse_oci_repository
+from helmop.api.repositories import Verification, parse_helm_repository, parse_oci_repository
 from helmop.api.settings import Tunables
 from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
@@ -46,7 +46,8 @@ from helmop.sources.build import GitArtifact
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
-from helmop.sources.secrets import secret_data
+from helmop.sources.secrets import secret_data, secret_entries
+from helmop.sources.verification import registry
 
 
 class Readers(Protocol):
@@ -264,7 +265,25 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
     # twice the interval: the repository's own turn refreshes the index; a release never races it for that
     resolved = await ctx.repos.resolve(url, chart.chart, chart.version, creds, source.insecure,
                                        max_age=2 * source.interval, shared=True)
+    if chart.verify is not None:  # pulled by the very manifest whose signature was checked
+        manifest = await _signed(ctx, where, chart.verify, url if source.oci else "", resolved.version, creds,
+                                 source.insecure)
+        resolved = replace(resolved, manifest=manifest)
     return resolved, await ctx.repos.fetch(resolved, url, creds, source.insecure), creds
+
+
+async def _signed(ctx: Readers, namespace: str, verify: Verification, url: str, version: str, creds: Credentials,
+                  insecure: bool) -> str:
+    """The digest of the chart's manifest, its signature checked (spec.chart.spec.verify; ``url`` "": not from an
+    OCI registry, where nothing is signed to check)."""
+    if not url:
+        raise InputError("VerificationError", "spec.chart.spec.verify: chart signatures are verified for OCI "
+                                              "HelmRepositories only", transient=False)
+    manifest = await artifacts.manifest_of(ctx.repos, url, version.replace("+", "_"), creds, insecure)
+    entries = await secret_entries(ctx.kube, namespace, verify.secret_ref, "spec.chart.spec.verify.secretRef")
+    await registry.verify(ctx.repos, url, creds, insecure, manifest, verify.provider, entries,
+                          f"Secret {namespace}/{verify.secret_ref}")
+    return manifest.digest
 
 
 async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,

@@ -16,6 +16,7 @@ import json
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
@@ -31,9 +32,22 @@ from .semver import highest
 
 
 @dataclass(frozen=True)
+class Descriptor:
+    """An OCI manifest as a signature names it."""
+
+    media_type: str
+    digest: str
+    size: int
+
+    def json(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+
+@dataclass(frozen=True)
 class Artifact:
     revision: str  # <tag>@sha256:<manifest digest>, or sha256:<manifest digest> for a digest reference
     digest: str  # sha256:<hex> of the selected layer
+    manifest: Descriptor
 
 
 async def resolve(repos: Repositories, spec: OCIRepositorySpec, creds: Credentials) -> Artifact:
@@ -57,7 +71,7 @@ async def resolve(repos: Repositories, spec: OCIRepositorySpec, creds: Credentia
     what = f"{safe_url(spec.url)}:{reference}"
     try:
         async with repos.session(creds, spec.insecure, basic=False) as http:
-            status, body, _ = await repos.oci_get(http, base, f"/v2/{path}/manifests/{reference}", creds,
+            status, body, headers = await repos.oci_get(http, base, f"/v2/{path}/manifests/{reference}", creds,
                                                         MANIFEST_TYPES)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise unreachable(f"registry of {safe_url(spec.url)}", exc) from None
@@ -69,15 +83,35 @@ async def resolve(repos: Repositories, spec: OCIRepositorySpec, creds: Credentia
         raise SourceError("ArtifactDigestMismatch", f"{what}: the registry's manifest does not match the digest",
                           transient=False)
     try:
-        layers = [x for x in json.loads(body).get("layers") or [] if x.get("mediaType") == spec.media_type]
+        document = json.loads(body)
+        layers = [x for x in document.get("layers") or [] if x.get("mediaType") == spec.media_type]
         digest = str(layers[0]["digest"]) if layers else ""
+        media_type = str(document.get("mediaType") or headers.get("Content-Type", "").split(";")[0])
     except (ValueError, AttributeError, KeyError, TypeError):
         raise SourceError("ArtifactInvalid", f"{what}: the manifest is not an OCI image manifest",
                           transient=False) from None
     if not digest.startswith("sha256:") or len(digest) != 71:
         raise SourceError("ArtifactNotFound", f"{what} has no layer of media type {spec.media_type} "
                                               "(spec.layerSelector.mediaType)", transient=False)
-    return Artifact(f"{tag}@{manifest}" if tag else manifest, digest)
+    return Artifact(f"{tag}@{manifest}" if tag else manifest, digest, Descriptor(media_type, manifest, len(body)))
+
+
+async def manifest_of(repos: Repositories, url: str, tag: str, creds: Credentials, insecure: bool) -> Descriptor:
+    """The manifest a tag names now (what a chart's signature must name)."""
+    base, path = repos.oci_base(repos.mirrored(url), insecure)
+    try:
+        async with repos.session(creds, insecure, basic=False) as http:
+            status, body, headers = await repos.oci_get(http, base, f"/v2/{path}/manifests/{tag}", creds,
+                                                        MANIFEST_TYPES)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise unreachable(f"registry of {safe_url(url)}", exc) from None
+    repos.raise_for(status, f"manifest of {safe_url(url)}:{tag}")
+    try:
+        media_type = str(json.loads(body).get("mediaType") or headers.get("Content-Type", "").split(";")[0])
+    except (ValueError, AttributeError):
+        raise SourceError("ArtifactInvalid", f"{safe_url(url)}:{tag}: the manifest is not an OCI image manifest",
+                          transient=False) from None
+    return Descriptor(media_type, f"sha256:{hashlib.sha256(body).hexdigest()}", len(body))
 
 
 async def chart(repos: Repositories, url: str, digest: str, creds: Credentials, insecure: bool) -> tuple[

@@ -140,6 +140,7 @@ class ResolvedChart:
     version: str
     urls: tuple[str, ...] = ()
     digest: str = ""  # sha256 hex from the index, when given
+    manifest: str = ""  # an OCI chart's manifest digest, when it was verified: pulled by it, nothing else
 
 
 def _wants_exact(version: str) -> bool:
@@ -340,7 +341,7 @@ class Repositories:
         """Where the archive of an exact version is kept for these credentials: names hashed (an index's
         names and versions are not for choosing paths)."""
         folder = credential_key(chart.repository, creds)[:32]
-        file = hashlib.sha256(f"{chart.name}\0{chart.version}".encode()).hexdigest()[:32]
+        file = hashlib.sha256(f"{chart.name}\0{chart.version}\0{chart.manifest}".encode()).hexdigest()[:32]
         return self.cache_dir / "charts" / folder / f"{file}.tgz"
 
     def _verified(self, path: Path) -> bool:
@@ -485,7 +486,7 @@ class Repositories:
 
     async def _pull_oci(self, url: str, chart: ResolvedChart, creds: Credentials, insecure: bool) -> bytes:
         base, path = self.oci_base(url, insecure)
-        tag = chart.version.replace("+", "_")
+        tag = chart.manifest or chart.version.replace("+", "_")
         try:
             async with self.session(creds, insecure, basic=False) as http:
                 status, body, _ = await self.oci_get(http, base, f"/v2/{path}/manifests/{tag}", creds,
@@ -493,6 +494,9 @@ class Repositories:
                 if status == 404:
                     raise SourceError("VersionNotFound", f"{url}:{tag} not found in the registry", transient=False)
                 self.raise_for(status, f"manifest of {url}:{tag}")
+                if chart.manifest and f"sha256:{hashlib.sha256(body).hexdigest()}" != chart.manifest:
+                    raise SourceError("ArtifactDigestMismatch", f"{url}@{chart.manifest}: the registry's manifest "
+                                                                "does not match the digest", transient=False)
                 layers = [x for x in json.loads(body).get("layers") or []
                           if x.get("mediaType") == HELM_CHART_MEDIA_TYPE]
                 if not layers:

@@ -15,6 +15,7 @@ import yaml
 from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import Operator, apply, condition, failing, get, ready
 from tests.registry import Registry
+from tests.signing import NotationCA, cosign_key, cosign_sign, trust_policy
 from tests.tools import Run, eventually, tool
 
 
@@ -123,6 +124,83 @@ def test_an_oci_helmrepository_holds_charts_by_name(operator: Operator, kube: Ru
             history = eventually(lambda: (o := get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "web"))
                                  and condition(o).get("status") == "True" and o["status"]["history"][0], 120)
         assert history["chartName"] == "app" and history["chartVersion"] == "1.2.0"
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
+def packaged_app(tmp_path: Path, *versions: str) -> dict[str, bytes]:
+    subprocess.run([tool("helm"), "create", str(tmp_path / "app")], check=True, capture_output=True)
+    for version in versions:
+        subprocess.run([tool("helm"), "package", str(tmp_path / "app"), "--version", version, "-d",
+                        str(tmp_path / version)], check=True, capture_output=True)
+    return {version: next((tmp_path / version).glob("*.tgz")).read_bytes() for version in versions}
+
+
+def test_an_ocirepository_publishes_only_what_its_keys_signed(operator: Operator, kube: Run, ns: str,
+                                                              tmp_path: Path) -> None:
+    """spec.verify with cosign: 1.0.0, signed with the trusted key, is published (SourceVerified names the key)
+    and installed; 1.1.0, signed by another key, is not: the release stays on 1.0.0, the reason in Ready."""
+    registry = Registry(packaged_app(tmp_path, "1.0.0", "1.1.0"))
+    try:
+        reference = f"127.0.0.1:{registry.port}/charts/app"
+        trusted, public = cosign_key()
+        stranger, _ = cosign_key()
+        cosign_sign(registry, reference, registry.digest_of("1.0.0"), trusted)
+        cosign_sign(registry, reference, registry.digest_of("1.1.0"), stranger)
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "cosign",
+             "--from-literal=cosign.pub=" + public.decode())
+
+        def source(version: str) -> str:
+            return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository",
+                                   "metadata": {"name": "app"},
+                                   "spec": {"url": f"oci://{reference}", "insecure": True, "ref": {"tag": version},
+                                            "secretRef": {"name": "robot"},
+                                            "verify": {"provider": "cosign", "secretRef": {"name": "cosign"}}}})
+
+        apply(kube, ns, source("1.0.0"))
+        verified = condition(source_ready(kube, ns, "ocirepositories.helmop.dev", "app"), "SourceVerified")
+        assert verified["message"] == f"verified signature of {reference}@{registry.digest_of('1.0.0')} with key " \
+                                      "cosign.pub"
+        apply(kube, ns, release("web", chartRef={"kind": "OCIRepository", "name": "app"}))
+        assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.0.0"
+        apply(kube, ns, source("1.1.0"))
+        refused = eventually(lambda: (o := get(kube, ns, "ocirepositories.helmop.dev", "app"))
+                             and condition(o).get("reason") == "VerificationError" and o)
+        assert "no matching signatures" in condition(refused)["message"]
+        assert condition(refused, "SourceVerified")["status"] == "False"
+        assert refused["status"]["artifact"]["revision"].startswith("1.0.0@")  # the readers keep 1.0.0
+        assert get(kube, ns, "hr", "web")["status"]["history"][0]["chartVersion"] == "1.0.0"
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
+def test_a_release_installs_a_chart_only_once_its_notation_signature_verifies(operator: Operator, kube: Run,
+                                                                             ns: str, tmp_path: Path) -> None:
+    """chart.spec.verify with notation, from an OCI HelmRepository: unsigned, the release is refused by reason
+    (nothing installed); once a trusted CA's leaf signs the chart's manifest, it installs."""
+    registry = Registry(packaged_app(tmp_path, "1.0.0"))
+    try:
+        ca = NotationCA.make("release-signer")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "notation",
+             "--from-literal=trustpolicy.json=" + trust_policy().decode(),
+             "--from-literal=ca.crt=" + ca.root_pem().decode())
+        apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
+                                        "metadata": {"name": "oci"},
+                                        "spec": {"url": f"oci://127.0.0.1:{registry.port}/charts", "type": "oci",
+                                                 "insecure": True, "interval": "1h", "secretRef": {"name": "robot"}}}))
+        apply(kube, ns, release("web", {"chart": "app", "version": "1.0.0", "sourceRef": {
+            "kind": "HelmRepository", "name": "oci"}, "verify": {"provider": "notation",
+                                                                 "secretRef": {"name": "notation"}}}))
+        refused = failing(kube, ns, "web", "VerificationError")
+        assert "no signature is associated" in condition(refused)["message"]
+        assert not get(kube, ns, "deployment", "web")
+        ca.sign(registry, registry.digest_of("1.0.0"), len(registry.manifests["1.0.0"]))
+        kube("kubectl", "-n", ns, "annotate", "--overwrite", "hr", "web", "helmop.dev/requestedAt=signed")
+        assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.0.0"
     finally:
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 

@@ -41,7 +41,9 @@ def test_flux_chart_forms_become_the_internal_chart() -> None:
     ({"chartRef": {"kind": "HelmChart", "name": "b"}}, "UnsupportedSourceKind", "HelmChart"),
     ({"chartRef": {"kind": "ExternalArtifact", "name": "b"}}, "UnsupportedSourceKind", "ExternalArtifact"),
     ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}, "verify": {
-        "provider": "cosign"}}}}, "UnsupportedField", "verify"),
+        "provider": "cosign"}}}}, "UnsupportedField", "keyless"),
+    ({"chart": {"spec": {"chart": "c", "sourceRef": {"kind": "GitRepository", "name": "g"}, "verify": {
+        "provider": "cosign", "secretRef": {"name": "keys"}}}}}, "UnsupportedField", "OCI HelmRepositories only"),
     ({"chart": {"repository": {"url": "https://x", "name": "a"}}, "chartRef": {"kind": "OCIRepository", "name": "o"}},
      "InvalidSpec", "mutually exclusive"),
 ])

@@ -13,6 +13,8 @@ from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import ObjectId
 from helmop.sources.decryption.keys import KeyInvalid, Keys
+from helmop.sources.errors import SourceError
+from helmop.sources.secrets import secret_entries
 
 from ..context import Context
 
@@ -53,15 +55,12 @@ async def decryption_keys(ctx: Context, namespace: str, spec: ConfigSyncSpec) ->
         folder = ctx.services.keys_folder
         return Keys.of_folder(folder) if folder else Keys(source="no keys (spec.decryption names no Secret, and "
                                                                   "the operator has no --decryption-keys folder)")
-    obj = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-    if obj is None:
-        raise InputError("DecryptionFailed", f"spec.decryption.secretRef: Secret {namespace}/{name} does not exist",
-                         transient=True)
     try:
-        entries = {str(k): base64.b64decode(str(v)) for k, v in (obj.get("data") or {}).items()
-                   if str(k).endswith((".agekey", ".asc"))}
+        entries = await secret_entries(ctx.services.kube, namespace, name, "spec.decryption.secretRef")
         return Keys.of_entries(entries, f"Secret {namespace}/{name}")
-    except (KeyInvalid, ValueError) as exc:
+    except SourceError as exc:
+        raise InputError("DecryptionFailed", str(exc), transient=exc.transient) from None
+    except KeyInvalid as exc:
         raise InputError("DecryptionFailed", f"spec.decryption.secretRef: {exc}", transient=False) from None
 
 

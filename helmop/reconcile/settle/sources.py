@@ -16,6 +16,7 @@ from helmop.api.status.sources import (
 from . import outcome
 
 R = TypeVar("R", HelmRepositoryStatus, OCIRepositoryStatus)
+V = TypeVar("V", GitRepositoryStatus, OCIRepositoryStatus)
 
 
 def webhook(status: GitRepositoryStatus, path: str) -> GitRepositoryStatus:
@@ -34,9 +35,17 @@ def verified(status: GitRepositoryStatus, generation: int, mode: str, message: s
         source_verification_mode=mode)
 
 
-def unverified(status: GitRepositoryStatus, generation: int, reason: str, message: str) -> GitRepositoryStatus:
+def unverified(status: V, generation: int, reason: str, message: str) -> V:
     """spec.verify refused the new revision: the published one stays (Ready says the same, by its outcome)."""
     return status.with_condition(SOURCE_VERIFIED, False, reason, message, generation)
+
+
+def signed(status: OCIRepositoryStatus, generation: int, message: str | None) -> OCIRepositoryStatus:
+    """An OCIRepository's revision about to be published: verified (``message``), or nothing asked or the trust
+    policy ignoring it (None: no condition, as Flux)."""
+    if message is None:
+        return status.without(SOURCE_VERIFIED)
+    return status.with_condition(SOURCE_VERIFIED, True, "Succeeded", message, generation)
 
 
 def fetched(status: GitRepositoryStatus, generation: int, revision: str, at: str) -> GitRepositoryStatus:

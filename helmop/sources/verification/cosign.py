@@ -1,0 +1,110 @@
+"""cosign's key-based signatures of an OCI artifact, as cosign stores them and Flux's source-controller checks
+them: the tag ``sha256-<digest>.sig`` beside the artifact holds one layer per signature, each a simple-signing
+payload (``application/vnd.dev.cosign.simplesigning.v1+json``) whose signature is in the layer's annotation
+``dev.cosignproject.cosign/signature``. A signature counts when one of the Secret's public keys (entries
+``*.pub``: PEM, ECDSA, Ed25519 or RSA) verifies it over the payload bytes (ECDSA and RSA with SHA-256, RSA with
+PKCS#1 v1.5) and the payload names this very manifest digest (as the cosign CLI checks; a signature copied from
+another digest is refused). Keyless signatures (Fulcio certificates, Rekor) are not verified here."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+
+from ..errors import SourceError
+
+SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIGNATURE = "dev.cosignproject.cosign/signature"
+PAYLOAD_TYPE = "cosign container image signature"
+MAX_SIGNATURES = 16  # layers of a signature manifest looked at
+MAX_PAYLOAD = 64 << 10
+
+PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey
+
+
+def signature_tag(digest: str) -> str:
+    """The tag cosign stores a manifest's signatures under: ``sha256:<hex>`` -> ``sha256-<hex>.sig``."""
+    return digest.replace(":", "-") + ".sig"
+
+
+def public_keys(entries: Mapping[str, bytes], source: str) -> list[tuple[str, PublicKey]]:
+    """The Secret's ``*.pub`` entries as keys; one that does not parse stops verification (as in Flux)."""
+    keys: list[tuple[str, PublicKey]] = []
+    for name, data in sorted(entries.items()):
+        if not name.endswith(".pub"):
+            continue
+        try:
+            key = serialization.load_pem_public_key(data)
+        except (ValueError, UnsupportedAlgorithm):
+            raise SourceError("VerificationError", f"{source}: {name} is not a PEM public key", transient=False) \
+                from None
+        if not isinstance(key, ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey):
+            raise SourceError("VerificationError", f"{source}: {name} is not an ECDSA, Ed25519 or RSA key",
+                              transient=False)
+        keys.append((name, key))
+    if not keys:
+        raise SourceError("VerificationError", f"no public keys found in {source} (entries *.pub)", transient=False)
+    return keys
+
+
+@dataclass(frozen=True)
+class Signature:
+    payload: bytes
+    signature: str  # base64, as the annotation holds it
+
+
+def layers(manifest: bytes) -> list[tuple[str, str]]:
+    """(digest, base64 signature) of each simple-signing layer of a signature manifest."""
+    try:
+        found = json.loads(manifest).get("layers") or []
+        return [(str(x["digest"]), str((x.get("annotations") or {})[SIGNATURE])) for x in found[:MAX_SIGNATURES]
+                if isinstance(x, dict) and x.get("mediaType") == SIMPLE_SIGNING
+                and SIGNATURE in (x.get("annotations") or {})]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        raise SourceError("VerificationError", "the signature manifest is not an OCI image manifest",
+                          transient=False) from None
+
+
+def _verifies(key: PublicKey, signature: bytes, payload: bytes) -> bool:
+    try:
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+        elif isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, payload)
+        else:
+            key.verify(signature, payload, padding.PKCS1v15(), hashes.SHA256())
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def _names(payload: bytes, digest: str) -> bool:
+    """Whether a simple-signing payload is a cosign signature of ``digest``."""
+    try:
+        critical = json.loads(payload)["critical"]
+        return bool(critical["type"] == PAYLOAD_TYPE and critical["image"]["docker-manifest-digest"] == digest)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def verify(digest: str, reference: str, signatures: list[Signature], keys: list[tuple[str, PublicKey]]) -> str:
+    """Which key signed the manifest ``digest`` (of ``reference``, for messages); SourceError otherwise."""
+    for found in signatures:
+        if len(found.payload) > MAX_PAYLOAD or not _names(found.payload, digest):
+            continue
+        try:
+            raw = base64.b64decode(found.signature, validate=True)
+        except binascii.Error:
+            continue
+        for name, key in keys:
+            if _verifies(key, raw, found.payload):
+                return name
+    raise SourceError("VerificationError", f"failed to verify the signature using provider 'cosign': no matching "
+                                           f"signatures were found for '{reference}@{digest}'", transient=True)
