@@ -21,10 +21,13 @@ from helmop.helm import chartdeps, storage
 from helmop.helm.engine import helm_env
 from helmop.helm.errors import HelmError
 from helmop.infra.kube import KubeError, _check_path
+from helmop.sources.decryption.keys import KeyInvalid, Keys
+from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_url, write_tree
 from helmop.sources.repositories import Credentials, _check_archive
 from tests.chartrepo import tar_gz
+from tests.sops import Sops, age_identity
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -200,3 +203,23 @@ def test_helm_and_git_get_a_minimal_environment(monkeypatch: pytest.MonkeyPatch,
     helm = helm_env(tmp_path, HELM_PLUGINS="/plugins")
     assert "AWS_SECRET_ACCESS_KEY" not in helm and helm["HELM_DRIVER"] == "secret"
     assert helm["HELM_CACHE_HOME"].startswith(str(tmp_path)) and helm["HOME"] != os.environ.get("HOME")
+
+
+def test_sops_files_whose_keys_name_paths_write_nothing_but_themselves() -> None:
+    """An encrypted document's keys, and a secretGenerator entry's key, are names in data: nothing is written
+    or read by them; the decrypted tree holds the very files it held."""
+    identity, recipient = age_identity()
+    keys = Keys.of_entries({"k.agekey": identity.encode()}, "Secret t/k")
+    tree = {"app/kustomization.yaml": b"resources: [s.yaml]\nsecretGenerator:\n"
+                                      b"- {name: g, files: [../../../../etc/passwd=token.enc]}\n",
+            "app/s.yaml": Sops(age=[recipient]).yaml({"../../etc/passwd": "owned", "/abs": {"k": "v"}}).encode(),
+            "app/token.enc": Sops(age=[recipient]).binary(b"tok-ok").encode()}
+    out = Decryptor(keys).tree(tree, ["app"])
+    assert set(out) == set(tree)
+    assert yaml.safe_load(out["app/s.yaml"]) == {"../../etc/passwd": "owned", "/abs": {"k": "v"}}
+    assert out["app/token.enc"] == b"tok-ok"
+
+
+def test_a_key_entry_of_100_mb_is_refused_by_its_size() -> None:
+    with pytest.raises(KeyInvalid, match="larger than 256 KiB"):
+        Keys.of_entries({"huge.agekey": b"A" * (100 << 20)}, "Secret t/k")
