@@ -334,7 +334,7 @@ def _chart_spec(raw: Any) -> Chart:
         return SharedRepositoryChart(repository=str(source["name"]), chart=chart,
                                      version="" if version == "*" else version, namespace=namespace,
                                      values_files=values_files, ignore_missing_values_files=ignore_missing,
-                                     verify=parse_verification(raw.get("verify"), f"{where}.verify"))
+                                     verify=parse_verification(raw.get("verify"), f"{where}.verify", keyless=False))
     if raw.get("verify"):
         raise SpecError("UnsupportedField", f"{where}.verify is for charts from OCI HelmRepositories only (a "
                                             f"{kind or 'source'} chart has no signature to verify)")

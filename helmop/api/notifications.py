@@ -14,12 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import re2
-
 from .durations import parse_duration
 from .errors import SpecError
 from .kinds import family_of
 from .names import check_references
+from .patterns import compile_pattern
 
 # What each type sends (helmop.notifications has one payload per type)
 CHAT_TYPES = ("generic", "generic-hmac", "slack", "msteams", "discord", "googlechat", "alertmanager", "grafana",
@@ -34,7 +33,6 @@ FLUX_ONLY_TYPES = ("rocket", "giteapullrequestcomment", "azuredevops", "googlepu
 TIMEOUT = 15.0  # seconds for one request, when spec.timeout says none (Flux's)
 _LONGEST = 2048  # address, channel, username, proxy (Flux's bounds)
 _PATTERNS = 64  # inclusionList and exclusionList entries
-_PATTERN = 1024  # characters of one
 _METADATA = 64  # eventMetadata entries
 EVENT_ANNOTATION = "event.toolkit.fluxcd.io/"  # an object's own event metadata (annotations with this prefix)
 REVISION, ORIGIN_REVISION = "revision", "originRevision"  # controller metadata keys, after "<group>/"
@@ -233,26 +231,11 @@ class AlertSpec:
         return replace(event, metadata={**own, **self.metadata, **summary, **controller})
 
 
-_RE2 = re2.Options()
-_RE2.log_errors = False  # a tenant's bad expression is said in its status, not written to the operator's stderr
-
-
 def _patterns(spec: Mapping[str, Any], name: str) -> tuple[Any, ...]:
     texts = spec.get(name) or []
     if not isinstance(texts, list) or len(texts) > _PATTERNS:
         raise SpecError("InvalidSpec", f"spec.{name} must be a list of at most {_PATTERNS} regular expressions")
-    out = []
-    for i, text in enumerate(texts):
-        if not isinstance(text, str) or len(text) > _PATTERN:
-            raise SpecError("InvalidSpec", f"spec.{name}[{i}] must be a regular expression of at most {_PATTERN} "
-                                           "characters")
-        try:
-            out.append(re2.compile(text, _RE2))
-        except re2.error as exc:
-            problem = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-            raise SpecError("InvalidSpec", f"spec.{name}[{i}] is not a regular expression (RE2 syntax): "
-                                           f"{problem}") from None
-    return tuple(out)
+    return tuple(compile_pattern(text, f"spec.{name}[{i}]") for i, text in enumerate(texts))
 
 
 def parse_alert(spec: Mapping[str, Any], namespace: str, *, flux: bool = False) -> AlertSpec:

@@ -4,17 +4,20 @@ chart sources declared once and shared by the HelmReleases that name them. Field
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
 from .names import check_references
+from .patterns import compile_pattern
 from .settings import SOURCE_INTERVAL
 
 HELM_CHART_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"^(https?|oci)://[^\s/]+")
+_IDENTITIES = 16  # matchOIDCIdentity entries
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,21 @@ class Verification:
     signatures of a provider, checked with the keys (cosign) or trust policy and store (notation) of a Secret."""
 
     provider: str  # cosign | notation
-    secret_ref: str
+    secret_ref: str  # the keys (cosign), or trust policy and store (notation); "" for keyless cosign
+    trusted_root_ref: str = ""  # keyless cosign: a Secret holding a Sigstore trusted_root.json
+    identities: tuple[tuple[str, str], ...] = ()  # keyless cosign: (issuer, subject) regexes; none: any
+
+    @property
+    def secret(self) -> tuple[str, str]:
+        """(field, name) of the Secret the check reads: the keys or trust policy, else the trusted root."""
+        return ("secretRef", self.secret_ref) if self.secret_ref else ("trustedRootSecretRef", self.trusted_root_ref)
 
 
-def parse_verification(raw: Any, where: str) -> Verification | None:
-    """``where``.verify; keyless cosign (no Secret: Fulcio and Rekor) and a custom Sigstore root are refused by
-    name: they need the public Sigstore infrastructure or its trust root, which helmop does not check."""
+def parse_verification(raw: Any, where: str, *, keyless: bool = True) -> Verification | None:
+    """``where``.verify. Keyless cosign (no secretRef) is verified against a trusted root in a Secret
+    (``trustedRootSecretRef``), never against the public Sigstore infrastructure, which needs the network:
+    without one it is refused by name (so is keyless where Flux's API has no root to give, ``keyless``
+    false)."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -36,19 +48,34 @@ def parse_verification(raw: Any, where: str) -> Verification | None:
     provider = str(raw.get("provider") or "cosign")
     if provider not in ("cosign", "notation"):
         raise SpecError("InvalidSpec", f"{where}.provider must be cosign or notation")
-    for field in ("matchOIDCIdentity", "trustedRootSecretRef"):
-        if raw.get(field):
-            raise SpecError("UnsupportedField", f"{where}.{field} (keyless cosign verification, with Fulcio and "
-                                                "Rekor) is not implemented by helmop; verify with public keys in "
-                                                f"{where}.secretRef")
-    secret = raw.get("secretRef") or {}
-    name = str(secret.get("name") or "") if isinstance(secret, dict) else ""
-    if not name:
-        raise SpecError("UnsupportedField" if provider == "cosign" else "InvalidSpec",
-                        f"{where}.secretRef is required: keyless cosign verification (Fulcio and Rekor) is not "
-                        "implemented by helmop" if provider == "cosign" else
-                        f"{where}.secretRef is required for notation (trustpolicy.json and certificates)")
-    return Verification(provider, name)
+    secret, root = _name(raw, "secretRef"), _name(raw, "trustedRootSecretRef") if keyless else ""
+    identities = _identities(raw.get("matchOIDCIdentity"), f"{where}.matchOIDCIdentity")
+    if provider == "notation" and not secret:
+        raise SpecError("InvalidSpec", f"{where}.secretRef is required for notation (trustpolicy.json and "
+                                       "certificates)")
+    if provider == "cosign" and not secret and not root:
+        raise SpecError("UnsupportedField", f"{where}: keyless cosign verification against the public Sigstore "
+                                            "infrastructure needs its root and logs from the network, which helmop "
+                                            "does not reach; give public keys in secretRef, or a trusted root in "
+                                            "trustedRootSecretRef")
+    return Verification(provider, secret, "" if secret else root, identities)
+
+
+def _identities(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > _IDENTITIES:
+        raise SpecError("InvalidSpec", f"{where} must be a list of at most {_IDENTITIES} identities")
+    out = []
+    for i, identity in enumerate(raw):
+        if not isinstance(identity, dict):
+            raise SpecError("InvalidSpec", f"{where}[{i}] must be a map with an issuer and a subject")
+        for field in ("issuer", "subject"):  # required by Flux's schema: an empty one would match anything
+            if not identity.get(field):
+                raise SpecError("InvalidSpec", f"{where}[{i}].{field} is required")
+            compile_pattern(identity[field], f"{where}[{i}].{field}")
+        out.append((str(identity["issuer"]), str(identity["subject"])))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -79,7 +106,7 @@ class OCIRepositorySpec:
     verify: Verification | None = None
 
 
-def _name(spec: dict[str, Any], key: str) -> str:
+def _name(spec: Mapping[str, Any], key: str) -> str:
     ref = spec.get(key) or {}
     if not isinstance(ref, dict):
         raise SpecError("InvalidSpec", f"spec.{key} must be a map with a name")

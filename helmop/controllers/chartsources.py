@@ -67,7 +67,7 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
         return DONE
     try:
         creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref,
-                                   spec.verify.secret_ref if spec.verify else "")
+                                   spec.verify.secret[1] if spec.verify else "")
         found = await artifacts.resolve(ctx.services.repos, spec, creds)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
@@ -91,9 +91,10 @@ async def _verified(ctx: Context, this: Resource, spec: OCIRepositorySpec, found
     """spec.verify's verdict on the artifact's manifest (None: nothing asked, or ignored by the trust policy)."""
     if spec.verify is None:
         return None
-    entries = await secret_entries(ctx.services.kube, this.namespace, spec.verify.secret_ref, "spec.verify.secretRef")
-    return await registry.verify(ctx.services.repos, spec.url, creds, spec.insecure, found.manifest,
-                                 spec.verify.provider, entries, f"Secret {this.namespace}/{spec.verify.secret_ref}")
+    field, name = spec.verify.secret
+    entries = await secret_entries(ctx.services.kube, this.namespace, name, f"spec.verify.{field}")
+    return await registry.verify(ctx.services.repos, spec.url, creds, spec.insecure, found.manifest, spec.verify,
+                                 entries, f"Secret {this.namespace}/{name}")
 
 
 async def _credentials(ctx: Context, kind: Kind, this: Resource, secret_ref: str, cert_secret_ref: str,

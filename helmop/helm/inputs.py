@@ -281,7 +281,7 @@ async def _signed(ctx: Readers, namespace: str, verify: Verification, url: str, 
                                               "HelmRepositories only", transient=False)
     manifest = await artifacts.manifest_of(ctx.repos, url, version.replace("+", "_"), creds, insecure)
     entries = await secret_entries(ctx.kube, namespace, verify.secret_ref, "spec.chart.spec.verify.secretRef")
-    await registry.verify(ctx.repos, url, creds, insecure, manifest, verify.provider, entries,
+    await registry.verify(ctx.repos, url, creds, insecure, manifest, verify, entries,
                           f"Secret {namespace}/{verify.secret_ref}")
     return manifest.digest
 

@@ -16,6 +16,7 @@ from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import Operator, apply, condition, failing, get, ready
 from tests.registry import Registry
 from tests.signing import NotationCA, cosign_key, cosign_sign, trust_policy
+from tests.sigstore import GITHUB, WORKFLOW, Sigstore
 from tests.tools import Run, eventually, tool
 
 
@@ -172,6 +173,43 @@ def test_an_ocirepository_publishes_only_what_its_keys_signed(operator: Operator
         assert condition(refused, "SourceVerified")["status"] == "False"
         assert refused["status"]["artifact"]["revision"].startswith("1.0.0@")  # the readers keep 1.0.0
         assert get(kube, ns, "hr", "web")["status"]["history"][0]["chartVersion"] == "1.0.0"
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
+def test_an_ocirepository_verifies_keyless_signatures_against_its_trusted_root(operator: Operator, kube: Run, ns: str,
+                                                                              tmp_path: Path) -> None:
+    """Keyless cosign: trustedRootSecretRef's trusted_root.json proves the signer of 1.0.0 (SourceVerified names
+    the identity); 1.1.0, signed by an identity matchOIDCIdentity does not ask for, is refused by reason."""
+    registry = Registry(packaged_app(tmp_path, "1.0.0", "1.1.0"))
+    try:
+        reference = f"127.0.0.1:{registry.port}/charts/app"
+        sigstore = Sigstore()
+        sigstore.sign(registry, reference, registry.digest_of("1.0.0"))
+        sigstore.sign(registry, reference, registry.digest_of("1.1.0"), subject="https://github.com/evil/fork")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "sigstore",
+             "--from-literal=trusted_root.json=" + sigstore.trusted_root().decode())
+
+        def source(version: str) -> str:
+            return yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository",
+                                   "metadata": {"name": "app"},
+                                   "spec": {"url": f"oci://{reference}", "insecure": True, "ref": {"tag": version},
+                                            "secretRef": {"name": "robot"},
+                                            "verify": {"provider": "cosign",
+                                                       "trustedRootSecretRef": {"name": "sigstore"},
+                                                       "matchOIDCIdentity": [{"issuer": "token.actions",
+                                                                              "subject": "^https://github.com/acme/"}]}}})
+
+        apply(kube, ns, source("1.0.0"))
+        verified = condition(source_ready(kube, ns, "ocirepositories.helmop.dev", "app"), "SourceVerified")
+        assert verified["message"].endswith(f"@{registry.digest_of('1.0.0')} by {GITHUB} {WORKFLOW}")
+        apply(kube, ns, source("1.1.0"))
+        refused = eventually(lambda: (o := get(kube, ns, "ocirepositories.helmop.dev", "app"))
+                             and condition(o).get("reason") == "VerificationError" and o)
+        assert "https://github.com/evil/fork" in condition(refused)["message"]
+        assert "matchOIDCIdentity" in condition(refused)["message"]
     finally:
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 

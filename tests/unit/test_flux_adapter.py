@@ -13,7 +13,7 @@ from helmop.api.flux import spec as flux_spec
 from helmop.api.flux.status import inward, outward
 from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
 from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP
-from helmop.api.repositories import parse_helm_repository, parse_oci_repository
+from helmop.api.repositories import Verification, parse_helm_repository, parse_oci_repository
 from helmop.api.status import parse, to_json
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus, Snapshot
@@ -87,6 +87,26 @@ def test_source_specs() -> None:
     assert (oci.tag, oci.semver, oci.digest) == ("latest", ">=1", "")
     with pytest.raises(SpecError, match="digest"):
         parse_oci_repository({"url": "oci://ghcr.io/org/app", "ref": {"digest": "sha256:short"}})
+
+
+def test_keyless_verification_needs_a_trusted_root_and_sound_identities() -> None:
+    def verify(**fields: object) -> Verification | None:
+        return parse_oci_repository({"url": "oci://ghcr.io/org/app", "verify": {"provider": "cosign", **fields}}).verify
+
+    identity = {"issuer": "^https://token.actions.githubusercontent.com$", "subject": "acme/.*"}
+    assert verify(trustedRootSecretRef={"name": "root"}, matchOIDCIdentity=[identity]) == Verification(
+        "cosign", "", "root", ((identity["issuer"], identity["subject"]),))
+    assert verify(secretRef={"name": "keys"}, trustedRootSecretRef={"name": "root"}) == Verification(
+        "cosign", "keys")  # keys given: the root is not what proves them
+    with pytest.raises(SpecError, match="public Sigstore infrastructure") as public:
+        verify(matchOIDCIdentity=[identity])
+    assert public.value.reason == "UnsupportedField"
+    with pytest.raises(SpecError, match=r"matchOIDCIdentity\[0\]\.subject is not a regular expression"):
+        verify(trustedRootSecretRef={"name": "root"}, matchOIDCIdentity=[{"issuer": "x", "subject": "(unclosed"}])
+    with pytest.raises(SpecError, match=r"matchOIDCIdentity\[0\]\.issuer is required"):
+        verify(trustedRootSecretRef={"name": "root"}, matchOIDCIdentity=[{"subject": "x"}])
+    with pytest.raises(SpecError, match="at most 16 identities"):
+        verify(trustedRootSecretRef={"name": "root"}, matchOIDCIdentity=[identity] * 17)
 
 
 def test_a_helmrelease_status_in_flux_shape_and_back() -> None:

@@ -4,7 +4,8 @@ payload (``application/vnd.dev.cosign.simplesigning.v1+json``) whose signature i
 ``dev.cosignproject.cosign/signature``. A signature counts when one of the Secret's public keys (entries
 ``*.pub``: PEM, ECDSA, Ed25519 or RSA) verifies it over the payload bytes (ECDSA and RSA with SHA-256, RSA with
 PKCS#1 v1.5) and the payload names this very manifest digest (as the cosign CLI checks; a signature copied from
-another digest is refused). Keyless signatures (Fulcio certificates, Rekor) are not verified here."""
+another digest is refused). Keyless signatures (a Fulcio certificate, logged in Rekor) are verified against a
+trusted root given in a Secret (:mod:`.sigstore`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from ..errors import SourceError
+from . import sigstore, ssh
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE = "dev.cosignproject.cosign/signature"
@@ -57,15 +59,19 @@ def public_keys(entries: Mapping[str, bytes], source: str) -> list[tuple[str, Pu
 @dataclass(frozen=True)
 class Signature:
     payload: bytes
-    signature: str  # base64, as the annotation holds it
+    annotations: Mapping[str, str]  # the layer's: the signature, and a keyless one's certificate and bundle
+
+    @property
+    def signature(self) -> str:
+        return self.annotations[SIGNATURE]
 
 
-def layers(manifest: bytes) -> list[tuple[str, str]]:
-    """(digest, base64 signature) of each simple-signing layer of a signature manifest."""
+def layers(manifest: bytes) -> list[tuple[str, dict[str, str]]]:
+    """(digest, annotations) of each simple-signing layer of a signature manifest."""
     try:
         found = json.loads(manifest).get("layers") or []
-        return [(str(x["digest"]), str((x.get("annotations") or {})[SIGNATURE])) for x in found[:MAX_SIGNATURES]
-                if isinstance(x, dict) and x.get("mediaType") == SIMPLE_SIGNING
+        return [(str(x["digest"]), {str(k): str(v) for k, v in (x.get("annotations") or {}).items()})
+                for x in found[:MAX_SIGNATURES] if isinstance(x, dict) and x.get("mediaType") == SIMPLE_SIGNING
                 and SIGNATURE in (x.get("annotations") or {})]
     except (ValueError, AttributeError, KeyError, TypeError):
         raise SourceError("VerificationError", "the signature manifest is not an OCI image manifest",
@@ -96,9 +102,7 @@ def _names(payload: bytes, digest: str) -> bool:
 
 def verify(digest: str, reference: str, signatures: list[Signature], keys: list[tuple[str, PublicKey]]) -> str:
     """Which key signed the manifest ``digest`` (of ``reference``, for messages); SourceError otherwise."""
-    for found in signatures:
-        if len(found.payload) > MAX_PAYLOAD or not _names(found.payload, digest):
-            continue
+    for found in _naming(signatures, digest):
         try:
             raw = base64.b64decode(found.signature, validate=True)
         except binascii.Error:
@@ -108,3 +112,25 @@ def verify(digest: str, reference: str, signatures: list[Signature], keys: list[
                 return name
     raise SourceError("VerificationError", f"failed to verify the signature using provider 'cosign': no matching "
                                            f"signatures were found for '{reference}@{digest}'", transient=True)
+
+
+def _naming(signatures: list[Signature], digest: str) -> list[Signature]:
+    return [s for s in signatures if len(s.payload) <= MAX_PAYLOAD and _names(s.payload, digest)]
+
+
+def verify_keyless(digest: str, reference: str, signatures: list[Signature], root: sigstore.TrustedRoot,
+                   identities: tuple[tuple[str, str], ...]) -> str:
+    """The identity of a keyless signature of ``digest`` that the trusted root proves; SourceError otherwise."""
+    reasons = []
+    for found in _naming(signatures, digest):
+        certificate, bundle = found.annotations.get(sigstore.CERTIFICATE), found.annotations.get(sigstore.BUNDLE)
+        if not certificate or not bundle:
+            reasons.append("a signature without a certificate and a Rekor bundle")
+            continue
+        try:
+            return sigstore.verify(found.payload, found.signature, certificate, bundle, root, identities)
+        except ssh.SignatureError as exc:
+            reasons.append(str(exc))
+    said = "; ".join(reasons[:3]) or f"no matching signatures were found for '{reference}@{digest}'"
+    raise SourceError("VerificationError", f"failed to verify the signature using provider 'cosign keyless': {said}",
+                      transient=True)

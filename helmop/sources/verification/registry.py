@@ -3,7 +3,7 @@ signature proves does not depend on where it was read) and checked by :mod:`.cos
 cosign's ``sha256-<digest>.sig`` tag, notation's referrers (the referrers API, or its tag fallback). Every
 answer is bounded (manifests as the registry client bounds them, at most 16 cosign layers of 64 KiB, 3
 notation envelopes of 256 KiB) and each blob checked against its digest. A result is remembered for the
-manifest, the provider and the exact Secret content it was checked with."""
+manifest, the verification asked and the exact Secret content it was checked with."""
 
 from __future__ import annotations
 
@@ -16,24 +16,26 @@ from typing import Any
 import aiohttp
 
 from helmop.api.redaction import safe_url
+from helmop.api.repositories import Verification
 
 from ..artifacts import Descriptor
 from ..errors import SourceError, unreachable
 from ..repositories import MANIFEST_TYPES, Credentials, Repositories
-from . import cosign, notation
+from . import cosign, notation, sigstore
+from .ssh import SignatureError
 
-_REMEMBERED: OrderedDict[tuple[str, str, str, str], str | None] = OrderedDict()
+_REMEMBERED: OrderedDict[tuple[str, str, Verification, str], str | None] = OrderedDict()
 _REMEMBER = 256
 INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 async def verify(repos: Repositories, url: str, creds: Credentials, insecure: bool, manifest: Descriptor,
-                 provider: str, entries: Mapping[str, bytes], source: str) -> str | None:
+                 verification: Verification, entries: Mapping[str, bytes], source: str) -> str | None:
     """The SourceVerified message for ``manifest`` of the OCI repository ``url`` (None: the trust policy
-    ignores it); SourceError (VerificationError) when it is not signed as ``provider`` and the Secret's
-    ``entries`` require."""
+    ignores it); SourceError (VerificationError) when it is not signed as ``verification`` and the entries of
+    its Secret (``source``) require."""
     held = hashlib.sha256(json.dumps(sorted((k, v.hex()) for k, v in entries.items())).encode()).hexdigest()
-    key = (url, manifest.digest, provider, held)
+    key = (url, manifest.digest, verification, held)
     if key in _REMEMBERED:
         _REMEMBERED.move_to_end(key)
         return _REMEMBERED[key]
@@ -42,11 +44,15 @@ async def verify(repos: Repositories, url: str, creds: Credentials, insecure: bo
     try:
         async with repos.session(creds, insecure, basic=False) as http:
             reader = _Reader(repos, http, base, path, creds)
-            if provider == "cosign":
+            if verification.provider == "cosign" and not verification.secret_ref:
+                root = _trusted_root(entries, source)
+                signer = cosign.verify_keyless(manifest.digest, reference, await reader.cosign(manifest.digest),
+                                               root, verification.identities)
+                message: str | None = f"verified signature of {reference}@{manifest.digest} by {signer}"
+            elif verification.provider == "cosign":
                 keys = cosign.public_keys(entries, source)
-                found = await reader.cosign(manifest.digest)
-                signer = cosign.verify(manifest.digest, reference, found, keys)
-                message: str | None = f"verified signature of {reference}@{manifest.digest} with key {signer}"
+                signer = cosign.verify(manifest.digest, reference, await reader.cosign(manifest.digest), keys)
+                message = f"verified signature of {reference}@{manifest.digest} with key {signer}"
             else:
                 policy, store = notation.trust(entries, source, reference)
                 envelopes = await reader.notation(manifest.digest) if policy.level != "skip" else []
@@ -58,6 +64,16 @@ async def verify(repos: Repositories, url: str, creds: Credentials, insecure: bo
     while len(_REMEMBERED) > _REMEMBER:
         _REMEMBERED.popitem(last=False)
     return message
+
+
+def _trusted_root(entries: Mapping[str, bytes], source: str) -> sigstore.TrustedRoot:
+    data = entries.get("trusted_root.json")
+    if data is None:
+        raise SourceError("VerificationError", f"'trusted_root.json' not found in {source}", transient=False)
+    try:
+        return sigstore.TrustedRoot.parse(data)
+    except SignatureError as exc:
+        raise SourceError("VerificationError", f"{source}: {exc}", transient=False) from None
 
 
 class _Reader:
@@ -83,8 +99,8 @@ class _Reader:
         if status == 404:
             return []
         self.repos.raise_for(status, "cosign's signature manifest")
-        return [cosign.Signature(await self.blob(layer, cosign.MAX_PAYLOAD), signature)
-                for layer, signature in cosign.layers(body)]
+        return [cosign.Signature(await self.blob(layer, cosign.MAX_PAYLOAD), annotations)
+                for layer, annotations in cosign.layers(body)]
 
     async def notation(self, digest: str) -> list[tuple[str, bytes]]:
         status, body = await self._get(f"referrers/{digest}?artifactType={notation.SIGNATURE_TYPE}", INDEX)
