@@ -19,6 +19,23 @@ DEFAULT_INTERVAL = SOURCE_INTERVAL
 
 
 @dataclass(frozen=True)
+class Include:
+    """spec.include: another GitRepository's artifact (of this namespace) copied into this one."""
+
+    repository: str
+    from_path: str = ""  # "" = its root
+    to_path: str = ""  # "" = the repository's name
+
+    @property
+    def target(self) -> str:
+        return self.to_path or self.repository
+
+
+GIT_PROVIDERS = ("generic", "github")
+CLOUD_PROVIDERS = ("azure", "aws", "gcp")  # their workload identities are refused by name
+
+
+@dataclass(frozen=True)
 class GitRepositorySpec:
     url: str
     branch: str = ""
@@ -32,6 +49,13 @@ class GitRepositorySpec:
     suspend: bool = False
     verify_mode: str = ""  # spec.verify: HEAD, Tag or TagAndHEAD ("": nothing verified)
     verify_secret_ref: str = ""  # the Secret of the trusted public keys
+    ref_name: str = ""  # spec.ref.name: any reference (refs/pull/7/head)
+    ignore: str | None = None  # gitignore patterns over the artifact (None: not set, Flux's defaults apply)
+    include: tuple[Include, ...] = ()
+    recurse_submodules: bool = False
+    sparse_checkout: tuple[str, ...] = ()  # folders, root-relative
+    proxy_secret_ref: str = ""  # an HTTP(S) proxy: the Secret's address, username, password
+    provider: str = "generic"  # github: a GitHub App's installation token from secretRef
 
 
 PATCH_TARGET = ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
@@ -147,19 +171,81 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
     ref = spec.get("ref") or {}
     if not isinstance(ref, dict):
         raise SpecError("InvalidSpec", "spec.ref must be a map")
-    chosen = [k for k in ("tag", "semver", "commit") if ref.get(k)]
-    if len(chosen) > 1:
-        raise SpecError("InvalidSpec", f"spec.ref takes one of tag, semver or commit, not {' and '.join(chosen)}")
     secret = spec.get("secretRef") or {}
     webhook = spec.get("webhook")
     hook_secret = (webhook.get("secretRef") or {}) if isinstance(webhook, dict) else {}
+    ignore = spec.get("ignore")
     return GitRepositorySpec(
         url=url, branch=str(ref.get("branch") or ""), tag=str(ref.get("tag") or ""),
-        semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""),
+        semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""), ref_name=str(ref.get("name") or ""),
         interval=_seconds(spec, "interval", DEFAULT_INTERVAL), timeout=_seconds(spec, "timeout", 60.0),
         secret_ref=str(secret.get("name", "")) if isinstance(secret, dict) else "",
         webhook_secret_ref=str(hook_secret.get("name", "")) if isinstance(hook_secret, dict) else "",
-        suspend=bool(spec.get("suspend", False)), **_verify(spec))
+        suspend=bool(spec.get("suspend", False)), ignore=None if ignore is None else str(ignore),
+        include=_includes(spec.get("include")), recurse_submodules=bool(spec.get("recurseSubmodules", False)),
+        sparse_checkout=tuple(relative_path(p, f"spec.sparseCheckout[{i}]", folder=True)
+                              for i, p in enumerate(_string_list(spec, "sparseCheckout"))),
+        proxy_secret_ref=_ref_name(spec, "proxySecretRef"), provider=_git_provider(spec), **_verify(spec))
+
+
+def _git_provider(spec: dict[str, Any]) -> str:
+    provider = str(spec.get("provider") or "generic")
+    if provider in CLOUD_PROVIDERS:
+        raise SpecError("UnsupportedField", f"spec.provider {provider}: the cloud's workload identity is not "
+                                            "obtained by helmop; give credentials in spec.secretRef")
+    if provider not in GIT_PROVIDERS:
+        raise SpecError("InvalidSpec", f"spec.provider must be one of {', '.join(GIT_PROVIDERS)}")
+    if spec.get("serviceAccountName"):
+        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained "
+                                            "by helmop; give credentials in spec.secretRef")
+    if provider == "github" and not _ref_name(spec, "secretRef"):
+        raise SpecError("InvalidSpec", "spec.provider github needs spec.secretRef: a Secret with the GitHub App's "
+                                       "githubAppID, githubAppInstallationID and githubAppPrivateKey")
+    return provider
+
+
+def _includes(raw: Any) -> tuple[Include, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError("InvalidSpec", "spec.include must be a list")
+    out = []
+    for i, item in enumerate(raw):
+        repository = (item.get("repository") or {}) if isinstance(item, dict) else {}
+        name = str(repository.get("name") or "") if isinstance(repository, dict) else ""
+        if not name:
+            raise SpecError("InvalidSpec", f"spec.include[{i}].repository.name is required")
+        include = Include(name, relative_path(item.get("fromPath"), f"spec.include[{i}].fromPath"),
+                          relative_path(item.get("toPath"), f"spec.include[{i}].toPath"))
+        if not include.target:
+            raise SpecError("InvalidSpec", f"spec.include[{i}].toPath may not be the repository's root")
+        out.append(include)
+    return tuple(out)
+
+
+def relative_path(raw: Any, where: str, *, folder: bool = False) -> str:
+    """A path inside an artifact, root-relative ("" for the root); SpecError when it would leave it."""
+    text = str(raw or "").strip()
+    if text.startswith("/") or "\0" in text or "\\" in text:
+        raise SpecError("InvalidSpec", f"{where} must be a relative path inside the artifact")
+    normal = posixpath.normpath(text or ".")
+    if normal == ".." or normal.startswith("../"):
+        raise SpecError("InvalidSpec", f"{where} leaves the artifact")
+    if folder and normal == ".":
+        raise SpecError("InvalidSpec", f"{where} must name a folder, not the root")
+    return "" if normal == "." else normal
+
+
+def _string_list(spec: dict[str, Any], key: str) -> list[str]:
+    raw = spec.get(key) or []
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise SpecError("InvalidSpec", f"spec.{key} must be a list of strings")
+    return list(raw)
+
+
+def _ref_name(spec: dict[str, Any], key: str) -> str:
+    ref = spec.get(key) or {}
+    return str(ref.get("name") or "") if isinstance(ref, dict) else ""
 
 
 def _verify(spec: dict[str, Any]) -> dict[str, str]:

@@ -12,11 +12,12 @@ from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
 from helmop.api.substitution import SubstitutionError, check_names
 from helmop.infra import confine
 from helmop.sources import kustomize
-from helmop.sources.build import Builder, Built, TreeArtifact
+from helmop.sources.build import Builder, Built
 from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Limits
 from helmop.sources.kustomize import Kustomize
+from helmop.sources.trees import TreeArtifact
 
 from .errors import Failed
 

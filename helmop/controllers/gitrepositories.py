@@ -1,6 +1,9 @@
-"""One reconcile of a GitRepository: fetch into the mirror, resolve the ref, publish the revision.
+"""One reconcile of a GitRepository: its includes' artifacts read, the mirror fetched, the ref resolved, the
+signature checked, the artifact's digest taken (as ignore rules, sparse checkout, submodules and includes shape
+it) and published.
 
-When the revision changes, the HelmReleases and ConfigSyncs that read this repository are woken.
+When the revision or the digest changes, the HelmReleases, ConfigSyncs and GitRepositories that read this
+repository are woken.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.api.status import now
-from helmop.api.status.sources import GitRepositoryStatus
-from helmop.helm.inputs import InputError, git_auth
+from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, ObservedInclude
 from helmop.reconcile.settle import sources as settle
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitAuth, GitRef, check_ref
+from helmop.sources.git import GitAuth, check_ref
+from helmop.sources.readers import MAX_INCLUDE_DEPTH, fetched_refs, git_auth, git_ref, git_source, shaped
 from helmop.sources.secrets import secret_entries
+from helmop.sources.trees import GitArtifact, Mount
 from helmop.sources.verification.commits import TrustedKeys, verify
 
 from .context import Context
@@ -49,33 +53,105 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
         await write_status(ctx, kind, body, status)
         return DONE
     key = (kind.key, namespace, name)
-    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref) if ref])
+    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref) if ref]
+                     + [(namespace, kind.key, include.repository) for include in spec.include])
     try:
-        ref = GitRef(spec.branch, spec.tag, spec.semver, spec.commit)
-        check_ref(ref)
-        auth = await git_auth(ctx.services.kube, namespace, body)
-        ctx.memory.secrets[key] = auth.secrets()
-        started = time.monotonic()
-        try:
-            await ctx.services.git.fetch(spec.url, auth, timeout=spec.timeout)
-        except SourceError:
-            ctx.services.metrics.git_fetch.labels("failure").observe(time.monotonic() - started)
-            raise
-        ctx.services.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
-        revision, sha = await ctx.services.git.resolve(spec.url, ref, auth)
-    except (SourceError, InputError) as exc:
+        mounts = await _includes(ctx, kind, namespace, name, spec)
+        auth, revision = await _fetched(ctx, namespace, spec, key)
+    except SourceError as exc:
         await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
+    artifact = shaped(ctx.services.git, spec.url, revision, "", auth, spec, mounts)
     try:
-        message = await _verified(ctx, namespace, spec, auth, revision, sha)
+        message = await _verified(ctx, namespace, spec, auth, revision, artifact.sha)
     except SourceError as exc:  # the revision is not published: readers keep the previous one
         status = settle.unverified(status, this.generation, exc.reason, str(exc))
         await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
         return FAILED if exc.transient else DONE
+    try:
+        digest = await _digest(artifact, status, spec)
+    except SourceError as exc:
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
+        return FAILED if exc.transient else DONE
     status = settle.verified(status, this.generation, spec.verify_mode, message)
-    await published(ctx, kind, body, status, settle.fetched(status, this.generation, revision, now()),
+    await published(ctx, kind, body, status, settle.fetched(status, this.generation, revision, digest, now(),
+                                                            **_observed(spec, mounts)),
                     f"stored artifact for revision {revision}")
     return DONE
+
+
+async def _fetched(ctx: Context, namespace: str, spec: GitRepositorySpec,
+                   key: tuple[str, str, str]) -> tuple[GitAuth, str]:
+    """The repository fetched into the mirror: the credentials it was fetched with, the revision its ref names."""
+    ref = git_ref(spec)
+    check_ref(ref)
+    auth = await git_auth(ctx.services.kube, namespace, spec)
+    ctx.memory.secrets[key] = auth.secrets()
+    started = time.monotonic()
+    try:
+        await ctx.services.git.fetch(spec.url, auth, timeout=spec.timeout, refs=fetched_refs(spec))
+    except SourceError:
+        ctx.services.metrics.git_fetch.labels("failure").observe(time.monotonic() - started)
+        raise
+    ctx.services.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
+    revision, _sha = await ctx.services.git.resolve(spec.url, ref, auth)
+    return auth, revision
+
+
+async def _includes(ctx: Context, kind: Kind, namespace: str, name: str,
+                    spec: GitRepositorySpec) -> tuple[Mount, ...]:
+    """spec.include's artifacts as they are published now (a cycle, a missing repository or one without an
+    artifact yet is said by reason: IncludeCycle, IncludeUnavailable)."""
+    await _no_cycle(ctx, kind, namespace, name, spec, (name,))
+    mounts = []
+    for include in spec.include:
+        try:
+            inner = await git_source(ctx.services, kind, namespace, include.repository, depth=1)
+        except SourceError as exc:
+            if exc.reason == "IncludeCycle":
+                raise
+            raise SourceError("IncludeUnavailable", f"include {include.repository}: {exc}", transient=True) from None
+        mounts.append(Mount(inner, include.from_path, include.target))
+    return tuple(mounts)
+
+
+async def _no_cycle(ctx: Context, kind: Kind, namespace: str, name: str, spec: GitRepositorySpec,
+                    path: tuple[str, ...]) -> None:
+    if len(path) > MAX_INCLUDE_DEPTH:
+        raise SourceError("IncludeCycle", f"includes nest more than {MAX_INCLUDE_DEPTH} deep: {' -> '.join(path)}",
+                          transient=False)
+    for include in spec.include:
+        if include.repository in path:
+            raise SourceError("IncludeCycle", f"include cycle: {' -> '.join((*path, include.repository))}",
+                              transient=False)
+        obj = await ctx.services.kube.get(kind.path(namespace, include.repository))
+        try:
+            inner = parse_git_repository((obj or {}).get("spec") or {}) if obj else None
+        except SpecError:
+            inner = None
+        if inner is not None:
+            await _no_cycle(ctx, kind, namespace, include.repository, inner, (*path, include.repository))
+
+
+async def _digest(artifact: GitArtifact, status: GitRepositoryStatus, spec: GitRepositorySpec) -> str:
+    """The digest of the artifact's files: the published one while nothing it is made of changed, else taken
+    again (the tree's listing: nothing inflated but .sourceignore files)."""
+    published = status.artifact
+    observed = _observed(spec, artifact.shape.includes)
+    if published is not None and published.revision == artifact.revision and published.digest and all(
+            getattr(status, field) == value for field, value in observed.items()):
+        return published.digest
+    return await artifact.content_digest()
+
+
+def _observed(spec: GitRepositorySpec, mounts: tuple[Mount, ...]) -> dict[str, Any]:
+    """What the artifact was made with, as Flux's status records it."""
+    return {"included_artifacts": tuple(Artifact(revision=m.artifact.revision, digest=m.artifact.digest)
+                                        for m in mounts),
+            "observed_ignore": spec.ignore, "observed_recurse_submodules": spec.recurse_submodules,
+            "observed_include": tuple(ObservedInclude(NameRef(i.repository), i.from_path, i.to_path)
+                                      for i in spec.include),
+            "observed_sparse_checkout": spec.sparse_checkout}
 
 
 async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth: GitAuth, revision: str,
@@ -88,7 +164,7 @@ async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth:
     except SourceError as exc:
         raise SourceError("VerificationError", f"public keys secret error: {exc}", transient=exc.transient) from None
     keys = TrustedKeys.of_entries(entries, f"Secret {namespace}/{spec.verify_secret_ref}")
-    tag = revision.rsplit("@sha1:", 1)[0] if spec.tag or spec.semver else ""
+    tag = revision.rsplit("@sha1:", 1)[0] if (spec.tag or spec.semver) and not (spec.commit or spec.ref_name) else ""
     return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)
 
 

@@ -22,9 +22,10 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS, PROJECT
 from helmop.api.objects import Resource
 from helmop.api.projects import ProjectSpec, parse_project
+from helmop.api.sources import GitRepositorySpec
 from helmop.api.status import READY, parse
 from helmop.api.status.project import Environment, ObjectRef, ProjectStatus
-from helmop.helm.inputs import InputError, git_auth
+from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
 from helmop.reconcile.projects import JENKINS as JENKINS_NAME
 from helmop.reconcile.projects import (
@@ -43,6 +44,7 @@ from helmop.reconcile.projects import (
 from helmop.reconcile.settle import project as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Branch
+from helmop.sources.readers import git_auth
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
@@ -122,8 +124,8 @@ async def _environments(ctx: Context, this: Resource, status: ProjectStatus, spe
     wanted: dict[str, Branch] = {}
     envs = spec.environments
     if envs is not None and spec.sync is not None:
-        auth = await git_auth(ctx.services.kube, spec.namespace, {"spec": {"secretRef": {"name": spec.sync.secret_ref}}}
-                              if spec.sync.secret_ref else {})
+        auth = await git_auth(ctx.services.kube, spec.namespace,
+                              GitRepositorySpec(url=spec.sync.url, secret_ref=spec.sync.secret_ref))
         await ctx.services.git.fetch(spec.sync.url, auth)
         now = time.time()
         wanted = {b.name: b for b in await ctx.services.git.branches(spec.sync.url, auth)

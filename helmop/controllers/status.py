@@ -86,8 +86,9 @@ async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status,
 Source = GitRepositoryStatus | HelmRepositoryStatus | OCIRepositoryStatus
 
 
-def _revision(status: Source) -> str:
-    return status.artifact.revision if status.artifact is not None else ""
+def _revision(status: Source) -> tuple[str, str]:
+    """What readers read: the revision, and the digest of its content (an include or ignore rule changes it)."""
+    return (status.artifact.revision, status.artifact.digest) if status.artifact is not None else ("", "")
 
 
 async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Source, after: Source,
@@ -101,7 +102,7 @@ async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Sour
     if _revision(after) != _revision(before):
         await ctx.services.events.normal(body, "NewArtifact", message)
         obj = Resource(body)
-        if stops_readers and _revision(before):
+        if stops_readers and _revision(before)[0]:
             ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)
         else:
             ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)

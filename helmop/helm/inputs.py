@@ -33,7 +33,6 @@ from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import Verification, parse_helm_repository, parse_oci_repository
 from helmop.api.settings import Tunables
-from helmop.api.sources import parse_git_repository
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
 from helmop.helm.engine import Engine
@@ -42,9 +41,9 @@ from helmop.infra import addresses
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources import artifacts
-from helmop.sources.build import GitArtifact
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitAuth, GitCache, tree_digest, write_tree
+from helmop.sources.git import GitCache, tree_digest, write_tree
+from helmop.sources.readers import git_source, read_file
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_data, secret_entries
 from helmop.sources.verification import registry
@@ -321,32 +320,6 @@ async def archive_values(path: Path, files: tuple[str, ...], ignore_missing: boo
     return merged
 
 
-async def git_auth(kube: Kube, namespace: str, repo: dict[str, Any]) -> GitAuth:
-    name = ((repo.get("spec") or {}).get("secretRef") or {}).get("name")
-    if not name:
-        return GitAuth()
-    data = await secret_data(kube, namespace, name, "the GitRepository's secretRef")
-    return GitAuth.from_secret_data(data, scope=f"{namespace}/{name}")
-
-
-async def source_revision(ctx: Readers, namespace: str, name: str, family: Family = HELMOP) -> GitArtifact:
-    """The source's current artifact, its commit in the mirror (fetched again if the mirror lacks it)."""
-    repo = await _source(ctx, family.gitrepository, namespace, name)
-    revision = ((repo.get("status") or {}).get("artifact") or {}).get("revision", "")
-    if "@sha1:" not in revision:
-        raise InputError("SourceNotReady", f"GitRepository {namespace}/{name} has no revision yet", transient=True)
-    url = str((repo.get("spec") or {}).get("url", ""))
-    source = GitArtifact(ctx.git, url, revision, revision.rsplit("@sha1:", 1)[1],
-                         await git_auth(ctx.kube, namespace, repo))
-    if not await ctx.git.has_commit(url, source.sha, source.auth):  # e.g. after a restart with an empty cache
-        try:
-            timeout: float | None = parse_git_repository(repo.get("spec") or {}).timeout
-        except SpecError:
-            timeout = None
-        await ctx.git.fetch(url, source.auth, timeout=timeout)
-    return source
-
-
 async def _judge_dependencies(ctx: Readers, path: str, meta: dict[str, Any], lock: Any) -> None:
     """The hosts helm will fetch the chart's dependencies from, judged by the address policy (helm connects by
     itself: a name that resolves elsewhere a moment later is the residue no check here closes)."""
@@ -374,20 +347,19 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
     """The chart directory at the source's revision, materialised once per content digest (with its
     dependencies built), and the values files merged in order. The digest that decides an upgrade is the
     files' (reconcileStrategy Revision) or the chart's version and the values files' (ChartVersion)."""
-    source = await source_revision(ctx, chart.namespace or namespace, chart.name, family)
-    url, sha = source.url, source.sha
-    files = await ctx.git.files(url, sha, chart.path, source.auth)
+    source = await git_source(ctx, family.gitrepository, chart.namespace or namespace, chart.name)
+    files = await source.files(chart.path)
     if "Chart.yaml" not in files:
         raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)
     file_values: dict[str, Any] = {}
     extra: dict[str, bytes] = {}
     for values_file in chart.values_files:
-        try:
-            data = await ctx.git.read(url, sha, values_file, source.auth)
-        except SourceError:
+        data = await read_file(source, values_file)
+        if data is None:
             if chart.ignore_missing_values_files:
                 continue
-            raise
+            raise SourceError("PathNotFound", f"file {values_file!r} does not exist at {source.revision}",
+                              transient=False)
         extra[values_file] = data
         try:
             file_values = helm_values.merge(file_values, helm_values.parse_values(data.decode(), values_file))
@@ -401,7 +373,7 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
     if outside:
         raise InputError("InvalidChart", f"{chart.path}: file:// dependencies must stay inside the chart's folder: "
                                          f"{', '.join(outside)}; refused")
-    resolved = ResolvedChart(safe_url(url), str(meta.get("name", "")), str(meta.get("version", "")))
+    resolved = ResolvedChart(safe_url(source.url), str(meta.get("name", "")), str(meta.get("version", "")))
     # The folder's name is fixed: Chart.yaml's name is the tenant's to choose, a path is not.
     target = ctx.repos.cache_dir / "gitcharts" / tree_digest(files)[7:31] / "chart"
     if not target.exists():

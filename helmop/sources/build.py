@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 import yaml
 
@@ -28,46 +27,7 @@ from . import kustomize
 from .decryption.keys import Keys
 from .decryption.repository import Decryptor, still_encrypted
 from .errors import SourceError
-from .git import GitAuth, GitCache
-
-Wanted = Callable[[str], bool]
-
-
-class Artifact(Protocol):
-    """One revision of a source, read as a tree of files."""
-
-    @property
-    def revision(self) -> str: ...
-
-    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
-        """The files under ``path`` (relative to it), only those ``wanted`` names when given."""
-
-
-@dataclass(frozen=True)
-class GitArtifact:
-    """A GitRepository's current artifact: its commit in the operator's mirror of the repository."""
-
-    git: GitCache
-    url: str
-    revision: str
-    sha: str
-    auth: GitAuth
-
-    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
-        return await self.git.files(self.url, self.sha, path, self.auth, wanted=wanted)
-
-
-@dataclass(frozen=True)
-class TreeArtifact:
-    """Files already read (a local folder, for ``helmop render``)."""
-
-    tree: Mapping[str, bytes]
-    revision: str = ""
-
-    async def files(self, path: str, wanted: Wanted | None = None) -> dict[str, bytes]:
-        prefix = f"{kustomize.folder_of(path)}/".lstrip("/")
-        return {name[len(prefix):]: data for name, data in self.tree.items()
-                if name.startswith(prefix) and (wanted is None or wanted(name[len(prefix):]))}
+from .trees import Artifact
 
 
 @dataclass(frozen=True)

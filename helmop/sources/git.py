@@ -95,10 +95,18 @@ class Branch:
 
 @dataclass(frozen=True)
 class GitRef:
+    """Which commit to take, Flux's precedence: commit, then name (any reference), tag, semver, branch."""
+
     branch: str = ""
     tag: str = ""
     semver: str = ""
     commit: str = ""
+    name: str = ""  # a full reference (refs/pull/7/head), fetched on its own: a mirror holds heads and tags
+
+    @property
+    def fetched(self) -> str:
+        """The reference ``name`` names, once peeled of a trailing ``^{}``."""
+        return self.name.removesuffix("^{}")
 
 
 def check_url(url: str, *, file_roots: tuple[Path, ...] = (), forbidden: Path | None = None) -> None:
@@ -153,6 +161,11 @@ def check_ref(ref: GitRef) -> None:
         check_ref_name(ref.tag, "tag")
     if ref.branch:
         check_ref_name(ref.branch, "branch")
+    if ref.name:
+        check_ref_name(ref.fetched, "name")
+        if not ref.fetched.startswith("refs/"):
+            raise SourceError("InvalidRef", f"spec.ref.name {ref.name!r} must be a full reference (refs/heads/main, "
+                                            "refs/tags/v1, refs/pull/7/head)", transient=False)
 
 
 def check_ref_name(name: str, what: str) -> None:
@@ -303,9 +316,10 @@ class GitCache:
             raise _error(text or f"git {args[0]} failed", safe_url(url))
         return out
 
-    async def fetch(self, url: str, auth: GitAuth, timeout: float | None = None) -> Path:
+    async def fetch(self, url: str, auth: GitAuth, timeout: float | None = None, refs: tuple[str, ...] = ()) -> Path:
         """Bring the mirror of ``url`` for ``auth`` up to date (cloning it the first time); returns its path.
-        ``timeout`` bounds the network operation (that repository's spec.timeout)."""
+        ``timeout`` bounds the network operation (that repository's spec.timeout); ``refs``: references fetched
+        besides heads and tags (spec.ref.name), or commits (a submodule's) by their sha."""
         check_url(url, file_roots=self.file_roots, forbidden=self.root)
         mirror = self.mirror(url, auth)
         lock = self._locks.setdefault(str(mirror), asyncio.Lock())
@@ -321,8 +335,9 @@ class GitCache:
                     # The URL is stored without credentials; they come from the environment per fetch.
                     await self._git(["remote", "add", "origin", "--", safe_url(url)], env, cwd=partial)
                     partial.rename(mirror)
+                extra = [r if _SHA.match(r) else f"+{r}:{r}" for r in refs]
                 await self._git(["fetch", "--prune", "--force", "--quiet", "--no-tags", "origin", "--",
-                                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], env, cwd=mirror,
+                                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", *extra], env, cwd=mirror,
                                 secrets=secrets, timeout=timeout, url=url)
         return mirror
 
@@ -336,8 +351,15 @@ class GitCache:
             kind = (await self._git(["cat-file", "-t", ref.commit], env, cwd=mirror)).decode().strip()
             if kind != "commit":
                 raise SourceError("RefNotFound", f"{ref.commit} is not a commit", transient=False)
-            name = ref.branch or "HEAD"
-            return f"{name}@sha1:{ref.commit}", ref.commit
+            label = ref.name or ref.branch
+            return f"{label}@sha1:{ref.commit}" if label else f"sha1:{ref.commit}", ref.commit
+        if ref.name:
+            sha = await self._peel(env, mirror, ref.fetched)
+            return f"{ref.name}@sha1:{sha}", sha
+        if ref.tag:
+            check_ref_name(ref.tag, "tag")
+            sha = await self._peel(env, mirror, f"refs/tags/{ref.tag}")
+            return f"{ref.tag}@sha1:{sha}", sha
         if ref.semver:
             tags = (await self._git(["for-each-ref", "--format=%(refname:strip=2)", "refs/tags"], env,
                                     cwd=mirror)).decode().split()
@@ -349,10 +371,6 @@ class GitCache:
                 raise SourceError("RefNotFound", f"no tag matches {ref.semver!r}", transient=False)
             sha = await self._peel(env, mirror, f"refs/tags/{chosen}")
             return f"{chosen}@sha1:{sha}", sha
-        if ref.tag:
-            check_ref_name(ref.tag, "tag")
-            sha = await self._peel(env, mirror, f"refs/tags/{ref.tag}")
-            return f"{ref.tag}@sha1:{sha}", sha
         branch = ref.branch or "master"
         check_ref_name(branch, "branch")
         sha = await self._peel(env, mirror, f"refs/heads/{branch}")
@@ -388,12 +406,12 @@ class GitCache:
         return out.decode().strip()
 
     async def files(self, url: str, sha: str, path: str, auth: GitAuth,
-                    wanted: Callable[[str], bool] | None = None) -> dict[str, bytes]:
+                    wanted: Callable[[str], bool] | None = None, *, contents: bool = True) -> dict[str, bytes]:
         """The files under ``path`` at commit ``sha`` (those ``wanted`` names, when given: the others are
-        never read): relative path -> content. Every entry name is checked before anything is read, each
-        object's size is asked before its content (within :class:`Limits`); symlinks must stay inside the
-        repository and are read as the file they point to; submodules are skipped. One git process
-        however many files the tree has."""
+        never read): relative path -> content (``contents`` false: its object id, nothing inflated). Every
+        entry name is checked before anything is read, each object's size is asked before its content (within
+        :class:`Limits`); symlinks must stay inside the repository and are read as the file they point to;
+        submodules are skipped. One git process however many files the tree has."""
         mirror = self.mirror(url, auth)
         sub = clean_path(path)
         limits = self.limits
@@ -422,6 +440,9 @@ class GitCache:
                         if rel in out:
                             raise SourceError("InvalidPath", f"InvalidPath: {posixpath.join(sub, rel)!r} appears "
                                                              "twice in its tree; refused", transient=False)
+                        if not contents:
+                            out[rel] = f"{mode} {child}".encode()
+                            continue
                         out[rel] = await self._blob(batch, sha, sub, rel, mode, child, limits.max_file)
                         total += len(out[rel])
                         if total > limits.max_total:
@@ -476,6 +497,47 @@ class GitCache:
             raise SourceError("InvalidGitObject", f"{kind} {sha} is larger than {MAX_OBJECT >> 10} KiB",
                               transient=False)
         return await self._git(["cat-file", kind, sha], env, cwd=mirror)
+
+    async def submodules(self, url: str, sha: str, auth: GitAuth) -> list[tuple[str, str, str]]:
+        """(path, commit, URL as .gitmodules gives it) of each submodule of commit ``sha``; a submodule the tree
+        records but .gitmodules does not name is refused (git itself could not fetch it)."""
+        mirror, env = self.mirror(url, auth), self._env(auth)
+        links: list[tuple[str, str]] = []
+        async with _Batch(mirror, env, self.timeout) as batch:
+            root = await batch.info(f"{sha}:")
+            pending, entries = [("", root[2] if root else "")], 0
+            while pending:
+                prefix, oid = pending.pop()
+                for mode, name, child in _tree_entries(await batch.contents(oid, self.limits.max_file, prefix or "."),
+                                                       batch.id_width):
+                    _check_name(name, prefix)
+                    entries += 1
+                    if entries > self.limits.max_entries:
+                        raise SourceError("TooManyFiles", f"the tree at {sha[:12]} has more than "
+                                                          f"{self.limits.max_entries} entries", transient=False)
+                    if mode == "40000":
+                        pending.append((f"{prefix}{name}/", child))
+                    elif mode == "160000":
+                        links.append((f"{prefix}{name}", child))
+            modules = await batch.info(f"{sha}:.gitmodules") if links else None
+            text = await batch.contents(modules[2], MAX_OBJECT, ".gitmodules") if modules else b""
+        urls = _gitmodules(text.decode(errors="replace"))
+        missing = [path for path, _ in links if path not in urls]
+        if missing:
+            raise SourceError("SubmoduleFailed", f"submodule {missing[0]!r} is not in .gitmodules", transient=False)
+        return sorted((path, commit, urls[path]) for path, commit in links)
+
+    async def fetch_commit(self, url: str, sha: str, auth: GitAuth, timeout: float | None = None) -> None:
+        """Make sure the mirror of ``url`` holds commit ``sha`` (a submodule's): fetched with its heads and tags,
+        then by the sha itself when no head or tag reaches it."""
+        if await self.has_commit(url, sha, auth):
+            return
+        await self.fetch(url, auth, timeout)
+        if not await self.has_commit(url, sha, auth):
+            with contextlib.suppress(SourceError):  # servers may refuse a sha no ref advertises
+                await self.fetch(url, auth, timeout, refs=(sha,))
+        if not await self.has_commit(url, sha, auth):
+            raise SourceError("SubmoduleFailed", f"commit {sha[:12]} is not in {safe_url(url)}", transient=False)
 
     async def has_commit(self, url: str, sha: str, auth: GitAuth) -> bool:
         mirror = self.mirror(url, auth)
@@ -564,6 +626,26 @@ def _fetched(mirror: Path | None) -> None:
     if mirror is not None and not mirror.is_dir():
         raise SourceError("SourceNotReady", "the repository has not been fetched (with these credentials) yet",
                           transient=True)
+
+
+def _gitmodules(text: str) -> dict[str, str]:
+    """path -> url of each ``[submodule "name"]`` section of a .gitmodules file (git's config syntax, the subset
+    .gitmodules uses: sections, ``key = value``, comments)."""
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        header = re.match(r'^\[submodule\s+"(.*)"\]$', line)
+        if header:
+            current = sections.setdefault(header.group(1), {})
+        elif line.startswith("["):
+            current = None
+        elif current is not None and "=" in line:
+            key, _, value = line.partition("=")
+            current[key.strip().lower()] = value.strip().strip('"')
+    return {s["path"]: s["url"] for s in sections.values() if s.get("path") and s.get("url")}
 
 
 def _tree_entries(tree: bytes, width: int) -> list[tuple[str, str, str]]:

@@ -145,9 +145,13 @@ def test_refs_tag_semver_commit_and_force_push(operator: Operator, kube: Run, ns
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bytag", repo.url, ref={"tag": "v1.0.0"}))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bysemver", repo.url, ref={"semver": "~1.0 || ^1.1"}))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("bycommit", repo.url, ref={"commit": first}))
+    repo.git("push", "-q", "origin", f"{first}:refs/pull/7/head")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("byname", repo.url, ref={
+        "branch": "main", "name": "refs/pull/7/head"}))  # the name wins, as Flux's precedence says
     eventually(lambda: revision(kube, ns, "bytag") == f"v1.0.0@sha1:{first}")
     eventually(lambda: revision(kube, ns, "bysemver") == f"v1.1.0@sha1:{second}")
-    eventually(lambda: revision(kube, ns, "bycommit") == f"HEAD@sha1:{first}")
+    eventually(lambda: revision(kube, ns, "bycommit") == f"sha1:{first}")
+    eventually(lambda: revision(kube, ns, "byname") == f"refs/pull/7/head@sha1:{first}")
     eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{second}")
     repo.git("reset", "-q", "--hard", first)
     rewritten = repo.commit({"b.txt": "x"}, "rewritten history")
@@ -323,3 +327,41 @@ def test_a_verified_repository_publishes_only_signed_commits(operator: Operator,
     assert condition(refused, "SourceVerified")["status"] == "False"
     assert "it is not signed" in condition(refused)["message"]
     assert revision(kube, ns, "config") == f"main@sha1:{first}"  # readers keep the signed revision
+
+
+def note(name: str, value: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{value: {value}}}\n"
+
+
+def test_a_repository_made_of_includes_and_ignore_rules(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                        git_server: GitServer, tmp_path: Path) -> None:
+    """spec.include mounts another GitRepository's folder, spec.ignore leaves files out; a push to the included
+    repository publishes the including one again (same revision, new digest) and its ConfigSync applies it. An
+    include cycle is refused by name."""
+    shared = Repo(git_server, f"shared-{ns[-6:]}", tmp_path / "shared")
+    shared.commit({"deploy/shared.yaml": note("shared", "v1"), "deploy/skip.yaml": note("skip", "x")})
+    repo.commit({"apps/own.yaml": note("own", "a")})
+    setup_source(kube, ns, repo, include=[{"repository": {"name": "shared"}, "fromPath": "deploy",
+                                           "toPath": "apps/shared"}], ignore="skip.yaml\n")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("shared", shared.url))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
+    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    assert get(kube, ns, "cm", "shared")["data"] == {"value": "v1"} and get(kube, ns, "cm", "own")
+    assert not get(kube, ns, "cm", "skip")  # ignored
+    status = get(kube, ns, GITREPO, "config")["status"]
+    assert status["includedArtifacts"][0]["revision"].startswith("main@sha1:")
+    assert status["observedInclude"][0]["toPath"] == "apps/shared" and status["observedIgnore"] == "skip.yaml\n"
+    before = status["artifact"]
+
+    shared.commit({"deploy/shared.yaml": note("shared", "v2")})
+    push_hook(operator, ns, "shared")
+    eventually(lambda: get(kube, ns, "cm", "shared")["data"] == {"value": "v2"})
+    after = get(kube, ns, GITREPO, "config")["status"]["artifact"]
+    assert after["revision"] == before["revision"] and after["digest"] != before["digest"]
+
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("shared", shared.url, include=[
+        {"repository": {"name": "config"}}]))
+    push_hook(operator, ns, "shared")
+    refused = eventually(lambda: (o := get(kube, ns, GITREPO, "shared")) and condition(o).get("reason") ==
+                         "IncludeCycle" and o)
+    assert "shared -> config -> shared" in condition(refused)["message"]

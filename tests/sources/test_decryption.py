@@ -15,12 +15,13 @@ import pytest
 import yaml
 
 from helmop.api.sources import parse_config_sync
-from helmop.sources.build import Builder, TreeArtifact
+from helmop.sources.build import Builder
 from helmop.sources.decryption import sops, stores
 from helmop.sources.decryption.keys import MAX_ENTRY, KeyInvalid, Keys
 from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.kustomize import Kustomize
+from helmop.sources.trees import TreeArtifact
 from tests.sops import Sops, age_identity, armor_age, pgp_key
 from tests.tools import tool
 

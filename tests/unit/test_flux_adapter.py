@@ -60,8 +60,7 @@ def test_chart_forms_helmop_does_not_implement_are_refused_by_name(spec: dict, r
      "spec.upgrade.preserveValues"),
     (FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./", "prune": True,
                        "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
-    (FLUX.gitrepository, {"url": "https://x/y", "ref": {"name": "refs/pull/1/head"}}, "spec.ref.name"),
-    (FLUX.gitrepository, {"url": "https://x/y", "recurseSubmodules": True}, "spec.recurseSubmodules"),
+    (FLUX.gitrepository, {"url": "https://x/y", "ref": {"branch": "main", "future": "x"}}, "spec.ref.future"),
 ])
 def test_flux_fields_helmop_does_not_implement_are_refused_by_name(kind: object, spec: dict, named: str) -> None:
     with pytest.raises(SpecError) as refused:

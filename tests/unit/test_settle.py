@@ -119,12 +119,15 @@ def test_an_outcome_clears_reconciling_and_sets_or_clears_stalled() -> None:
     assert outcome(stalled, 3, True, "Succeeded", "ok").condition("Stalled") is None
 
 
-def test_a_git_artifact_keeps_its_time_until_the_revision_changes() -> None:
-    first = sources.fetched(GitRepositoryStatus(), 1, "main@sha1:a", "t1")
-    same = sources.fetched(first, 1, "main@sha1:a", "t2")
-    moved = sources.fetched(same, 1, "main@sha1:b", "t3")
+def test_a_git_artifact_keeps_its_time_until_its_revision_or_content_changes() -> None:
+    first = sources.fetched(GitRepositoryStatus(), 1, "main@sha1:a", "sha256:1", "t1")
+    same = sources.fetched(first, 1, "main@sha1:a", "sha256:1", "t2")
+    moved = sources.fetched(same, 1, "main@sha1:b", "sha256:2", "t3")
+    reshaped = sources.fetched(moved, 1, "main@sha1:b", "sha256:3", "t4", observed_ignore="/docs")
     assert first.artifact is not None and same.artifact == first.artifact and same.last_fetched_at == "t2"
     assert moved.artifact is not None and moved.artifact.last_update_time == "t3" and moved.is_true("Ready")
+    assert reshaped.artifact is not None and reshaped.artifact.last_update_time == "t4"
+    assert reshaped.observed_ignore == "/docs" and reshaped.artifact.digest == "sha256:3"
 
 
 def test_a_project_teardown_step_waits_and_is_reported_once() -> None:

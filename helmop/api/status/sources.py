@@ -1,13 +1,38 @@
-"""A GitRepository's status: the revision fetched and published to its readers."""
+"""The status of sources: the artifact each publishes to its readers, in Flux's shape."""
 
 from __future__ import annotations
+
+import msgspec
 
 from . import Status, Struct
 
 
 class Artifact(Struct, frozen=True):
-    revision: str  # <branch-or-tag>@sha1:<commit>
+    """What a source publishes. ``revision`` is Flux's (``main@sha1:<commit>``, ``sha256:<index digest>``,
+    ``<tag>@sha256:<manifest digest>``...); ``digest`` is that of the content (a git artifact's files as shaped
+    by ignore, includes and submodules; an OCI artifact's layer; a Bucket's or a generated artifact's archive);
+    ``path`` and ``size`` where an archive is kept (Flux serves it at ``url``: helmop serves none, readers
+    read the source themselves)."""
+
+    revision: str
+    digest: str = ""
     last_update_time: str = ""
+    path: str = ""
+    size: int = 0
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+ChartArtifact = Artifact  # a HelmRepository's index, an OCIRepository's layer: the same shape
+
+
+class NameRef(Struct, frozen=True):
+    name: str
+
+
+class ObservedInclude(Struct, frozen=True):
+    repository: NameRef
+    from_path: str = ""
+    to_path: str = ""
 
 
 class GitRepositoryStatus(Status, frozen=True):
@@ -15,22 +40,18 @@ class GitRepositoryStatus(Status, frozen=True):
     webhook_path: str = ""
     source_verification_mode: str = ""  # what spec.verify checked of the published revision ("": nothing)
     artifact: Artifact | None = None
-
-
-class ChartArtifact(Struct, frozen=True):
-    """What a chart source fetched: its revision (``sha256:<digest>`` of a Helm index, ``<tag>@sha256:<digest>``
-    of an OCI artifact) and the digest of the content."""
-
-    revision: str
-    digest: str = ""
-    last_update_time: str = ""
+    included_artifacts: tuple[Artifact, ...] = ()  # each include's artifact, as the published one was made of
+    observed_ignore: str | None = None
+    observed_recurse_submodules: bool = False
+    observed_include: tuple[ObservedInclude, ...] = ()
+    observed_sparse_checkout: tuple[str, ...] = ()
 
 
 class HelmRepositoryStatus(Status, frozen=True):
     url: str = ""  # the index's URL (without credentials)
-    artifact: ChartArtifact | None = None
+    artifact: Artifact | None = None
 
 
 class OCIRepositoryStatus(Status, frozen=True):
     url: str = ""
-    artifact: ChartArtifact | None = None
+    artifact: Artifact | None = None

@@ -34,7 +34,7 @@ from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.api.status import READY, Condition
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
-from helmop.helm.inputs import InputError, source_revision
+from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube
 from helmop.reconcile import sync
 from helmop.reconcile.health import check_expression, check_exprs
@@ -42,6 +42,7 @@ from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.settle import progressing
 from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
+from helmop.sources.readers import git_source
 
 from .. import dependencies
 from ..context import Context, Key
@@ -105,7 +106,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         return waiting
     source_namespace = spec.source_namespace or turn.this.namespace
     try:
-        artifact = await source_revision(ctx.services, source_namespace, spec.source_name, family)
+        artifact = await git_source(ctx.services, family.gitrepository, source_namespace, spec.source_name)
     except (InputError, SourceError) as exc:
         await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from helmop.api.status.sources import (
     Artifact,
-    ChartArtifact,
     GitRepositoryStatus,
     HelmRepositoryStatus,
     OCIRepositoryStatus,
@@ -48,12 +47,14 @@ def signed(status: OCIRepositoryStatus, generation: int, message: str | None) ->
     return status.with_condition(SOURCE_VERIFIED, True, "Succeeded", message, generation)
 
 
-def fetched(status: GitRepositoryStatus, generation: int, revision: str, at: str) -> GitRepositoryStatus:
-    """Fetched at ``at``, resolving to ``revision``: the artifact readers use (its time moves only when it
-    changes), Ready."""
-    out = status.but(last_fetched_at=at)
-    if status.artifact is None or status.artifact.revision != revision:
-        out = out.but(artifact=Artifact(revision=revision, last_update_time=at))
+def fetched(status: GitRepositoryStatus, generation: int, revision: str, digest: str, at: str,
+            **observed: Any) -> GitRepositoryStatus:
+    """Fetched at ``at``, resolving to ``revision`` whose files have ``digest``: the artifact readers use (its
+    time moves only when it changes), what it was made with (``observed``: the includes' artifacts, the
+    ``observed*`` fields), Ready."""
+    out = status.but(last_fetched_at=at, **observed)
+    if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
+        out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at))
     return outcome(out, generation, True, "Succeeded", f"stored artifact for revision {revision}")
 
 
@@ -62,5 +63,5 @@ def chart_source(status: R, generation: int, url: str, revision: str, digest: st
     changes), Ready."""
     out = status.but(url=url)
     if status.artifact is None or status.artifact.revision != revision:
-        out = out.but(artifact=ChartArtifact(revision=revision, digest=digest, last_update_time=at))
+        out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at))
     return outcome(out, generation, True, "Succeeded", message)

@@ -1,0 +1,104 @@
+"""What a source's readers (ConfigSyncs, HelmReleases, other sources) read of it: its published artifact,
+rebuilt on the reader's side from the source's spec and status, whichever replica published it.
+
+A reader never takes what the source holds now for what it published: a git artifact is read at the commit
+its status names, each include at the digest the including repository recorded (an include that moved on since
+is waited for: the including repository is woken by it and publishes again)."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Protocol
+
+from helmop.api.errors import SpecError
+from helmop.api.kinds import Kind
+from helmop.api.sources import GitRepositorySpec, parse_git_repository
+from helmop.infra.kube import Kube
+
+from .errors import SourceError
+from .git import GitAuth, GitCache, GitRef
+from .secrets import secret_data
+from .trees import Artifact, GitArtifact, Mount, Shape
+
+MAX_INCLUDE_DEPTH = 8  # includes of includes: deeper is refused (and a cycle is one)
+
+
+class Readers(Protocol):
+    @property
+    def kube(self) -> Kube: ...
+    @property
+    def git(self) -> GitCache: ...
+
+
+async def source_object(kube: Kube, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    obj = await kube.get(kind.path(namespace, name))
+    if obj is None:
+        raise SourceError("SourceNotFound", f"{kind.kind} {namespace}/{name} does not exist", transient=True)
+    return obj
+
+
+async def git_auth(kube: Kube, namespace: str, spec: GitRepositorySpec) -> GitAuth:
+    """The credentials spec.secretRef gives (none without one)."""
+    if not spec.secret_ref:
+        return GitAuth()
+    data = await secret_data(kube, namespace, spec.secret_ref, "the GitRepository's secretRef")
+    return GitAuth.from_secret_data(data, scope=f"{namespace}/{spec.secret_ref}")
+
+
+def git_ref(spec: GitRepositorySpec) -> GitRef:
+    return GitRef(spec.branch, spec.tag, spec.semver, spec.commit, spec.ref_name)
+
+
+def fetched_refs(spec: GitRepositorySpec) -> tuple[str, ...]:
+    """References a fetch asks for besides heads and tags (spec.ref.name)."""
+    return (git_ref(spec).fetched,) if spec.ref_name else ()
+
+
+def shaped(git: GitCache, url: str, revision: str, digest: str, auth: GitAuth, spec: GitRepositorySpec,
+           includes: tuple[Mount, ...]) -> GitArtifact:
+    return GitArtifact(git, url, revision, revision.rpartition("sha1:")[2], auth,
+                       Shape(spec.ignore, spec.sparse_checkout, spec.recurse_submodules, includes), digest)
+
+
+async def git_source(readers: Readers, kind: Kind, namespace: str, name: str, depth: int = 0) -> GitArtifact:
+    """The artifact a GitRepository published, its commit fetched again if this replica's mirror lacks it."""
+    if depth > MAX_INCLUDE_DEPTH:
+        raise SourceError("IncludeCycle", f"includes nest more than {MAX_INCLUDE_DEPTH} deep at {kind.kind} "
+                                          f"{namespace}/{name}", transient=False)
+    obj = await source_object(readers.kube, kind, namespace, name)
+    try:
+        spec = parse_git_repository(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    status = obj.get("status") or {}
+    published = status.get("artifact") or {}
+    revision = str(published.get("revision") or "")
+    if "sha1:" not in revision:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no revision yet", transient=True)
+    recorded = [str((a or {}).get("digest") or "") for a in status.get("includedArtifacts") or []]
+    mounts = []
+    for i, include in enumerate(spec.include):
+        inner = await git_source(readers, kind, namespace, include.repository, depth + 1)
+        if i >= len(recorded) or recorded[i] != inner.digest:
+            raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} includes {include.repository}, "
+                                                "whose artifact changed since it was published; waiting for it to "
+                                                "publish again", transient=True)
+        mounts.append(Mount(inner, include.from_path, include.target))
+    auth = await git_auth(readers.kube, namespace, spec)
+    artifact = shaped(readers.git, spec.url, revision, str(published.get("digest") or ""), auth, spec,
+                      tuple(mounts))
+    if not await readers.git.has_commit(spec.url, artifact.sha, auth):  # a restart, or another replica fetched it
+        await readers.git.fetch(spec.url, auth, timeout=spec.timeout, refs=fetched_refs(spec))
+    return artifact
+
+
+async def read_file(artifact: Artifact, path: str) -> bytes | None:
+    """One file of an artifact (None when it has none there)."""
+    folder, name = posixpath.split(path.removeprefix("./"))
+    try:
+        found = await artifact.files(folder, lambda rel: rel == name)
+    except SourceError as exc:
+        if exc.reason == "PathNotFound":
+            return None
+        raise
+    return found.get(name)
