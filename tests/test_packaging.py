@@ -152,8 +152,10 @@ def test_the_charts_operator_arguments_are_ones_helmop_accepts() -> None:
         args = parser().parse_args(["run", *container["args"]])
         assert (args.shards, args.leader_elect) == (shards, leader_elect), settings
     mirrored = subprocess.run([tool("helm"), "template", "x", str(ROOT / "deploy" / "helmop"), "--set-json",
-                               'chartMirrors=[{"from": "https://charts.example.com", "to": "https://mirror.local/c"}]'],
+                               'chartMirrors=[{"from": "https://charts.example.com", "to": "https://mirror.local/c"}]',
+                               "--set-json", 'gitMirrors=[{"from": "https://github.com/", "to": "https://git.local/"}]'],
                               check=True, capture_output=True, text=True, timeout=60).stdout
     deployment = next(d for d in yaml.safe_load_all(mirrored) if d and d["kind"] == "Deployment")
     args = parser().parse_args(["run", *deployment["spec"]["template"]["spec"]["containers"][0]["args"]])
     assert args.chart_mirror == ["https://charts.example.com=https://mirror.local/c"]
+    assert args.git_mirror == ["https://github.com/=https://git.local/"]

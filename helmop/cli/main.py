@@ -363,6 +363,9 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
                      help="fetch charts whose URL (HTTP or oci://) starts with FROM from TO instead (repeatable): "
                           "repositories written for the internet, unchanged behind a mirror")
+    run.add_argument("--git-mirror", action="append", metavar="FROM=TO", default=[],
+                     help="fetch git repositories whose URL starts with FROM from TO instead (repeatable): "
+                          "GitRepositories written for a public host, unchanged behind a mirror")
     run.add_argument("--flux-api", action="store_true",
                      help="serve and reconcile Flux's kinds too (HelmRelease v2, GitRepository, HelmRepository, "
                           "OCIRepository, Kustomization; Provider and Alert v1beta3) with Flux's semantics: a Flux "

@@ -72,10 +72,8 @@ def run(args: argparse.Namespace) -> int:
                          helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
                          shards_auto=args.shards == "auto", leader_election=_leader_election(args),
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
-    mirrors = [tuple(m.split("=", 1)) for m in args.chart_mirror]
-    if any(len(m) != 2 or not m[0] or not m[1] for m in mirrors):
-        raise SystemExit("helmop: --chart-mirror takes FROM=TO (two URL prefixes)")
-    cfg.chart_mirrors = tuple((m[0], m[1]) for m in mirrors)
+    cfg.chart_mirrors = _mirrors(args.chart_mirror, "--chart-mirror")
+    cfg.git_mirrors = _mirrors(args.git_mirror, "--git-mirror")
     cfg.flux_api = args.flux_api
     cfg.flux_namespace = args.flux_namespace
     try:
@@ -124,6 +122,13 @@ def _unwritable(directory: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def _mirrors(given: list[str], flag: str) -> tuple[tuple[str, str], ...]:
+    mirrors = [tuple(m.split("=", 1)) for m in given]
+    if any(len(m) != 2 or not m[0] or not m[1] for m in mirrors):
+        raise SystemExit(f"helmop: {flag} takes FROM=TO (two URL prefixes)")
+    return tuple((m[0], m[1]) for m in mirrors)
 
 
 def _leader_election(args: argparse.Namespace) -> bool:

@@ -53,7 +53,8 @@ async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
         await write_status(ctx, kind, body, status)
         return DONE
     key = (kind.key, namespace, name)
-    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref) if ref]
+    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref,
+                                                                  spec.proxy_secret_ref) if ref]
                      + [(namespace, kind.key, include.repository) for include in spec.include])
     try:
         mounts = await _includes(ctx, kind, namespace, name, spec)
@@ -85,7 +86,7 @@ async def _fetched(ctx: Context, namespace: str, spec: GitRepositorySpec,
     """The repository fetched into the mirror: the credentials it was fetched with, the revision its ref names."""
     ref = git_ref(spec)
     check_ref(ref)
-    auth = await git_auth(ctx.services.kube, namespace, spec)
+    auth = await git_auth(ctx.services.kube, namespace, spec, ctx.services.git.policy)
     ctx.memory.secrets[key] = auth.secrets()
     started = time.monotonic()
     try:

@@ -74,6 +74,7 @@ class OperatorConfig:
     helm_index_max_size: int = settings.HELM_INDEX_MAX_SIZE
     helm_chart_max_size: int = settings.HELM_CHART_MAX_SIZE
     chart_mirrors: tuple[tuple[str, str], ...] = ()  # --chart-mirror FROM=TO
+    git_mirrors: tuple[tuple[str, str], ...] = ()  # --git-mirror FROM=TO
     flux_api: bool = False  # --flux-api: Flux's kinds served and reconciled too
     flux_namespace: str = "flux-system"  # where Flux's controllers run (their leader Leases)
     allow_notify_cidrs: tuple[str, ...] = ()  # --allow-notify-cidr: private ranges notifications may reach
@@ -235,7 +236,7 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
     engine = await asyncio.to_thread(Engine.start, cfg.helm, cfg.kubeconfig, cfg.cache_dir / "helm", processes)
     repos = Repositories(cfg.cache_dir, cfg.helm_cache_ttl, cfg.helm_index_max_size, cfg.helm_chart_max_size,
                          mirrors=cfg.chart_mirrors)
-    git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git)
+    git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git, mirrors=cfg.git_mirrors)
     kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize",
                           confined=not cfg.unconfined_builds)
     if kustomize.confined and confine.landlock_abi() < 1:

@@ -125,7 +125,8 @@ async def _environments(ctx: Context, this: Resource, status: ProjectStatus, spe
     envs = spec.environments
     if envs is not None and spec.sync is not None:
         auth = await git_auth(ctx.services.kube, spec.namespace,
-                              GitRepositorySpec(url=spec.sync.url, secret_ref=spec.sync.secret_ref))
+                              GitRepositorySpec(url=spec.sync.url, secret_ref=spec.sync.secret_ref),
+                              ctx.services.git.policy)
         await ctx.services.git.fetch(spec.sync.url, auth)
         now = time.time()
         wanted = {b.name: b for b in await ctx.services.git.branches(spec.sync.url, auth)

@@ -43,6 +43,8 @@ from helmop.api.redaction import redact, safe_url
 from helmop.infra import addresses
 
 from .errors import SourceError
+from .mirrors import mirrored
+from .proxies import Proxy
 from .secrets import decoded
 from .semver import highest
 from .verification.commits import Signed
@@ -63,6 +65,8 @@ class GitAuth:
     identity: str = ""
     known_hosts: str = ""
     scope: str = ""  # the Secret's "namespace/name" ("" without a Secret)
+    proxy: Proxy | None = None  # spec.proxySecretRef: how the remote is reached, not what may be read
+    app: str = ""  # a GitHub App's key (provider github): its hourly tokens read the same mirror
 
     @classmethod
     def from_secret_data(cls, data: dict[str, str], scope: str = "") -> GitAuth:
@@ -73,13 +77,16 @@ class GitAuth:
     def key(self) -> str:
         """Which mirror these credentials may read: "anonymous", or the Secret and a digest of its content
         (what was fetched with one tenant's credentials is never read with another's, or with none)."""
+        if self.app:
+            return f"{self.scope}#app:{self.app}"
         if not self.scope and not any((self.username, self.password, self.bearer_token, self.identity)):
             return "anonymous"
         content = "\0".join((self.username, self.password, self.bearer_token, self.identity, self.known_hosts))
         return f"{self.scope}#{hashlib.sha256(content.encode()).hexdigest()}"
 
     def secrets(self) -> list[str]:
-        return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3]
+        return [v for v in (self.username, self.password, self.bearer_token) if len(v) >= 3] + (
+            self.proxy.secrets() if self.proxy else [])
 
 
 MAX_BRANCHES = 1000  # listed for a Project's environments; a repository may hold any number
@@ -225,6 +232,7 @@ class GitCache:
     timeout: float = 60.0
     limits: Limits = field(default_factory=Limits)
     policy: Policy = field(default_factory=Policy.sources)  # the addresses a remote may be at
+    mirrors: tuple[tuple[str, str], ...] = ()  # --git-mirror FROM=TO: where a URL is fetched from
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _home: str = ""
 
@@ -257,6 +265,8 @@ class GitCache:
         elif pin is not None:
             addresses = ",".join(f"[{a}]" if ":" in a else a for a in pin.addresses)
             config += [("http.curloptResolve", f"{pin.host}:{pin.port}:{addresses}"), ("http.followRedirects", "false")]
+        if auth.proxy is not None:  # curl resolves the proxy's name through the pin above: it is what was judged
+            config.append(("http.proxy", auth.proxy.url()))
         if auth.identity and private is not None:
             key = private / "identity"
             key.write_text(auth.identity if auth.identity.endswith("\n") else auth.identity + "\n")
@@ -272,15 +282,21 @@ class GitCache:
             env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key_name, value
         return env
 
-    async def _pin(self, url: str) -> Pin | None:
-        """The remote's addresses, each judged by the address policy, for git to connect to (None for file://)."""
+    async def _pin(self, url: str, proxy: Proxy | None = None) -> Pin | None:
+        """The addresses git connects to, each judged by the address policy: the remote's, or its proxy's (None
+        for file://)."""
         scp = _SCP_LIKE.match(url)
         parts = urlsplit(url if not scp else "ssh://" + url.split(":", 1)[0])
         if parts.scheme == "file":
             return None
         ssh = parts.scheme == "ssh"
+        if proxy is not None and (ssh or scp):
+            raise SourceError("InvalidURL", "spec.proxySecretRef applies to http(s):// repositories only, not ssh",
+                              transient=False)
         host = parts.hostname or ""
         port = parts.port or {"ssh": 22, "http": 80}.get(parts.scheme, 443)
+        if proxy is not None:
+            host, port = proxy.host, proxy.port
         try:
             found = await addresses.resolved(self.policy, host, port)
         except AddressRefused as exc:
@@ -320,23 +336,23 @@ class GitCache:
         """Bring the mirror of ``url`` for ``auth`` up to date (cloning it the first time); returns its path.
         ``timeout`` bounds the network operation (that repository's spec.timeout); ``refs``: references fetched
         besides heads and tags (spec.ref.name), or commits (a submodule's) by their sha."""
-        check_url(url, file_roots=self.file_roots, forbidden=self.root)
+        remote = mirrored(url, self.mirrors)
+        check_url(remote, file_roots=self.file_roots, forbidden=self.root)
         mirror = self.mirror(url, auth)
         lock = self._locks.setdefault(str(mirror), asyncio.Lock())
         async with lock:
             with tempfile.TemporaryDirectory(prefix="helmop-git-") as private:
-                env = self._env(auth, Path(private), await self._pin(url))
+                env = self._env(auth, Path(private), await self._pin(remote, auth.proxy))
                 secrets = auth.secrets()
                 if not (mirror / "HEAD").exists():
                     partial = mirror.with_name(mirror.name + ".partial")
                     shutil.rmtree(partial, ignore_errors=True)
                     partial.parent.mkdir(parents=True, exist_ok=True)
                     await self._git(["init", "--bare", "--quiet", str(partial)], env)
-                    # The URL is stored without credentials; they come from the environment per fetch.
-                    await self._git(["remote", "add", "origin", "--", safe_url(url)], env, cwd=partial)
                     partial.rename(mirror)
                 extra = [r if _SHA.match(r) else f"+{r}:{r}" for r in refs]
-                await self._git(["fetch", "--prune", "--force", "--quiet", "--no-tags", "origin", "--",
+                # by URL, not by the remote's name: the mirror a URL is fetched from may change between fetches
+                await self._git(["fetch", "--prune", "--force", "--quiet", "--no-tags", "--", safe_url(remote),
                                  "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", *extra], env, cwd=mirror,
                                 secrets=secrets, timeout=timeout, url=url)
         return mirror
@@ -669,6 +685,9 @@ def _error(text: str, url: str) -> SourceError:
     """A failed git command as a condition reason and a message that says what went wrong in words,
     with the URL (credentials removed) where the network was involved."""
     low = text.lower()
+    if re.search(r"\b407\b", low) or "proxy authentication" in low:
+        return SourceError("AuthenticationFailed", f"the proxy refused its credentials for {url}: check the Secret "
+                                                   "of spec.proxySecretRef", transient=False)
     if "authentication failed" in low or "could not read username" in low or "could not read password" in low \
             or "permission denied" in low or re.search(r"\b(401|403)\b", low):
         return SourceError("AuthenticationFailed", f"authentication failed for {url}: check the credentials in "

@@ -8,15 +8,19 @@ is waited for: the including repository is woken by it and publishes again)."""
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from typing import Any, Protocol
 
+from helmop.api.addresses import Policy
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.infra.kube import Kube
 
+from . import github
 from .errors import SourceError
 from .git import GitAuth, GitCache, GitRef
+from .proxies import proxy_of
 from .secrets import secret_data
 from .trees import Artifact, GitArtifact, Mount, Shape
 
@@ -37,12 +41,22 @@ async def source_object(kube: Kube, kind: Kind, namespace: str, name: str) -> di
     return obj
 
 
-async def git_auth(kube: Kube, namespace: str, spec: GitRepositorySpec) -> GitAuth:
-    """The credentials spec.secretRef gives (none without one)."""
+async def git_auth(kube: Kube, namespace: str, spec: GitRepositorySpec, policy: Policy) -> GitAuth:
+    """The credentials spec.secretRef gives (a GitHub App's installation token with provider github), and the
+    proxy of spec.proxySecretRef."""
+    proxy = await proxy_of(kube, namespace, spec.proxy_secret_ref)
     if not spec.secret_ref:
-        return GitAuth()
+        return GitAuth(proxy=proxy)
     data = await secret_data(kube, namespace, spec.secret_ref, "the GitRepository's secretRef")
-    return GitAuth.from_secret_data(data, scope=f"{namespace}/{spec.secret_ref}")
+    scope = f"{namespace}/{spec.secret_ref}"
+    if spec.provider == "github":
+        app = github.App.of(data, f"Secret {scope}")
+        token = await github.installation_token(app, policy, proxy)
+        return GitAuth(username=github.USERNAME, password=token, scope=scope, proxy=proxy, app=app.key())
+    if data.get("githubAppID"):
+        raise SourceError("InvalidProviderConfiguration", f"Secret {scope} has GitHub App data but spec.provider is "
+                                                          "not github", transient=False)
+    return replace(GitAuth.from_secret_data(data, scope=scope), proxy=proxy)
 
 
 def git_ref(spec: GitRepositorySpec) -> GitRef:
@@ -84,7 +98,7 @@ async def git_source(readers: Readers, kind: Kind, namespace: str, name: str, de
                                                 "whose artifact changed since it was published; waiting for it to "
                                                 "publish again", transient=True)
         mounts.append(Mount(inner, include.from_path, include.target))
-    auth = await git_auth(readers.kube, namespace, spec)
+    auth = await git_auth(readers.kube, namespace, spec, readers.git.policy)
     artifact = shaped(readers.git, spec.url, revision, str(published.get("digest") or ""), auth, spec,
                       tuple(mounts))
     if not await readers.git.has_commit(spec.url, artifact.sha, auth):  # a restart, or another replica fetched it

@@ -42,6 +42,7 @@ from helmop.infra import addresses
 from . import index
 from .errors import SourceError, unreachable
 from .index import Entry, IndexInvalid
+from .mirrors import mirrored
 from .secrets import decoded
 from .semver import Version, highest
 
@@ -222,12 +223,8 @@ class Repositories:
         return addresses.session(self.policy, timeout=_TIMEOUT, headers=headers, ssl=ctx)
 
     def mirrored(self, url: str) -> str:
-        """``url`` fetched from its mirror: the longest FROM it starts with (at a path boundary) replaced."""
-        for source, target in sorted(self.mirrors, key=lambda mirror: -len(mirror[0])):
-            rest = url[len(source):]
-            if url.startswith(source) and (not rest or source.endswith("/") or rest[0] in "/?#"):
-                return target + rest
-        return url
+        """``url`` fetched from its mirror (--chart-mirror)."""
+        return mirrored(url, self.mirrors)
 
     async def resolve(self, url: str, name: str, version: str, creds: Credentials, insecure: bool = False, *,
                       max_age: float | None = None, asked_at: float = 0.0, shared: bool = False) -> ResolvedChart:

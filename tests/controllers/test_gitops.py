@@ -17,6 +17,7 @@ import requests
 import yaml
 
 from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get, helmop, settled
+from tests.githubapi import APP_ID, OWNER, GitHubAPI
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, tool
 
@@ -365,3 +366,30 @@ def test_a_repository_made_of_includes_and_ignore_rules(operator: Operator, kube
     refused = eventually(lambda: (o := get(kube, ns, GITREPO, "shared")) and condition(o).get("reason") ==
                          "IncludeCycle" and o)
     assert "shared -> config -> shared" in condition(refused)["message"]
+
+
+def test_a_github_app_installation_token_fetches_the_repository(operator: Operator, kube: Run, ns: str,
+                                                                tmp_path: Path) -> None:
+    """provider: github: the Secret's GitHub App asks the (loopback) GitHub API for its installation's token,
+    found by owner; git sends it as x-access-token. A Secret with app data under provider generic is refused."""
+    api = GitHubAPI()
+    (tmp_path / "srv").mkdir()
+    private = GitServer(tmp_path / "srv", credentials=("x-access-token", api.token))
+    try:
+        repo = Repo(private, "app", tmp_path / "work")
+        first = repo.commit({"a.yaml": note("a", "b")})
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "app", f"--from-literal=githubAppID={APP_ID}",
+             f"--from-literal=githubAppInstallationOwner={OWNER}", f"--from-literal=githubAppBaseURL={api.url}",
+             f"--from-literal=githubAppPrivateKey={api.private_pem()}")
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("app", repo.url, webhook=None, provider="github",
+                                                                    secretRef={"name": "app"}))
+        eventually(lambda: revision(kube, ns, "app") == f"main@sha1:{first}")
+        assert f"GET /orgs/{OWNER}/installation" in api.calls and any("access_tokens" in c for c in api.calls)
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("generic", repo.url, webhook=None,
+                                                                    secretRef={"name": "app"}))
+        refused = eventually(lambda: (o := get(kube, ns, GITREPO, "generic")) and condition(o).get("reason") ==
+                             "InvalidProviderConfiguration" and o)
+        assert api.token not in json.dumps(refused)
+    finally:
+        private.close()
+        api.close()

@@ -1,10 +1,12 @@
 """A GitRepository's artifact shaped as Flux shapes it, read from real repositories over loopback HTTP: Flux's
 default exclusions and gitignore rules (.sourceignore per folder, spec.ignore last), any reference by name with
 Flux's precedence and revision strings, sparse checkout, submodules at the commits the tree records (another
-host's without the superproject's credentials), and another artifact mounted by spec.include."""
+host's without the superproject's credentials), another artifact mounted by spec.include; fetched through an
+HTTP proxy with credentials, and from a --git-mirror."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,10 @@ import pytest
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, GitRef
 from helmop.sources.ignore import Ignore
+from helmop.sources.proxies import parse_proxy
 from helmop.sources.trees import GitArtifact, Mount, Shape, TreeArtifact
 from tests.gitserver import GitServer, Repo
+from tests.proxy import Proxy
 
 ANON = GitAuth()
 MAIN = GitRef(branch="main")
@@ -92,7 +96,7 @@ async def test_sparse_checkout_keeps_its_folders_only(server: GitServer, tmp_pat
     sparse = await artifact(cache, repo, sparse=("apps", "infra"))
     assert sorted(await sparse.files("")) == ["apps/a.yaml", "infra/c.yaml"]
     await sparse.content_digest()
-    with pytest.raises(SourceError, match="sparse checkout dir 'nowhere' does not exist"):
+    with pytest.raises(SourceError, match=r"sparse checkout dir 'nowhere' does not exist"):
         await (await artifact(cache, repo, sparse=("nowhere",))).content_digest()
 
 
@@ -154,3 +158,53 @@ async def test_an_include_is_mounted_and_may_not_overwrite(server: GitServer, tm
     with pytest.raises(SourceError, match="toPath 'base' already exists") as refused:
         await clash.content_digest()
     assert refused.value.reason == "CopyFailure"
+
+
+async def test_a_repository_is_fetched_through_its_proxy(server: GitServer, tmp_path: Path) -> None:
+    repo = Repo(server, "proxied", tmp_path / "work")
+    repo.commit({"a.yaml": "a"})
+    proxy = Proxy(credentials=("proxy-user", "proxy-pass"))
+    try:
+        cache = GitCache(tmp_path / "cache")
+        through = GitAuth(proxy=parse_proxy(encoded({"address": proxy.address, "username": "proxy-user",
+                                                     "password": "proxy-pass"}), "test"))
+        found = await artifact(cache, repo, auth=through)
+        assert await found.files("") == {"a.yaml": b"a"}
+        assert any(line.startswith(f"GET {repo.url}/info/refs") for line in proxy.seen)
+        wrong = GitAuth(proxy=parse_proxy(encoded({"address": proxy.address, "username": "proxy-user",
+                                                   "password": "nope"}), "test"))
+        with pytest.raises(SourceError) as refused:
+            await GitCache(tmp_path / "other").fetch(repo.url, wrong)
+        assert refused.value.reason == "AuthenticationFailed" and "proxy" in str(refused.value)
+        assert "nope" not in str(refused.value)
+        with pytest.raises(SourceError, match="SOCKS is not supported"):
+            parse_proxy(encoded({"address": "socks5://127.0.0.1:1080"}), "test")
+        with pytest.raises(SourceError, match=r"http\(s\):// repositories only"):
+            await GitCache(tmp_path / "ssh").fetch("ssh://git@127.0.0.1/x.git", through)
+    finally:
+        proxy.close()
+
+
+def encoded(data: dict[str, str]) -> dict[str, str]:
+    return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+
+
+async def test_a_git_mirror_serves_what_the_url_names(server: GitServer, tmp_path: Path) -> None:
+    """--git-mirror: a GitRepository naming a host that does not exist is fetched from the mirror, submodules
+    too; the revision and the files are the mirror's, the URL the one written."""
+    lib = Repo(server, "lib", tmp_path / "lib")
+    lib.commit({"lib.yaml": "l"})
+    app = Repo(server, "app", tmp_path / "app")
+    _submodule(app, "lib", str(lib.bare))
+    app.git("config", "-f", ".gitmodules", "submodule.lib.url", "https://github.example/acme/lib.git")
+    head = app.commit({"app.yaml": "a"})
+    cache = GitCache(tmp_path / "cache", mirrors=(("https://github.example/acme/", f"{server.base}/"),))
+    written = "https://github.example/acme/app.git"
+    await cache.fetch(written, ANON)
+    revision, sha = await cache.resolve(written, MAIN, ANON)
+    assert (revision, sha) == (f"main@sha1:{head}", head)
+    found = GitArtifact(cache, written, revision, sha, ANON, Shape(submodules=True))
+    assert await found.files("") == {"app.yaml": b"a", "lib/lib.yaml": b"l"}
+    with pytest.raises(SourceError) as unmirrored:  # what no mirror covers is fetched as written
+        await cache.fetch("https://github.invalid/other.git", ANON)
+    assert unmirrored.value.reason in ("RepositoryUnreachable", "AddressRefused")
