@@ -1,5 +1,6 @@
 """A minimal OCI distribution server on loopback (token auth included), serving helm charts, and what signs
-them: manifests pushed by tag or by digest (cosign's ``sha256-<hex>.sig``), and the referrers API (notation)."""
+them: manifests pushed by tag or by digest (cosign's ``sha256-<hex>.sig``), and the referrers API (notation);
+clients push to it as the distribution spec says (monolithic blob uploads, manifests by tag)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Registry:
         for body in self.manifests.values():
             self.by_digest["sha256:" + hashlib.sha256(body).hexdigest()] = body
         self.referrers_api = True  # off: the referrers API answers 404 (the tag schema is used)
+        self.uploads = 0
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
@@ -43,6 +45,9 @@ class Registry:
         app.router.add_get("/v2/charts/{name}/manifests/{tag}", self._manifest)
         app.router.add_get("/v2/charts/{name}/blobs/{digest}", self._blob)
         app.router.add_get("/v2/charts/{name}/referrers/{digest}", self._referrers)
+        app.router.add_post("/v2/charts/{name}/blobs/uploads/", self._start_upload)
+        app.router.add_put("/v2/charts/{name}/blobs/uploads/{upload}", self._finish_upload)
+        app.router.add_put("/v2/charts/{name}/manifests/{tag}", self._put_manifest)
         runner = web.AppRunner(app)
         self.loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -103,8 +108,40 @@ class Registry:
         return web.json_response({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
                                   "manifests": found}, content_type="application/vnd.oci.image.index.v1+json")
 
-    async def _blob(self, request: web.Request) -> web.Response:
+    async def _blob(self, request: web.Request) -> web.Response:  # GET, and HEAD (aiohttp routes it here)
         self._authorized(request)
         if request.match_info["digest"] not in self.blobs:
             raise web.HTTPNotFound()
         return web.Response(body=self.blobs[request.match_info["digest"]])
+
+    async def _start_upload(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        self.uploads += 1
+        return web.Response(status=202, headers={
+            "Location": f"/v2/charts/{request.match_info['name']}/blobs/uploads/u{self.uploads}?state=x"})
+
+    async def _finish_upload(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        data = await request.read()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if request.query.get("digest") != digest or request.query.get("state") != "x":
+            raise web.HTTPBadRequest(text="digest invalid")
+        self.blobs[digest] = data
+        return web.Response(status=201, headers={"Docker-Content-Digest": digest})
+
+    async def _put_manifest(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        body = await request.read()
+        manifest = json.loads(body)
+        missing = [d["digest"] for d in [manifest.get("config") or {}, *(manifest.get("layers") or [])]
+                   if d and d.get("digest") not in self.blobs]
+        if missing:
+            raise web.HTTPBadRequest(text=f"blob unknown: {missing}")
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        self.by_digest[digest] = body
+        tag = request.match_info["tag"]
+        if not tag.startswith("sha256:"):
+            self.manifests[tag] = body
+            if tag not in self.tags:
+                self.tags.append(tag)
+        return web.Response(status=201, headers={"Docker-Content-Digest": digest})

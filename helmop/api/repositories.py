@@ -15,6 +15,8 @@ from .patterns import compile_pattern
 from .settings import SOURCE_INTERVAL
 
 HELM_CHART_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+FLUX_CONTENT_MEDIA_TYPE = "application/vnd.cncf.flux.content.v1.tar+gzip"  # `flux push artifact`'s one layer
+FLUX_CONFIG_MEDIA_TYPE = "application/vnd.cncf.flux.config.v1+json"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _URL = re.compile(r"^(https?|oci)://[^\s/]+")
 _IDENTITIES = 16  # matchOIDCIdentity entries
@@ -96,9 +98,13 @@ class OCIRepositorySpec:
     tag: str = "latest"
     semver: str = ""
     digest: str = ""  # sha256:<hex>; wins over semver and tag
-    media_type: str = HELM_CHART_MEDIA_TYPE  # the layer taken from the artifact (spec.layerSelector)
+    semver_filter: str = ""  # an RE2 regex the tags must match before semver chooses (unanchored, as Go's)
+    media_type: str = ""  # the layer taken from the artifact (spec.layerSelector); "": the first
+    operation: str = "extract"  # extract (unpacked, ignore rules applied) or copy (the layer as it is)
+    ignore: str | None = None  # gitignore patterns over an extracted layer
     secret_ref: str = ""
     cert_secret_ref: str = ""
+    proxy_secret_ref: str = ""
     interval: float = SOURCE_INTERVAL
     timeout: float = 60.0
     insecure: bool = False
@@ -118,6 +124,9 @@ def _generic(spec: dict[str, Any]) -> None:
     if provider != "generic":
         raise SpecError("UnsupportedField", f"spec.provider {provider!r} is not implemented by helmop (cloud workload "
                                             "identities); give credentials in spec.secretRef")
+    if spec.get("serviceAccountName"):
+        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained by "
+                                            "helmop; give credentials in spec.secretRef")
 
 
 def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
@@ -153,13 +162,19 @@ def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
     selector = spec.get("layerSelector") or {}
     if not isinstance(selector, dict):
         raise SpecError("InvalidSpec", "spec.layerSelector must be a map")
-    media_type = str(selector.get("mediaType") or HELM_CHART_MEDIA_TYPE)
-    operation = str(selector.get("operation") or "copy")
+    operation = str(selector.get("operation") or "extract")
     if operation not in ("copy", "extract"):
         raise SpecError("InvalidSpec", f"spec.layerSelector.operation must be copy or extract, not {operation!r}")
+    semver_filter = str(ref.get("semverFilter") or "")
+    if semver_filter:
+        compile_pattern(semver_filter, "spec.ref.semverFilter")
+    ignore = spec.get("ignore")
     return OCIRepositorySpec(url=url, tag=str(ref.get("tag") or "latest"), semver=str(ref.get("semver") or ""),
-                             digest=digest, media_type=media_type, secret_ref=_name(spec, "secretRef"),
-                             cert_secret_ref=_name(spec, "certSecretRef"),
+                             digest=digest, semver_filter=semver_filter,
+                             media_type=str(selector.get("mediaType") or ""), operation=operation,
+                             ignore=None if ignore is None else str(ignore),
+                             secret_ref=_name(spec, "secretRef"), cert_secret_ref=_name(spec, "certSecretRef"),
+                             proxy_secret_ref=_name(spec, "proxySecretRef"),
                              interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
                              timeout=duration_field(spec, "timeout", 60.0) or 60.0,
                              insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),

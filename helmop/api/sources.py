@@ -124,11 +124,15 @@ class ObjectRef:
     namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
 
 
+CONFIG_SOURCES = ("GitRepository", "OCIRepository")  # what a ConfigSync's sourceRef may name
+
+
 @dataclass(frozen=True)
 class ConfigSyncSpec:
     source_name: str
     path: str
     source_namespace: str = ""  # "" = the ConfigSync's
+    source_kind: str = "GitRepository"
     service_account_name: str = ""
     target_namespace: str = ""
     interval: float = DEFAULT_INTERVAL
@@ -270,15 +274,16 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
     if not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", "spec.sourceRef.name is required")
     kind = str(source.get("kind") or "GitRepository")
-    if kind != "GitRepository":
-        raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be GitRepository, not {kind!r}")
+    if kind not in CONFIG_SOURCES:
+        raise SpecError("InvalidSpec", f"spec.sourceRef.kind must be one of {', '.join(CONFIG_SOURCES)}, not "
+                                       f"{kind[:60]!r}")
     target_namespace = str(spec.get("targetNamespace") or "")
     metadata = _map(spec, "commonMetadata")
     policy = str(spec.get("deletionPolicy") or "MirrorPrune")
     if policy not in DELETION_POLICIES:
         raise SpecError("InvalidSpec", f"spec.deletionPolicy must be one of {', '.join(DELETION_POLICIES)}")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),
-                          source_namespace=str(source.get("namespace") or ""),
+                          source_namespace=str(source.get("namespace") or ""), source_kind=kind,
                           service_account_name=str(spec.get("serviceAccountName") or ""),
                           target_namespace=target_namespace,
                           interval=_seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),

@@ -27,6 +27,7 @@ from helmop.sources.errors import SourceError
 from helmop.views.tree import Node, tree
 
 from . import (
+    artifacts,
     builds,
     completion,
     convert,
@@ -568,6 +569,8 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("--output-dir", "-o", help="write each converted file here, at its path under -f "
                                                  "(default: stdout)")
     conv.set_defaults(run=_convert)
+
+    artifacts.add_verbs(verbs_)
 
     comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                              description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "

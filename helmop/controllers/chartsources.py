@@ -1,25 +1,32 @@
-"""One reconcile of a HelmRepository or an OCIRepository: the chart source many HelmReleases share.
+"""One reconcile of a HelmRepository or an OCIRepository: the chart source many HelmReleases share, or an OCI
+artifact of config that ConfigSyncs apply.
 
 A HelmRepository's index is fetched here once per interval (conditionally: an unchanged index costs a 304)
-into the cache its releases resolve from; an OCIRepository's reference is resolved to a manifest and its
-chart layer. When the revision changes, the HelmReleases that name the source are woken.
+into the cache its releases resolve from; an OCIRepository's reference is resolved to a manifest and the layer
+it selects (a chart, or a tree of files). When the revision or the digest changes, its readers are woken.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.redaction import safe_url
-from helmop.api.repositories import OCIRepositorySpec, parse_helm_repository, parse_oci_repository
+from helmop.api.repositories import (
+    HELM_CHART_MEDIA_TYPE,
+    OCIRepositorySpec,
+    parse_helm_repository,
+    parse_oci_repository,
+)
 from helmop.api.status import Status, now
-from helmop.api.status.sources import HelmRepositoryStatus, OCIRepositoryStatus
-from helmop.helm.inputs import credentials
+from helmop.api.status.sources import HelmRepositoryStatus, LayerSelector, OCIRepositoryStatus
 from helmop.reconcile.settle import outcome
 from helmop.reconcile.settle import sources as settle
-from helmop.sources import artifacts
+from helmop.sources import artifacts, tarballs
+from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Credentials
 from helmop.sources.secrets import secret_entries
@@ -67,7 +74,7 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
         return DONE
     try:
         creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref,
-                                   spec.verify.secret[1] if spec.verify else "")
+                                   spec.verify.secret[1] if spec.verify else "", spec.proxy_secret_ref)
         found = await artifacts.resolve(ctx.services.repos, spec, creds)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
@@ -76,14 +83,37 @@ async def reconcile_oci_repository(ctx: Context, kind: Kind, body: dict[str, Any
     except SourceError as exc:  # not published: the readers keep the revision they have
         return await _failed(ctx, kind, body, settle.unverified(status, this.generation, exc.reason, str(exc)), exc)
     try:
-        chart, _ = await artifacts.chart(ctx.services.repos, spec.url, found.digest, creds, spec.insecure)
+        digest, what = await _content(ctx, spec, status, found, creds)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
-    message = f"stored artifact for digest '{found.revision}' (chart {chart.name} {chart.version})"
-    await published(ctx, kind, body, status, settle.chart_source(status, this.generation, safe_url(spec.url),
-                                                                 found.revision, found.digest, now(), message),
-                    message)
+    message = f"stored artifact for digest '{found.revision}'{what}"
+    after = settle.oci_source(status, this.generation, safe_url(spec.url), found.revision, digest,
+                              dict(found.annotations), now(), message, observed_ignore=spec.ignore,
+                              observed_layer_selector=LayerSelector(spec.media_type, spec.operation))
+    await published(ctx, kind, body, status, after, message)
     return DONE
+
+
+async def _content(ctx: Context, spec: OCIRepositorySpec, status: OCIRepositoryStatus, found: artifacts.Artifact,
+                   creds: Credentials) -> tuple[str, str]:
+    """The artifact's digest (the layer's when copied; the extracted files' archive's, ignore rules applied,
+    as Flux stores it), taken again only when the revision or how the layer is read changed; and what a chart
+    layer holds, for the message."""
+    repos = ctx.services.repos
+    if found.layer_type == HELM_CHART_MEDIA_TYPE:
+        chart, _ = await artifacts.chart(repos, spec.url, found.digest, creds, spec.insecure)
+        what = f" (chart {chart.name} {chart.version})"
+    else:
+        what = ""
+    if spec.operation == "copy":
+        return found.digest, what
+    published = status.artifact
+    if published is not None and published.revision == found.revision and published.digest and (
+            status.observed_ignore, status.observed_layer_selector) == (
+            spec.ignore, LayerSelector(spec.media_type, spec.operation)):
+        return published.digest, what
+    tree = await artifacts.config(repos, spec, found.digest, creds)
+    return tarballs.digest(await asyncio.to_thread(tarballs.pack, tree.files, tree.executable)), what
 
 
 async def _verified(ctx: Context, this: Resource, spec: OCIRepositorySpec, found: artifacts.Artifact,
@@ -98,13 +128,14 @@ async def _verified(ctx: Context, this: Resource, spec: OCIRepositorySpec, found
 
 
 async def _credentials(ctx: Context, kind: Kind, this: Resource, secret_ref: str, cert_secret_ref: str,
-                       verify_secret_ref: str = "") -> Credentials:
+                       verify_secret_ref: str = "", proxy_secret_ref: str = "") -> Credentials:
     """The source's credentials; a change of any Secret it reads wakes it, and the credentials' strings are masked
     in what an unexpected error reports."""
     key = (kind.key, this.namespace, this.name)
-    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref, verify_secret_ref)
-                           if name])
-    creds = await credentials(ctx.services.kube, this.namespace, secret_ref, "spec", cert_secret_ref)
+    ctx.memory.refer(key, [(this.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref, verify_secret_ref,
+                                                                          proxy_secret_ref) if name])
+    creds = await credentials(ctx.services.kube, this.namespace, secret_ref, "spec", cert_secret_ref,
+                              proxy_secret_ref)
     ctx.memory.secrets[key] = creds.secrets()
     return creds
 

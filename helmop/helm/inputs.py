@@ -41,11 +41,12 @@ from helmop.infra import addresses
 from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources import artifacts
+from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
 from helmop.sources.readers import git_source, read_file
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
-from helmop.sources.secrets import secret_data, secret_entries
+from helmop.sources.secrets import secret_entries
 from helmop.sources.verification import registry
 
 
@@ -184,24 +185,6 @@ def _parsed_or_text(text: str) -> Any:
         return text
 
 
-async def credentials(kube: Kube, namespace: str, secret_ref: str, named_in: str,
-                      cert_secret_ref: str = "") -> Credentials:
-    """Basic auth (and a CA) from ``secret_ref``, a CA from ``cert_secret_ref``: Secrets of ``namespace``."""
-    if not secret_ref and not cert_secret_ref:
-        return Credentials()
-    data = await secret_data(kube, namespace, secret_ref, f"{named_in}.secretRef") if secret_ref else {}
-    scope = f"{namespace}/{secret_ref}"
-    if cert_secret_ref:
-        cert = await secret_data(kube, namespace, cert_secret_ref, f"{named_in}.certSecretRef")
-        if "tls.crt" in cert or "tls.key" in cert:
-            raise InputError("UnsupportedField", f"Secret {namespace}/{cert_secret_ref} ({named_in}.certSecretRef) "
-                                                 "holds a client certificate (tls.crt/tls.key): helmop does not "
-                                                 "implement client certificates; give ca.crt only", transient=False)
-        data = {**data, "ca.crt": cert.get("ca.crt", "")}
-        scope += f"+{cert_secret_ref}"
-    return Credentials.from_secret_data(data, scope=scope)
-
-
 async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0,
                  family: Family = HELMOP) -> Inputs:
     """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
@@ -290,16 +273,18 @@ async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
     """The chart an OCIRepository's artifact holds (its layer, from the cache or the registry by digest)."""
     where = chart.namespace or namespace
     repo = await _source(ctx, family.ocirepository, where, chart.name)
-    digest = str(((repo.get("status") or {}).get("artifact") or {}).get("digest") or "")
-    if not digest:
+    revision = str(((repo.get("status") or {}).get("artifact") or {}).get("revision") or "")
+    if not revision:
         raise InputError("SourceNotReady", f"OCIRepository {where}/{chart.name} has no artifact yet", transient=True)
     try:
         source = parse_oci_repository(repo.get("spec") or {})
     except SpecError as exc:
         raise InputError("SourceNotReady", f"OCIRepository {where}/{chart.name}: {exc}", transient=True) from None
     creds = await credentials(ctx.kube, where, source.secret_ref, f"OCIRepository {where}/{chart.name}",
-                              source.cert_secret_ref)
-    resolved, path = await artifacts.chart(ctx.repos, source.url, digest, creds, source.insecure)
+                              source.cert_secret_ref, source.proxy_secret_ref)
+    # the layer of the manifest the source published (its revision), whatever the tag names now
+    layer = await artifacts.layer_of(ctx.repos, source, revision, creds)
+    resolved, path = await artifacts.chart(ctx.repos, source.url, layer, creds, source.insecure)
     return resolved, path, creds
 
 

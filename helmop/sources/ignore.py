@@ -67,5 +67,10 @@ class Ignore:
         except (ValueError, TypeError, re.error) as exc:  # pathspec's pattern errors are ValueErrors, or re's
             raise ValueError(f"an ignore pattern is not valid: {exc}") from None
 
+    @classmethod
+    def exactly(cls, patterns: tuple[str, ...]) -> Ignore:
+        """These patterns and no others (``flux push artifact``'s --ignore-paths)."""
+        return cls(pathspec.GitIgnoreSpec.from_lines(patterns), patterns)
+
     def excludes(self, path: str) -> bool:
         return bool(self.spec.match_file(path))

@@ -13,16 +13,19 @@ from typing import Any, Protocol
 
 from helmop.api.addresses import Policy
 from helmop.api.errors import SpecError
-from helmop.api.kinds import Kind
+from helmop.api.kinds import Family, Kind
+from helmop.api.repositories import parse_oci_repository
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.infra.kube import Kube
 
-from . import github
+from . import artifacts, github
+from .credentials import credentials
 from .errors import SourceError
 from .git import GitAuth, GitCache, GitRef
 from .proxies import proxy_of
+from .repositories import Repositories
 from .secrets import secret_data
-from .trees import Artifact, GitArtifact, Mount, Shape
+from .trees import Artifact, GitArtifact, Mount, Shape, TreeArtifact
 
 MAX_INCLUDE_DEPTH = 8  # includes of includes: deeper is refused (and a cycle is one)
 
@@ -32,6 +35,40 @@ class Readers(Protocol):
     def kube(self) -> Kube: ...
     @property
     def git(self) -> GitCache: ...
+    @property
+    def repos(self) -> Repositories: ...
+
+
+async def source_artifact(readers: Readers, family: Family, kind: str, namespace: str, name: str) -> Artifact:
+    """The artifact the source ``kind`` (of ``family``) named ``namespace/name`` published."""
+    if kind == "OCIRepository":
+        return await oci_source(readers, family.ocirepository, namespace, name)
+    return await git_source(readers, family.gitrepository, namespace, name)
+
+
+def _published(obj: dict[str, Any], kind: Kind, namespace: str, name: str) -> tuple[str, str]:
+    """(revision, digest) of a source's artifact; SourceNotReady before it has one."""
+    artifact = (obj.get("status") or {}).get("artifact") or {}
+    revision = str(artifact.get("revision") or "")
+    if not revision:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no artifact yet", transient=True)
+    return revision, str(artifact.get("digest") or "")
+
+
+async def oci_source(readers: Readers, kind: Kind, namespace: str, name: str) -> TreeArtifact:
+    """The files of the layer an OCIRepository published: of the manifest its revision names (whatever the tag
+    names now), extracted with its ignore rules or copied, as its spec says."""
+    obj = await source_object(readers.kube, kind, namespace, name)
+    try:
+        spec = parse_oci_repository(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    revision, digest = _published(obj, kind, namespace, name)
+    creds = await credentials(readers.kube, namespace, spec.secret_ref, f"{kind.kind} {namespace}/{name}",
+                              spec.cert_secret_ref, spec.proxy_secret_ref)
+    layer = await artifacts.layer_of(readers.repos, spec, revision, creds)
+    tree = await artifacts.config(readers.repos, spec, layer, creds)
+    return TreeArtifact(tree.files, revision, digest)
 
 
 async def source_object(kube: Kube, kind: Kind, namespace: str, name: str) -> dict[str, Any]:

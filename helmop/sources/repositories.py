@@ -43,6 +43,7 @@ from . import index
 from .errors import SourceError, unreachable
 from .index import Entry, IndexInvalid
 from .mirrors import mirrored
+from .proxies import Proxy
 from .secrets import decoded
 from .semver import Version, highest
 
@@ -109,10 +110,19 @@ class Credentials:
     password: str = ""
     ca_pem: str = ""
     scope: str = ""  # the Secret's "namespace/name" ("" without a Secret)
+    proxy: Proxy | None = None  # spec.proxySecretRef: how the registry is reached, not what may be read
 
     @classmethod
     def from_secret_data(cls, data: dict[str, str], scope: str = "") -> Credentials:
         return cls(decoded(data, "username"), decoded(data, "password"), decoded(data, "ca.crt"), scope)
+
+    @property
+    def proxy_url(self) -> str | None:
+        return self.proxy.address if self.proxy is not None else None
+
+    def proxy_auth(self) -> aiohttp.BasicAuth | None:
+        return aiohttp.BasicAuth(self.proxy.username, self.proxy.password) if self.proxy and self.proxy.username \
+            else None
 
     def key(self) -> str:
         """What was fetched with these credentials may be served to: "anonymous", or the Secret and a digest
@@ -131,7 +141,8 @@ class Credentials:
 
     def secrets(self) -> list[str]:
         """Values to scrub from any message that might echo them."""
-        return [v for v in (self.username, self.password) if len(v) >= 3]
+        return [v for v in (self.username, self.password) if len(v) >= 3] + (
+            self.proxy.secrets() if self.proxy else [])
 
 
 @dataclass(frozen=True)
@@ -371,9 +382,10 @@ class Repositories:
 
         return await self.cached(self.cached_path(chart, creds), download, f"chart {chart.name} {chart.version}")
 
-    async def cached(self, path: Path, download: Callable[[], Awaitable[bytes]], what: str) -> Path:
-        """``path`` in the cache: the archive ``download`` gives, checked (:func:`_check_archive`) and written
-        once; served only while its digest is the one checked when written."""
+    async def cached(self, path: Path, download: Callable[[], Awaitable[bytes]], what: str,
+                     check: Callable[[bytes, str], object] = _check_archive) -> Path:
+        """``path`` in the cache: the archive ``download`` gives, checked (a chart archive, unless ``check`` says
+        what else) and written once; served only while its digest is the one checked when written."""
         if self._verified(path):
             self.hits += 1
             return path
@@ -383,7 +395,7 @@ class Repositories:
                 return path
             self.misses += 1
             data = await download()
-            await asyncio.to_thread(_check_archive, data, what)
+            await asyncio.to_thread(check, data, what)
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(data)
@@ -421,16 +433,28 @@ class Repositories:
     async def oci_get(self, http: aiohttp.ClientSession, base: str, path: str, creds: Credentials,
                        accept: str = "", limit: int = _SMALL_BODY,
                        too_large: str = "ResponseTooLarge") -> tuple[int, bytes, dict[str, str]]:
-        headers = {"Accept": accept} if accept else {}
+        return await self.oci_request(http, "GET", base, path, creds, {"Accept": accept} if accept else {},
+                                      limit=limit, too_large=too_large)
+
+    async def oci_request(self, http: aiohttp.ClientSession, method: str, base: str, path: str, creds: Credentials,
+                          headers: dict[str, str] | None = None, data: bytes | None = None, *,
+                          limit: int = _SMALL_BODY, too_large: str = "ResponseTooLarge",
+                          ) -> tuple[int, bytes, dict[str, str]]:
+        """A registry request (``path`` may be a full URL, as an upload's Location is), with the token its
+        challenge asks for; the answer's status, body (at most ``limit`` bytes) and headers. A redirect to
+        another origin (a blob store) is followed without the token: aiohttp drops it."""
+        sent = dict(headers or {})
+        url = path if path.startswith(("http://", "https://")) else base + path
         for _attempt in range(2):
-            async with http.get(base + path, headers=headers) as r:
+            async with http.request(method, url, headers=sent, data=data, proxy=creds.proxy_url,
+                                    proxy_auth=creds.proxy_auth()) as r:
                 if r.status != 401:
-                    return r.status, await read_capped(r, limit, base + path, too_large), dict(r.headers)
+                    return r.status, await read_capped(r, limit, url, too_large), dict(r.headers)
                 challenge = r.headers.get("WWW-Authenticate", "")
             token = await self._oci_token(http, challenge, creds)
             if token is None:
                 return 401, b"", {}
-            headers["Authorization"] = f"Bearer {token}"
+            sent["Authorization"] = f"Bearer {token}"
         return 401, b"", {}
 
     @staticmethod
@@ -441,7 +465,8 @@ class Repositories:
         realm = fields.pop("realm", "")
         if not realm:
             return None
-        async with http.get(realm, params=fields, headers=creds.basic_auth()) as r:
+        async with http.get(realm, params=fields, headers=creds.basic_auth(), proxy=creds.proxy_url,
+                            proxy_auth=creds.proxy_auth()) as r:
             if r.status != 200:
                 return None
             body = json.loads(await read_capped(r, _SMALL_BODY, "the registry's token", "ResponseTooLarge"))

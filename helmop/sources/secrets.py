@@ -35,3 +35,4 @@ def decoded(data: dict[str, str], key: str) -> str:
     """The text of ``key`` in a Secret's data, "" when absent."""
     raw = data.get(key)
     return base64.b64decode(raw).decode() if raw else ""
+

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
+from helmop.cli.main import main as cli_main
 from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import Operator, apply, condition, failing, get, ready
 from tests.registry import Registry
@@ -86,12 +89,14 @@ def test_releases_take_an_ocirepository_chart_by_reference(operator: Operator, k
         apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository",
                                         "metadata": {"name": "app"}, "spec": {
                                             "url": f"oci://127.0.0.1:{registry.port}/charts/app", "insecure": True,
-                                            "ref": {"semver": "^1.0"}, "secretRef": {"name": "robot"}}}))
+                                            "ref": {"semver": "^1.0"}, "secretRef": {"name": "robot"},
+                                            "layerSelector": {"mediaType": HELM_CHART_MEDIA_TYPE,
+                                                              "operation": "copy"}}}))
         status = source_ready(kube, ns, "ocirepositories.helmop.dev", "app")["status"]
         manifest = hashlib.sha256(registry.manifests["1.1.0"]).hexdigest()
         assert status["artifact"]["revision"] == f"1.1.0@sha256:{manifest}"  # type: ignore[index]
         layer = hashlib.sha256(charts["1.1.0"]).hexdigest()
-        assert status["artifact"]["digest"] == f"sha256:{layer}"  # type: ignore[index]
+        assert status["artifact"]["digest"] == f"sha256:{layer}"  # type: ignore[index]  # copied: the layer
         apply(kube, ns, release("web", chartRef={"kind": "OCIRepository", "name": "app"}))
         assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.1.0"
     finally:
@@ -288,3 +293,42 @@ def test_a_missing_helmrepository_is_waited_for(operator: Operator, kube: Run, n
     apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
                                     "metadata": {"name": "later"}, "spec": {"url": chart_repo.url}}))
     assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "1.0.0"
+
+
+def test_a_configsync_applies_an_oci_artifact_and_follows_its_new_pushes(operator: Operator, kube: Run, ns: str,
+                                                                        tmp_path: Path) -> None:
+    """Config pushed by `helmop push artifact` (Flux's format) to a loopback registry: an OCIRepository publishes
+    it (the manifest's annotations as its metadata), a ConfigSync applies it; a new push of the same tag,
+    once the OCIRepository looks again, is applied in turn."""
+    registry = Registry({})
+    src = tmp_path / "config"
+    url = f"oci://127.0.0.1:{registry.port}/charts/config"
+
+    def push(value: str, revision: str) -> None:
+        (src / "apps").mkdir(parents=True, exist_ok=True)
+        (src / "apps" / "note.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: pushed}\n"
+                                                f"data: {{value: {value}}}\n")
+        assert cli_main(["push", "artifact", f"{url}:latest", "--path", str(src), "--source", "https://git/config",
+                         "--revision", revision, "--creds", "robot:pw", "--insecure-registry"]) == 0
+
+    try:
+        push("v1", "main@sha1:1111")
+        kube("kubectl", "-n", ns, "create", "secret", "generic", "robot", "--from-literal=username=robot",
+             "--from-literal=password=pw")
+        apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "OCIRepository",
+                                        "metadata": {"name": "config"},
+                                        "spec": {"url": url, "insecure": True, "secretRef": {"name": "robot"},
+                                                 "interval": "1h"}}))
+        apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync",
+                                        "metadata": {"name": "apps"},
+                                        "spec": {"sourceRef": {"kind": "OCIRepository", "name": "config"},
+                                                 "path": "apps", "interval": "1h"}}))
+        eventually(lambda: (get(kube, ns, "cm", "pushed") or {}).get("data") == {"value": "v1"})
+        status = get(kube, ns, "ocirepositories.helmop.dev", "config")["status"]
+        assert status["artifact"]["metadata"]["org.opencontainers.image.revision"] == "main@sha1:1111"
+        push("v2", "main@sha1:2222")
+        kube("kubectl", "-n", ns, "annotate", "--overwrite", "ocirepositories.helmop.dev", "config",
+             f"helmop.dev/requestedAt={time.time()}")
+        eventually(lambda: (get(kube, ns, "cm", "pushed") or {}).get("data") == {"value": "v2"})
+    finally:
+        registry.loop.call_soon_threadsafe(registry.loop.stop)

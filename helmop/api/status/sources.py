@@ -52,6 +52,13 @@ class HelmRepositoryStatus(Status, frozen=True):
     artifact: Artifact | None = None
 
 
+class LayerSelector(Struct, frozen=True):
+    media_type: str = ""
+    operation: str = ""
+
+
 class OCIRepositoryStatus(Status, frozen=True):
     url: str = ""
     artifact: Artifact | None = None
+    observed_ignore: str | None = None  # what the published artifact was made with
+    observed_layer_selector: LayerSelector | None = None

@@ -42,7 +42,7 @@ from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.settle import progressing
 from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
-from helmop.sources.readers import git_source
+from helmop.sources.readers import source_artifact
 
 from .. import dependencies
 from ..context import Context, Key
@@ -106,7 +106,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         return waiting
     source_namespace = spec.source_namespace or turn.this.namespace
     try:
-        artifact = await git_source(ctx.services, family.gitrepository, source_namespace, spec.source_name)
+        artifact = await source_artifact(ctx.services, family, spec.source_kind, source_namespace, spec.source_name)
     except (InputError, SourceError) as exc:
         await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
@@ -149,8 +149,8 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     for a dependency (woken when a dependency's status changes), None when it may go on."""
     ctx, this = turn.ctx, turn.this
     keys = spec.decryption.secret_ref if spec.decryption else ""
-    ctx.memory.refer(turn.key, [(spec.source_namespace or this.namespace, turn.family.gitrepository.key,
-                                 spec.source_name),
+    source = turn.family.source(spec.source_kind) or turn.family.gitrepository
+    ctx.memory.refer(turn.key, [(spec.source_namespace or this.namespace, source.key, spec.source_name),
                                 *((this.namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
                                 *([(this.namespace, "Secret", keys)] if keys else []),
                                 *((dep.namespace, turn.kind.key, dep.name) for dep in spec.depends_on)])

@@ -65,3 +65,13 @@ def chart_source(status: R, generation: int, url: str, revision: str, digest: st
     if status.artifact is None or status.artifact.revision != revision:
         out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at))
     return outcome(out, generation, True, "Succeeded", message)
+
+
+def oci_source(status: OCIRepositoryStatus, generation: int, url: str, revision: str, digest: str,
+               metadata: dict[str, str], at: str, message: str, **observed: Any) -> OCIRepositoryStatus:
+    """An OCIRepository fetched at ``at``: its artifact with the manifest's annotations (time moved only when the
+    revision or the digest changes), what it was made with (``observed``), Ready."""
+    out = status.but(url=url, **observed)
+    if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
+        out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at, metadata=metadata))
+    return outcome(out, generation, True, "Succeeded", message)
