@@ -36,10 +36,17 @@ Snapshot.chart_name, Snapshot.app_version, Snapshot.first_deployed, Snapshot.las
 HelmReleaseStatus.last_attempted_generation, HelmReleaseStatus.last_attempted_revision  # noqa: B018
 HelmReleaseStatus.readiness_check  # noqa: B018
 Artifact.last_update_time, GitRepositoryStatus.last_fetched_at, GitRepositoryStatus.source_verification_mode  # noqa: B018
-# RE2's options object: read by the library (a bad expression is not logged to stderr)
-from helmop.api.notifications import _RE2  # noqa: E402
+# set by name (settle.sources.fetched(**observed), as Flux's status records what an artifact was made with)
+GitRepositoryStatus.included_artifacts, GitRepositoryStatus.observed_recurse_submodules  # noqa: B018
+GitRepositoryStatus.observed_include, GitRepositoryStatus.observed_sparse_checkout  # noqa: B018
+# a tar header's fields, read by tarfile when it writes the header
+import tarfile  # noqa: E402
 
-_RE2.log_errors  # noqa: B018
+tarfile.TarInfo.gid, tarfile.TarInfo.gname, tarfile.TarInfo.uname, tarfile.TarInfo.mtime  # noqa: B018
+# RE2's options object: read by the library (a bad expression is not logged to stderr)
+from helmop.api.patterns import _OPTIONS  # noqa: E402
+
+_OPTIONS.log_errors  # noqa: B018
 # The web UI's templates read these (Jinja2, which vulture does not read)
 from helmop.ui.graph import Arrow  # noqa: E402
 

@@ -88,13 +88,15 @@ HELMRELEASE = Kind("HelmRelease", GROUP, VERSION, "helmreleases", ("hr",))
 GITREPOSITORY = Kind("GitRepository", GROUP, VERSION, "gitrepositories", ("gitrepo",))
 HELMREPOSITORY = Kind("HelmRepository", GROUP, VERSION, "helmrepositories", ("helmrepo",))
 OCIREPOSITORY = Kind("OCIRepository", GROUP, VERSION, "ocirepositories", ("ocirepo",))
+BUCKET = Kind("Bucket", GROUP, VERSION, "buckets")
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
 PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
 # Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
 PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
 ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
-BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT)
+BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, CONFIGSYNC, JENKINS, PROJECT, PROVIDER,
+           ALERT)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Family:
     helmrepository: Kind
     ocirepository: Kind
     configsync: Kind  # helmop's ConfigSync, Flux's Kustomization
+    bucket: Kind
 
     @property
     def flux(self) -> bool:
@@ -116,7 +119,7 @@ class Family:
 
     @property
     def sources(self) -> tuple[Kind, ...]:
-        return (self.gitrepository, self.helmrepository, self.ocirepository)
+        return (self.gitrepository, self.helmrepository, self.ocirepository, self.bucket)
 
     @property
     def kinds(self) -> tuple[Kind, ...]:
@@ -126,7 +129,7 @@ class Family:
         return next((k for k in self.sources if k.kind == kind), None)
 
 
-HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC)
+HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, BUCKET)
 
 FLUX_HELM, FLUX_SOURCE = "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
 FLUX_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
@@ -140,6 +143,7 @@ FLUX = Family(
     Kind("HelmRepository", FLUX_SOURCE, "v1", "helmrepositories", ("helmrepo",)),
     Kind("OCIRepository", FLUX_SOURCE, "v1", "ocirepositories", ("ocirepo",)),
     Kind("Kustomization", FLUX_KUSTOMIZE, "v1", "kustomizations", ("ks",)),
+    Kind("Bucket", FLUX_SOURCE, "v1", "buckets"),
 )
 
 

@@ -124,7 +124,7 @@ class ObjectRef:
     namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
 
 
-CONFIG_SOURCES = ("GitRepository", "OCIRepository")  # what a ConfigSync's sourceRef may name
+CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket")  # what a ConfigSync's sourceRef may name
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .buckets import parse_bucket
 from .helmrelease import parse_spec
 from .notifications import parse_alert, parse_provider
 from .repositories import parse_helm_repository, parse_oci_repository
@@ -16,6 +17,7 @@ PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
     "GitRepository": lambda spec, _name, _namespace: parse_git_repository(spec),
     "HelmRepository": lambda spec, _name, _namespace: parse_helm_repository(spec),
     "OCIRepository": lambda spec, _name, _namespace: parse_oci_repository(spec),
+    "Bucket": lambda spec, _name, _namespace: parse_bucket(spec),
     "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
     "Provider": lambda spec, _name, _namespace: parse_provider(spec),
     "Alert": lambda spec, _name, namespace: parse_alert(spec, namespace),

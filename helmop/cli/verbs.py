@@ -25,7 +25,7 @@ ALIASES = {alias: kind for kind in BUILTIN
 # names alone are helmop's own, which Flux's kinds share.
 ALIASES |= {f"{alias}.{kind.group}": kind for kind in (*BUILTIN, *FLUX.kinds, FLUX_PROVIDER, FLUX_ALERT)
             for alias in (kind.kind.lower(), kind.plural, *kind.short_names)}
-SHORT = ", ".join(kind.short_names[0] for kind in BUILTIN)
+SHORT = ", ".join((kind.short_names or (kind.kind.lower(),))[0] for kind in BUILTIN)
 
 
 def kind_of(text: str) -> Kind:

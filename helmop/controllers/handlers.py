@@ -52,11 +52,11 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
-from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
+from helmop.api.status.sources import BucketStatus, GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import chartsources, configsyncs, gitrepositories, notifications, projects
+from . import buckets, chartsources, configsyncs, gitrepositories, notifications, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .fluxgate import FluxGate
@@ -351,6 +351,7 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
     releases = Reconciler(ctx, family)
     t = ctx.tunables
     git, helm, oci, sync = family.gitrepository, family.helmrepository, family.ocirepository, family.configsync
+    bucket = family.bucket
     controllers = [
         Controller(family.helmrelease, HelmReleaseStatus, t.release_interval, lambda body: releases.reconcile(body),
                    lambda body: releases.finalize(body)),
@@ -364,6 +365,8 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
                    lambda body: chartsources.finalize(ctx, oci, body)),
         Controller(sync, ConfigSyncStatus, t.source_interval, lambda body: configsyncs.reconcile(ctx, family, body),
                    lambda body: configsyncs.finalize(ctx, family, body)),
+        Controller(bucket, BucketStatus, t.source_interval, lambda body: buckets.reconcile(ctx, bucket, body),
+                   lambda body: buckets.finalize(ctx, bucket, body)),
     ]
     return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
 

@@ -1,12 +1,14 @@
-"""A chart or artifact source's credentials, read from the Secrets its spec names: basic auth and a CA
-(``secretRef``), a CA (``certSecretRef``), a proxy (``proxySecretRef``)."""
+"""A source's credentials, read from the Secrets its spec names: basic auth and a CA (``secretRef``), a CA
+(``certSecretRef``), a proxy (``proxySecretRef``); a Bucket's access keys."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from helmop.api.buckets import BucketSpec
 from helmop.infra.kube import Kube
 
+from .buckets import Keys
 from .errors import SourceError
 from .proxies import proxy_of
 from .repositories import Credentials
@@ -31,3 +33,12 @@ async def credentials(kube: Kube, namespace: str, secret_ref: str, named_in: str
         data = {**data, "ca.crt": cert.get("ca.crt", "")}
         scope += f"+{cert_secret_ref}"
     return replace(Credentials.from_secret_data(data, scope=scope), proxy=proxy)
+
+
+async def bucket_access(kube: Kube, namespace: str, spec: BucketSpec) -> tuple[Credentials, Keys]:
+    """A Bucket's CA and proxy, and its access keys (none: anonymous requests)."""
+    creds = await credentials(kube, namespace, "", "spec", spec.cert_secret_ref, spec.proxy_secret_ref)
+    if not spec.secret_ref:
+        return creds, Keys()
+    data = await secret_data(kube, namespace, spec.secret_ref, "spec.secretRef")
+    return creds, Keys.of(data, f"Secret {namespace}/{spec.secret_ref}")

@@ -7,19 +7,21 @@ is waited for: the including repository is woken by it and publishes again)."""
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from dataclasses import replace
 from typing import Any, Protocol
 
 from helmop.api.addresses import Policy
+from helmop.api.buckets import parse_bucket
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Family, Kind
 from helmop.api.repositories import parse_oci_repository
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.infra.kube import Kube
 
-from . import artifacts, github
-from .credentials import credentials
+from . import artifacts, buckets, github, tarballs
+from .credentials import bucket_access, credentials
 from .errors import SourceError
 from .git import GitAuth, GitCache, GitRef
 from .proxies import proxy_of
@@ -43,6 +45,8 @@ async def source_artifact(readers: Readers, family: Family, kind: str, namespace
     """The artifact the source ``kind`` (of ``family``) named ``namespace/name`` published."""
     if kind == "OCIRepository":
         return await oci_source(readers, family.ocirepository, namespace, name)
+    if kind == "Bucket":
+        return await bucket_source(readers, family.bucket, namespace, name)
     return await git_source(readers, family.gitrepository, namespace, name)
 
 
@@ -53,6 +57,21 @@ def _published(obj: dict[str, Any], kind: Kind, namespace: str, name: str) -> tu
     if not revision:
         raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no artifact yet", transient=True)
     return revision, str(artifact.get("digest") or "")
+
+
+async def bucket_source(readers: Readers, kind: Kind, namespace: str, name: str) -> TreeArtifact:
+    """The objects a Bucket published: its archive in the cache, else fetched again when the bucket still holds
+    that revision (SourceNotReady while its Bucket has not published what the bucket holds now)."""
+    obj = await source_object(readers.kube, kind, namespace, name)
+    try:
+        spec = parse_bucket(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    revision, digest = _published(obj, kind, namespace, name)
+    creds, keys = await bucket_access(readers.kube, namespace, spec)
+    path = await buckets.archive(readers.repos, spec, creds, keys, revision)
+    tree = await asyncio.to_thread(lambda: tarballs.unpack(path.read_bytes(), f"{kind.kind} {namespace}/{name}"))
+    return TreeArtifact(tree.files, revision, digest)
 
 
 async def oci_source(readers: Readers, kind: Kind, namespace: str, name: str) -> TreeArtifact:

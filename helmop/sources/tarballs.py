@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from .errors import SourceError
 from .git import Limits
 
-GZIP_MAGIC = b"\x1f\x8b"
-
 
 @dataclass(frozen=True)
 class Tree:

@@ -160,7 +160,8 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
               for c in flux_crds.definitions()}
     assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
                                                               FLUX.helmrepository, FLUX.ocirepository,
-                                                              FLUX.configsync, FLUX_PROVIDER, FLUX_ALERT)}
+                                                              FLUX.configsync, FLUX.bucket, FLUX_PROVIDER,
+                                                              FLUX_ALERT)}
 
 
 def test_flux_controllers_count_as_running_while_their_lease_is_renewed() -> None:

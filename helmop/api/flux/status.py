@@ -14,6 +14,7 @@ from typing import Any
 
 from helmop.api.objects import flux_id, from_flux_id
 
+SOURCES = ("GitRepository", "HelmRepository", "OCIRepository", "Bucket")  # an artifact in Flux's shape
 # Fields of helmop's status that Flux's schema for the kind does not have.
 _ONLY_HELMOP = {
     "HelmRelease": ("readinessCheck", "releaseName", "lastAppliedRevision"),
@@ -35,7 +36,7 @@ def outward(kind: str, status: dict[str, Any], body: dict[str, Any]) -> dict[str
         failures = int(status.get("installFailures") or 0) + int(status.get("upgradeFailures") or 0)
         if failures:
             out["failures"] = failures
-    elif kind in ("GitRepository", "HelmRepository", "OCIRepository") and status.get("artifact"):
+    elif kind in SOURCES and status.get("artifact"):
         artifact = dict(status["artifact"])
         name = artifact["revision"].rpartition(":")[2][:64]
         artifact.setdefault("path", f"{kind.lower()}/{meta.get('namespace')}/{meta.get('name')}/{name}.tar.gz")
@@ -62,7 +63,7 @@ def inward(kind: str, status: dict[str, Any] | None) -> dict[str, Any] | None:
         first = status["history"][0] if status["history"] else {}
         if isinstance(first, dict) and first.get("name"):
             out["releaseName"] = str(first["name"])
-    if kind in ("GitRepository", "HelmRepository", "OCIRepository"):
+    if kind in SOURCES:
         out["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "ArtifactInStorage"]
     if kind == "Kustomization" and isinstance(status.get("inventory"), dict):
         entries = status["inventory"].get("entries") or []

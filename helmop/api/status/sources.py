@@ -22,9 +22,6 @@ class Artifact(Struct, frozen=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-ChartArtifact = Artifact  # a HelmRepository's index, an OCIRepository's layer: the same shape
-
-
 class NameRef(Struct, frozen=True):
     name: str
 
@@ -62,3 +59,9 @@ class OCIRepositoryStatus(Status, frozen=True):
     artifact: Artifact | None = None
     observed_ignore: str | None = None  # what the published artifact was made with
     observed_layer_selector: LayerSelector | None = None
+
+
+class BucketStatus(Status, frozen=True):
+    url: str = ""  # the bucket's endpoint and name
+    artifact: Artifact | None = None
+    observed_ignore: str | None = None

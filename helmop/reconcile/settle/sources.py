@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from helmop.api.status.sources import (
     Artifact,
+    BucketStatus,
     GitRepositoryStatus,
     HelmRepositoryStatus,
     OCIRepositoryStatus,
@@ -74,4 +75,14 @@ def oci_source(status: OCIRepositoryStatus, generation: int, url: str, revision:
     out = status.but(url=url, **observed)
     if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
         out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at, metadata=metadata))
+    return outcome(out, generation, True, "Succeeded", message)
+
+
+def bucket(status: BucketStatus, generation: int, url: str, revision: str, digest: str, size: int, at: str,
+           message: str, ignore: str | None) -> BucketStatus:
+    """A Bucket listed at ``at``: its artifact (time moved only when the revision or the digest changes), the
+    ignore rules it was made with, Ready."""
+    out = status.but(url=url, observed_ignore=ignore)
+    if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
+        out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at, size=size))
     return outcome(out, generation, True, "Succeeded", message)

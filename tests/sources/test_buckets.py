@@ -1,0 +1,110 @@
+"""A Bucket's objects over S3's API (helmop.sources.buckets) against a real S3-compatible server on loopback
+(moto's): Flux's revision of keys and etags, the root .sourceignore and spec.ignore, a prefix, an unchanged
+listing that fetches nothing, the cache keyed by what was read and with which keys; a key that leaves the
+artifact, a listing past the limits and an object larger than a file may be, refused by reason. The request
+signature is checked against AWS's own published example."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from helmop.api.buckets import BucketSpec, parse_bucket
+from helmop.api.errors import SpecError
+from helmop.sources import buckets, tarballs
+from helmop.sources.buckets import Bucket, Keys, signed_headers
+from helmop.sources.errors import SourceError
+from helmop.sources.git import Limits
+from helmop.sources.repositories import Credentials, Repositories
+from tests.s3 import ACCESS, S3, SECRET, s3  # noqa: F401 - the fixture
+
+KEYS = Keys(ACCESS, SECRET)
+
+
+def test_the_signature_is_aws_documented_example() -> None:
+    """AWS's example of a signed GET (Signature Version 4 for S3, "GET Object" with a Range header)."""
+    headers = signed_headers(Keys("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"), "GET",
+                             "examplebucket.s3.amazonaws.com", "/test.txt", {}, "us-east-1",
+                             datetime(2013, 5, 24, tzinfo=UTC), {"Range": "bytes=0-9"})
+    assert headers["authorization"].endswith(
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+
+
+def spec(server: S3, name: str, **fields: object) -> BucketSpec:
+    return parse_bucket({"bucketName": name, "endpoint": server.endpoint, "insecure": True, **fields})
+
+
+async def test_revision_ignore_rules_and_prefix_as_flux(s3: S3, tmp_path: Path) -> None:  # noqa: F811
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    s3.bucket(name, {"apps/a.yaml": "a", "apps/b.yaml": "b", "docs/x.md": "d", "apps/logo.png": "p",
+                     ".sourceignore": "docs/\n"})
+    repos = Repositories(tmp_path)
+    bucket, index, revision = await buckets.listed(repos, spec(s3, name), Credentials(), KEYS)
+    assert sorted(index) == ["apps/a.yaml", "apps/b.yaml", "apps/logo.png"]  # no default exclusions for a Bucket
+    assert revision == buckets.revision_of(index) and revision.startswith("sha256:")
+    tree = await bucket.fetch(index)
+    assert tree.files["apps/a.yaml"] == b"a"
+    _, same, again = await buckets.listed(repos, spec(s3, name), Credentials(), KEYS)
+    assert again == revision  # unchanged objects: the same revision
+    _, only, _ = await buckets.listed(repos, spec(s3, name, prefix="apps/", ignore="*.png\n"),
+                                      Credentials(), KEYS)
+    assert sorted(only) == ["apps/a.yaml", "apps/b.yaml"]
+    s3.put(name, {"apps/b.yaml": "changed"})
+    _, _, moved = await buckets.listed(repos, spec(s3, name), Credentials(), KEYS)
+    assert moved != revision
+
+
+async def test_the_archive_is_cached_per_revision_and_keys(s3: S3, tmp_path: Path) -> None:  # noqa: F811
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    s3.bucket(name, {"a.yaml": "a"})
+    repos = Repositories(tmp_path)
+    found = await buckets.listed(repos, spec(s3, name), Credentials(), KEYS)
+    path = await buckets.archive(repos, spec(s3, name), Credentials(), KEYS, found[2], found)
+    assert tarballs.unpack(path.read_bytes(), "t").files == {"a.yaml": b"a"}
+    other = await buckets.archive(repos, spec(s3, name), Credentials(), Keys(ACCESS, "another secret"),
+                                  found[2])
+    assert other != path  # another tenant's keys: another cache entry, fetched for it
+    s3.put(name, {"a.yaml": "changed"})
+    with pytest.raises(SourceError, match="changed since") as moved:  # a reader wanting the old revision waits
+        await buckets.archive(Repositories(tmp_path / "b"), spec(s3, name), Credentials(), KEYS,
+                              found[2])
+    assert moved.value.reason == "SourceNotReady" and moved.value.transient
+
+
+@pytest.mark.parametrize("key", ["a/../../etc/passwd", "/abs.yaml", "a//b.yaml", "x\\y.yaml"])
+async def test_a_key_that_is_not_a_path_inside_is_refused(s3: S3, tmp_path: Path, key: str) -> None:  # noqa: F811
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    s3.bucket(name, {"ok.yaml": "x", key: "evil"})
+    repos = Repositories(tmp_path)
+    bucket, index, _ = await buckets.listed(repos, spec(s3, name), Credentials(), KEYS)
+    with pytest.raises(SourceError, match="not a path inside the artifact") as refused:
+        await bucket.fetch(index)
+    assert refused.value.reason == "InvalidPath"
+    assert not list(tmp_path.rglob("*"))  # nothing written
+
+
+async def test_listings_and_objects_past_the_limits_are_refused(s3: S3, tmp_path: Path) -> None:  # noqa: F811
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    s3.bucket(name, {f"k{i:04d}.yaml": "x" for i in range(1100)} | {"big.yaml": b"y" * 3000})
+    repos = Repositories(tmp_path)
+    many = Bucket(repos, spec(s3, name), Credentials(), KEYS, Limits(max_entries=1050))
+    with pytest.raises(SourceError, match="more than 1050 objects") as listing:  # past S3's first page of 1000
+        await many.index()
+    assert listing.value.reason == "TooManyFiles"
+    large = Bucket(repos, spec(s3, name, prefix="big"), Credentials(), KEYS, Limits(max_file=1000))
+    with pytest.raises(SourceError) as big:
+        await large.fetch(await large.index())
+    assert big.value.reason == "FileTooLarge"
+
+
+def test_buckets_helmop_cannot_read_are_refused_by_name() -> None:
+    for fields, said in (({"provider": "gcp"}, "only S3's API"), ({"provider": "aws"}, "workload identity"),
+                         ({"sts": {"provider": "ldap", "endpoint": "https://sts"}}, "spec.sts"),
+                         ({"endpoint": "https://s3.example.com"}, "without a scheme"),
+                         ({"bucketName": "A_B"}, "not an S3 bucket name"), ({"prefix": "../up"}, "spec.prefix")):
+        with pytest.raises(SpecError, match=said):
+            parse_bucket({"bucketName": "cfg", "endpoint": "s3.example.com", **fields})
