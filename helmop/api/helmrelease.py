@@ -40,7 +40,7 @@ class RepositoryChart:
 
 @dataclass(frozen=True)
 class SourceChart:
-    """A chart at ``path`` in a source (GitRepository), resolved by the sources layer."""
+    """A chart at ``path`` in a source (a GitRepository or a Bucket), resolved by the sources layer."""
 
     kind: str
     name: str
@@ -69,10 +69,11 @@ class SharedRepositoryChart:
 
 @dataclass(frozen=True)
 class ArtifactChart:
-    """spec.chartRef: the chart an OCIRepository resolved (its artifact)."""
+    """spec.chartRef: the chart a source object resolved: an OCIRepository's artifact, a HelmChart's."""
 
     name: str
-    namespace: str = ""  # of the OCIRepository; "" = the HelmRelease's
+    namespace: str = ""  # of the source; "" = the HelmRelease's
+    kind: str = "OCIRepository"  # CHART_REFS
 
 
 Chart = RepositoryChart | SourceChart | SharedRepositoryChart | ArtifactChart
@@ -280,7 +281,7 @@ def _chart(raw: Any, chart_ref: Any) -> Chart:
     if "spec" in raw:
         if set(raw) - {"spec", "metadata"}:  # metadata: of Flux's HelmChart object, which helmop does not make
             raise SpecError("InvalidSpec", "spec.chart.spec takes no sibling fields other than metadata")
-        return _chart_spec(raw["spec"])
+        return chart_template(raw["spec"])
     repo: dict[str, Any] = raw.get("repository") or {}
     source: dict[str, Any] = raw.get("sourceRef") or {}
     if bool(repo) == bool(source):
@@ -309,10 +310,9 @@ def _chart(raw: Any, chart_ref: Any) -> Chart:
 STRATEGIES = ("ChartVersion", "Revision")
 
 
-def _chart_spec(raw: Any) -> Chart:
-    """spec.chart.spec, Flux's chart template: a chart from a HelmRepository by name and version, or from a
-    GitRepository by path."""
-    where = "spec.chart.spec"
+def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
+    """spec.chart.spec, Flux's chart template (and a HelmChart's spec, ``where`` "spec"): a chart from a
+    HelmRepository by name and version, or from a GitRepository or a Bucket by path."""
     if not isinstance(raw, dict):
         raise SpecError("InvalidSpec", f"{where} must be a map")
     chart = str(raw.get("chart") or "")
@@ -338,24 +338,24 @@ def _chart_spec(raw: Any) -> Chart:
     if raw.get("verify"):
         raise SpecError("UnsupportedField", f"{where}.verify is for charts from OCI HelmRepositories only (a "
                                             f"{kind or 'source'} chart has no signature to verify)")
-    if kind == "GitRepository":
+    if kind in ("GitRepository", "Bucket"):
         return SourceChart(kind=kind, name=str(source["name"]), path=chart.removeprefix("./") or ".",
                            namespace=namespace, values_files=values_files, reconcile_strategy=strategy,
                            ignore_missing_values_files=ignore_missing)
-    raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind!r} is not supported: helmop reads "
-                                             "charts from a HelmRepository or a GitRepository (Bucket is not "
-                                             "implemented)")
+    raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind[:60]!r} is not supported: a chart "
+                                             "comes from a HelmRepository, a GitRepository or a Bucket")
+
+CHART_REFS = ("OCIRepository", "HelmChart")  # what spec.chartRef may name
 
 
 def _chart_ref(raw: Any) -> ArtifactChart:
     if not isinstance(raw, dict) or not raw.get("name"):
         raise SpecError("InvalidSpec", "spec.chartRef needs kind and name")
     kind = str(raw.get("kind") or "")
-    if kind != "OCIRepository":
-        raise SpecError("UnsupportedSourceKind", f"spec.chartRef.kind {kind!r} is not supported: helmop takes "
-                                                 "charts by reference from an OCIRepository (HelmChart and "
-                                                 "ExternalArtifact are not implemented)")
-    return ArtifactChart(name=str(raw["name"]), namespace=str(raw.get("namespace") or ""))
+    if kind not in CHART_REFS:
+        raise SpecError("UnsupportedSourceKind", f"spec.chartRef.kind {kind[:60]!r} is not supported: helmop takes "
+                                                 f"charts by reference from {' or '.join(CHART_REFS)}")
+    return ArtifactChart(name=str(raw["name"]), namespace=str(raw.get("namespace") or ""), kind=kind)
 
 
 def _values_from(raw: Any) -> tuple[ValuesReference, ...]:

@@ -89,14 +89,15 @@ GITREPOSITORY = Kind("GitRepository", GROUP, VERSION, "gitrepositories", ("gitre
 HELMREPOSITORY = Kind("HelmRepository", GROUP, VERSION, "helmrepositories", ("helmrepo",))
 OCIREPOSITORY = Kind("OCIRepository", GROUP, VERSION, "ocirepositories", ("ocirepo",))
 BUCKET = Kind("Bucket", GROUP, VERSION, "buckets")
+HELMCHART = Kind("HelmChart", GROUP, VERSION, "helmcharts", ("hc",))
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
 PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
 # Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
 PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
 ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
-BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, CONFIGSYNC, JENKINS, PROJECT, PROVIDER,
-           ALERT)
+BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, CONFIGSYNC, JENKINS, PROJECT,
+           PROVIDER, ALERT)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class Family:
     ocirepository: Kind
     configsync: Kind  # helmop's ConfigSync, Flux's Kustomization
     bucket: Kind
+    helmchart: Kind
 
     @property
     def flux(self) -> bool:
@@ -119,7 +121,7 @@ class Family:
 
     @property
     def sources(self) -> tuple[Kind, ...]:
-        return (self.gitrepository, self.helmrepository, self.ocirepository, self.bucket)
+        return (self.gitrepository, self.helmrepository, self.ocirepository, self.bucket, self.helmchart)
 
     @property
     def kinds(self) -> tuple[Kind, ...]:
@@ -129,7 +131,7 @@ class Family:
         return next((k for k in self.sources if k.kind == kind), None)
 
 
-HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, BUCKET)
+HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, BUCKET, HELMCHART)
 
 FLUX_HELM, FLUX_SOURCE = "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
 FLUX_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
@@ -144,6 +146,7 @@ FLUX = Family(
     Kind("OCIRepository", FLUX_SOURCE, "v1", "ocirepositories", ("ocirepo",)),
     Kind("Kustomization", FLUX_KUSTOMIZE, "v1", "kustomizations", ("ks",)),
     Kind("Bucket", FLUX_SOURCE, "v1", "buckets"),
+    Kind("HelmChart", FLUX_SOURCE, "v1", "helmcharts", ("hc",)),
 )
 
 

@@ -90,6 +90,13 @@ class HelmRepositorySpec:
     timeout: float = 60.0
     insecure: bool = False  # plain HTTP for an OCI registry
     suspend: bool = False
+    pass_credentials: bool = False  # the credentials also go to chart URLs on another host than the index's
+    # accessFrom: the namespaces (label selectors, any one) whose objects may name it; None: not set
+    access_from: tuple[tuple[tuple[str, str], ...], ...] | None = None
+
+    def grants(self, labels: Mapping[str, str]) -> bool:
+        """Whether spec.accessFrom lets a namespace with ``labels`` name this repository (an empty selector: any)."""
+        return any(all(labels.get(k) == v for k, v in selector) for selector in self.access_from or ())
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,24 @@ def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
                               cert_secret_ref=_name(spec, "certSecretRef"),
                               interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
                               timeout=duration_field(spec, "timeout", 60.0) or 60.0,
-                              insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)))
+                              insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
+                              pass_credentials=bool(spec.get("passCredentials", False)),
+                              access_from=_access_from(spec.get("accessFrom")))
+
+
+def _access_from(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] | None:
+    if raw is None:
+        return None
+    selectors = raw.get("namespaceSelectors") if isinstance(raw, dict) else None
+    if not isinstance(selectors, list) or len(selectors) > 100:
+        raise SpecError("InvalidSpec", "spec.accessFrom.namespaceSelectors must be a list of at most 100 selectors")
+    out = []
+    for i, selector in enumerate(selectors):
+        labels = (selector or {}).get("matchLabels") or {} if isinstance(selector, dict) else None
+        if not isinstance(labels, dict):
+            raise SpecError("InvalidSpec", f"spec.accessFrom.namespaceSelectors[{i}].matchLabels must be a map")
+        out.append(tuple(sorted((str(k), str(v)) for k, v in labels.items())))
+    return tuple(out)
 
 
 def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:

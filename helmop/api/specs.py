@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .buckets import parse_bucket
+from .helmcharts import parse_helm_chart
 from .helmrelease import parse_spec
 from .notifications import parse_alert, parse_provider
 from .repositories import parse_helm_repository, parse_oci_repository
@@ -18,6 +19,7 @@ PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
     "HelmRepository": lambda spec, _name, _namespace: parse_helm_repository(spec),
     "OCIRepository": lambda spec, _name, _namespace: parse_oci_repository(spec),
     "Bucket": lambda spec, _name, _namespace: parse_bucket(spec),
+    "HelmChart": lambda spec, _name, _namespace: parse_helm_chart(spec),
     "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
     "Provider": lambda spec, _name, _namespace: parse_provider(spec),
     "Alert": lambda spec, _name, namespace: parse_alert(spec, namespace),

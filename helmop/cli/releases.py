@@ -19,6 +19,7 @@ from helmop.api import jenkins, manifests, validation, yamlc
 from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
+from helmop.api.helmcharts import parse_helm_chart
 from helmop.api.helmrelease import ArtifactChart, HelmReleaseSpec, RepositoryChart, SharedRepositoryChart, parse_spec
 from helmop.api.kinds import HELMRELEASE
 from helmop.api.repositories import parse_helm_repository, parse_oci_repository
@@ -117,11 +118,14 @@ async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
         resolved = await repos.resolve(chart.url, chart.name, chart.version, Credentials(), chart.insecure)
         return await repos.fetch(resolved, chart.url, Credentials(), chart.insecure), {}
     if isinstance(chart, SharedRepositoryChart | ArtifactChart):
-        kind = "HelmRepository" if isinstance(chart, SharedRepositoryChart) else "OCIRepository"
+        kind = "HelmRepository" if isinstance(chart, SharedRepositoryChart) else chart.kind
         name = chart.repository if isinstance(chart, SharedRepositoryChart) else chart.name
         source = sources.get((kind, chart.namespace or namespace, name))
         if source is None:
             raise InputError("SourceNotFound", f"{kind} {chart.namespace or namespace}/{name} is not in the tree")
+        if kind == "HelmChart":  # its template, read as the release's own chart.spec would be
+            template = replace(parse_helm_chart(source.get("spec") or {}).chart, namespace=chart.namespace or namespace)
+            return await _offline_chart(replace(spec, chart=template), root, repos, sources, namespace)
         if isinstance(chart, ArtifactChart):
             oci = parse_oci_repository(source.get("spec") or {})
             found = await artifacts.resolve(repos, oci, Credentials())
@@ -129,7 +133,7 @@ async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
         helm = parse_helm_repository(source.get("spec") or {})
         resolved = await repos.resolve(helm.url, chart.chart, chart.version, Credentials(), helm.insecure)
         path = await repos.fetch(resolved, helm.url, Credentials(), helm.insecure)
-        return path, await archive_values(path, chart.values_files, chart.ignore_missing_values_files)
+        return path, (await archive_values(path, chart.values_files, chart.ignore_missing_values_files))[0]
     local = (root / chart.path).resolve()
     if not (local / "Chart.yaml").exists() or root.resolve() not in local.parents:
         raise InputError("ChartNotFound", f"chart path {chart.path!r} is not a chart inside {root}")
@@ -151,7 +155,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
         print(f"error: {problem}", file=err)
     values_of = _tree_values(found)
     sources = {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
-               for item in found if item.kind in ("HelmRepository", "OCIRepository")}
+               for item in found if item.kind in ("HelmRepository", "OCIRepository", "HelmChart")}
     repos = Repositories(cache)
     ok = not errors and not problems
     for release in releases:

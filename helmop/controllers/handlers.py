@@ -52,11 +52,17 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
-from helmop.api.status.sources import BucketStatus, GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
+from helmop.api.status.sources import (
+    BucketStatus,
+    GitRepositoryStatus,
+    HelmChartStatus,
+    HelmRepositoryStatus,
+    OCIRepositoryStatus,
+)
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import buckets, chartsources, configsyncs, gitrepositories, notifications, projects
+from . import buckets, chartsources, configsyncs, gitrepositories, helmcharts, notifications, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .fluxgate import FluxGate
@@ -367,6 +373,9 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
                    lambda body: configsyncs.finalize(ctx, family, body)),
         Controller(bucket, BucketStatus, t.source_interval, lambda body: buckets.reconcile(ctx, bucket, body),
                    lambda body: buckets.finalize(ctx, bucket, body)),
+        Controller(family.helmchart, HelmChartStatus, t.source_interval,
+                   lambda body: helmcharts.reconcile(ctx, family, body),
+                   lambda body: helmcharts.finalize(ctx, family, body)),
     ]
     return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
 

@@ -290,7 +290,7 @@ def _source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
     if isinstance(chart, SharedRepositoryChart):
         return ("HelmRepository", chart.namespace, "spec.chart.spec.sourceRef", chart.repository)
     if isinstance(chart, ArtifactChart):
-        return ("OCIRepository", chart.namespace, "spec.chartRef", chart.name)
+        return (chart.kind, chart.namespace, "spec.chartRef", chart.name)
     return None
 
 

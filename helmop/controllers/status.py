@@ -13,7 +13,13 @@ from helmop.api.flux import status as flux_status
 from helmop.api.kinds import REQUESTED_AT, Kind
 from helmop.api.objects import Resource
 from helmop.api.status import S, Status, merge_patch, parse, to_json
-from helmop.api.status.sources import BucketStatus, GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
+from helmop.api.status.sources import (
+    BucketStatus,
+    GitRepositoryStatus,
+    HelmChartStatus,
+    HelmRepositoryStatus,
+    OCIRepositoryStatus,
+)
 from helmop.infra.kube import KubeError
 from helmop.reconcile.settle import outcome
 
@@ -83,7 +89,7 @@ async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status,
         await ctx.services.events.post(body, cond.event_type(ready, reason), reason, message)
 
 
-Source = GitRepositoryStatus | HelmRepositoryStatus | OCIRepositoryStatus | BucketStatus
+Source = GitRepositoryStatus | HelmRepositoryStatus | OCIRepositoryStatus | BucketStatus | HelmChartStatus
 
 
 def _revision(status: Source) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import shutil
 import tempfile
@@ -21,8 +22,10 @@ import yaml
 from helmop.api import yamlc
 from helmop.api.addresses import AddressRefused
 from helmop.api.errors import HelmopError, SpecError
+from helmop.api.helmcharts import parse_helm_chart
 from helmop.api.helmrelease import (
     ArtifactChart,
+    Chart,
     HelmReleaseSpec,
     SharedRepositoryChart,
     SourceChart,
@@ -31,7 +34,12 @@ from helmop.api.helmrelease import (
 from helmop.api.kinds import HELMOP, Family, Kind
 from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url
-from helmop.api.repositories import Verification, parse_helm_repository, parse_oci_repository
+from helmop.api.repositories import (
+    HelmRepositorySpec,
+    Verification,
+    parse_helm_repository,
+    parse_oci_repository,
+)
 from helmop.api.settings import Tunables
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
@@ -44,9 +52,10 @@ from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
-from helmop.sources.readers import git_source, read_file
+from helmop.sources.readers import read_file, source_artifact
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
+from helmop.sources.trees import GitArtifact
 from helmop.sources.verification import registry
 
 
@@ -193,33 +202,77 @@ async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_a
     pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml)
     values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
-    chart, creds = spec.chart, Credentials()
-    file_values: dict[str, Any] = {}
-    reference: list[Any]  # what the chart is, in the config digest
     try:
-        if isinstance(chart, SourceChart):
-            resolved, path, chart_digest, file_values = await git_chart(ctx, namespace, chart, family)
-            reference = [resolved.repository, chart.path, chart_digest]
-        elif isinstance(chart, SharedRepositoryChart):
-            resolved, path, creds = await shared_chart(ctx, namespace, chart, family)
-            file_values = await archive_values(path, chart.values_files, chart.ignore_missing_values_files)
-            reference = [resolved.repository, resolved.name, resolved.version, chart.values_files]
-        elif isinstance(chart, ArtifactChart):
-            resolved, path, creds = await artifact_chart(ctx, namespace, chart, family)
-            reference = [resolved.repository, resolved.name, resolved.version, resolved.digest]
-        else:
-            creds = await credentials(ctx.kube, namespace, chart.secret_ref, "spec.chart.repository")
-            resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure,
-                                               max_age=spec.interval, asked_at=asked_at)
-            path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
-            reference = [resolved.repository, resolved.name, resolved.version]
+        chart = await chart_inputs(ctx, namespace, spec.chart, family, interval=spec.interval, asked_at=asked_at)
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
-    if file_values:
-        values = compose_values(pieces, spec, file_values)
-    digest = helm_values.digest({"chart": reference, "values": values, "release": release,
+    if chart.file_values:
+        values = compose_values(pieces, spec, chart.file_values)
+    digest = helm_values.digest({"chart": chart.reference, "values": values, "release": release,
                                  "postRender": spec.post_render})
-    return Inputs(resolved, path, values, digest, secrets + creds.secrets())
+    return Inputs(chart.resolved, chart.path, values, digest, secrets + chart.creds.secrets())
+
+
+@dataclass(frozen=True)
+class ChartInputs:
+    """A chart as a release takes it: resolved, on disk, with the credentials it was read with, its values files
+    merged, and what it is in the config digest (``reference``)."""
+
+    resolved: ResolvedChart
+    path: Path
+    creds: Credentials
+    file_values: dict[str, Any]
+    reference: list[Any]
+    digest: str = ""  # of the chart's content (an archive's sha256, a source chart's files')
+    source_revision: str = ""  # the revision of the source it was read from
+    values_found: tuple[str, ...] = ()  # the values files merged (ignoreMissingValuesFiles may skip some)
+
+
+async def chart_inputs(ctx: Readers, namespace: str, chart: Chart, family: Family = HELMOP, *, interval: float = 0.0,
+                       asked_at: float = 0.0) -> ChartInputs:
+    """The chart ``chart`` names, for a release (or a HelmChart) of ``namespace``."""
+    if isinstance(chart, SourceChart):
+        return await git_chart(ctx, namespace, chart, family)
+    if isinstance(chart, SharedRepositoryChart):
+        resolved, path, creds = await shared_chart(ctx, namespace, chart, family)
+        file_values, found = await archive_values(path, chart.values_files, chart.ignore_missing_values_files)
+        return ChartInputs(resolved, path, creds, file_values,
+                           [resolved.repository, resolved.name, resolved.version, chart.values_files],
+                           await _file_digest(path), values_found=found)
+    if isinstance(chart, ArtifactChart) and chart.kind == "HelmChart":
+        return await helm_chart(ctx, namespace, chart, family)
+    if isinstance(chart, ArtifactChart):
+        resolved, path, creds = await artifact_chart(ctx, namespace, chart, family)
+        return ChartInputs(resolved, path, creds, {},
+                           [resolved.repository, resolved.name, resolved.version, resolved.digest])
+    creds = await credentials(ctx.kube, namespace, chart.secret_ref, "spec.chart.repository")
+    resolved = await ctx.repos.resolve(chart.url, chart.name, chart.version, creds, chart.insecure,
+                                       max_age=interval, asked_at=asked_at)
+    path = await ctx.repos.fetch(resolved, chart.url, creds, chart.insecure)
+    return ChartInputs(resolved, path, creds, {}, [resolved.repository, resolved.name, resolved.version])
+
+
+async def _file_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(await asyncio.to_thread(path.read_bytes)).hexdigest()
+
+
+async def helm_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: Family) -> ChartInputs:
+    """spec.chartRef to a HelmChart: the chart it published (its version pinned: what it resolved is what the
+    release takes, whatever its HelmRepository lists by now), with its values files."""
+    where = ref.namespace or namespace
+    obj = await _source(ctx, family.helmchart, where, ref.name)
+    revision = str(((obj.get("status") or {}).get("artifact") or {}).get("revision") or "")
+    if not revision:
+        raise InputError("SourceNotReady", f"HelmChart {where}/{ref.name} has no artifact yet", transient=True)
+    try:
+        template = parse_helm_chart(obj.get("spec") or {}).chart
+    except SpecError as exc:
+        raise InputError("SourceNotReady", f"HelmChart {where}/{ref.name}: {exc}", transient=True) from None
+    if isinstance(template, SharedRepositoryChart):
+        # Flux marks a chart with values files "+<generation>": the version is what comes before
+        version = revision.rsplit("+", 1)[0] if template.values_files else revision
+        return await chart_inputs(ctx, where, replace(template, namespace=where, version=version), family)
+    return await git_chart(ctx, where, replace(template, namespace=where), family)
 
 
 async def _source(ctx: Readers, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
@@ -240,6 +293,8 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
     except SpecError as exc:
         raise InputError("SourceNotReady", f"HelmRepository {where}/{chart.repository}: {exc}",
                          transient=True) from None
+    if where != namespace and source.access_from is not None:
+        await _granted(ctx, namespace, where, chart.repository, source)
     creds = await credentials(ctx.kube, where, source.secret_ref, f"HelmRepository {where}/{chart.repository}",
                               source.cert_secret_ref)
     # An OCI HelmRepository names a registry path; its charts are repositories under it, as Flux reads it
@@ -251,7 +306,19 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
         manifest = await _signed(ctx, where, chart.verify, url if source.oci else "", resolved.version, creds,
                                  source.insecure)
         resolved = replace(resolved, manifest=manifest)
-    return resolved, await ctx.repos.fetch(resolved, url, creds, source.insecure), creds
+    path = await ctx.repos.fetch(resolved, url, creds, source.insecure, pass_credentials=source.pass_credentials)
+    return resolved, path, creds
+
+
+async def _granted(ctx: Readers, namespace: str, where: str, name: str, source: HelmRepositorySpec) -> None:
+    """spec.accessFrom of a HelmRepository named from another namespace: that namespace's labels must match one of
+    its selectors (AccessDenied otherwise). --no-cross-namespace-refs refuses such a reference before, whatever
+    accessFrom says: the repository's owner cannot widen the operator's lockdown."""
+    found = await ctx.kube.get(f"/api/v1/namespaces/{namespace}")
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if not source.grants({str(k): str(v) for k, v in labels.items()}):
+        raise InputError("AccessDenied", f"HelmRepository {where}/{name} does not grant namespace {namespace} access "
+                                         "(its spec.accessFrom selects no namespace with its labels)", transient=False)
 
 
 async def _signed(ctx: Readers, namespace: str, verify: Verification, url: str, version: str, creds: Credentials,
@@ -288,9 +355,11 @@ async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
     return resolved, path, creds
 
 
-async def archive_values(path: Path, files: tuple[str, ...], ignore_missing: bool) -> dict[str, Any]:
-    """spec.chart.spec.valuesFiles of a chart archive, merged in order."""
+async def archive_values(path: Path, files: tuple[str, ...],
+                         ignore_missing: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """spec.chart.spec.valuesFiles of a chart archive, merged in order; and those it holds."""
     merged: dict[str, Any] = {}
+    found = []
     for name in files:
         data = await asyncio.to_thread(artifacts.read_file, path, name)
         if data is None:
@@ -302,7 +371,8 @@ async def archive_values(path: Path, files: tuple[str, ...], ignore_missing: boo
             merged = helm_values.merge(merged, helm_values.parse_values(data.decode(errors="replace"), name))
         except ValueError as exc:
             raise InputError("ValuesInvalid", str(exc)) from None
-    return merged
+        found.append(name)
+    return merged, tuple(found)
 
 
 async def _judge_dependencies(ctx: Readers, path: str, meta: dict[str, Any], lock: Any) -> None:
@@ -327,12 +397,13 @@ def _chart_metadata(files: dict[str, bytes], path: str) -> tuple[dict[str, Any],
     return meta, lock
 
 
-async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
-                    family: Family = HELMOP) -> tuple[ResolvedChart, Path, str, dict[str, Any]]:
-    """The chart directory at the source's revision, materialised once per content digest (with its
-    dependencies built), and the values files merged in order. The digest that decides an upgrade is the
-    files' (reconcileStrategy Revision) or the chart's version and the values files' (ChartVersion)."""
-    source = await git_source(ctx, family.gitrepository, chart.namespace or namespace, chart.name)
+async def git_chart(ctx: Readers, namespace: str, chart: SourceChart, family: Family = HELMOP) -> ChartInputs:
+    """The chart directory at the source's revision (a GitRepository's or a Bucket's), materialised once per
+    content digest (with its dependencies built), and the values files merged in order. The digest that decides
+    an upgrade is the files' (reconcileStrategy Revision) or the chart's version and the values files'
+    (ChartVersion)."""
+    where = chart.namespace or namespace
+    source = await source_artifact(ctx, family, chart.kind, where, chart.name)
     files = await source.files(chart.path)
     if "Chart.yaml" not in files:
         raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)
@@ -358,7 +429,8 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
     if outside:
         raise InputError("InvalidChart", f"{chart.path}: file:// dependencies must stay inside the chart's folder: "
                                          f"{', '.join(outside)}; refused")
-    resolved = ResolvedChart(safe_url(source.url), str(meta.get("name", "")), str(meta.get("version", "")))
+    origin = safe_url(source.url) if isinstance(source, GitArtifact) else f"{chart.kind.lower()}/{where}/{chart.name}"
+    resolved = ResolvedChart(origin, str(meta.get("name", "")), str(meta.get("version", "")))
     # The folder's name is fixed: Chart.yaml's name is the tenant's to choose, a path is not.
     target = ctx.repos.cache_dir / "gitcharts" / tree_digest(files)[7:31] / "chart"
     if not target.exists():
@@ -375,4 +447,5 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart,
             staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return resolved, target, digest, file_values
+    return ChartInputs(resolved, target, Credentials(), file_values, [resolved.repository, chart.path, digest],
+                       tree_digest(files), source.revision, tuple(extra))

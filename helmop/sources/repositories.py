@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
@@ -189,6 +189,11 @@ def _validators(headers: Mapping[str, str]) -> dict[str, str]:
     except (TypeError, ValueError):  # absent or not a date: nothing to revalidate with
         pass
     return out
+
+
+def _same_origin(a: str, b: str) -> bool:
+    first, second = urlsplit(a), urlsplit(b)
+    return (first.scheme, first.hostname, first.port) == (second.scheme, second.hostname, second.port)
 
 
 def credential_key(url: str, creds: Credentials) -> str:
@@ -370,15 +375,19 @@ class Repositories:
         self._written[path] = (identity, known[1])
         return True
 
-    async def fetch(self, chart: ResolvedChart, url: str, creds: Credentials, insecure: bool = False) -> Path:
+    async def fetch(self, chart: ResolvedChart, url: str, creds: Credentials, insecure: bool = False, *,
+                    pass_credentials: bool = False) -> Path:
         """The chart archive in the cache, downloaded on first use of this exact version with these
-        credentials; written once, and served only while its digest is the one checked when written."""
+        credentials; written once, and served only while its digest is the one checked when written. The
+        credentials go to the archive's URL when it is on the repository's own host, or ``pass_credentials``
+        (a HelmRepository's spec.passCredentials), as Flux sends them."""
         url = self.mirrored(url)
 
         async def download() -> bytes:
             if url.startswith("oci://"):
                 return await self._pull_oci(url, chart, creds, insecure)
-            return await self._download(chart, creds)
+            return await self._download(chart, creds, pass_credentials or _same_origin(chart.urls[0] if chart.urls
+                                                                                        else url, url))
 
         return await self.cached(self.cached_path(chart, creds), download, f"chart {chart.name} {chart.version}")
 
@@ -405,12 +414,12 @@ class Repositories:
             self._written[path] = ((stat.st_ino, stat.st_size, stat.st_mtime_ns), hashlib.sha256(data).hexdigest())
         return path
 
-    async def _download(self, chart: ResolvedChart, creds: Credentials) -> bytes:
+    async def _download(self, chart: ResolvedChart, creds: Credentials, basic: bool) -> bytes:
         if not chart.urls:
             raise SourceError("ChartNotFound", f"the index of {chart.repository} lists no URL for "
                                                f"{chart.name} {chart.version}", transient=False)
         try:
-            async with self.session(creds) as http, http.get(chart.urls[0]) as r:
+            async with self.session(creds, basic=basic) as http, http.get(chart.urls[0]) as r:
                 what = f"chart {chart.name} {chart.version}"
                 self.raise_for(r.status, what)
                 data = await read_capped(r, self.chart_max_size, what, "ChartTooLarge")

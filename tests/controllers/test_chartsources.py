@@ -16,7 +16,8 @@ import yaml
 from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
 from helmop.cli.main import main as cli_main
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, condition, failing, get, ready
+from tests.controllers.conftest import Operator, apply, condition, failing, get, ready, settled
+from tests.gitserver import GitServer, Repo
 from tests.registry import Registry
 from tests.signing import NotationCA, cosign_key, cosign_sign, trust_policy
 from tests.sigstore import GITHUB, WORKFLOW, Sigstore
@@ -275,9 +276,7 @@ def test_releases_applied_with_their_source_wait_for_it_and_act_once(operator: O
 
 
 @pytest.mark.parametrize(("spec", "reason", "named"), [
-    ({"chart": {"spec": {"chart": "demo", "sourceRef": {"kind": "Bucket", "name": "b"}}}}, "UnsupportedSourceKind",
-     "Bucket"),
-    ({"chartRef": {"kind": "HelmChart", "name": "c"}}, "UnsupportedSourceKind", "HelmChart"),
+    ({"chartRef": {"kind": "ExternalArtifact", "name": "c"}}, "UnsupportedSourceKind", "ExternalArtifact"),
 ])
 def test_sources_helmop_does_not_implement_are_refused(operator: Operator, kube: Run, ns: str, spec: dict,
                                                        reason: str, named: str) -> None:
@@ -332,3 +331,63 @@ def test_a_configsync_applies_an_oci_artifact_and_follows_its_new_pushes(operato
         eventually(lambda: (get(kube, ns, "cm", "pushed") or {}).get("data") == {"value": "v2"})
     finally:
         registry.loop.call_soon_threadsafe(registry.loop.stop)
+
+
+def test_a_release_takes_a_helmchart_by_reference(operator: Operator, kube: Run, ns: str, own_repo: ChartRepo,
+                                                  git_server: GitServer, tmp_path: Path) -> None:
+    """A HelmChart from a HelmRepository with values files publishes <version>+<generation> and a release with
+    chartRef HelmChart installs that version with those values; its new version, once the HelmChart publishes
+    it, upgrades the release. A HelmChart from a GitRepository with reconcileStrategy Revision publishes
+    <version>+<12 hex of the commit>."""
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
+                                    "metadata": {"name": "charts"}, "spec": {"url": own_repo.url, "interval": "1h"}}))
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmChart",
+                                    "metadata": {"name": "demo"},
+                                    "spec": {"chart": "demo", "version": "0.x", "interval": "1h",
+                                             "sourceRef": {"kind": "HelmRepository", "name": "charts"},
+                                             "valuesFiles": ["values-prod.yaml"]}}))
+    chart = source_ready(kube, ns, "helmcharts.helmop.dev", "demo")["status"]
+    assert chart["artifact"]["revision"] == "0.1.0+1" and chart["observedChartName"] == "demo"  # type: ignore[index]
+    apply(kube, ns, release("web", chartRef={"kind": "HelmChart", "name": "demo"}))
+    assert ready(kube, ns, "web")["status"]["history"][0]["chartVersion"] == "0.1.0"
+    assert get(kube, ns, "deployment", "web")["spec"]["replicas"] == 2  # the HelmChart's values file
+    own_repo.publish("demo", "0.2.0", files={"values-prod.yaml": "replicaCount: 3\n"})
+    settled(kube, ns, "helmrepositories.helmop.dev", "charts")
+    settled(kube, ns, "helmcharts.helmop.dev", "demo")
+    eventually(lambda: get(kube, ns, "hr", "web")["status"]["history"][0]["chartVersion"] == "0.2.0")
+    assert get(kube, ns, "deployment", "web")["spec"]["replicas"] == 3
+
+    repo = Repo(git_server, f"charts-{ns[-6:]}", tmp_path / "work")
+    (repo.work / "charts").mkdir()
+    subprocess.run([tool("helm"), "create", str(repo.work / "charts" / "app")], check=True, capture_output=True)
+    head = repo.commit({})
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository",
+                                    "metadata": {"name": "git"}, "spec": {"url": repo.url, "interval": "1h",
+                                                                         "ref": {"branch": "main"}}}))
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmChart",
+                                    "metadata": {"name": "fromgit"},
+                                    "spec": {"chart": "./charts/app", "reconcileStrategy": "Revision",
+                                             "sourceRef": {"kind": "GitRepository", "name": "git"},
+                                             "interval": "1h"}}))
+    fromgit = source_ready(kube, ns, "helmcharts.helmop.dev", "fromgit")["status"]
+    assert fromgit["artifact"]["revision"] == f"0.1.0+{head[:12]}"  # type: ignore[index]
+    assert fromgit["observedSourceArtifactRevision"] == f"main@sha1:{head}"
+
+
+def test_a_helmrepository_grants_other_namespaces_by_access_from(operator: Operator, kube: Run, ns: str,
+                                                                 own_repo: ChartRepo) -> None:
+    """spec.accessFrom: a release of another namespace may take the repository's charts only once that namespace's
+    labels match a selector (AccessDenied before)."""
+    other = f"{ns}-b"
+    kube("kubectl", "create", "namespace", other)
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRepository",
+                                    "metadata": {"name": "charts"},
+                                    "spec": {"url": own_repo.url, "interval": "1h", "accessFrom": {
+                                        "namespaceSelectors": [{"matchLabels": {"team": "payments"}}]}}}))
+    apply(kube, other, release("web", {"chart": "demo", "sourceRef": {"kind": "HelmRepository", "name": "charts",
+                                                                       "namespace": ns}}))
+    refused = condition(failing(kube, other, "web", "AccessDenied"))
+    assert f"namespace {other}" in refused["message"] and "accessFrom" in refused["message"]
+    kube("kubectl", "label", "namespace", other, "team=payments")
+    kube("kubectl", "-n", other, "annotate", "hr", "web", "helmop.dev/requestedAt=granted", "--overwrite")
+    assert ready(kube, other, "web")["status"]["history"][0]["chartVersion"] == "0.1.0"

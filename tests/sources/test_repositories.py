@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import email.utils
 import http.server
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -17,6 +18,7 @@ import yaml
 from helmop.sources import index
 from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Credentials, Repositories
+from tests.tools import tool
 
 INDEX = b"""apiVersion: v1
 entries:
@@ -185,3 +187,53 @@ async def test_a_redirect_to_a_refused_address_is_not_followed(tmp_path: Path) -
         httpd.shutdown()
         httpd.server_close()
     assert refused.value.reason == "AddressRefused" and "169.254.169.254" in str(refused.value), str(refused.value)
+
+
+class _Archives(http.server.BaseHTTPRequestHandler):
+    """An index on one host name whose chart is served under another (``localhost`` for ``127.0.0.1``), both
+    asking for basic auth, recording whether each request carried it."""
+
+    archive = b""
+    seen: ClassVar[list[tuple[str, bool]]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        authorized = self.headers.get("Authorization") == "Basic cm9ib3Q6czNjcjN0"  # robot:s3cr3t
+        self.seen.append((self.path, authorized))
+        if not authorized:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
+            self.end_headers()
+            return
+        body = self.archive if self.path.endswith(".tgz") else yaml.safe_dump({"apiVersion": "v1", "entries": {
+            "tiny": [{"version": "0.1.0", "urls": [f"http://localhost:{port}/files/tiny-0.1.0.tgz"]}]}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+async def test_credentials_go_to_another_host_only_with_pass_credentials(tmp_path: Path) -> None:
+    (tmp_path / "tiny" / "templates").mkdir(parents=True)
+    (tmp_path / "tiny" / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
+    subprocess.run([tool("helm"), "package", str(tmp_path / "tiny"), "-d", str(tmp_path)], check=True,
+                   capture_output=True)
+    _Archives.archive = (tmp_path / "tiny-0.1.0.tgz").read_bytes()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Archives)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        creds = Credentials(username="robot", password="s3cr3t", scope="shop/charts")
+        resolved = await Repositories(tmp_path / "a").resolve(url, "tiny", "0.1.0", creds)
+        with pytest.raises(SourceError) as refused:  # the chart is on another host: the credentials stay home
+            await Repositories(tmp_path / "a").fetch(resolved, url, creds)
+        assert refused.value.reason == "RepositoryAuthFailed"
+        assert ("/files/tiny-0.1.0.tgz", False) in _Archives.seen
+        path = await Repositories(tmp_path / "b").fetch(resolved, url, creds, pass_credentials=True)
+        assert path.read_bytes() == _Archives.archive and ("/files/tiny-0.1.0.tgz", True) in _Archives.seen
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -36,9 +36,8 @@ def test_flux_chart_forms_become_the_internal_chart() -> None:
 
 
 @pytest.mark.parametrize(("spec", "reason", "named"), [
-    ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "Bucket", "name": "b"}}}}, "UnsupportedSourceKind",
-     "Bucket"),
-    ({"chartRef": {"kind": "HelmChart", "name": "b"}}, "UnsupportedSourceKind", "HelmChart"),
+    ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "OCIRepository", "name": "b"}}}},
+     "UnsupportedSourceKind", "OCIRepository"),
     ({"chartRef": {"kind": "ExternalArtifact", "name": "b"}}, "UnsupportedSourceKind", "ExternalArtifact"),
     ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}, "verify": {
         "provider": "cosign"}}}}, "UnsupportedField", "keyless"),
@@ -160,8 +159,8 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
               for c in flux_crds.definitions()}
     assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
                                                               FLUX.helmrepository, FLUX.ocirepository,
-                                                              FLUX.configsync, FLUX.bucket, FLUX_PROVIDER,
-                                                              FLUX_ALERT)}
+                                                              FLUX.configsync, FLUX.bucket, FLUX.helmchart,
+                                                              FLUX_PROVIDER, FLUX_ALERT)}
 
 
 def test_flux_controllers_count_as_running_while_their_lease_is_renewed() -> None:

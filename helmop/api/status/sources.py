@@ -65,3 +65,11 @@ class BucketStatus(Status, frozen=True):
     url: str = ""  # the bucket's endpoint and name
     artifact: Artifact | None = None
     observed_ignore: str | None = None
+
+
+class HelmChartStatus(Status, frozen=True):
+    url: str = ""
+    artifact: Artifact | None = None
+    observed_source_artifact_revision: str = ""  # the source's revision the chart was made of
+    observed_chart_name: str = ""
+    observed_values_files: tuple[str, ...] = ()  # with ignoreMissingValuesFiles: the values files found

@@ -9,6 +9,7 @@ from helmop.api.status.sources import (
     Artifact,
     BucketStatus,
     GitRepositoryStatus,
+    HelmChartStatus,
     HelmRepositoryStatus,
     OCIRepositoryStatus,
 )
@@ -85,4 +86,14 @@ def bucket(status: BucketStatus, generation: int, url: str, revision: str, diges
     out = status.but(url=url, observed_ignore=ignore)
     if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
         out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at, size=size))
+    return outcome(out, generation, True, "Succeeded", message)
+
+
+def helm_chart(status: HelmChartStatus, generation: int, revision: str, digest: str, at: str, message: str,
+               **observed: Any) -> HelmChartStatus:
+    """A HelmChart resolved at ``at``: its artifact (time moved only when the revision or the digest changes),
+    what it was made of (``observed``), Ready."""
+    out = status.but(**observed)
+    if status.artifact is None or (status.artifact.revision, status.artifact.digest) != (revision, digest):
+        out = out.but(artifact=Artifact(revision=revision, digest=digest, last_update_time=at))
     return outcome(out, generation, True, "Succeeded", message)
