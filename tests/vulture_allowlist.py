@@ -28,7 +28,12 @@ _.completer  # type: ignore[name-defined]  # noqa: B018, F821
 from helmop.api.status.app import AppStatus  # noqa: E402
 from helmop.api.status.configsync import ConfigSyncStatus  # noqa: E402
 from helmop.api.status.helmrelease import HelmReleaseStatus, Snapshot  # noqa: E402
-from helmop.api.status.sources import Artifact, GitRepositoryStatus, HelmChartStatus  # noqa: E402
+from helmop.api.status.sources import (  # noqa: E402
+    Artifact,
+    ArtifactGeneratorStatus,
+    GitRepositoryStatus,
+    HelmChartStatus,
+)
 
 AppStatus.helm_release  # noqa: B018
 ConfigSyncStatus.last_attempted_revision  # noqa: B018
@@ -40,7 +45,7 @@ Artifact.last_update_time, GitRepositoryStatus.last_fetched_at, GitRepositorySta
 GitRepositoryStatus.included_artifacts, GitRepositoryStatus.observed_recurse_submodules  # noqa: B018
 GitRepositoryStatus.observed_include, GitRepositoryStatus.observed_sparse_checkout  # noqa: B018
 HelmChartStatus.observed_source_artifact_revision, HelmChartStatus.observed_chart_name  # noqa: B018
-HelmChartStatus.observed_values_files  # noqa: B018
+HelmChartStatus.observed_values_files, ArtifactGeneratorStatus.observed_sources_digest  # noqa: B018
 # a tar header's fields, read by tarfile when it writes the header
 import tarfile  # noqa: E402
 

@@ -345,7 +345,7 @@ def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
     raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind[:60]!r} is not supported: a chart "
                                              "comes from a HelmRepository, a GitRepository or a Bucket")
 
-CHART_REFS = ("OCIRepository", "HelmChart")  # what spec.chartRef may name
+CHART_REFS = ("OCIRepository", "HelmChart", "ExternalArtifact")  # what spec.chartRef may name
 
 
 def _chart_ref(raw: Any) -> ArtifactChart:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 GROUP = "helmop.dev"
 APPS_GROUP = "apps.helmop.dev"
 VERSION = "v1alpha1"
-FLUX_GROUPS = ".toolkit.fluxcd.io"  # the suffix of Flux's API groups
+FLUX_GROUPS = ".fluxcd.io"  # the suffix of Flux's API groups (toolkit's, and source-watcher's extensions)
 
 # Asks for a reconcile now (`helmop reconcile` sets it to a timestamp; status.lastHandledReconcileAt
 # echoes the value once the reconcile has an outcome).
@@ -90,14 +90,16 @@ HELMREPOSITORY = Kind("HelmRepository", GROUP, VERSION, "helmrepositories", ("he
 OCIREPOSITORY = Kind("OCIRepository", GROUP, VERSION, "ocirepositories", ("ocirepo",))
 BUCKET = Kind("Bucket", GROUP, VERSION, "buckets")
 HELMCHART = Kind("HelmChart", GROUP, VERSION, "helmcharts", ("hc",))
+EXTERNALARTIFACT = Kind("ExternalArtifact", GROUP, VERSION, "externalartifacts", ("ea",))
+ARTIFACTGENERATOR = Kind("ArtifactGenerator", GROUP, VERSION, "artifactgenerators", ("ag",))
 CONFIGSYNC = Kind("ConfigSync", GROUP, VERSION, "configsyncs", ("csync",))
 JENKINS = Kind("Jenkins", APPS_GROUP, VERSION, "jenkins", ("jk",))
 PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=False)
 # Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
 PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
 ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
-BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, CONFIGSYNC, JENKINS, PROJECT,
-           PROVIDER, ALERT)
+BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, EXTERNALARTIFACT,
+           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ class Family:
     configsync: Kind  # helmop's ConfigSync, Flux's Kustomization
     bucket: Kind
     helmchart: Kind
+    externalartifact: Kind
+    artifactgenerator: Kind  # makes ExternalArtifacts (Flux's source-watcher)
 
     @property
     def flux(self) -> bool:
@@ -121,20 +125,23 @@ class Family:
 
     @property
     def sources(self) -> tuple[Kind, ...]:
-        return (self.gitrepository, self.helmrepository, self.ocirepository, self.bucket, self.helmchart)
+        return (self.gitrepository, self.helmrepository, self.ocirepository, self.bucket, self.helmchart,
+                self.externalartifact)
 
     @property
     def kinds(self) -> tuple[Kind, ...]:
-        return (self.helmrelease, *self.sources, self.configsync)
+        return (self.helmrelease, *self.sources, self.artifactgenerator, self.configsync)
 
     def source(self, kind: str) -> Kind | None:
         return next((k for k in self.sources if k.kind == kind), None)
 
 
-HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, BUCKET, HELMCHART)
+HELMOP = Family("helmop", HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, CONFIGSYNC, BUCKET, HELMCHART,
+                EXTERNALARTIFACT, ARTIFACTGENERATOR)
 
 FLUX_HELM, FLUX_SOURCE = "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
 FLUX_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
+FLUX_SOURCE_EXTENSIONS = "source.extensions.fluxcd.io"
 FLUX_NOTIFICATION = "notification.toolkit.fluxcd.io"
 FLUX_PROVIDER = Kind("Provider", FLUX_NOTIFICATION, "v1beta3", "providers")
 FLUX_ALERT = Kind("Alert", FLUX_NOTIFICATION, "v1beta3", "alerts")
@@ -147,6 +154,8 @@ FLUX = Family(
     Kind("Kustomization", FLUX_KUSTOMIZE, "v1", "kustomizations", ("ks",)),
     Kind("Bucket", FLUX_SOURCE, "v1", "buckets"),
     Kind("HelmChart", FLUX_SOURCE, "v1", "helmcharts", ("hc",)),
+    Kind("ExternalArtifact", FLUX_SOURCE, "v1", "externalartifacts", ("ea",)),
+    Kind("ArtifactGenerator", FLUX_SOURCE_EXTENSIONS, "v1beta1", "artifactgenerators", ("ag",)),
 )
 
 

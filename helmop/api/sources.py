@@ -124,7 +124,8 @@ class ObjectRef:
     namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
 
 
-CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket")  # what a ConfigSync's sourceRef may name
+# what a ConfigSync's sourceRef may name
+CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .buckets import parse_bucket
+from .generators import parse_artifact_generator, parse_external_artifact
 from .helmcharts import parse_helm_chart
 from .helmrelease import parse_spec
 from .notifications import parse_alert, parse_provider
@@ -20,6 +21,8 @@ PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
     "OCIRepository": lambda spec, _name, _namespace: parse_oci_repository(spec),
     "Bucket": lambda spec, _name, _namespace: parse_bucket(spec),
     "HelmChart": lambda spec, _name, _namespace: parse_helm_chart(spec),
+    "ExternalArtifact": lambda spec, _name, _namespace: parse_external_artifact(spec),
+    "ArtifactGenerator": lambda spec, _name, _namespace: parse_artifact_generator(spec),
     "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
     "Provider": lambda spec, _name, _namespace: parse_provider(spec),
     "Alert": lambda spec, _name, namespace: parse_alert(spec, namespace),

@@ -53,6 +53,7 @@ from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import (
+    ArtifactGeneratorStatus,
     BucketStatus,
     GitRepositoryStatus,
     HelmChartStatus,
@@ -62,7 +63,7 @@ from helmop.api.status.sources import (
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import buckets, chartsources, configsyncs, gitrepositories, helmcharts, notifications, projects
+from . import buckets, chartsources, configsyncs, generators, gitrepositories, helmcharts, notifications, projects
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .fluxgate import FluxGate
@@ -322,6 +323,20 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
         _kind_handlers(registry, dispatcher, controller, shard)
     for kind in (PROVIDER, ALERT, *((FLUX_PROVIDER, FLUX_ALERT) if flux else ())):
         _notification_handlers(registry, ctx, kind)
+    for family in (HELMOP, *((FLUX,) if flux else ())):
+        _external_artifact_handlers(registry, ctx, family.externalartifact)
+
+
+def _external_artifact_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: Kind) -> None:
+    """ExternalArtifacts have no reconcile (their producer writes their status): a change of one is a look for
+    what reads it, whoever made it."""
+
+    @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.key}-seen")
+    async def seen(body: kopf.Body, **_: Any) -> None:
+        meta = body.get("metadata") or {}
+        ctx.memory.notify_referrers(str(meta.get("namespace") or ""), kind.key, str(meta.get("name") or ""))
+
+    del seen  # registered; kept only by kopf
 
 
 def _notification_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: Kind) -> None:
@@ -376,6 +391,10 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
         Controller(family.helmchart, HelmChartStatus, t.source_interval,
                    lambda body: helmcharts.reconcile(ctx, family, body),
                    lambda body: helmcharts.finalize(ctx, family, body)),
+        # Flux's source-watcher has no interval: an hour, and at once when a source publishes
+        Controller(family.artifactgenerator, ArtifactGeneratorStatus, 3600.0,
+                   lambda body: generators.reconcile(ctx, family, body),
+                   lambda body: generators.finalize(ctx, family, body)),
     ]
     return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
 

@@ -241,6 +241,8 @@ async def chart_inputs(ctx: Readers, namespace: str, chart: Chart, family: Famil
                            await _file_digest(path), values_found=found)
     if isinstance(chart, ArtifactChart) and chart.kind == "HelmChart":
         return await helm_chart(ctx, namespace, chart, family)
+    if isinstance(chart, ArtifactChart) and chart.kind == "ExternalArtifact":
+        return await external_chart(ctx, namespace, chart, family)
     if isinstance(chart, ArtifactChart):
         resolved, path, creds = await artifact_chart(ctx, namespace, chart, family)
         return ChartInputs(resolved, path, creds, {},
@@ -273,6 +275,20 @@ async def helm_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: F
         version = revision.rsplit("+", 1)[0] if template.values_files else revision
         return await chart_inputs(ctx, where, replace(template, namespace=where, version=version), family)
     return await git_chart(ctx, where, replace(template, namespace=where), family)
+
+
+async def external_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: Family) -> ChartInputs:
+    """spec.chartRef to an ExternalArtifact: its archive holds a chart in a folder at its top (as Helm packages
+    one), taken as a chart from files at every change of the artifact."""
+    where = ref.namespace or namespace
+    artifact = await source_artifact(ctx, family, "ExternalArtifact", where, ref.name)
+    tops = sorted({name.split("/", 1)[0] for name in await artifact.files("", lambda rel: rel.endswith("/Chart.yaml")
+                                                                          and rel.count("/") == 1)})
+    if len(tops) != 1:
+        raise InputError("ChartNotFound", f"ExternalArtifact {where}/{ref.name} holds no chart in one folder at its "
+                                          "top (<chart>/Chart.yaml)", transient=False)
+    source = SourceChart(kind="ExternalArtifact", name=ref.name, path=tops[0], namespace=where)
+    return await git_chart(ctx, where, source, family)
 
 
 async def _source(ctx: Readers, kind: Kind, namespace: str, name: str) -> dict[str, Any]:

@@ -8,19 +8,22 @@ is waited for: the including repository is woken by it and publishes again)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import posixpath
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from helmop.api.addresses import Policy
 from helmop.api.buckets import parse_bucket
 from helmop.api.errors import SpecError
+from helmop.api.generators import ArtifactGeneratorSpec, parse_artifact_generator, parse_external_artifact
 from helmop.api.kinds import Family, Kind
 from helmop.api.repositories import parse_oci_repository
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.infra.kube import Kube
 
-from . import artifacts, buckets, github, tarballs
+from . import artifacts, buckets, generator, github, tarballs
 from .credentials import bucket_access, credentials
 from .errors import SourceError
 from .git import GitAuth, GitCache, GitRef
@@ -47,6 +50,8 @@ async def source_artifact(readers: Readers, family: Family, kind: str, namespace
         return await oci_source(readers, family.ocirepository, namespace, name)
     if kind == "Bucket":
         return await bucket_source(readers, family.bucket, namespace, name)
+    if kind == "ExternalArtifact":
+        return await external_source(readers, family, namespace, name)
     return await git_source(readers, family.gitrepository, namespace, name)
 
 
@@ -172,3 +177,69 @@ async def read_file(artifact: Artifact, path: str) -> bytes | None:
             return None
         raise
     return found.get(name)
+
+
+async def generator_trees(readers: Readers, family: Family, namespace: str,
+                          spec: ArtifactGeneratorSpec) -> tuple[dict[str, dict[str, bytes]], str]:
+    """The files of each source of an ArtifactGenerator (by alias), and the digest of what they published (the
+    generator's observedSourcesDigest: its sources' revisions and digests)."""
+    trees: dict[str, dict[str, bytes]] = {}
+    said = []
+    for source in spec.sources:
+        artifact = await source_artifact(readers, family, source.kind, source.namespace or namespace, source.name)
+        trees[source.alias] = await artifact.files("")
+        said.append(f"{source.alias}=[digest={artifact.digest},revision={artifact.revision}]")
+    return trees, "sha256:" + hashlib.sha256("|".join(sorted(said)).encode()).hexdigest()
+
+
+async def external_source(readers: Readers, family: Family, namespace: str, name: str) -> TreeArtifact:
+    """The files an ExternalArtifact published: composed again from its ArtifactGenerator's sources when this
+    replica has no copy (SourceNotReady when they moved on since: the generator publishes again), or, made by
+    another controller, fetched from its URL and checked against its digest."""
+    kind = family.externalartifact
+    obj = await source_object(readers.kube, kind, namespace, name)
+    try:
+        spec = parse_external_artifact(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    revision, digest = _published(obj, kind, namespace, name)
+    what = f"{kind.kind} {namespace}/{name}"
+    if spec.kind == family.artifactgenerator.kind:
+        async def composed() -> bytes:
+            return await generated(readers, family, spec.namespace or namespace, spec.name, name, digest)
+
+        path = await readers.repos.cached(generated_path(readers.repos, namespace, name, digest), composed, what,
+                                          check=tarballs.unpack)
+        data = await asyncio.to_thread(path.read_bytes)
+    else:
+        url = str(((obj.get("status") or {}).get("artifact") or {}).get("url") or "")
+        data = await readers.repos.artifact(url, digest, what)
+    tree = await asyncio.to_thread(tarballs.unpack, data, what)
+    return TreeArtifact(tree.files, revision, digest)
+
+
+def generated_path(repos: Repositories, namespace: str, name: str, digest: str) -> Path:
+    """Where this replica keeps an ExternalArtifact an ArtifactGenerator made (by its content's digest)."""
+    owner = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:32]
+    return repos.cache_dir / "generated" / owner / f"{digest.removeprefix('sha256:')[:64]}.tgz"
+
+
+async def generated(readers: Readers, family: Family, namespace: str, producer: str, name: str, digest: str) -> bytes:
+    """The archive of the artifact ``name`` of the ArtifactGenerator ``namespace/producer``, composed from what its
+    sources publish now; SourceNotReady unless it is the one of ``digest``."""
+    what = f"ArtifactGenerator {namespace}/{producer}"
+    obj = await source_object(readers.kube, family.artifactgenerator, namespace, producer)
+    try:
+        spec = parse_artifact_generator(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{what}: {exc}", transient=True) from None
+    trees, _ = await generator_trees(readers, family, namespace, spec)
+    planned = next((p for p in generator.plan(spec, trees) if p.template.name == name), None)
+    if planned is None:
+        raise SourceError("SourceNotReady", f"{what} no longer makes {name}", transient=True)
+    tree = generator.compose(planned.template, trees)
+    data = await asyncio.to_thread(tarballs.pack, tree.files, tree.executable)
+    if tarballs.digest(data) != digest:
+        raise SourceError("SourceNotReady", f"the sources of {what} moved on since it published {name}; waiting for "
+                                            "it to publish again", transient=True)
+    return data

@@ -430,6 +430,22 @@ class Repositories:
                                                      "digest in the repository index", transient=False)
         return data
 
+    async def artifact(self, url: str, digest: str, what: str) -> bytes:
+        """An artifact another controller serves (an ExternalArtifact's ``status.artifact.url``): fetched through
+        the address policy, bounded as a chart, checked against its digest."""
+        if not url.startswith(("http://", "https://")):
+            raise SourceError("SourceNotReady", f"{what} has no artifact URL to fetch", transient=True)
+        try:
+            async with self.session(Credentials(), basic=False) as http, http.get(url) as r:
+                self.raise_for(r.status, what)
+                data = await read_capped(r, self.chart_max_size, what, "ArtifactTooLarge")
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise unreachable(f"{what} at {safe_url(url)}", exc) from None
+        if f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
+            raise SourceError("ArtifactDigestMismatch", f"{what} at {safe_url(url)} does not match its digest",
+                              transient=True)
+        return data
+
     # --- OCI -------------------------------------------------------------------------------------
 
     @staticmethod

@@ -38,7 +38,7 @@ def test_flux_chart_forms_become_the_internal_chart() -> None:
 @pytest.mark.parametrize(("spec", "reason", "named"), [
     ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "OCIRepository", "name": "b"}}}},
      "UnsupportedSourceKind", "OCIRepository"),
-    ({"chartRef": {"kind": "ExternalArtifact", "name": "b"}}, "UnsupportedSourceKind", "ExternalArtifact"),
+    ({"chartRef": {"kind": "GitRepository", "name": "b"}}, "UnsupportedSourceKind", "GitRepository"),
     ({"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}, "verify": {
         "provider": "cosign"}}}}, "UnsupportedField", "keyless"),
     ({"chart": {"spec": {"chart": "c", "sourceRef": {"kind": "GitRepository", "name": "g"}, "verify": {
@@ -160,6 +160,7 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
     assert served == {(k.group, k.version, k.kind) for k in (FLUX.helmrelease, FLUX.gitrepository,
                                                               FLUX.helmrepository, FLUX.ocirepository,
                                                               FLUX.configsync, FLUX.bucket, FLUX.helmchart,
+                                                              FLUX.externalartifact, FLUX.artifactgenerator,
                                                               FLUX_PROVIDER, FLUX_ALERT)}
 
 

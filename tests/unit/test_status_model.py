@@ -14,11 +14,20 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ProjectStatus
-from helmop.api.status.sources import GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus
+from helmop.api.status.sources import (
+    ArtifactGeneratorStatus,
+    BucketStatus,
+    ExternalArtifactStatus,
+    GitRepositoryStatus,
+    HelmChartStatus,
+    HelmRepositoryStatus,
+    OCIRepositoryStatus,
+)
 
 TYPES = {"HelmRelease": HelmReleaseStatus, "GitRepository": GitRepositoryStatus, "ConfigSync": ConfigSyncStatus,
          "Project": ProjectStatus, "Jenkins": AppStatus, "HelmRepository": HelmRepositoryStatus,
-         "OCIRepository": OCIRepositoryStatus}
+         "OCIRepository": OCIRepositoryStatus, "Bucket": BucketStatus, "HelmChart": HelmChartStatus,
+         "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus}
 JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
               "array": "array", "object": "object"}
 

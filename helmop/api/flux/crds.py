@@ -17,9 +17,10 @@ from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP, PRO
 
 PAIRS = tuple(zip(
     (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync,
-     HELMOP.bucket, HELMOP.helmchart, PROVIDER, ALERT),
+     HELMOP.bucket, HELMOP.helmchart, HELMOP.externalartifact, HELMOP.artifactgenerator, PROVIDER, ALERT),
     (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync,
-     FLUX.bucket, FLUX.helmchart, FLUX_PROVIDER, FLUX_ALERT), strict=True))
+     FLUX.bucket, FLUX.helmchart, FLUX.externalartifact, FLUX.artifactgenerator, FLUX_PROVIDER, FLUX_ALERT),
+    strict=True))
 
 
 @functools.cache  # read on every reconcile of a Flux object; the CRD files are read once

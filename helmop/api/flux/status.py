@@ -14,6 +14,7 @@ from typing import Any
 
 from helmop.api.objects import flux_id, from_flux_id
 
+# Kinds whose artifact helmop writes in Flux's shape (an ExternalArtifact's is written by its maker)
 SOURCES = ("GitRepository", "HelmRepository", "OCIRepository", "Bucket", "HelmChart")  # an artifact in Flux's shape
 # Fields of helmop's status that Flux's schema for the kind does not have.
 _ONLY_HELMOP = {

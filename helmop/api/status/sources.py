@@ -18,6 +18,7 @@ class Artifact(Struct, frozen=True):
     digest: str = ""
     last_update_time: str = ""
     path: str = ""
+    url: str = ""  # where its maker serves it (another controller's ExternalArtifact)
     size: int = 0
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
@@ -73,3 +74,21 @@ class HelmChartStatus(Status, frozen=True):
     observed_source_artifact_revision: str = ""  # the source's revision the chart was made of
     observed_chart_name: str = ""
     observed_values_files: tuple[str, ...] = ()  # with ignoreMissingValuesFiles: the values files found
+
+
+class ExternalArtifactStatus(Status, frozen=True):
+    artifact: Artifact | None = None
+
+
+class InventoryEntry(Struct, frozen=True):
+    """An ExternalArtifact an ArtifactGenerator made."""
+
+    name: str
+    namespace: str
+    digest: str = ""
+    filename: str = ""
+
+
+class ArtifactGeneratorStatus(Status, frozen=True):
+    inventory: tuple[InventoryEntry, ...] = ()
+    observed_sources_digest: str = ""  # of its sources' artifacts, as the published ones were made of
