@@ -1,4 +1,5 @@
-"""``helmop create helmrelease|gitrepo|helmrepo|csync|provider|alert NAME ...``: a resource written from flags
+"""``helmop create helmrelease|gitrepo|helmrepo|ocirepo|bucket|helmchart|csync|provider|alert NAME ...``: a resource
+written from flags
 (as ``flux create``), checked as ``render --validate`` and the operator check it, then applied server-side or
 printed with ``--export``. Projects are written by :mod:`helmop.cli.projects`."""
 
@@ -14,7 +15,18 @@ import yaml
 
 from helmop.api import validation
 from helmop.api.errors import SpecError
-from helmop.api.kinds import ALERT, CONFIGSYNC, GITREPOSITORY, HELMRELEASE, HELMREPOSITORY, PROVIDER, Kind
+from helmop.api.kinds import (
+    ALERT,
+    BUCKET,
+    CONFIGSYNC,
+    GITREPOSITORY,
+    HELMCHART,
+    HELMRELEASE,
+    HELMREPOSITORY,
+    OCIREPOSITORY,
+    PROVIDER,
+    Kind,
+)
 from helmop.api.notifications import TYPES
 from helmop.api.specs import PARSERS
 from helmop.helm.values import merge, parse_values
@@ -26,7 +38,10 @@ MANAGER = "helmop-cli"
 
 
 SOURCE_KINDS = {"gitrepository": "GitRepository", "gitrepo": "GitRepository", "helmrepository": "HelmRepository",
-                "helmrepo": "HelmRepository", "ocirepository": "OCIRepository", "ocirepo": "OCIRepository"}
+                "helmrepo": "HelmRepository", "ocirepository": "OCIRepository", "ocirepo": "OCIRepository",
+                "bucket": "Bucket", "helmchart": "HelmChart", "hc": "HelmChart", "externalartifact": "ExternalArtifact",
+                "ea": "ExternalArtifact"}
+CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")
 
 
 def _source(text: str, kinds: tuple[str, ...] = ("GitRepository",)) -> tuple[str, str]:
@@ -51,9 +66,10 @@ def _labels(pairs: list[str]) -> dict[str, str]:
 def helmrelease_spec(args: argparse.Namespace) -> dict[str, Any]:
     if bool(args.repo) == bool(args.source):
         raise Failed("give the chart's --repo URL (Helm repository or oci://) or its --source (GitRepository/NAME, "
-                     "HelmRepository/NAME or OCIRepository/NAME)")
+                     "HelmRepository/NAME, OCIRepository/NAME, HelmChart/NAME or ExternalArtifact/NAME)")
     chart: dict[str, Any] = {}
-    kind, name = _source(args.source, ("GitRepository", "HelmRepository", "OCIRepository")) if args.source else ("", "")
+    kind, name = _source(args.source, ("GitRepository", "HelmRepository", "OCIRepository", "HelmChart",
+                                       "ExternalArtifact")) if args.source else ("", "")
     if args.repo:
         chart = {"repository": {"url": args.repo, **({"name": args.chart} if args.chart else {}),
                                 **({"version": args.chart_version} if args.chart_version else {})}}
@@ -108,8 +124,37 @@ def helmrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
+def ocirepository_spec(args: argparse.Namespace) -> dict[str, Any]:
+    refs = {k: v for k, v in (("tag", args.tag), ("semver", args.tag_semver), ("digest", args.digest)) if v}
+    if len(refs) > 1:
+        raise Failed("give one of --tag, --tag-semver or --digest")
+    spec: dict[str, Any] = {"url": args.url, "ref": refs or {"tag": "latest"}, "interval": args.interval}
+    optional = {"secretRef": {"name": args.secret_ref} if args.secret_ref else None, "insecure": args.insecure,
+                "ignore": args.ignore}
+    spec.update({k: v for k, v in optional.items() if v})
+    return spec
+
+
+def bucket_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"bucketName": args.bucket_name, "endpoint": args.endpoint, "interval": args.interval}
+    optional = {"secretRef": {"name": args.secret_ref} if args.secret_ref else None, "insecure": args.insecure,
+                "prefix": args.prefix, "region": args.region, "ignore": args.ignore}
+    spec.update({k: v for k, v in optional.items() if v})
+    return spec
+
+
+def helmchart_spec(args: argparse.Namespace) -> dict[str, Any]:
+    kind, name = _source(args.source, ("HelmRepository", "GitRepository", "Bucket"))
+    spec: dict[str, Any] = {"chart": args.chart, "sourceRef": {"kind": kind, "name": name}, "interval": args.interval}
+    optional = {"version": args.chart_version, "valuesFiles": args.values_file,
+                "reconcileStrategy": args.reconcile_strategy}
+    spec.update({k: v for k, v in optional.items() if v})
+    return spec
+
+
 def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"sourceRef": {"kind": "GitRepository", "name": _source(args.source)[1]},
+    kind, name = _source(args.source, CONFIG_SOURCES)
+    spec: dict[str, Any] = {"sourceRef": {"kind": kind, "name": name},
                             "path": args.path, "interval": args.interval, "prune": args.prune}
     optional = {"targetNamespace": args.target_namespace, "serviceAccountName": args.service_account}
     spec.update({k: v for k, v in optional.items() if v})
@@ -156,6 +201,9 @@ class Creatable:
 KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec),
          "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec),
          "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec),
+         "ocirepo": Creatable(OCIREPOSITORY, ("ocirepository", "ocirepo"), ocirepository_spec),
+         "bucket": Creatable(BUCKET, ("bucket", "buckets"), bucket_spec),
+         "helmchart": Creatable(HELMCHART, ("helmchart", "hc"), helmchart_spec),
          "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec),
          "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec),
          "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec)}
@@ -201,8 +249,9 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
         if which == "helmrelease":
             sub.add_argument("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)")
             sub.add_argument("--source", metavar="KIND/NAME", help="where the chart is: GitRepository/NAME (--chart: "
-                                                                 "its path), HelmRepository/NAME (--chart: its name) "
-                                                                 "or OCIRepository/NAME")
+                                                                 "its path), HelmRepository/NAME (--chart: its name), "
+                                                                 "or by reference OCIRepository/NAME, HelmChart/NAME "
+                                                                 "or ExternalArtifact/NAME")
             sub.add_argument("--chart", help="chart name in --repo or a HelmRepository, or its path in a "
                                              "GitRepository")
             sub.add_argument("--chart-version", help="version or constraint (^1.2; default the newest stable)")
@@ -220,6 +269,32 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
                                                           "(oci://, which makes it type oci)")
             sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials (username/password)")
             sub.add_argument("--timeout", help="index fetch timeout (a duration: 60s)")
+        elif which == "ocirepo":
+            sub.add_argument("--url", required=True, help="oci://REGISTRY/REPOSITORY of the artifact")
+            sub.add_argument("--tag", help="this tag (default latest)")
+            sub.add_argument("--tag-semver", metavar="RANGE", help="the highest tag in this semver range")
+            sub.add_argument("--digest", help="exactly this manifest (sha256:...)")
+            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials (username/password)")
+            sub.add_argument("--insecure", action="store_true", help="plain HTTP to the registry")
+            sub.add_argument("--ignore", help="gitignore patterns left out of the extracted layer")
+        elif which == "bucket":
+            sub.add_argument("--bucket-name", required=True, help="the bucket")
+            sub.add_argument("--endpoint", required=True, help="host[:port] of the S3-compatible endpoint")
+            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with accesskey and secretkey")
+            sub.add_argument("--insecure", action="store_true", help="plain HTTP to the endpoint")
+            sub.add_argument("--prefix", help="only the keys that start with it")
+            sub.add_argument("--region", help="the region requests are signed for (default us-east-1)")
+            sub.add_argument("--ignore", help="gitignore patterns over the keys")
+        elif which == "helmchart":
+            sub.add_argument("--source", required=True, metavar="KIND/NAME",
+                             help="HelmRepository/NAME (--chart: its name), GitRepository/NAME or Bucket/NAME "
+                                  "(--chart: its folder)")
+            sub.add_argument("--chart", required=True, help="the chart's name, or its folder")
+            sub.add_argument("--chart-version", help="version or constraint (HelmRepository; default the newest)")
+            sub.add_argument("--values-file", action="append", metavar="PATH", help="values file merged in order "
+                                                                                    "(repeatable)")
+            sub.add_argument("--reconcile-strategy", choices=("ChartVersion", "Revision"),
+                             help="for a chart from files: a new version (default) or any new revision")
         elif which == "gitrepo":
             sub.add_argument("--url", required=True, help="https://, ssh:// or git@host:path")
             sub.add_argument("--branch", help="follow this branch (default main)")
@@ -253,8 +328,10 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
             sub.add_argument("--inclusion", action="append", metavar="REGEX", help="send only events whose message "
                                                                                    "matches one (repeatable)")
         else:
-            sub.add_argument("--source", required=True, metavar="GitRepository/NAME", help="the GitRepository")
-            sub.add_argument("--path", default="", help="directory in the repository (default the root)")
+            sub.add_argument("--source", required=True, metavar="[KIND/]NAME",
+                             help="the source: a GitRepository's NAME, or OCIRepository/NAME, Bucket/NAME or "
+                                  "ExternalArtifact/NAME")
+            sub.add_argument("--path", default="", help="directory in the source's artifact (default the root)")
             sub.add_argument("--prune", action=argparse.BooleanOptionalAction, default=True,
                              help="delete what leaves git (default: yes)")
             sub.add_argument("--target-namespace", help="namespace for objects that name none")

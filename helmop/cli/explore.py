@@ -115,12 +115,22 @@ def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
                 ("Values digest", str(status.get("lastAttemptedConfigDigest") or latest.get("configDigest") or "-"))]
     elif this.kind == CONFIGSYNC.kind:
         out += [("Path", str(this.spec.get("path") or ".")), ("Revision", str(status.get("lastAppliedRevision", "-")))]
-    elif this.kind == GITREPOSITORY.kind:
-        out += [("URL", str(this.spec.get("url", ""))),
-                ("Revision", str((status.get("artifact") or {}).get("revision", "-")))]
+    elif family_of(this.api_version.rpartition("/")[0]).source(this.kind) is not None:
+        where = this.spec.get("url") or (f"{this.spec.get('endpoint')}/{this.spec.get('bucketName')}"
+                                         if this.spec.get("bucketName") else "") or _producer(this.spec)
+        artifact = status.get("artifact") or {}
+        out += [("Source", str(where or "-")), ("Revision", str(artifact.get("revision", "-"))),
+                *([("Digest", str(artifact["digest"]))] if artifact.get("digest") else [])]
     if is_helmop(this.api_version):
         out.append(("Ready", _ready(obj)))
     return out
+
+
+def _producer(spec: dict[str, Any]) -> str:
+    """What a HelmChart's or an ExternalArtifact's artifact comes from."""
+    ref = spec.get("sourceRef") or {}
+    chart = f" {spec['chart']}" if spec.get("chart") else ""
+    return f"{ref.get('kind', '')}/{ref.get('name', '')}{chart}" if ref else ""
 
 
 async def trace(kube: Kube, ref: Ref) -> str:

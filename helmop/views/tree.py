@@ -1,7 +1,8 @@
 """What helmop's resources manage, read from the cluster with the reader's own client: a HelmRelease its
-release's objects (``status.inventory``), a ConfigSync what it applied, a GitRepository the ConfigSyncs and
-HelmReleases that read it, a Jenkins or app resource its HelmRelease, a Project its parts and environments (a
-GitRepository's readers are looked for in its own namespace). Each object carries its health: Ready for
+release's objects (``status.inventory``), a ConfigSync what it applied, a source the ConfigSyncs, HelmReleases,
+HelmCharts and ArtifactGenerators that read it, an ArtifactGenerator the ExternalArtifacts it made, a Jenkins or
+app resource its HelmRelease, a Project its parts and environments (a source's readers are looked for in its own
+namespace). Each object carries its health: Ready for
 helmop's resources, ``reconcile.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
 draws it."""
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import APPS_GROUP, CONFIGSYNC, GITREPOSITORY, GROUP, HELMRELEASE
+from helmop.api.kinds import APPS_GROUP, ARTIFACTGENERATOR, CONFIGSYNC, GROUP, HELMCHART, HELMOP, HELMRELEASE
 from helmop.api.objects import Resource
 from helmop.api.status import parse
 from helmop.api.status.helmrelease import HelmReleaseStatus
@@ -73,14 +74,18 @@ async def fetch(kube: Kube, ref: Ref) -> dict[str, Any] | None:
         raise
 
 
-def _source_readers(kube_items: list[dict[str, Any]], namespace: str, name: str) -> list[Ref]:
+def _source_readers(kube_items: list[dict[str, Any]], kind: str, namespace: str, name: str) -> list[Ref]:
     out = []
     for obj in kube_items:
         this = Resource(obj)
-        source = this.source_ref
-        if source.get("name") == name and (source.get("namespace") or this.namespace) == namespace:
+        refs = [this.source_ref, *(this.spec.get("sources") or [])]  # an ArtifactGenerator reads several
+        if any(isinstance(r, dict) and r.get("name") == name and (r.get("namespace") or this.namespace) == namespace
+               and str(r.get("kind") or "GitRepository") == kind for r in refs):
             out.append((this.api_version, this.kind, this.namespace, this.name))
     return out
+
+
+READERS = (CONFIGSYNC, HELMRELEASE, HELMCHART, ARTIFACTGENERATOR)  # what may read a source
 
 
 def _refs(entries: Any) -> list[Ref]:
@@ -99,9 +104,13 @@ async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
     if (api_version, kind) == (CONFIGSYNC.api_version, CONFIGSYNC.kind):
         ids = [ObjectId.from_json(entry) for entry in status.get("inventory") or []]
         return [(o.api_version, o.kind, o.namespace, o.name) for o in ids]
-    if (api_version, kind) == (GITREPOSITORY.api_version, GITREPOSITORY.kind):
-        readers = [obj for kind_ in (CONFIGSYNC, HELMRELEASE) for obj in await kube.list(kind_.path(namespace))]
-        return _source_readers(readers, namespace, name)
+    if api_version == HELMOP.gitrepository.api_version and HELMOP.source(kind) is not None:
+        readers = [obj for kind_ in READERS for obj in await kube.list(kind_.path(namespace))]
+        return _source_readers(readers, kind, namespace, name)
+    if (api_version, kind) == (ARTIFACTGENERATOR.api_version, ARTIFACTGENERATOR.kind):
+        made = HELMOP.externalartifact
+        return [(made.api_version, made.kind, str(e.get("namespace") or namespace), str(e.get("name")))
+                for e in status.get("inventory") or [] if isinstance(e, dict)]
     if status.get("helmRelease"):  # a Jenkins or an app resource (an app kind is in any group)
         return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, str(status["helmRelease"]))]
     if not is_helmop(api_version):  # another controller's status.inventory is not read as a Project's

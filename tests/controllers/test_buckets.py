@@ -1,6 +1,7 @@
 """A Bucket end to end: a real S3-compatible server on loopback (moto's), the operator, a ConfigSync applying the
 bucket's objects to the sandbox. A changed object publishes a new revision and the ConfigSync applies it; an
-unchanged listing publishes nothing and wakes nobody (shown by the reconcile it handled, not by waiting)."""
+unchanged listing publishes nothing and wakes nobody (shown by the reconcile it handled, not by waiting).
+`helmop tree` and `trace` follow the Bucket to what it is applied as, and back."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import uuid
 
 import yaml
 
-from tests.controllers.conftest import Operator, apply, condition, events, eventually, get, settled
+from tests.controllers.conftest import Operator, apply, condition, events, eventually, get, helmop, settled
 from tests.s3 import ACCESS, S3, SECRET, s3  # noqa: F401 - the fixture
 from tests.tools import Run
 
@@ -38,6 +39,11 @@ def test_a_configsync_applies_a_bucket_and_follows_its_changes(operator: Operato
     settled(kube, ns, "buckets.helmop.dev", "cfg")  # listed again, unchanged: nothing new
     assert get(kube, ns, "buckets.helmop.dev", "cfg")["status"]["artifact"] == first["artifact"]
     assert len([e for e in events(kube, ns, "cfg") if e["reason"] == "NewArtifact"]) == 1
+
+    tree = helmop(operator, "tree", "-n", ns, "bucket", "cfg")
+    assert tree.returncode == 0 and f"ConfigSync/{ns}/apps" in tree.stdout
+    trace = helmop(operator, "trace", "-n", ns, "configmap", "from-bucket")
+    assert trace.returncode == 0 and "Bucket" in trace.stdout and first["artifact"]["revision"] in trace.stdout
 
     s3.put(name, {"apps/note.yaml": note("v2")})
     settled(kube, ns, "buckets.helmop.dev", "cfg")
