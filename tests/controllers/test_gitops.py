@@ -336,18 +336,24 @@ def note(name: str, value: str) -> str:
 
 def test_a_repository_made_of_includes_and_ignore_rules(operator: Operator, kube: Run, ns: str, repo: Repo,
                                                         git_server: GitServer, tmp_path: Path) -> None:
-    """spec.include mounts another GitRepository's folder, spec.ignore leaves files out; a push to the included
+    """spec.include mounts another GitRepository's folder, spec.ignore leaves files out, recurseSubmodules reads
+    a submodule; a push to the included
     repository publishes the including one again (same revision, new digest) and its ConfigSync applies it. An
     include cycle is refused by name."""
     shared = Repo(git_server, f"shared-{ns[-6:]}", tmp_path / "shared")
     shared.commit({"deploy/shared.yaml": note("shared", "v1"), "deploy/skip.yaml": note("skip", "x")})
+    lib = Repo(git_server, f"lib-{ns[-6:]}", tmp_path / "lib")
+    lib.commit({"lib.yaml": note("from-submodule", "s")})
+    repo.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.bare), "apps/lib")
+    repo.git("config", "-f", ".gitmodules", "submodule.apps/lib.url", lib.url)
     repo.commit({"apps/own.yaml": note("own", "a")})
     setup_source(kube, ns, repo, include=[{"repository": {"name": "shared"}, "fromPath": "deploy",
-                                           "toPath": "apps/shared"}], ignore="skip.yaml\n")
+                                           "toPath": "apps/shared"}], ignore="skip.yaml\n", recurseSubmodules=True)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("shared", shared.url))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
     eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
     assert get(kube, ns, "cm", "shared")["data"] == {"value": "v1"} and get(kube, ns, "cm", "own")
+    assert get(kube, ns, "cm", "from-submodule")  # read from the submodule, at the commit the tree records
     assert not get(kube, ns, "cm", "skip")  # ignored
     status = get(kube, ns, GITREPO, "config")["status"]
     assert status["includedArtifacts"][0]["revision"].startswith("main@sha1:")
