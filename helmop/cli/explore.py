@@ -119,7 +119,8 @@ def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
         where = this.spec.get("url") or (f"{this.spec.get('endpoint')}/{this.spec.get('bucketName')}"
                                          if this.spec.get("bucketName") else "") or _producer(this.spec)
         artifact = status.get("artifact") or {}
-        out += [("Source", str(where or "-")), ("Revision", str(artifact.get("revision", "-"))),
+        out += [("URL" if this.spec.get("url") else "Source", str(where or "-")),
+                ("Revision", str(artifact.get("revision", "-"))),
                 *([("Digest", str(artifact["digest"]))] if artifact.get("digest") else [])]
     if is_helmop(this.api_version):
         out.append(("Ready", _ready(obj)))

@@ -52,7 +52,7 @@ from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
-from helmop.sources.readers import read_file, source_artifact
+from helmop.sources.readers import read_file, source_artifact, unpublished
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
 from helmop.sources.trees import GitArtifact
@@ -265,7 +265,8 @@ async def helm_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: F
     obj = await _source(ctx, family.helmchart, where, ref.name)
     revision = str(((obj.get("status") or {}).get("artifact") or {}).get("revision") or "")
     if not revision:
-        raise InputError("SourceNotReady", f"HelmChart {where}/{ref.name} has no artifact yet", transient=True)
+        why = unpublished(obj, family.helmchart, where, ref.name)
+        raise InputError(why.reason, str(why), transient=why.transient)
     try:
         template = parse_helm_chart(obj.get("spec") or {}).chart
     except SpecError as exc:
@@ -358,7 +359,8 @@ async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
     repo = await _source(ctx, family.ocirepository, where, chart.name)
     revision = str(((repo.get("status") or {}).get("artifact") or {}).get("revision") or "")
     if not revision:
-        raise InputError("SourceNotReady", f"OCIRepository {where}/{chart.name} has no artifact yet", transient=True)
+        why = unpublished(repo, family.ocirepository, where, chart.name)
+        raise InputError(why.reason, str(why), transient=why.transient)
     try:
         source = parse_oci_repository(repo.get("spec") or {})
     except SpecError as exc:

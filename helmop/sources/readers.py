@@ -55,12 +55,23 @@ async def source_artifact(readers: Readers, family: Family, kind: str, namespace
     return await git_source(readers, family.gitrepository, namespace, name)
 
 
+def unpublished(obj: dict[str, Any], kind: Kind, namespace: str, name: str) -> SourceError:
+    """Why a source has no artifact: its own refusal when it stalled (a reader waiting would wait for good: the
+    source tries again only when its spec changes), else SourceNotReady (not yet)."""
+    conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    stalled, ready = conditions.get("Stalled") or {}, conditions.get("Ready") or {}
+    if stalled.get("status") == "True" and ready.get("status") == "False" and ready.get("reason"):
+        return SourceError(str(ready["reason"]), f"{kind.kind} {namespace}/{name} failed: {ready.get('message')}",
+                           transient=False)
+    return SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no artifact yet", transient=True)
+
+
 def _published(obj: dict[str, Any], kind: Kind, namespace: str, name: str) -> tuple[str, str]:
     """(revision, digest) of a source's artifact; SourceNotReady before it has one."""
     artifact = (obj.get("status") or {}).get("artifact") or {}
     revision = str(artifact.get("revision") or "")
     if not revision:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no artifact yet", transient=True)
+        raise unpublished(obj, kind, namespace, name)
     return revision, str(artifact.get("digest") or "")
 
 
@@ -149,7 +160,7 @@ async def git_source(readers: Readers, kind: Kind, namespace: str, name: str, de
     published = status.get("artifact") or {}
     revision = str(published.get("revision") or "")
     if "sha1:" not in revision:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name} has no revision yet", transient=True)
+        raise unpublished(obj, kind, namespace, name)
     recorded = [str((a or {}).get("digest") or "") for a in status.get("includedArtifacts") or []]
     mounts = []
     for i, include in enumerate(spec.include):

@@ -275,17 +275,6 @@ def test_releases_applied_with_their_source_wait_for_it_and_act_once(operator: O
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 
 
-@pytest.mark.parametrize(("spec", "reason", "named"), [
-    ({"chartRef": {"kind": "ExternalArtifact", "name": "c"}}, "UnsupportedSourceKind", "ExternalArtifact"),
-])
-def test_sources_helmop_does_not_implement_are_refused(operator: Operator, kube: Run, ns: str, spec: dict,
-                                                       reason: str, named: str) -> None:
-    apply(kube, ns, release("web", **spec))
-    said = condition(failing(kube, ns, "web", reason))
-    assert named in said["message"]
-    assert condition(get(kube, ns, "hr", "web"), "Stalled").get("status") == "True"
-
-
 def test_a_missing_helmrepository_is_waited_for(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
     apply(kube, ns, release("web", {"chart": "demo", "sourceRef": {"kind": "HelmRepository", "name": "later"}}))
     assert "HelmRepository" in condition(failing(kube, ns, "web", "SourceNotFound"))["message"]

@@ -1,5 +1,5 @@
 """The operator under the ServiceAccount and ClusterRole of deploy/helmop, with RBAC enforced:
-HelmRelease, GitRepository + ConfigSync and Jenkins all work with exactly those rights (plus a
+HelmRelease, GitRepository + ConfigSync, an ArtifactGenerator and Jenkins all work with exactly those rights (plus a
 ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
 
 from __future__ import annotations
@@ -84,6 +84,14 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
         eventually(lambda: condition(get(kube, ns, GITREPO, "config")).get("status") == "True")
         eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
         eventually(lambda: condition(get(kube, ns, "hr", "synced")).get("status") == "True")
+        # an ArtifactGenerator: ExternalArtifacts made, their status written, deleted with it
+        kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+            {"apiVersion": "helmop.dev/v1alpha1", "kind": "ArtifactGenerator", "metadata": {"name": "bundle"},
+             "spec": {"sources": [{"alias": "git", "kind": "GitRepository", "name": "config"}],
+                      "artifacts": [{"name": "notes", "copy": [{"from": "@git/apps/cm.yaml", "to": "@artifact/"}]}]}}))
+        eventually(lambda: (get(kube, ns, "externalartifacts.helmop.dev", "notes").get("status") or {}).get("artifact"))
+        kube("kubectl", "-n", ns, "delete", "artifactgenerators.helmop.dev", "bundle", "--timeout=60s")
+        eventually(lambda: not get(kube, ns, "externalartifacts.helmop.dev", "notes"))
     finally:
         server.close()
 
