@@ -307,12 +307,128 @@ def test_convert_names_what_the_other_side_cannot_say(tmp_path: Path) -> None:
                     "apiVersion: source.toolkit.fluxcd.io/v1\nkind: Bucket\nmetadata: {name: b}\n")
     done = helmop("convert", "-f", str(flux))
     assert done.returncode == 1
-    assert f"error: {flux}:1: HelmRelease default/remote: UnsupportedField: spec.kubeConfig is not implemented" \
+    assert f"error: {flux}:6: HelmRelease default/remote: UnsupportedField: spec.kubeConfig is not implemented" \
         in done.stderr
     assert "kind: Bucket" in done.stdout  # not a kind to convert: kept as it is
     ours = tmp_path / "ours.yaml"
     ours.write_text("apiVersion: helmop.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: web, namespace: team}\n"
                     "spec:\n  chart: {repository: {url: 'https://charts.example.com', name: web}}\n")
     done = helmop("convert", "--to", "flux", "-f", "-", env=None, stdin=ours.read_text())
-    assert done.returncode == 1 and "error: -:1: HelmRelease team/web: NoFluxEquivalent: spec.chart.repository " \
+    assert done.returncode == 1 and "error: -:5: HelmRelease team/web: NoFluxEquivalent: spec.chart.repository " \
                                      "has no equivalent in Flux's API: declare a HelmRepository" in done.stderr
+
+
+OLD_FLUX_REPO = {
+    "clusters/prod/apps.yaml": """# written for Flux 2.2
+apiVersion: helm.toolkit.fluxcd.io/v2beta1
+kind: HelmRelease
+metadata: {name: podinfo, namespace: apps}
+spec:
+  interval: 1h
+  chart:
+    spec:
+      chart: podinfo
+      valuesFile: values-prod.yaml
+      sourceRef: {kind: HelmRepository, name: podinfo}
+  postRenderers:
+    - kustomize:
+        patchesJson6902: []
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1beta2
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./apps
+  prune: true
+  sourceRef: {kind: GitRepository, name: flux-system}
+  patchesStrategicMerge: []
+""",
+    "clusters/prod/notify.yaml": """apiVersion: notification.toolkit.fluxcd.io/v1beta2
+kind: Provider
+metadata: {name: slack, namespace: flux-system}
+spec: {type: slack, channel: general}
+---
+apiVersion: notification.toolkit.fluxcd.io/v1
+kind: Receiver
+metadata: {name: github, namespace: flux-system}
+spec: {type: github, resources: [{kind: GitRepository, name: flux-system}]}
+""",
+    "apps/web.yaml": """apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: web, namespace: web}
+spec:
+  interval: 1h
+  chartRef: {kind: OCIRepository, name: web}
+  futureField: x
+  upgrade:
+    futureOption: true
+---
+apiVersion: helm.toolkit.fluxcd.io/v3
+kind: HelmRelease
+metadata: {name: next, namespace: web}
+spec: {}
+""",
+    "apps/ok.yaml": """apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: web, namespace: web}
+spec: {interval: 1h, url: "oci://ghcr.io/org/web", ref: {tag: "1.0"}}
+""",
+}
+
+
+def test_convert_names_every_refusal_of_a_tree_by_file_and_line(tmp_path: Path) -> None:
+    for name, text in OLD_FLUX_REPO.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    done = helmop("convert", "-f", str(tmp_path), "-o", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"{kind}: {tmp_path}/{line}" for kind, line in [
+        ("error", "apps/web.yaml:7: HelmRelease web/web: UnsupportedField: spec.futureField is not implemented by "
+                  "helmop; remove it, or keep this HelmRelease on Flux's controllers"),
+        ("error", "apps/web.yaml:9: HelmRelease web/web: UnsupportedField: spec.upgrade.futureOption is not "
+                  "implemented by helmop; remove it, or keep this HelmRelease on Flux's controllers"),
+        ("error", "apps/web.yaml:11: HelmRelease web/next: UnknownAPIVersion: helm.toolkit.fluxcd.io/v3 is not a "
+                  "version of HelmRelease helmop knows (it reads helm.toolkit.fluxcd.io/v2)"),
+        ("error", "clusters/prod/apps.yaml:2: HelmRelease apps/podinfo: RemovedAPIVersion: "
+                  "helm.toolkit.fluxcd.io/v2beta1 was removed in Flux 2.7: rewrite it as helm.toolkit.fluxcd.io/v2 "
+                  "(flux migrate -f does)"),
+        ("error", "clusters/prod/apps.yaml:10: HelmRelease apps/podinfo: RemovedField: spec.chart.spec.valuesFile is "
+                  "not in helm.toolkit.fluxcd.io/v2: use spec.chart.spec.valuesFiles, a list"),
+        ("error", "clusters/prod/apps.yaml:14: HelmRelease apps/podinfo: RemovedField: "
+                  "spec.postRenderers[0].kustomize.patchesJson6902 is not in helm.toolkit.fluxcd.io/v2: use "
+                  "spec.postRenderers[].kustomize.patches"),
+        ("error", "clusters/prod/apps.yaml:16: Kustomization flux-system/apps: RemovedAPIVersion: "
+                  "kustomize.toolkit.fluxcd.io/v1beta2 was removed in Flux 2.8: rewrite it as "
+                  "kustomize.toolkit.fluxcd.io/v1 (flux migrate -f does)"),
+        ("error", "clusters/prod/apps.yaml:24: Kustomization flux-system/apps: RemovedField: "
+                  "spec.patchesStrategicMerge is not in kustomize.toolkit.fluxcd.io/v1: use spec.patches (each with "
+                  "its patch and an optional target)"),
+        ("error", "clusters/prod/notify.yaml:1: Provider flux-system/slack: RemovedAPIVersion: "
+                  "notification.toolkit.fluxcd.io/v1beta2 was removed in Flux 2.9: rewrite it as "
+                  "notification.toolkit.fluxcd.io/v1beta3 (flux migrate -f does)"),
+        ("note", "clusters/prod/notify.yaml:6: Receiver flux-system/github: kept as it is: helmop does not serve "
+                 "Receiver; keep Flux's notification-controller running for it"),
+    ]]
+    # what was refused is kept as it was; the rest of the tree is converted all the same
+    assert (tmp_path / "out/clusters/prod/apps.yaml").read_text() == OLD_FLUX_REPO["clusters/prod/apps.yaml"]
+    assert yaml.safe_load((tmp_path / "out/apps/ok.yaml").read_text())["apiVersion"] == "helmop.dev/v1alpha1"
+
+
+def test_convert_reads_a_tree_as_hostile(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tmp_path / "secret.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: outside}\n")
+    (tree / "leak.yaml").symlink_to(tmp_path / "secret.yaml")
+    (tree / "big.yaml").write_bytes(b"#" * (5 << 20) + b"\n")
+    (tree / "forged.yaml").write_text('apiVersion: helm.toolkit.fluxcd.io/v2beta1\nkind: HelmRelease\n'
+                                      'metadata: {name: "x\\nerror: forged\\e[2J"}\n')
+    done = helmop("convert", "-f", str(tree))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: {tree}/big.yaml: larger than 5 MiB: not read",
+        f"error: {tree}/forged.yaml:1: HelmRelease default/x\\x0aerror: forged\\x1b[2J: RemovedAPIVersion: "
+        "helm.toolkit.fluxcd.io/v2beta1 was removed in Flux 2.7: rewrite it as helm.toolkit.fluxcd.io/v2 "
+        "(flux migrate -f does)",
+        f"error: {tree}/leak.yaml: a link to {tmp_path}/secret.yaml, outside {tree}: not read"]
+    assert "outside" not in done.stdout

@@ -10,6 +10,8 @@ import pytest
 from helmop.api.errors import SpecError
 from helmop.api.flux import crds as flux_crds
 from helmop.api.flux import spec as flux_spec
+from helmop.api.flux import versions
+from helmop.api.flux.crds import PAIRS
 from helmop.api.flux.status import inward, outward
 from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
 from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP
@@ -55,8 +57,8 @@ def test_chart_forms_helmop_does_not_implement_are_refused_by_name(spec: dict, r
 @pytest.mark.parametrize(("kind", "spec", "named"), [
     (FLUX.helmrelease, {"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}}},
                         "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
-    (FLUX.helmrelease, {"chartRef": {"kind": "OCIRepository", "name": "o"}, "upgrade": {"preserveValues": True}},
-     "spec.upgrade.preserveValues"),
+    (FLUX.helmrelease, {"chartRef": {"kind": "OCIRepository", "name": "o"}, "upgrade": {"keepValues": True}},
+     "spec.upgrade.keepValues"),
     (FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./", "prune": True,
                        "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
     (FLUX.gitrepository, {"url": "https://x/y", "ref": {"branch": "main", "future": "x"}}, "spec.ref.future"),
@@ -75,6 +77,29 @@ def test_flux_fields_helmop_implements_pass() -> None:
         "kind": "HelmRepository", "name": "r"}}}, "values": {"anything": {"goes": [1]}}, "install": {
         "remediation": {"retries": 3}, "disableOpenAPIValidation": True},
         "upgrade": {"disableOpenAPIValidation": False}})  # helm always runs without that check: either is so
+
+
+def test_every_flux_kind_helmop_serves_has_its_versions_known() -> None:
+    served = {(k.group, k.kind): k.served for k in versions.KINDS if not k.controller}
+    assert served == {(theirs.group, theirs.kind): theirs.version for _, theirs in PAIRS}
+
+
+def test_an_object_of_a_removed_version_is_refused_with_each_field_it_lost() -> None:
+    old = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1beta1", "kind": "Kustomization",
+           "spec": {"patchesJson6902": [], "validation": "client", "path": "./"}}
+    assert [(r.reason, r.field) for r in versions.refusals(old)] == [
+        ("RemovedAPIVersion", ("apiVersion",)), ("RemovedField", ("spec", "validation")),
+        ("RemovedField", ("spec", "patchesJson6902"))]
+    assert versions.served("kustomize.toolkit.fluxcd.io/v1beta1", "Kustomization") == "kustomize.toolkit.fluxcd.io/v1"
+    assert versions.refusals({**old, "apiVersion": "kustomize.toolkit.fluxcd.io/v1"}) == []
+    assert versions.refusals({"apiVersion": "example.com/v1beta1", "kind": "Kustomization"}) == []
+
+
+def test_a_flux_kind_helmop_does_not_serve_is_noted() -> None:
+    assert "image-reflector-controller" in versions.note("image.toolkit.fluxcd.io/v1", "ImagePolicy")
+    assert versions.note("source.toolkit.fluxcd.io/v1", "SvnRepository") == \
+        "kept as it is: SvnRepository is no kind of source.toolkit.fluxcd.io helmop knows"
+    assert versions.note("helm.toolkit.fluxcd.io/v2", "HelmRelease") == versions.note("v1", "Secret") == ""
 
 
 def test_source_specs() -> None:

@@ -4,7 +4,9 @@ the operator would read it. Pure.
 The one internal model uses Flux's field names, so converting is renaming the kind, once the spec holds only
 what both sides mean the same way: a Flux field helmop does not implement, or a helmop form Flux has no word
 for, is refused by name. A Kustomization becoming a ConfigSync changes who it may write as (a ConfigSync without
-a ServiceAccount stays in its own namespace and adopts nothing unannotated): that is said as a note.
+a ServiceAccount stays in its own namespace and adopts nothing unannotated): that is said as a note. A Flux
+object of a version Flux has removed is refused as such (:mod:`.versions`), in either direction: no cluster's Flux
+serves it any more.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from helmop.api.kinds import Kind
 from helmop.api.specs import PARSERS
 
 from . import spec as flux_spec
+from . import versions
 from .crds import PAIRS
+from .versions import Refusal
 
 # helmop's forms that Flux's API has no field for (its chart.spec/chartRef and a webhook Receiver do the same)
 HELMOP_ONLY = {
@@ -31,11 +35,18 @@ SERVER_FIELDS = ("finalizers", "uid", "resourceVersion", "generation", "creation
                  "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 
 
-
 @dataclass(frozen=True)
 class Converted:
-    obj: dict[str, Any]
+    obj: dict[str, Any] | None  # None: the document is kept as it is
     notes: list[str] = field(default_factory=list)
+
+
+class Refused(Exception):
+    """Everything that stops an object's conversion, each with where it is."""
+
+    def __init__(self, refusals: list[Refusal]) -> None:
+        super().__init__("; ".join(r.message for r in refusals))
+        self.refusals = refusals
 
 
 def counterpart(api_version: str, kind: str, to_flux: bool) -> tuple[Kind, Kind] | None:
@@ -48,25 +59,31 @@ def counterpart(api_version: str, kind: str, to_flux: bool) -> tuple[Kind, Kind]
     return None
 
 
-def convert(obj: dict[str, Any], to_flux: bool) -> Converted | None:
-    """``obj`` as the other group's kind (None: nothing to convert); SpecError naming what cannot be."""
-    pair = counterpart(str(obj.get("apiVersion", "")), str(obj.get("kind", "")), to_flux)
+def convert(obj: dict[str, Any], to_flux: bool) -> Converted:
+    """``obj`` as the other group's kind (or kept, with what to know); Refused naming everything that cannot be,
+    a Flux object of a removed or unknown version included, whichever the direction."""
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    refused = versions.refusals(obj)
+    pair = counterpart(versions.served(api_version, kind), kind, to_flux)
     if pair is None:
-        return None
+        if refused:
+            raise Refused(refused)
+        note = "" if to_flux else versions.note(api_version, kind)  # of what helmop will not serve
+        return Converted(None, [note] if note else [])
     source, target = pair
     spec = obj.get("spec") or {}
     if not isinstance(spec, dict):
-        raise SpecError("InvalidSpec", "spec must be a map")
+        raise Refused([*refused, Refusal("InvalidSpec", "spec must be a map", ("spec",))])
+    named = {r.field for r in refused}  # a field a removed version had is not named twice
+    refused += [r for r in _field_refusals(source, spec, to_flux) if r.field not in named]
+    if refused:
+        raise Refused(refused)
     meta = dict(obj.get("metadata") or {})
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace", "") or "default")
-    ours = source if to_flux else target
-    if to_flux:
-        for path, instead in HELMOP_ONLY.get(source.kind, {}).items():
-            if _has(spec, path.split(".")):
-                raise SpecError("NoFluxEquivalent", f"spec.{path} has no equivalent in Flux's API: {instead}")
-    else:
-        flux_spec.check(source, spec)
-    PARSERS[ours.kind](spec, name, namespace)  # as the operator reads it
+    try:
+        PARSERS[(source if to_flux else target).kind](spec, name, namespace)  # as the operator reads it
+    except SpecError as exc:
+        raise Refused([Refusal(exc.reason, str(exc))]) from None
     notes = []
     if target.kind == "ConfigSync" and not spec.get("serviceAccountName"):
         notes.append("without spec.serviceAccountName a ConfigSync writes only into its own namespace and adopts no "
@@ -75,6 +92,16 @@ def convert(obj: dict[str, Any], to_flux: bool) -> Converted | None:
     for server_side in SERVER_FIELDS:  # of an object read from a cluster; the finalizer is the operator's to add
         meta.pop(server_side, None)
     return Converted({"apiVersion": target.api_version, "kind": target.kind, "metadata": meta, "spec": spec}, notes)
+
+
+def _field_refusals(source: Kind, spec: dict[str, Any], to_flux: bool) -> list[Refusal]:
+    """Every field of ``spec`` (a ``source``'s) the other side has no word for."""
+    if to_flux:
+        return [Refusal("NoFluxEquivalent", f"spec.{path} has no equivalent in Flux's API: {instead}",
+                        ("spec", *path.split(".")))
+                for path, instead in HELMOP_ONLY.get(source.kind, {}).items() if _has(spec, path.split("."))]
+    return [Refusal("UnsupportedField", flux_spec.unsupported(source, path), path)
+            for path in flux_spec.unknown_fields(source, spec)]
 
 
 def _has(value: Any, path: list[str]) -> bool:

@@ -11,28 +11,42 @@ from helmop.api.kinds import Kind
 
 from .crds import PAIRS, spec_schema
 
+FieldPath = tuple[str | int, ...]  # ("spec", "postRenderers", 0, "kustomize"): keys and list indexes
+
 
 def check(kind: Kind, spec: dict[str, Any]) -> None:
     """SpecError ``UnsupportedField`` naming the first field of ``spec`` (a Flux ``kind``'s) that helmop does not
     implement."""
-    ours = next(h for h, f in PAIRS if f == kind)
-    found = _unknown(spec, spec_schema(ours), "spec")
+    found = unknown_fields(kind, spec)
     if found:
-        raise SpecError("UnsupportedField", f"{found} is not implemented by helmop; remove it, or keep this "
-                                            f"{kind.kind} on Flux's controllers")
+        raise SpecError("UnsupportedField", unsupported(kind, found[0]))
 
 
-def _unknown(value: Any, schema: dict[str, Any], at: str) -> str:
+def unknown_fields(kind: Kind, spec: dict[str, Any]) -> list[FieldPath]:
+    """Every field of ``spec`` (a Flux ``kind``'s) that helmop does not implement, in the order written; what is
+    inside such a field is not looked into."""
+    ours = next(h for h, f in PAIRS if f == kind)
+    return _unknown(spec, spec_schema(ours), ("spec",))
+
+
+def unsupported(kind: Kind, path: FieldPath) -> str:
+    return f"{dotted(path)} is not implemented by helmop; remove it, or keep this {kind.kind} on Flux's controllers"
+
+
+def dotted(path: FieldPath) -> str:
+    """``spec.postRenderers[0].kustomize``, as Flux's documentation writes a field."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+
+
+def _unknown(value: Any, schema: dict[str, Any], at: FieldPath) -> list[FieldPath]:
+    found: list[FieldPath] = []
     if isinstance(value, dict) and "properties" in schema:
         for key, child in value.items():
-            if key not in schema["properties"]:
-                return f"{at}.{key}"
-            found = _unknown(child, schema["properties"][key], f"{at}.{key}")
-            if found:
-                return found
+            if key in schema["properties"]:
+                found += _unknown(child, schema["properties"][key], (*at, key))
+            else:
+                found.append((*at, str(key)))  # a key YAML read as a number: named as text
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            found = _unknown(item, schema["items"], f"{at}[{i}]")
-            if found:
-                return found
-    return ""
+            found += _unknown(item, schema["items"], (*at, i))
+    return found
