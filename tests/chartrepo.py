@@ -94,11 +94,14 @@ class ChartRepo:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def publish(self, name: str, version: str, *, templates: dict[str, str] | None = None,
-                values: dict[str, Any] | None = None, files: dict[str, str] | None = None) -> None:
+                values: dict[str, Any] | None = None, files: dict[str, str] | None = None, bare: bool = False) -> None:
         """Package the source chart as name@version, with some templates (or any other files, by path
-        in the chart) replaced or added, and serve it."""
+        in the chart) replaced or added (``bare``: only those, none of the source chart's), and serve it."""
         work = self.root / f"build-{name}-{version}"
         shutil.copytree(self.source, work)
+        if bare:
+            shutil.rmtree(work / "templates")
+            (work / "values.yaml").write_text("{}\n")
         chart = yaml.safe_load((work / "Chart.yaml").read_text())
         chart.update(name=name, version=version)
         (work / "Chart.yaml").write_text(yaml.safe_dump(chart))

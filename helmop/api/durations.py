@@ -40,3 +40,15 @@ def duration_field(spec: dict[str, Any], key: str, default: float | None, where:
         return parse_duration(str(raw))
     except ValueError as exc:
         raise SpecError("InvalidSpec", f"{where}.{key}: {exc}") from None
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's time.Duration prints them ("5m0s", "1h30m0s", "2.5s"): how Flux words an interval."""
+    whole = int(seconds)
+    if whole != seconds and seconds < 60:
+        return f"{seconds:g}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"

@@ -19,6 +19,7 @@ from .durations import duration_field
 from .errors import SpecError
 from .names import check_references
 from .repositories import Verification, parse_verification
+from .selectors import Selector, parse_selector
 from .settings import RELEASE_INTERVAL
 
 DEFAULT_INTERVAL = RELEASE_INTERVAL  # 10m
@@ -86,20 +87,27 @@ class ValuesReference:
     values_key: str = "values.yaml"
     target_path: str = ""
     optional: bool = False
+    literal: bool = False  # the value at target_path is the string as it is (helm's --set-literal)
 
 
 CRD_POLICIES = ("Skip", "Create", "CreateReplace")
 PROPAGATIONS = ("background", "foreground", "orphan")
 
 
+DEFAULT_RETRY_INTERVAL = 300.0  # 5m, Flux's spec.<action>.strategy.retryInterval
+
+
 @dataclass(frozen=True)
 class Remediation:
-    """What happens when an install or upgrade fails (Flux's field names and defaults)."""
+    """What happens when an install or upgrade fails (Flux's field names and defaults): remediated
+    (RemediateOnFailure, spec.<action>.remediation), or tried again as it is (RetryOnFailure)."""
 
     retries: int = 0  # retries of a failed action with the same configuration; negative: forever
     ignore_test_failures: bool = False
     remediate_last_failure: bool = False  # also remediate once the retries are used up
     strategy: str = "rollback"  # upgrades only: rollback | uninstall
+    retry: bool = False  # spec.<action>.strategy.name RetryOnFailure: no remediation, another try, never stalled
+    retry_interval: float = DEFAULT_RETRY_INTERVAL
 
     def exhausted(self, failures: int) -> bool:
         return self.retries >= 0 and failures > self.retries
@@ -109,34 +117,51 @@ class Remediation:
 # .uninstall): a rollback has no CRD policy, an uninstall no remediation.
 
 
+SSA_MODES = ("enabled", "disabled", "auto")  # spec.upgrade/rollback.serverSideApply (Flux's words, not booleans)
+NAME_CHANGE_STRATEGIES = ("Reinstall", "InPlaceUpdate")
+
+
 @dataclass(frozen=True)
 class InstallOptions:
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
     timeout: float | None = None
     create_namespace: bool = False
     remediation: Remediation = Remediation()
     crds: str = "Create"  # Skip | Create | CreateReplace
+    server_side_apply: str = "enabled"  # enabled | disabled (helm 4; helm 3 applies client-side)
+    take_ownership: bool = True  # Flux's default: objects without the release's ownership are adopted
+    schema_validation: bool = True
 
 
 @dataclass(frozen=True)
 class UpgradeOptions:
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
     timeout: float | None = None
     force: bool = False
     cleanup_on_fail: bool = False
     remediation: Remediation = Remediation()
     crds: str = "Skip"  # Skip | Create | CreateReplace
+    server_side_apply: str = "auto"  # SSA_MODES; auto: as the release's last revision was applied
+    take_ownership: bool = True
+    schema_validation: bool = True
+    preserve_values: bool = False  # helm's --reuse-values: the last release's values, spec values merged over
+    chart_name_change: str = "Reinstall"  # NAME_CHANGE_STRATEGIES
 
 
 @dataclass(frozen=True)
 class RollbackOptions:
     disable_hooks: bool = False
     disable_wait: bool = False
+    disable_wait_for_jobs: bool = False
     timeout: float | None = None
     force: bool = False
     cleanup_on_fail: bool = False
+    server_side_apply: str = "auto"
+    recreate: bool = False  # helm 3's --recreate-pods (helm 4 has none: said in status)
 
 
 @dataclass(frozen=True)
@@ -191,7 +216,11 @@ class HelmReleaseSpec:
     # {"labels": {...}, "annotations": {...}, "patches": [{"target": {...}, "patch": "<yaml>"}]}
     post_render: dict[str, Any] = field(default_factory=dict)
     drift_mode: str = "disabled"  # enabled | warn | disabled
-    drift_ignore: tuple[tuple[tuple[str, ...], dict[str, str]], ...] = ()  # (JSON pointers, target)
+    drift_ignore: tuple[tuple[tuple[str, ...], Selector], ...] = ()  # (JSON pointers, target)
+    wait_strategy: str = "poller"  # poller: helmop judges readiness (kstatus, healthCheckExprs); legacy: helm's wait
+    ready_exprs: tuple[tuple[tuple[str, str], str], ...] = ()  # ((namespace, name), spec.dependsOn[].readyExpr)
+    # fields that mean something with one helm major only: (field, major), said in status with the other
+    helm_major_fields: tuple[tuple[str, int], ...] = ()
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -203,17 +232,30 @@ def default_release_name(name: str, target_namespace: str, namespace: str) -> st
     return f"{full[:40]}-{hashlib.sha256(full.encode()).hexdigest()[:12]}"
 
 
-def _remediation(raw: dict[str, Any], where: str, tests_ignored: bool, upgrade: bool) -> Remediation:
+def _remediation(raw: dict[str, Any], strategy: Any, where: str, tests_ignored: bool, upgrade: bool) -> Remediation:
     retries = int(raw.get("retries", 0))
-    strategy = str(raw.get("strategy") or "rollback")
-    if upgrade and strategy not in ("rollback", "uninstall"):
-        raise SpecError("InvalidSpec", f"{where}.strategy must be rollback or uninstall, not {strategy!r}")
+    kind = str(raw.get("strategy") or "rollback")
+    if upgrade and kind not in ("rollback", "uninstall"):
+        raise SpecError("InvalidSpec", f"{where}.remediation.strategy must be rollback or uninstall, not {kind!r}")
     last = raw.get("remediateLastFailure")
     ignore = raw.get("ignoreTestFailures")
-    return Remediation(retries=retries, strategy=strategy,
+    retry, interval = _strategy(strategy, f"{where}.strategy")
+    return Remediation(retries=retries, strategy=kind, retry=retry, retry_interval=interval,
                        # Flux: remediate the last failure too, unless no retries were asked for
                        remediate_last_failure=bool(last) if last is not None else retries > 0,
                        ignore_test_failures=bool(ignore) if ignore is not None else tests_ignored)
+
+
+def _strategy(raw: Any, where: str) -> tuple[bool, float]:
+    """spec.<action>.strategy: (retry on failure, its interval)."""
+    raw = raw or {}
+    name = str(raw.get("name") or "RemediateOnFailure")
+    if name not in ("RemediateOnFailure", "RetryOnFailure"):
+        raise SpecError("InvalidSpec", f"{where}.name must be RemediateOnFailure or RetryOnFailure, not {name[:60]!r}")
+    if name == "RemediateOnFailure" and raw.get("retryInterval"):
+        raise SpecError("InvalidSpec", f"{where}.retryInterval can only be set when {where}.name is 'RetryOnFailure'")
+    interval = duration_field(raw, "retryInterval", DEFAULT_RETRY_INTERVAL, where) or DEFAULT_RETRY_INTERVAL
+    return name == "RetryOnFailure", interval
 
 
 def _crds(raw: dict[str, Any], where: str, default: str) -> str:
@@ -223,33 +265,57 @@ def _crds(raw: dict[str, Any], where: str, default: str) -> str:
     return policy
 
 
+def _ssa(raw: dict[str, Any], where: str) -> str:
+    mode = str(raw.get("serverSideApply") or "auto")
+    if mode not in SSA_MODES:
+        raise SpecError("InvalidSpec", f"{where}.serverSideApply must be one of {', '.join(SSA_MODES)}, not "
+                                       f"{mode[:60]!r}")
+    return mode
+
+
 def _common(raw: dict[str, Any], where: str) -> dict[str, Any]:
     """The fields every action has."""
     return {"disable_hooks": bool(raw.get("disableHooks", False)), "disable_wait": bool(raw.get("disableWait", False)),
             "timeout": duration_field(raw, "timeout", None, where)}
 
 
+def _changes(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields install and upgrade share with each other (and rollback, its wait for Jobs)."""
+    return {"disable_wait_for_jobs": bool(raw.get("disableWaitForJobs", False)),
+            "take_ownership": not raw.get("disableTakeOwnership", False),
+            "schema_validation": not raw.get("disableSchemaValidation", False)}
+
+
 def _install(raw: Any, tests_ignored: bool) -> InstallOptions:
     raw, where = raw or {}, "spec.install"
-    return InstallOptions(**_common(raw, where), create_namespace=bool(raw.get("createNamespace", False)),
-                          remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored,
-                                                   upgrade=False),
-                          crds=_crds(raw, where, "Create"))
+    ssa = raw.get("serverSideApply")
+    # skipCRDs: Flux's deprecated spelling of crds: Skip (which wins when both are given)
+    crds = _crds(raw, where, "Skip" if raw.get("skipCRDs") else "Create")
+    return InstallOptions(**_common(raw, where), **_changes(raw), create_namespace=bool(raw.get("createNamespace")),
+                          remediation=_remediation(raw.get("remediation") or {}, raw.get("strategy"), where,
+                                                   tests_ignored, upgrade=False),
+                          crds=crds, server_side_apply="disabled" if ssa is False else "enabled")
 
 
 def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
     raw, where = raw or {}, "spec.upgrade"
-    return UpgradeOptions(**_common(raw, where), force=bool(raw.get("force", False)),
+    change = str(raw.get("chartNameChangeStrategy") or "Reinstall")
+    if change not in NAME_CHANGE_STRATEGIES:
+        raise SpecError("InvalidSpec", f"{where}.chartNameChangeStrategy must be Reinstall or InPlaceUpdate")
+    return UpgradeOptions(**_common(raw, where), **_changes(raw), force=bool(raw.get("force", False)),
                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
-                          remediation=_remediation(raw.get("remediation") or {}, f"{where}.remediation", tests_ignored,
-                                                   upgrade=True),
-                          crds=_crds(raw, where, "Skip"))
+                          remediation=_remediation(raw.get("remediation") or {}, raw.get("strategy"), where,
+                                                   tests_ignored, upgrade=True),
+                          crds=_crds(raw, where, "Skip"), server_side_apply=_ssa(raw, where),
+                          preserve_values=bool(raw.get("preserveValues", False)), chart_name_change=change)
 
 
 def _rollback(raw: Any) -> RollbackOptions:
-    raw = raw or {}
-    return RollbackOptions(**_common(raw, "spec.rollback"), force=bool(raw.get("force", False)),
-                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)))
+    raw, where = raw or {}, "spec.rollback"
+    return RollbackOptions(**_common(raw, where), force=bool(raw.get("force", False)),
+                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+                           disable_wait_for_jobs=bool(raw.get("disableWaitForJobs", False)),
+                           server_side_apply=_ssa(raw, where), recreate=bool(raw.get("recreate", False)))
 
 
 def _uninstall(raw: Any) -> UninstallOptions:
@@ -367,7 +433,8 @@ def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
         if not ref.get("name"):
             raise SpecError("InvalidSpec", f"spec.valuesFrom[{i}].name is required")
         out.append(ValuesReference(kind=kind, name=ref["name"], values_key=ref.get("valuesKey") or "values.yaml",
-                                   target_path=ref.get("targetPath") or "", optional=bool(ref.get("optional"))))
+                                   target_path=ref.get("targetPath") or "", optional=bool(ref.get("optional")),
+                                   literal=bool(ref.get("literal"))))
     return tuple(out)
 
 
@@ -410,9 +477,37 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
         service_account_name=str(spec.get("serviceAccountName") or ""),
         depends_on=depends_on(spec.get("dependsOn"), name, namespace),
         health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
-        post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers"), origin or {}),
+        post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers"), origin or {},
+                                 spec.get("postRenderStrategy")),
         **_drift(spec.get("driftDetection")),
+        wait_strategy=_wait_strategy(spec.get("waitStrategy")),
+        ready_exprs=tuple(((ns, n), str(raw.get("readyExpr"))) for (ns, n), raw
+                          in zip(depends_on(spec.get("dependsOn"), name, namespace), spec.get("dependsOn") or [],
+                                 strict=True) if raw.get("readyExpr")),
+        helm_major_fields=_helm_major_fields(spec),
     )
+
+
+def _wait_strategy(raw: Any) -> str:
+    name = str((raw or {}).get("name") or "poller")
+    if name not in ("poller", "legacy"):
+        raise SpecError("InvalidSpec", f"spec.waitStrategy.name must be poller or legacy, not {name[:60]!r}")
+    return name
+
+
+def _helm_major_fields(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Fields set that mean something with one helm major only: server-side apply is helm 4's, a rollback's
+    recreation of pods and post-rendered hooks (combined, separate) helm 3's and helm 4's respectively."""
+    out = []
+    for action in ("install", "upgrade", "rollback"):
+        ssa = (spec.get(action) or {}).get("serverSideApply")
+        if ssa is True or ssa == "enabled":
+            out.append((f"spec.{action}.serverSideApply", 4))
+    if (spec.get("rollback") or {}).get("recreate"):
+        out.append(("spec.rollback.recreate", 3))
+    if spec.get("postRenderStrategy") in ("combined", "separate"):
+        out.append((f"spec.postRenderStrategy {spec['postRenderStrategy']}", 4))
+    return tuple(out)
 
 
 def _drift(raw: Any) -> dict[str, Any]:
@@ -425,11 +520,14 @@ def _drift(raw: Any) -> dict[str, Any]:
         paths = tuple(str(p) for p in (rule or {}).get("paths") or [])
         if not paths or any(not p.startswith("/") for p in paths):
             raise SpecError("InvalidSpec", f"spec.driftDetection.ignore[{i}].paths must be JSON pointers (/spec/...)")
-        rules.append((paths, {str(k): str(v) for k, v in ((rule or {}).get("target") or {}).items()}))
+        rules.append((paths, parse_selector((rule or {}).get("target"), f"spec.driftDetection.ignore[{i}].target")))
     return {"drift_mode": mode, "drift_ignore": tuple(rules)}
 
 
-def _post_render(common: Any, renderers: Any, origin: dict[str, str]) -> dict[str, Any]:
+POST_RENDER_STRATEGIES = ("nohooks", "combined", "separate")
+
+
+def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in ("labels", "annotations"):
         found = (common or {}).get(part) or {}
@@ -438,22 +536,43 @@ def _post_render(common: Any, renderers: Any, origin: dict[str, str]) -> dict[st
         merged = {str(k): str(v) for k, v in found.items()} | (origin if part == "labels" else {})
         if merged:
             out[part] = merged
-    patches = []
+    patches, images = [], []
     for i, renderer in enumerate(renderers or []):
-        for j, patch in enumerate(((renderer or {}).get("kustomize") or {}).get("patches") or []):
-            where = f"spec.postRenderers[{i}].kustomize.patches[{j}]"
-            text = str((patch or {}).get("patch") or "")
-            try:
-                body = yamlc.load(text)
-            except yaml.YAMLError:
-                raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
-            if not isinstance(body, list | dict):
-                raise SpecError("InvalidPostRenderer", f"{where}.patch must be a strategic-merge patch (a map) or "
-                                                       "a JSON6902 patch (a list of operations)")
-            patches.append({"target": dict((patch or {}).get("target") or {}), "patch": text})
+        kustomize = (renderer or {}).get("kustomize") or {}
+        for j, patch in enumerate(kustomize.get("patches") or []):
+            patches.append(_patch(patch, f"spec.postRenderers[{i}].kustomize.patches[{j}]"))
+        for j, image in enumerate(kustomize.get("images") or []):
+            images.append(_image(image, f"spec.postRenderers[{i}].kustomize.images[{j}]"))
     if patches:
         out["patches"] = patches
+    if images:
+        out["images"] = images
+    if strategy is not None and strategy not in POST_RENDER_STRATEGIES:
+        raise SpecError("InvalidSpec", f"spec.postRenderStrategy must be one of {', '.join(POST_RENDER_STRATEGIES)}")
+    if strategy == "nohooks" and out:  # combined and separate mean the same to helmop's per-object renderer
+        out["strategy"] = strategy
     return out
+
+
+def _patch(patch: Any, where: str) -> dict[str, Any]:
+    text = str((patch or {}).get("patch") or "")
+    try:
+        body = yamlc.load(text)
+    except yaml.YAMLError:
+        raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
+    if not isinstance(body, list | dict):
+        raise SpecError("InvalidPostRenderer", f"{where}.patch must be a strategic-merge patch (a map) or "
+                                               "a JSON6902 patch (a list of operations)")
+    target = (patch or {}).get("target")
+    parse_selector(target, f"{where}.target")  # refused here, with where it stands, rather than in helm's run
+    return {"target": dict(target or {}), "patch": text}
+
+
+def _image(image: Any, where: str) -> dict[str, str]:
+    """A kustomize image rule: ``name`` (required) and what replaces it (newName, newTag or digest)."""
+    if not isinstance(image, dict) or not image.get("name"):
+        raise SpecError("InvalidPostRenderer", f"{where}.name is required")
+    return {k: str(image[k]) for k in ("name", "newName", "newTag", "digest") if image.get(k)}
 
 
 def health_exprs(raw: Any) -> tuple[HealthExpr, ...]:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +39,7 @@ from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
 from helmop.reconcile import Decision, Desired, Observed, Reason, Release, decide, drift_matters
-from helmop.reconcile.health import check_exprs
+from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import helmrelease as settle
 from helmop.reconcile.settle import progressing
 
@@ -62,6 +63,8 @@ class Reconciler:
         self.ctx = ctx
         self.family = family
         self.kind = family.helmrelease
+        # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
+        self.retry_at: dict[Key, float] = {}
 
     # --- entry points ------------------------------------------------------------------------------
 
@@ -125,6 +128,8 @@ class Reconciler:
                 self.ctx.tenancy.check_reference(this.namespace, source[1], source[2])
             for i, (dep_namespace, _) in enumerate(spec.depends_on):
                 self.ctx.tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
+            for i, (_, expr) in enumerate(spec.ready_exprs):
+                check_expression(expr, f"spec.dependsOn[{i}].readyExpr")
             check_exprs(spec.health_check_exprs)
         except SpecError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=True)
@@ -135,7 +140,7 @@ class Reconciler:
             return DONE
         try:
             waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on,
-                                                     kind=self.kind)
+                                                     kind=self.kind, this=body, ready_exprs=dict(spec.ready_exprs))
         except SpecError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=True)
             return DONE
@@ -170,6 +175,8 @@ class Reconciler:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
                     return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
+                if decision.reason is Reason.RETRYING:
+                    return after(observed.retry_in)
                 break
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 await self._check_namespace(spec)  # said before helm is run (an up-to-date release needs no read)
@@ -192,21 +199,31 @@ class Reconciler:
             if result.cancelled:
                 return after(0.01)  # the newer revision is reconciled at once
             if not result.ok:
-                return FAILED
+                return self._after_failure(key, spec, decision, result.transient)
             state = result.state or await read_release(self.ctx, spec)
         return DONE
+
+    def _after_failure(self, key: Key, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
+        """When to look again after a failed action: at the retryInterval of a RetryOnFailure strategy (no
+        sooner, whatever wakes it), else after the backoff."""
+        policy = spec.install.remediation if decision.action is Action.INSTALL else spec.upgrade.remediation
+        if transient or decision.action not in (Action.INSTALL, Action.UPGRADE, Action.TEST) or not policy.retry:
+            return FAILED
+        self.retry_at[key] = time.monotonic() + policy.retry_interval
+        return after(policy.retry_interval)
 
     async def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, status: HelmReleaseStatus,
                         desired: Desired, state: ReleaseState) -> Observed:
         """What is there: helm's records and the last attempt (from status); and the live objects' drift from
         the release where it can decide (API reads, no helm process)."""
         reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
-        observed = Observed(release=_release(state, tests=spec.test.enable),
+        observed = Observed(release=_release(state, tests=spec.test.enable, changing_from=desired.config_digest),
                             last_attempted_digest=releases.digest_token(status.last_attempted_config_digest),
                             last_action=Action.deploy(status.last_attempted_release_action),
                             install_failures=status.install_failures, upgrade_failures=status.upgrade_failures,
                             reset_requested=bool(reset) and reset != status.last_handled_reset_at,
-                            force_requested=bool(force) and force != status.last_handled_force_at)
+                            force_requested=bool(force) and force != status.last_handled_force_at,
+                            retry_in=max(0.0, self.retry_at.get(Resource(body).key, 0.0) - time.monotonic()))
         if not drift_matters(desired, observed):
             return observed
         looking = Job(self.ctx, body, spec, Decision(Action.NONE, Reason.DRIFT_DETECTED, "looking for drift"), state)
@@ -294,12 +311,16 @@ def _source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
     return None
 
 
-def _release(state: ReleaseState, tests: bool = False) -> Release | None:
+def _release(state: ReleaseState, tests: bool = False, changing_from: str = "") -> Release | None:
+    """The latest revision as the decision sees it; its chart's name read (its record decoded) only when its
+    configuration is not ``changing_from`` (that digest covers the chart's name: up to date, nothing to read)."""
     record = state.latest
     if record is None:
         return None
+    changing = bool(changing_from) and record.config_digest != changing_from
     return Release(record.status, record.owner, record.config_digest, record.revision,
-                   last_good=state.last_good(), tests=state.tests() if tests else "")
+                   last_good=state.last_good(), tests=state.tests() if tests else "",
+                   chart_name=state.chart_name() if changing else "")
 
 
 def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:
@@ -310,4 +331,5 @@ def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waitin
                    waiting_for=waiting, drift_mode=spec.drift_mode, generation=this.generation, digest=inputs.digest,
                    chart_version=inputs.chart.version, chart=f"{inputs.chart.name}@{inputs.chart.version}",
                    release=f"{spec.target_namespace}/{spec.release_name}", release_name=spec.release_name,
-                   reset_at=annotation(body, RESET_AT), force_at=annotation(body, FORCE_AT))
+                   reset_at=annotation(body, RESET_AT), force_at=annotation(body, FORCE_AT),
+                   chart_name=inputs.chart.name, reinstall_on_rename=spec.upgrade.chart_name_change == "Reinstall")

@@ -53,6 +53,12 @@ class UpgradeRequest:
     impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
     skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
     post_render: dict[str, Any] = field(default_factory=dict)  # helmop's post-renderer configuration
+    server_side: str = "auto"  # helm 4's --server-side: true | false | auto (as the last revision was applied)
+    wait_for_jobs: bool = True
+    legacy_wait: bool = False  # helm's own readiness logic of helm 3 (waitStrategy legacy) rather than its watcher
+    take_ownership: bool = True
+    schema_validation: bool = True
+    reuse_values: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,10 @@ class RollbackRequest:
     cleanup_on_fail: bool = False
     max_history: int = 5
     impersonate: str = ""
+    server_side: str = "auto"
+    wait_for_jobs: bool = True
+    legacy_wait: bool = False
+    recreate: bool = False  # helm 3's --recreate-pods
 
 
 @dataclass(frozen=True)
@@ -99,8 +109,7 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
             # since 1.25 does, and then client-go skips the check): ~750 KB of schema fetched and parsed by every
             # helm run, a sixth to a third of its CPU, for nothing. Validation stays the server's (Strict: helm 4).
             "--disable-openapi-validation"]
-    args += _change_flags(major, wait=req.wait, disable_hooks=req.disable_hooks, force=req.force,
-                          cleanup_on_fail=req.cleanup_on_fail)
+    args += _change_flags(major, req)
     if req.create_namespace:
         args.append("--create-namespace")
     if req.labels:
@@ -109,25 +118,42 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
         args += ["--description", req.description]
     if req.skip_crds:
         args.append("--skip-crds")
+    if req.take_ownership:
+        args.append("--take-ownership")
+    if not req.schema_validation:
+        args.append("--skip-schema-validation")
+    if req.reuse_values:
+        args.append("--reuse-values")
     if req.impersonate:
         args += ["--kube-as-user", req.impersonate]
     return args
 
 
-def _change_flags(major: int, *, wait: bool, disable_hooks: bool, force: bool, cleanup_on_fail: bool) -> list[str]:
+def _change_flags(major: int, req: UpgradeRequest | RollbackRequest) -> list[str]:
     """The flags upgrade and rollback share, in each helm major's spelling."""
     args = []
-    if wait:
-        args += ["--wait=watcher", "--wait-for-jobs"] if major >= 4 else ["--wait", "--wait-for-jobs"]
+    if req.wait:
+        if major >= 4:
+            args.append("--wait=legacy" if req.legacy_wait else "--wait=watcher")
+        else:
+            args.append("--wait")
+        if req.wait_for_jobs:
+            args.append("--wait-for-jobs")
     elif major >= 4:
         args.append("--wait=hookOnly")  # helm 4's default, said: hooks are still waited for (helm 3 always does)
-    if disable_hooks:
+    if req.disable_hooks:
         args.append("--no-hooks")
-    if force:
+    if req.force:
         # helm 4 replaces objects only with client-side apply ("cannot use server-side apply and force replace
         # together"): a forced action is a client-side one, as `helm upgrade --force-replace` needs by hand.
         args += ["--force-replace", "--server-side=false"] if major >= 4 else ["--force"]
-    if cleanup_on_fail:
+    elif major >= 4:
+        # helm-controller forces conflicts whenever it applies server-side: the release's values win over
+        # another manager's for the fields the chart sets (fields it does not set stay theirs)
+        args.append(f"--server-side={req.server_side}")
+        if req.server_side != "false":
+            args.append("--force-conflicts")
+    if req.cleanup_on_fail:
         args.append("--cleanup-on-fail")
     return args
 
@@ -136,8 +162,9 @@ def rollback_args(req: RollbackRequest, major: int) -> list[str]:
     """``helm rollback`` to a revision (the last successful one: remediation of a failed upgrade)."""
     args = ["rollback", req.release, str(req.revision), "--namespace", req.namespace, "--timeout",
             f"{int(req.timeout)}s", "--history-max", str(req.max_history)]
-    args += _change_flags(major, wait=req.wait, disable_hooks=req.disable_hooks, force=req.force,
-                          cleanup_on_fail=req.cleanup_on_fail)
+    args += _change_flags(major, req)
+    if req.recreate and major < 4:
+        args.append("--recreate-pods")
     if req.impersonate:
         args += ["--kube-as-user", req.impersonate]
     return args
@@ -212,7 +239,8 @@ def classify(exc: helm_errors.Error, action: str) -> HelmError:
         return HelmError("RenderFailed", message)
     if any(s in low for s in ("connection refused", "etcdserver", "no such host", "i/o timeout")):
         return HelmError("ClusterUnreachable", message, transient=True)
-    if "rendered manifests contain a resource that already exists" in low:
+    if "rendered manifests contain a resource that already exists" in low or "cannot be imported into the current" \
+            " release" in low:
         return HelmError("ResourceConflict", message)
     if "is invalid" in low:
         return HelmError("InvalidResources", message)

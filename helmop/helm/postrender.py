@@ -7,7 +7,7 @@ run ``python -m helmop.helm.postrender <config.json>``: manifests on stdin, patc
 
 Patches are kustomize's: a YAML list is a JSON6902 patch (``jsonpatch``), a map a strategic-merge
 patch (maps merge, lists of named items merge by ``name``, other lists are replaced, ``$patch: delete``
-removes). Targets select by group, version, kind, name, namespace and a label selector. Pure apart
+removes). Targets are Flux's selectors (:mod:`helmop.api.selectors`). Pure apart
 from :func:`main` and :func:`install_plugin`.
 """
 
@@ -25,23 +25,9 @@ import jsonpatch
 import yaml
 
 from helmop.api import k8syaml, yamlc
+from helmop.api.selectors import parse_selector
 
 PLUGIN = "helmop-postrender"
-
-
-def _selected(obj: dict[str, Any], target: dict[str, Any]) -> bool:
-    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-    meta = obj.get("metadata") or {}
-    wanted = {"group": group, "version": version, "kind": obj.get("kind"), "name": meta.get("name"),
-              "namespace": meta.get("namespace")}
-    if any(target.get(k) and target[k] != wanted[k] for k in wanted):
-        return False
-    labels = meta.get("labels") or {}
-    for term in filter(None, str(target.get("labelSelector") or "").split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key.strip()) != value.strip():
-            return False
-    return True
 
 
 def _strategic(base: Any, patch: Any) -> Any:
@@ -73,24 +59,73 @@ def _strategic(base: Any, patch: Any) -> Any:
     return copy.deepcopy(patch)
 
 
+HOOK = "helm.sh/hook"
+NOTHING = "# helmop: nothing rendered\n"  # helm 4 refuses a post-renderer's empty output (a chart of CRDs only)
+
+
+def _image_parts(image: str) -> tuple[str, str, str]:
+    """(name, ":tag" or "", "@digest" or "") of an image reference (a registry's port is part of the name)."""
+    rest, at, digest = image.partition("@")
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        return rest[:colon], rest[colon:], at + digest
+    return rest, "", at + digest
+
+
+def _new_image(image: str, rule: dict[str, str]) -> str:
+    """kustomize's image transformer on one reference: newName, then digest (which wins) or newTag."""
+    name, tag, digest = _image_parts(image)
+    name = rule.get("newName") or name
+    if rule.get("digest"):
+        return f"{name}@{rule['digest']}"
+    if rule.get("newTag"):
+        return f"{name}:{rule['newTag']}"
+    return name + tag + digest
+
+
+def _images(node: Any, rules: list[dict[str, str]]) -> None:
+    """Every container's image under ``node`` (any depth: pods, templates, job templates) that a rule names."""
+    if isinstance(node, dict):
+        for key, child in node.items():
+            if key in ("containers", "initContainers", "ephemeralContainers") and isinstance(child, list):
+                for container in child:
+                    image = container.get("image") if isinstance(container, dict) else None
+                    if isinstance(image, str):
+                        rule = next((r for r in rules if r["name"] == _image_parts(image)[0]), None)
+                        if rule is not None:
+                            container["image"] = _new_image(image, rule)
+            else:
+                _images(child, rules)
+    elif isinstance(node, list):
+        for item in node:
+            _images(item, rules)
+
+
 def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """One rendered object with the common metadata and the patches that select it."""
+    """One rendered object with the patches and images that select it, then the common metadata (which
+    overrides the chart's keys, as Flux's post-renderer does). A hook is left as rendered with the
+    ``nohooks`` strategy (helm 3's way: hooks never reach a post-renderer)."""
+    if config.get("strategy") == "nohooks" and HOOK in ((obj.get("metadata") or {}).get("annotations") or {}):
+        return obj
     out = copy.deepcopy(obj)
+    for patch in config.get("patches") or []:
+        if not parse_selector(patch.get("target"), "target").matches(out):
+            continue
+        body = yamlc.load(patch["patch"])
+        out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
+    if config.get("images"):
+        _images(out, config["images"])
     meta = out.setdefault("metadata", {})
     for field in ("labels", "annotations"):
         if config.get(field):
             meta[field] = {**(meta.get(field) or {}), **config[field]}
-    for patch in config.get("patches") or []:
-        if not _selected(out, patch.get("target") or {}):
-            continue
-        body = yamlc.load(patch["patch"])
-        out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
     return out
 
 
 def render(text: str, config: dict[str, Any]) -> str:
     docs = [d for d in yamlc.load_all(text) if isinstance(d, dict)]
-    return k8syaml.dump_all([apply(d, config) for d in docs])
+    return k8syaml.dump_all([apply(d, config) for d in docs]) if docs else NOTHING
 
 
 def config_file(directory: Path, config: dict[str, Any]) -> Path:

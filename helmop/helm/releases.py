@@ -27,7 +27,9 @@ from . import storage
 SECRET_TYPE = "helm.sh/release.v1"
 NOT_STORAGE = f"type!={SECRET_TYPE}"  # a field selector for the Secrets that are not helm's records
 FIELD_MANAGER = "helm"  # helm's own field manager; drift is corrected under it, so helm owns the fields again
-FIELD_MANAGERS = (FIELD_MANAGER, "helmop-drift")  # what applies of these own is the release's, not another's
+# what applies of these own is the release's, not another's: helm's, and helm-controller's (a release Flux
+# installed: the helm CLI has no field-manager setting, so its fields pass to helm as releases are upgraded)
+FIELD_MANAGERS = (FIELD_MANAGER, "helmop-drift", "helm-controller")
 HISTORY_KEPT = 5  # revisions shown in status.history
 
 ObjectRef = tuple[str, str, str, str]  # (apiVersion, namespace, kind, name)
@@ -116,6 +118,12 @@ class ReleaseState:
         if latest is None or latest.status != "deployed":
             return ""
         return storage.test_result(self.record(latest.secret))
+
+    def chart_name(self) -> str:
+        """The name of the latest revision's chart ("" when there is none)."""
+        latest = self.latest
+        return str(((self.record(latest.secret).get("chart") or {}).get("metadata") or {}).get("name") or "") \
+            if latest else ""
 
     def history(self) -> tuple[Snapshot, ...]:
         """Snapshots of the newest revisions (chart, digest, status, deployed times, tests)."""

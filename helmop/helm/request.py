@@ -15,6 +15,9 @@ from helmop.api.tenancy import Tenancy
 from . import storage
 from .engine import RollbackRequest, TestRequest, UninstallRequest, UpgradeRequest
 
+# Flux's words for helm 4's --server-side (words, not booleans, against YAML's boolean conversion)
+SERVER_SIDE = {"enabled": "true", "disabled": "false", "auto": "auto"}
+
 
 def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: Path, values: dict[str, Any],
                     digest: str, action: Action, tenancy: Tenancy | None = None,
@@ -24,12 +27,15 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
     ``helm_waits``: False when helmop judges the objects' readiness itself (helm then waits for hooks only);
     ``kind``: the HelmRelease's kind key (helmop's, or Flux's)."""
     opts = spec.install if action is Action.INSTALL else spec.upgrade
-    forced = isinstance(opts, UpgradeOptions) and opts.force
+    upgrading = opts if isinstance(opts, UpgradeOptions) else None
     return UpgradeRequest(
         release=spec.release_name, namespace=spec.target_namespace, chart=chart, values=values,
         timeout=opts.timeout or spec.timeout, wait=helm_waits and not opts.disable_wait,
-        disable_hooks=opts.disable_hooks,
-        force=forced, cleanup_on_fail=isinstance(opts, UpgradeOptions) and opts.cleanup_on_fail,
+        disable_hooks=opts.disable_hooks, server_side=SERVER_SIDE[opts.server_side_apply],
+        wait_for_jobs=not opts.disable_wait_for_jobs, legacy_wait=spec.wait_strategy == "legacy",
+        take_ownership=opts.take_ownership, schema_validation=opts.schema_validation,
+        reuse_values=bool(upgrading and upgrading.preserve_values), force=bool(upgrading and upgrading.force),
+        cleanup_on_fail=bool(upgrading and upgrading.cleanup_on_fail),
         create_namespace=spec.install.create_namespace,
         max_history=spec.max_history,
         labels={storage.OWNER_LABEL: storage.owner_token(namespace, name, kind),
@@ -45,7 +51,10 @@ def rollback_request(spec: HelmReleaseSpec, revision: int, acting_as: str) -> Ro
     opts = spec.rollback
     return RollbackRequest(spec.release_name, spec.target_namespace, revision, opts.timeout or spec.timeout,
                            wait=not opts.disable_wait, disable_hooks=opts.disable_hooks, force=opts.force,
-                           cleanup_on_fail=opts.cleanup_on_fail, max_history=spec.max_history, impersonate=acting_as)
+                           cleanup_on_fail=opts.cleanup_on_fail, max_history=spec.max_history, impersonate=acting_as,
+                           server_side=SERVER_SIDE[opts.server_side_apply],
+                           wait_for_jobs=not opts.disable_wait_for_jobs, legacy_wait=spec.wait_strategy == "legacy",
+                           recreate=opts.recreate)
 
 
 def uninstall_request(spec: HelmReleaseSpec, acting_as: str) -> UninstallRequest:

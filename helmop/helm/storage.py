@@ -142,12 +142,32 @@ def summary(secret: dict[str, Any]) -> Snapshot:
     """What a HelmRelease status shows of one revision."""
     record = decode(secret)
     info, meta = record.get("info") or {}, (record.get("chart") or {}).get("metadata") or {}
-    labels = secret.get("metadata", {}).get("labels") or {}
     return Snapshot(revision=int(record.get("version", 0)), chart_name=str(meta.get("name", "")),
                     chart_version=str(meta.get("version", "")), app_version=str(meta.get("appVersion", "")),
                     status=str(info.get("status", "")), first_deployed=str(info.get("first_deployed", "")),
-                    last_deployed=str(info.get("last_deployed", "")), config_digest=str(labels.get(DIGEST_LABEL, "")),
-                    tests=test_result(record))
+                    last_deployed=str(info.get("last_deployed", "")), config_digest=values_digest(record.get("config")),
+                    tests=test_result(record), action=action_of(record))
+
+
+def values_digest(values: Any) -> str:
+    """Flux's configDigest of a revision: the SHA-256 of its values (those given, not the chart's defaults) as
+    YAML with sorted keys; of no input at all when there are none."""
+    text = yaml.safe_dump(values, sort_keys=True) if values else ""
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def action_of(record: dict[str, Any]) -> str:
+    """What made a revision, in Flux's words (install, upgrade, rollback, uninstall), from helm's description
+    and status: helm keeps no other word of it."""
+    info = record.get("info") or {}
+    description, status = str(info.get("description") or ""), str(info.get("status") or "")
+    if status == "uninstalled":
+        return "uninstall"
+    if description.startswith("Rollback"):
+        return "rollback"
+    if description.startswith("Install") or int(record.get("version") or 0) == 1:
+        return "install"
+    return "upgrade"
 
 
 def unlocked(secret: dict[str, Any], why: str) -> dict[str, Any]:

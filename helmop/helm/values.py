@@ -118,12 +118,13 @@ def typed(text: str) -> Any:
 
 def compose(pieces: list[tuple[ValuesReference, str]], inline: Values, base: Values | None = None) -> Values:
     """A release's values, as Flux composes them: ``base`` (a git chart's valuesFiles), then each
-    valuesFrom piece in order (a whole document merged, or one value at its targetPath), then the
+    valuesFrom piece in order (a whole document merged, or one value at its targetPath: typed as ``--set`` types
+    it, or with ``literal`` the string as it is), then the
     spec's inline ``values`` over all. ValueError names the piece at fault."""
     values = copy.deepcopy(base or {})
     for ref, text in pieces:
         if ref.target_path:
-            values = set_path(values, ref.target_path, typed(text))
+            values = set_path(values, ref.target_path, text if ref.literal else typed(text))
         else:  # a document parsed here and now: merged without copying it
             _merge_into(values, parse_values(text, f"{ref.kind} {ref.name} key {ref.values_key}"), owned=True)
     _merge_into(values, inline, owned=False)

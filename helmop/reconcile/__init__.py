@@ -12,13 +12,16 @@ The rules, in order (docs/guides/helmrelease.md, "When things fail", says the sa
 2. Suspended: nothing. Someone else's release: refuse (a Flux HelmRelease adopts one that no helmop
    HelmRelease installed, as Flux does). A release stuck ``pending-*``: unlock it.
    A dependency (spec.dependsOn) not Ready: wait, running nothing.
-3. The last attempt with this very configuration failed and left a failed release (or failed
-   tests that are not ignored): remediate it — a failed install is uninstalled, a failed upgrade
-   rolled back to the last successful revision (or uninstalled) — unless the retries are used up
-   and the last failure is not to be remediated.
+3. The last attempt with this very configuration failed. With the strategy RetryOnFailure: tried again
+   as it is once its retryInterval has passed (a failed release is upgraded; nothing is remediated and
+   nothing stalls). Otherwise, when it left a failed release (or failed tests that are not ignored):
+   remediate it — a failed install is uninstalled, a failed upgrade rolled back to the last successful
+   revision (or uninstalled) — unless the retries are used up and the last failure is not to be remediated.
 4. Retries used up for this configuration: stalled (``RetriesExceeded``) until the spec or values
    change, or ``helmop.dev/resetAt`` asks for a fresh count.
-5. No release: install. A release never deployed successfully is installed again, not upgraded.
+5. No release: install. A deployed release of a chart of another name is uninstalled first
+   (upgrade.chartNameChangeStrategy Reinstall, Flux's default). A release never deployed successfully
+   is installed again, not upgraded.
 6. Deployed with this configuration: objects that drifted from it are re-applied (driftDetection
    enabled; warn only reports them); the tests run if they are enabled and have not run; else
    nothing (``helmop.dev/forceAt`` asks for one forced upgrade all the same).
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from helmop.api.actions import Action
+from helmop.api.durations import go_duration
 from helmop.api.helmrelease import Remediation
 
 
@@ -43,6 +47,8 @@ class Reason(StrEnum):
     UNINSTALLING = "Uninstalling"
     LOCKED = "ReleaseLocked"
     DEPENDENCY_NOT_READY = "DependencyNotReady"
+    RETRYING = "ProgressingWithRetry"
+    CHART_RENAMED = "ChartNameChanged"
     INSTALL_REMEDIATION = "InstallRemediation"
     UPGRADE_REMEDIATION = "UpgradeRemediation"
     RETRIES_EXCEEDED = "RetriesExceeded"
@@ -63,6 +69,7 @@ class Release:
     revision: int
     last_good: int = 0  # the newest earlier revision that was deployed successfully (0: none)
     tests: str = ""  # of this revision: "" (not run), "passed" or "failed"
+    chart_name: str = ""  # of this revision's chart
 
     @property
     def pending(self) -> bool:
@@ -93,6 +100,8 @@ class Desired:
     tests: bool = False
     waiting_for: tuple[str, ...] = ()  # dependencies (namespace/name) not Ready for their current generation
     drift_mode: str = "disabled"  # enabled | warn | disabled
+    chart_name: str = ""
+    reinstall_on_rename: bool = True  # upgrade.chartNameChangeStrategy Reinstall (InPlaceUpdate: upgraded)
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,7 @@ class Observed:
     reset_requested: bool = False  # a new helmop.dev/resetAt: count failures afresh
     force_requested: bool = False  # a new helmop.dev/forceAt: one forced upgrade
     drift: tuple[str, ...] = ()  # objects and fields that differ from the release ("Kind/name: /path")
+    retry_in: float = 0.0  # RetryOnFailure: seconds until the failed action may be tried again
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,19 @@ def _remediate(last_action: Action, policy: Remediation, release: Release, why: 
                     remediation=True)
 
 
+def _retry(verb: str, failures: int, policy: Remediation, release: Release | None, retry_in: float) -> Decision:
+    """RetryOnFailure: the failed action again, as it is, once its interval has passed (a release that failed
+    is upgraded, as Flux retries a failed install with an upgrade)."""
+    if retry_in > 0:
+        return Decision(Action.NONE, Reason.RETRYING, f"{verb} failed ({failures}x); retrying after "
+                                                      f"{go_duration(policy.retry_interval)}")
+    if release is None:
+        return Decision(Action.INSTALL, Reason.INSTALLING, f"{verb} failed ({failures}x); installing again "
+                                                           "(RetryOnFailure)")
+    return Decision(Action.UPGRADE, Reason.UPGRADING, f"{verb} failed ({failures}x); upgrading the {release.status} "
+                                                      f"release again (RetryOnFailure)")
+
+
 def decide(desired: Desired, observed: Observed) -> Decision:
     release = observed.release
     present = release is not None and release.status != "uninstalled"
@@ -172,6 +195,8 @@ def decide(desired: Desired, observed: Observed) -> Decision:
     policy = desired.install if installing else desired.upgrade
     failures = (observed.install_failures if installing else observed.upgrade_failures) if same else 0
     verb = observed.last_action.value
+    if failures and policy.retry:
+        return _retry(verb, failures, policy, release if present else None, observed.retry_in)
     if failures and present and release is not None:
         failed = release.status == "failed" or (release.tests == "failed" and not policy.ignore_test_failures)
         if failed and (not policy.exhausted(failures) or policy.remediate_last_failure):
@@ -181,6 +206,11 @@ def decide(desired: Desired, observed: Observed) -> Decision:
                         f"{verb} failed {failures} time(s) with this configuration and no retries are left; "
                         "waiting for a change of spec or values; `helmop reconcile hr NAME --reset` (the "
                         "helmop.dev/resetAt annotation) allows one more try")
+    if (present and release is not None and release.chart_name and desired.chart_name
+            and release.chart_name != desired.chart_name and desired.reinstall_on_rename):
+        return Decision(Action.UNINSTALL, Reason.CHART_RENAMED,
+                        f"the chart is now {desired.chart_name}, the release runs {release.chart_name}: uninstalling "
+                        "to install it anew (spec.upgrade.chartNameChangeStrategy Reinstall)")
     if not present or release is None:
         return Decision(Action.INSTALL, Reason.INSTALLING, "release not found; installing")
     if release.status == "deployed" and release.digest == desired.config_digest and not observed.force_requested:

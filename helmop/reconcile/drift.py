@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from helmop.api.selectors import Selector
+
 # Bookkeeping the API server keeps; never drift.
 _IGNORED = ("/status", "/metadata/managedFields", "/metadata/resourceVersion", "/metadata/generation",
             "/metadata/uid", "/metadata/creationTimestamp", "/metadata/selfLink")
@@ -64,20 +66,16 @@ def differences(wanted: Any, live: Any, ignore: tuple[str, ...] = (), foreign: s
     return [] if wanted == live else [path or "/"]
 
 
-def ignored_paths(rules: tuple[tuple[tuple[str, ...], dict[str, str]], ...], obj: dict[str, Any]) -> tuple[str, ...]:
-    """The JSON pointers spec.driftDetection.ignore leaves out for this object."""
+def ignored_paths(rules: tuple[tuple[tuple[str, ...], Selector], ...], obj: dict[str, Any]) -> tuple[str, ...]:
+    """The JSON pointers spec.driftDetection.ignore leaves out for this object (every rule whose target
+    selects it adds up)."""
+    return tuple(path for paths, target in rules if target.matches(obj) for path in paths)
+
+
+OPT_OUT = "helm.toolkit.fluxcd.io/driftDetection"  # "disabled" (any case), as a label or an annotation
+
+
+def excluded(obj: dict[str, Any]) -> bool:
+    """Whether an object opted out of drift detection and correction (on the chart's object or the live one)."""
     meta = obj.get("metadata") or {}
-    out: list[str] = []
-    for paths, target in rules:
-        if target.get("kind") and target["kind"] != obj.get("kind"):
-            continue
-        if target.get("name") and target["name"] != meta.get("name"):
-            continue
-        if target.get("namespace") and target["namespace"] != meta.get("namespace"):
-            continue
-        labels = meta.get("labels") or {}
-        terms = [t.partition("=") for t in str(target.get("labelSelector") or "").split(",") if t]
-        if any(labels.get(k.strip()) != v.strip() for k, _, v in terms):
-            continue
-        out += paths
-    return tuple(out)
+    return any(str((meta.get(part) or {}).get(OPT_OUT, "")).lower() == "disabled" for part in ("labels", "annotations"))

@@ -5,13 +5,14 @@ what helmop does not implement is refused by name."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 import yaml
 
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import MIRRORED, Operator, apply, condition, get
+from tests.controllers.conftest import MIRRORED, Operator, apply, condition, events, get
 from tests.gitserver import Repo
 from tests.tools import Run, eventually
 
@@ -130,3 +131,48 @@ def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Ope
     # deleted, the refused HelmRelease cleans nothing up: the local release of its name stays
     kube("kubectl", "-n", ns, "delete", "helmreleases.helm.toolkit.fluxcd.io", "remote", "--timeout=60s")
     assert "remote" in kube("helm", "list", "-n", ns, "-q").stdout.split()
+
+
+def test_flux_release_options_and_status_shape(operator: Operator, kube: Run, ns: str,
+                                               chart_repo: ChartRepo) -> None:
+    """Flux's example repository's HelmRelease options (RetryOnFailure on both actions), a chart of CRDs
+    alone, a renamed chart reinstalled, and the history in Flux's shape."""
+    group = f"{ns}.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gadgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    chart_repo.publish(f"crds-{ns}", "0.1.0", bare=True, files={"crds/gadget.yaml": yaml.safe_dump(crd)})
+    chart_repo.publish(f"renamed-{ns}", "0.1.0")  # (before the HelmRepository reads the index)
+    retry = {"name": "RetryOnFailure", "retryInterval": "30s"}
+    apply(kube, ns, yaml.safe_dump({"apiVersion": SOURCE, "kind": "HelmRepository", "metadata": {"name": "charts"},
+                                    "spec": {"interval": "1h", "url": chart_repo.url}}))
+
+    def release(chart: str, **spec: Any) -> str:
+        return yaml.safe_dump({"apiVersion": HELM, "kind": "HelmRelease", "metadata": {"name": "rel"}, "spec": {
+            "interval": "1h", "install": {"strategy": retry}, "upgrade": {"strategy": retry, **spec},
+            "chart": {"spec": {"chart": chart, "version": "0.1.0", "sourceRef": {"kind": "HelmRepository",
+                                                                                  "name": "charts"}}},
+            "values": {"fullnameOverride": "rel"}}})
+
+    apply(kube, ns, release(f"crds-{ns}"))  # helmop's post-renderer (Flux's origin labels) renders nothing
+    status = ready(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]
+    assert kube("kubectl", "get", "crd", f"gadgets.{group}").returncode == 0
+    (first,) = status["history"]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", first["configDigest"]) and first["action"] == "install"
+    apply(kube, ns, release("demo"))  # another chart: uninstalled, then installed anew (Reinstall, Flux's default)
+    eventually(lambda: get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]["history"][0]
+               ["chartName"] == "demo", timeout=90)
+    status = ready(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]
+    assert [(h["version"], h["action"]) for h in status["history"]] == [(1, "install")]
+    assert any(e["reason"] == "UninstallSucceeded" and "chartNameChangeStrategy Reinstall" in e["message"]
+               for e in events(kube, ns, "rel"))
+    # in place, the chart's new selector labels cannot be applied: tried again later, nothing remediated
+    apply(kube, ns, release(f"renamed-{ns}", chartNameChangeStrategy="InPlaceUpdate"))
+    obj = eventually(lambda: (o := get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel"))
+                     and condition(o, "Reconciling").get("reason") == "ProgressingWithRetry" and o, timeout=90)
+    assert condition(obj)["reason"] == "InvalidResources" and "field is immutable" in condition(obj)["message"]
+    assert obj["status"]["failures"] == 1 and not condition(obj, "Stalled")
+    assert condition(obj, "Reconciling")["message"] == "retrying after 30s"
+    assert [(h["chartName"], h["status"]) for h in obj["status"]["history"]] == [("demo", "deployed")]

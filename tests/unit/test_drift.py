@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from helmop.reconcile.drift import differences, ignored_paths, owned_by_others
+from helmop.api.selectors import parse_selector
+from helmop.reconcile.drift import differences, excluded, ignored_paths, owned_by_others
 
 
 def test_differences_ignore_bookkeeping_rules_and_foreign_appliers() -> None:
@@ -22,7 +23,18 @@ def test_differences_ignore_bookkeeping_rules_and_foreign_appliers() -> None:
 
 
 def test_ignore_rules_select_their_targets() -> None:
-    rules = ((("/spec/replicas",), {"kind": "Deployment", "labelSelector": "tier=web"}),)
-    web = {"kind": "Deployment", "metadata": {"name": "a", "labels": {"tier": "web"}}}
-    db = {"kind": "Deployment", "metadata": {"name": "b", "labels": {"tier": "db"}}}
-    assert ignored_paths(rules, web) == ("/spec/replicas",) and ignored_paths(rules, db) == ()
+    rules = ((("/spec/replicas",), parse_selector({"kind": "Deploy.*", "group": "apps", "labelSelector": "tier=web",
+                                                  "annotationSelector": "team notin (ops)"}, "t")),
+             (("/metadata/labels",), parse_selector(None, "t")))
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "labels": {"tier": "web"}}}
+    db = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "b", "labels": {"tier": "db"}}}
+    ops = {**web, "metadata": {**web["metadata"], "annotations": {"team": "ops"}}}
+    beta = {**web, "apiVersion": "apps.example/v1"}  # group is matched whole, not as a prefix
+    assert ignored_paths(rules, web) == ("/spec/replicas", "/metadata/labels")
+    assert ignored_paths(rules, db) == ignored_paths(rules, ops) == ignored_paths(rules, beta) == ("/metadata/labels",)
+
+
+def test_objects_opt_out_of_drift_detection_by_label_or_annotation() -> None:
+    assert excluded({"metadata": {"annotations": {"helm.toolkit.fluxcd.io/driftDetection": "Disabled"}}})
+    assert excluded({"metadata": {"labels": {"helm.toolkit.fluxcd.io/driftDetection": "disabled"}}})
+    assert not excluded({"metadata": {"labels": {"helm.toolkit.fluxcd.io/driftDetection": "enabled"}}})

@@ -81,7 +81,8 @@ def _snapshot_out(snapshot: dict[str, Any], release: str, namespace: str) -> dic
 
 
 def _snapshot_in(snapshot: dict[str, Any]) -> dict[str, Any]:
-    keep = ("chartName", "chartVersion", "appVersion", "configDigest", "status", "firstDeployed", "lastDeployed")
+    keep = ("chartName", "chartVersion", "appVersion", "configDigest", "status", "firstDeployed", "lastDeployed",
+            "action")
     out: dict[str, Any] = {k: snapshot[k] for k in keep if k in snapshot}
     out["revision"] = int(snapshot.get("version") or 0)
     phases = [str((h or {}).get("phase", "")) for h in (snapshot.get("testHooks") or {}).values()]

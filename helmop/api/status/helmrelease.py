@@ -24,6 +24,7 @@ class Snapshot(Struct, frozen=True):
     first_deployed: str = ""
     last_deployed: str = ""
     tests: str = ""  # passed | failed ("": not run)
+    action: str = ""  # what made it: install | upgrade | rollback | uninstall
 
 
 class InventoryEntry(Struct, frozen=True):

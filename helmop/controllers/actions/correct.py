@@ -11,7 +11,7 @@ from typing import Any
 from helmop.api.objects import Resource
 from helmop.helm.releases import FIELD_MANAGER, FIELD_MANAGERS, as_helm_applies
 from helmop.infra.kube import KubeError
-from helmop.reconcile.drift import differences, ignored_paths, owned_by_others
+from helmop.reconcile.drift import differences, excluded, ignored_paths, owned_by_others
 
 from ..drift_memory import Clean, Target, fingerprint
 from .job import Job, Result, objects
@@ -30,12 +30,16 @@ async def _drift(job: Job, path: str, obj: dict[str, Any]) -> tuple[str, dict[st
     """What differs between the live object and the release's ("deleted", or JSON pointers; "" for nothing),
     and the live object."""
     kube = job.ctx.services.kube.acting_as(job.acting_as)
+    if excluded(obj):
+        return "", None
     live = await kube.get(path)
     if live is None:
         return "deleted", None
+    if excluded(live):
+        return "", live
     wanted = await kube.apply(path, obj, FIELD_MANAGER, dry_run=True)
     job.ctx.services.metrics.drift_checks.labels("compared").inc()
-    return ", ".join(differences(wanted, live, ignored_paths(job.spec.drift_ignore, live),
+    return ", ".join(differences(wanted, live, ignored_paths(job.spec.drift_ignore, obj),
                                  owned_by_others(live["metadata"].get("managedFields") or [], FIELD_MANAGERS))), live
 
 

@@ -14,7 +14,7 @@ from helmop.helm.hooks import needs_helm_wait
 from helmop.helm.request import upgrade_request
 
 from ..readiness import Cancelled, unhealthy
-from .job import Job, Result, cancelled, outcome, read_release
+from .job import Job, Result, cancelled, major_notes, outcome, read_release
 
 MANAGER = "helmop-crds"
 
@@ -38,13 +38,16 @@ async def _crds(job: Job, policy: str, action: Action) -> bool:
 
 
 async def _readiness(job: Job, disable_wait: bool) -> ReadinessCheck:
-    """Who judges the release ready: helm's own wait where the chart has hooks helm runs after it, else
-    helmop from its shared watches (status.readinessCheck)."""
+    """Who judges the release ready: helm's own wait with waitStrategy legacy, or where the chart has hooks
+    helm runs after it; else helmop from its shared watches (waitStrategy poller; status.readinessCheck)."""
     assert job.inputs is not None
     if disable_wait:
         return ReadinessCheck(by="none")
+    if job.spec.wait_strategy == "legacy":
+        return ReadinessCheck(by="helm", reason="spec.waitStrategy.name is legacy")
     why = await asyncio.to_thread(needs_helm_wait, job.inputs.chart_path)
     return ReadinessCheck(by="helm", reason=why) if why else ReadinessCheck(by="helmop")
+
 
 
 async def install(job: Job) -> Result:
@@ -68,12 +71,15 @@ async def _deploy(job: Job, action: Action) -> Result:
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
-                           f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}")
+                           f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}"
+                           + major_notes(job))
     result = replace(result, readiness=readiness)
     if not result.ok or opts.disable_wait or result.state is None:
         return result
+    judged = [(path, obj) for path, obj in result.objects
+              if not (opts.disable_wait_for_jobs and obj.get("kind") == "Job")]  # disableWaitForJobs
     try:
-        reason, problem = await unhealthy(job.waiter, result.objects, request.timeout, started)
+        reason, problem = await unhealthy(job.waiter, judged, request.timeout, started)
     except Cancelled:
         return cancelled(job, "health check")
     if not reason:

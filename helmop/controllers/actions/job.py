@@ -77,6 +77,13 @@ class Result(ActionResult):
     objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (REST path, object) after it
 
 
+def major_notes(job: Job) -> str:
+    """What of the spec the running helm major cannot do, said after the action's message."""
+    major = job.ctx.services.engine.major
+    unmet = [f"{name} needs helm {needs}" for name, needs in job.spec.helm_major_fields if needs != major]
+    return f" (not applied: {'; '.join(unmet)}; the operator runs helm {major})" if unmet else ""
+
+
 def cancelled(job: Job, what: str) -> Result:
     why = job.ctx.memory.superseded(job.key).why or "a newer revision arrived"
     return Result(False, "ActionCancelled", f"{what} of {job.release} stopped: {why}", cancelled=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helmop.helm.request import rollback_request
 
-from .job import Job, Result, outcome
+from .job import Job, Result, major_notes, outcome
 
 
 async def run(job: Job) -> Result:
@@ -14,4 +14,4 @@ async def run(job: Job) -> Result:
     request = rollback_request(job.spec, target, job.acting_as)
     return await outcome(job, "rollback", job.ctx.services.engine.rollback(request), "RollbackSucceeded",
                          f"Helm rollback of release {job.release} to revision {target} succeeded (now "
-                         "revision {revision}) after a failed upgrade")
+                         "revision {revision}) after a failed upgrade" + major_notes(job))

@@ -1,15 +1,18 @@
-"""helm uninstall: for a deleted HelmRelease (its finalizer), and as remediation of a failed install
-(or of a failed upgrade with remediation.strategy uninstall), with spec.uninstall's options."""
+"""helm uninstall: for a deleted HelmRelease (its finalizer), as remediation of a failed install (or of a
+failed upgrade with remediation.strategy uninstall), and before a chart of another name is installed
+(upgrade.chartNameChangeStrategy Reinstall), with spec.uninstall's options."""
 
 from __future__ import annotations
 
 from helmop.helm.request import uninstall_request
+from helmop.reconcile import Reason
 
 from .job import Job, Result, outcome
 
 
 async def run(job: Job) -> Result:
     call = job.ctx.services.engine.uninstall(uninstall_request(job.spec, job.acting_as))
-    why = " after a failed install or upgrade" if job.decision.remediation else ""
+    why = " after a failed install or upgrade" if job.decision.remediation else \
+        f" ({job.decision.message})" if job.decision.reason is Reason.CHART_RENAMED else ""
     return await outcome(job, "uninstall", call, "UninstallSucceeded",
                          f"Helm uninstall succeeded for release {job.release}{why}")

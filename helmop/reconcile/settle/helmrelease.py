@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from helmop.api.actions import Action
 from helmop.api.conditions import DRIFTED, READY, RECONCILING, RELEASED, REMEDIATED, STALLED, TEST_SUCCESS
+from helmop.api.durations import go_duration
 from helmop.api.status.helmrelease import HelmReleaseStatus, Inventory, ReadinessCheck, Snapshot
 from helmop.reconcile import Decision, Desired, Reason
 
@@ -72,6 +73,8 @@ def terminal(status: Status, desired: Desired, decision: Decision, history: Call
         return out.with_condition(STALLED, True, decision.reason, decision.message, generation)
     if decision.reason is Reason.DEPENDENCY_NOT_READY:
         return out.with_condition(READY, False, decision.reason, decision.message, generation).without(STALLED)
+    if decision.reason is Reason.RETRYING:  # Ready keeps the failure's reason; never stalled
+        return out.with_condition(RECONCILING, True, decision.reason, decision.message, generation).without(STALLED)
     if decision.reason is Reason.DRIFT_DETECTED:  # warn mode: report, change nothing
         return out.with_condition(DRIFTED, True, decision.reason, decision.message, generation)
     if decision.reason is not Reason.UP_TO_DATE:
@@ -132,9 +135,11 @@ def _deployed(status: Status, desired: Desired, decision: Decision, action: Acti
     out = _attempted(status, desired, decision, action)
     if result.readiness is not None:
         out = out.but(readiness_check=result.readiness)
+    policy = desired.install if action is Action.INSTALL else desired.upgrade
     if result.ok:
-        failures = {"install_failures": 0} if action is Action.INSTALL else {"upgrade_failures": 0}
-        out = out.but(last_applied_revision=desired.chart_version, **failures)
+        # with RetryOnFailure failures count only while the release is failed (Flux): both counts are cleared
+        cleared = ("install_failures", "upgrade_failures") if policy.retry else (f"{action.value}_failures",)
+        out = out.but(last_applied_revision=desired.chart_version, **dict.fromkeys(cleared, 0))
         for kind in (RELEASED, READY):
             out = _set(out, desired, kind, True, result)
         # a new revision: its tests have not run, and nothing needed remediating
@@ -143,6 +148,9 @@ def _deployed(status: Status, desired: Desired, decision: Decision, action: Acti
         out = _failed_once_more(out, action)
     for kind in (RELEASED, READY):
         out = _set(out, desired, kind, False, result)
+    if policy.retry and not result.transient:
+        return out.with_condition(RECONCILING, True, Reason.RETRYING,
+                                  f"retrying after {go_duration(policy.retry_interval)}", desired.generation)
     # Whether retries are left is reconcile.decide's to say (Stalled RetriesExceeded), on the next round.
     return out
 
