@@ -318,11 +318,15 @@ class ApiServer:
             _establish(new)
         if _tracks_generation(rt) and _spec_part(old, rt) != _spec_part(new, rt):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        # managedFields the request sets (a non-empty list other than the stored one) replace those stored, as upstream
+        requested, base = meta.get("managedFields"), old
+        if not opts.managed_computed and requested and requested != old_meta.get("managedFields"):
+            base = {**old, "metadata": {**old_meta, "managedFields": requested}}
         if opts.manager:
-            fieldmanager.track_update(old, new, opts.manager, rt.api_version, rt.schema,
+            fieldmanager.track_update(base, new, opts.manager, rt.api_version, rt.schema,
                                       skip_status="status" in rt.subresources)
         elif not opts.managed_computed:
-            meta["managedFields"] = old_meta.get("managedFields")
+            meta["managedFields"] = base["metadata"].get("managedFields")
             if meta["managedFields"] is None:
                 meta.pop("managedFields")
         meta["resourceVersion"] = old_meta["resourceVersion"]

@@ -211,6 +211,26 @@ def test_applying_an_empty_map_others_fill_is_no_conflict(run: Run, namespace: s
     assert clash.returncode != 0 and 'conflict with "b"' in clash.stderr
 
 
+def test_managed_fields_a_request_sets_replace_those_stored(run: Run, namespace: str) -> None:
+    """As kube-apiserver: a patch that sets metadata.managedFields (as Flux hands kubectl's fields to itself) is
+    taken as written; the next apply by their new owner removes what it no longer sets."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned"}, "data": {"a": "1"}}
+    run("kubectl", "-n", namespace, "apply", "--server-side", "--field-manager=sync", "-f", "-", stdin=json.dumps(cm))
+    run("kubectl", "-n", namespace, "label", "configmap", "owned", "extra=by-hand")
+    live = _get(run, namespace, "configmap", "owned")
+    fields: dict = {}
+    for entry in live["metadata"]["managedFields"]:
+        fields = {**fields, "f:data": entry["fieldsV1"].get("f:data", fields.get("f:data")),
+                  "f:metadata": entry["fieldsV1"].get("f:metadata", fields.get("f:metadata"))}
+    merged = [{"manager": "sync", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+               "fieldsV1": {k: v for k, v in fields.items() if v}}]
+    run("kubectl", "-n", namespace, "patch", "configmap", "owned", "--type=json", "-p",
+        json.dumps([{"op": "replace", "path": "/metadata/managedFields", "value": merged}]))
+    assert [e["manager"] for e in _get(run, namespace, "configmap", "owned")["metadata"]["managedFields"]] == ["sync"]
+    run("kubectl", "-n", namespace, "apply", "--server-side", "--field-manager=sync", "-f", "-", stdin=json.dumps(cm))
+    assert "extra" not in (_get(run, namespace, "configmap", "owned")["metadata"].get("labels") or {})
+
+
 RULES_CRD = """
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
