@@ -11,6 +11,7 @@ from typing import Any
 from .durations import duration_field
 from .errors import SpecError
 from .helmrelease import HealthExpr, depends_on, health_exprs
+from .ignorerules import IgnoreRule, parse_ignore_rules
 from .names import check_references
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
@@ -78,10 +79,16 @@ class Build:
     name_suffix: str = ""
     components: tuple[str, ...] = ()  # relative to spec.path
     namespace: str = ""  # spec.targetNamespace, which Flux's build sets on every namespaced object
+    build_metadata: tuple[str, ...] = ()  # kustomize's buildMetadata: BUILD_METADATA
+    ignore_missing_components: bool = False  # components that do not exist are left out
 
     def __bool__(self) -> bool:
+        """Whether the build adds anything to what the folder says (a kustomization of helmop's over it)."""
         return bool(self.patches or self.images or self.name_prefix or self.name_suffix or self.components
-                    or self.namespace)
+                    or self.namespace or self.build_metadata)
+
+
+BUILD_METADATA = ("originAnnotations", "transformerAnnotations")
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,7 @@ class ConfigSyncSpec:
     force: bool = False  # recreate objects whose immutable fields changed
     deletion_policy: str = "MirrorPrune"
     decryption: Decryption | None = None  # SOPS-encrypted files decrypted (spec.decryption)
+    ignore: tuple[IgnoreRule, ...] = ()  # fields server-side apply leaves to others (spec.ignore)
 
     @property
     def deadline(self) -> float:
@@ -298,7 +306,7 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           timeout=duration_field(spec, "timeout", 0.0) or 0.0,
                           retry_interval=duration_field(spec, "retryInterval", 0.0) or 0.0,
                           force=bool(spec.get("force", False)), deletion_policy=policy,
-                          decryption=_decryption(spec))
+                          decryption=_decryption(spec), ignore=parse_ignore_rules(spec.get("ignore")))
 
 
 def _decryption(spec: dict[str, Any]) -> Decryption | None:
@@ -381,8 +389,15 @@ def _build(spec: dict[str, Any], target_namespace: str) -> Build:
         images.append(tuple((k, str(item[k])) for k in IMAGE_FIELDS if item.get(k)))
     components = tuple(_relative(str(c), f"spec.components[{i}]")
                        for i, c in enumerate(_list(spec, "components", "spec.components")))
+    metadata = _list(spec, "buildMetadata", "spec.buildMetadata")
+    unknown = [str(m) for m in metadata if m not in BUILD_METADATA]
+    if unknown:
+        raise SpecError("InvalidSpec", f"spec.buildMetadata: {unknown[0][:60]!r} is not one of "
+                                       f"{', '.join(BUILD_METADATA)}")
     return Build(patches=tuple(patches), images=tuple(images), name_prefix=str(spec.get("namePrefix") or ""),
-                 name_suffix=str(spec.get("nameSuffix") or ""), components=components, namespace=target_namespace)
+                 name_suffix=str(spec.get("nameSuffix") or ""), components=components, namespace=target_namespace,
+                 build_metadata=tuple(dict.fromkeys(str(m) for m in metadata)),
+                 ignore_missing_components=bool(spec.get("ignoreMissingComponents", False)))
 
 
 def _post_build(spec: dict[str, Any]) -> PostBuild:

@@ -11,7 +11,7 @@ from pathlib import Path
 from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
 from helmop.api.substitution import SubstitutionError, check_names
 from helmop.infra import confine
-from helmop.sources import kustomize
+from helmop.sources import generated, kustomize
 from helmop.sources.build import Builder, Built
 from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
@@ -24,7 +24,7 @@ from .errors import Failed
 
 def is_overlay(path: Path) -> bool:
     """A folder kustomize builds (it holds a kustomization file)."""
-    return path.is_dir() and any((path / name).is_file() for name in kustomize.FILES)
+    return path.is_dir() and any((path / name).is_file() for name in generated.FILES)
 
 
 def repository_root(path: Path) -> Path:

@@ -186,11 +186,12 @@ def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: 
 
 
 def claims(want: Desired, live: Mapping[ObjectId, dict[str, Any] | None], marks: Marks,
-           inventory: tuple[AppliedObject, ...], *, adopt: bool) -> tuple[str, str]:
+           inventory: tuple[AppliedObject, ...], *, adopt: bool, left: frozenset[ObjectId] = frozenset()
+           ) -> tuple[str, str]:
     """("ObjectOwnedElsewhere", message) when applying would take over objects that are not this sync's (see
-    :func:`claim_problem`), else ("", "")."""
+    :func:`claim_problem`), else ("", ""); ``left``: objects the sync leaves as they are (never applied)."""
     previous = {id_of(x): x.uid for x in inventory}
-    problems = [p for oid in apply_order(list(want.objects))
+    problems = [p for oid in apply_order([oid for oid in want.objects if oid not in left])
                 if (p := claim_problem(oid, want.origins[oid], live.get(oid), marks.uid, marks.label, oid in previous,
                                        previous.get(oid, ""), adopt=adopt))]
     if not problems:

@@ -23,7 +23,7 @@ from helmop.api.sources import ConfigSyncSpec
 from helmop.api.substitution import post_build
 from helmop.infra.worker import Worker, WorkerTimeout
 
-from . import kustomize
+from . import generated, kustomize, origins
 from .decryption.keys import Keys
 from .decryption.repository import Decryptor, still_encrypted
 from .errors import SourceError
@@ -52,26 +52,32 @@ class Builder:
     async def objects(self, artifact: Artifact, spec: ConfigSyncSpec,
                       decryptor: Decryptor | None = None) -> list[manifests.Manifest]:
         """The objects of spec.path: its manifests as they are, or what kustomize builds of it (a kustomization
-        file there, or build fields in the spec). A broken file stops the whole build."""
+        file there, in a sub-folder Flux's generated kustomization names, or build fields in the spec). A broken
+        file stops the whole build."""
         folder = kustomize.folder_of(spec.path)
-        # Only manifests are read (each within the per-file limit); other files are never inflated.
-        files = await artifact.files(spec.path, lambda rel: manifests.is_manifest(rel) or rel in kustomize.FILES)
+        # Only manifests and kustomization files are read (each within the per-file limit); nothing else inflated.
+        files = await artifact.files(spec.path, lambda rel: manifests.is_manifest(rel)
+                                     or posixpath.basename(rel) in generated.FILES)
         # Repository-relative names, so messages point at the file as the user knows it.
         named = {posixpath.join(folder, rel): data for rel, data in files.items()}
-        if spec.build or kustomize.kustomization_of(named, folder):
+        layout = None if kustomize.kustomization_of(named, folder) else generated.generate(named, folder)
+        plain = {path: named[path] for path in layout.files} if layout is not None else {}
+        if layout is not None and not layout.folders and not spec.build:  # manifests as they are
+            if decryptor is not None:
+                plain = await asyncio.to_thread(decryptor.tree, plain)
+            found = await self._parsed(plain)
+        else:
+            await self._parsed(plain)  # a broken manifest named before kustomize runs, as Flux's generator names it
             # a build reads the whole tree (bases, components, generators' files), within the same limits
             tree = await artifact.files("")
             if decryptor is not None:
                 roots = [folder, *(posixpath.normpath(posixpath.join(folder, c)) for c in spec.build.components)]
                 tree = await asyncio.to_thread(decryptor.tree, tree, roots)
             text = await self.kustomize.build(tree, folder, spec.build, spec.deadline)
-            named = {f"{folder or '.'}/(kustomize build).yaml": text.encode()}
-        elif decryptor is not None:
-            named = await asyncio.to_thread(decryptor.tree, named)
-        found, errors = manifests.parse(named, await self._load_large(named))
-        if errors:
-            raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
-                                                 + "; ".join(errors[:5]), transient=False)
+            found = await self._parsed({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
+            if spec.build.build_metadata:
+                found = [manifests.Manifest(origins.relocated(m.obj, folder, kustomize.OVERLAY_REPO), m.origin)
+                         for m in found]
         limit = self.kustomize.limits.objects
         if len(found) > limit:
             raise SourceError("BuildTooLarge", f"{folder or '.'} holds {len(found)} objects (at most {limit})",
@@ -79,6 +85,14 @@ class Builder:
         if decryptor is not None:
             found = decryptor.secret_entries(found)
         still_encrypted(found, decrypting=decryptor is not None)
+        return found
+
+    async def _parsed(self, files: dict[str, bytes]) -> list[manifests.Manifest]:
+        """The objects of manifest ``files``; ManifestInvalid naming every broken one (at most five)."""
+        found, errors = manifests.parse(files, await self._load_large(files))
+        if errors:
+            raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
+                                                 + "; ".join(errors[:5]), transient=False)
         return found
 
     async def _load_large(self, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:

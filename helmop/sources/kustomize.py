@@ -35,13 +35,14 @@ from helmop.api.sources import Build
 from helmop.infra import confine
 
 from .errors import SourceError
+from .generated import FILES, Generated, generate
 from .git import write_tree
 
-FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 _FUNCTION = ("config.kubernetes.io/function", "config.k8s.io/function")
 # What makes an entry that is no file or folder of the repository read as an address (for the reason given)
 _REMOTE = re.compile(r"://|^git::|@|\?ref=|\?version=|//|^[\w-]+(\.[\w-]+)+(:\d+)?/")
 MAX_KUSTOMIZATIONS = 1000  # reachable from one folder
+OVERLAY_REPO = "../repo"  # the copy of the repository, as the kustomization helmop writes names it
 # Go's runtime, when the data-segment limit stops an allocation
 _OUT_OF_MEMORY = re.compile(r"^fatal error: (runtime: )?(out of memory|cannot allocate memory)", re.M)
 
@@ -184,6 +185,11 @@ def read_files(files: Mapping[str, bytes], folders: list[str]) -> list[tuple[str
     """The files the kustomizations reachable from ``folders`` read: (repository path, the name it is read under,
     how: ``files`` or ``envs`` of a secretGenerator, else ``manifest``: a resource, patch or other file)."""
     pending, seen, found = list(folders), set[str](), list[tuple[str, str, str]]()
+    for folder in folders:  # a folder without a kustomization file: Flux's generated one
+        if not kustomization_of(files, folder):
+            layout = generate(files, folder)
+            found += [(path, path, "manifest") for path in layout.files]
+            pending += layout.folders
     while pending and len(seen) <= MAX_KUSTOMIZATIONS:
         current = pending.pop()
         where = kustomization_of(files, current)
@@ -213,17 +219,29 @@ def read_files(files: Mapping[str, bytes], folders: list[str]) -> list[tuple[str
     return found
 
 
-def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str) -> dict[str, Any]:
-    """The kustomization helmop writes for a ConfigSync's own build fields, over ``folder`` (``repo``: where the
-    copy of the repository is, relative to the overlay): Flux's Kustomization fields as kustomize's."""
-    if kustomization_of(files, folder):
+def components_of(files: Mapping[str, bytes], folder: str, build: Build) -> list[tuple[int, str]]:
+    """spec.components (with their index), without those that do not exist when spec.ignoreMissingComponents says
+    so (Flux drops them; otherwise they fail the build)."""
+    def exists(component: str) -> bool:
+        path = posixpath.normpath(posixpath.join(folder, component))
+        return path in files or _is_dir(files, path)
+
+    return [(i, c) for i, c in enumerate(build.components) if not build.ignore_missing_components or exists(c)]
+
+
+def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str,
+            generated: Generated | None = None) -> dict[str, Any]:
+    """The kustomization helmop writes over ``folder`` (``repo``: where the copy of the repository is, relative to
+    the overlay): the folder's own kustomization, or Flux's ``generated`` one for a folder without, with the
+    ConfigSync's build fields as kustomize's."""
+    if generated is None:
         resources = [posixpath.join(repo, folder) if folder else repo]
-    else:  # a folder of plain manifests: every YAML file under it, as Flux generates a kustomization for one
-        prefix = f"{folder}/" if folder else ""
-        resources = [posixpath.join(repo, name) for name in sorted(files)
-                     if name.startswith(prefix) and name.endswith((".yaml", ".yml"))]
+    else:
+        resources = [posixpath.join(repo, path) for path in generated.resources]
     out: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                            "resources": resources}
+    if not resources:
+        out["namespace"] = "_placeholder"  # as Flux writes it for a folder with no resources
     if build.namespace:
         out["namespace"] = build.namespace
     if build.name_prefix:
@@ -235,8 +253,10 @@ def overlay(files: Mapping[str, bytes], folder: str, build: Build, repo: str) ->
                           for p in build.patches]
     if build.images:
         out["images"] = [dict(image) for image in build.images]
+    if build.build_metadata:
+        out["buildMetadata"] = list(build.build_metadata)
     components = []
-    for i, component in enumerate(build.components):
+    for i, component in components_of(files, folder, build):
         path, _ = _resolve(files, folder, component, f"spec.components[{i}]")
         if not kustomization_of(files, path):
             raise _refused("PathNotFound", f"spec.components[{i}]: {path or '.'} has no kustomization.yaml")
@@ -268,21 +288,23 @@ class Kustomize:
         """The YAML kustomize builds from ``folder`` of the repository ``files`` (all of its tree), with the
         ConfigSync's ``build`` fields over it; ``timeout``: the spec's, within the limit."""
         folder = folder_of(folder)
-        if not build and not kustomization_of(files, folder):
-            raise _refused("PathNotFound", f"{folder or '.'} has no kustomization.yaml")
-        if kustomization_of(files, folder):
-            check(files, folder)
-        for component in build.components:
-            check(files, _resolve(files, folder, component, "spec.components")[0])
+        generated = None if kustomization_of(files, folder) else generate(files, folder)
+        for root in [folder] if generated is None else sorted(generated.folders):
+            check(files, root)
+        components = components_of(files, folder, build)
+        for i, component in components:
+            check(files, _resolve(files, folder, component, f"spec.components[{i}]")[0])
+        if generated is not None and not generated.resources and not components:
+            return ""  # nothing to build (Flux's build of its generated kustomization yields no object either)
         self.workdir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="build-", dir=self.workdir))
         try:
             (scratch / "repo").mkdir()
             write_tree(files, scratch / "repo")
             target = scratch / "repo" / folder
-            if build:
+            if build or generated is not None:
                 (scratch / "overlay").mkdir()
-                text = k8syaml.dump_all([overlay(files, folder, build, "../repo")])
+                text = k8syaml.dump_all([overlay(files, folder, build, OVERLAY_REPO, generated)])
                 (scratch / "overlay" / "kustomization.yaml").write_text(text)
                 target = scratch / "overlay"
             limit = min(timeout, self.limits.timeout) if timeout > 0 else self.limits.timeout

@@ -139,12 +139,13 @@ def _repo(env: Env, ns: str, files: dict[str, str | None], branch: str = "main")
     return repo
 
 
-def from_git(files: dict[str, str], path: str, kind: str = "ConfigSync") -> Callable[[Env, str], list[dict[str, Any]]]:
+def from_git(files: dict[str, str], path: str, kind: str = "ConfigSync",
+             **spec: Any) -> Callable[[Env, str], list[dict[str, Any]]]:
     def docs(env: Env, ns: str) -> list[dict[str, Any]]:
         source = gitrepo(f"{env.git.base}/{ns}.git")(env, ns)
         if kind == "ConfigSync":
             return [*source, {"apiVersion": GROUP, "kind": "ConfigSync", "metadata": {"name": "x"},
-                              "spec": {"sourceRef": {"name": "src"}, "path": path, "interval": "1h"}}]
+                              "spec": {"sourceRef": {"name": "src"}, "path": path, "interval": "1h", **spec}}]
         return source + hr("x", {"sourceRef": {"kind": "GitRepository", "name": "src"}, "path": path})(env, ns)
     return docs
 
@@ -177,6 +178,8 @@ def jenkins(**spec: Any) -> Callable[[Env, str], list[dict[str, Any]]]:
 BIG = "x" * (1000 * 1024)
 CLUSTER_ROLE = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: grab}\nrules: []\n"
 ELSEWHERE = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: far, namespace: kube-system}\ndata: {a: b}\n"
+OK = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {a: b}\n"
+BAD_DATA = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndata: {a: [not, a, string]}\n"
 
 CASES = [
     # charts, versions, constraints
@@ -284,6 +287,16 @@ CASES = [
          setup=git_setup({"apps/r.yaml": CLUSTER_ROLE})),
     Case("object-in-another-namespace", from_git({}, "apps"), "csync/x", "ObjectOutsideNamespace", "kube-system",
          setup=git_setup({"apps/c.yaml": ELSEWHERE})),
+    Case("object-the-api-refuses", from_git({}, "apps"), "csync/x", "ApplyFailed",
+         "/bad dry-run failed (", setup=git_setup({"apps/ok.yaml": OK, "apps/bad.yaml": BAD_DATA})),
+    Case("component-missing", from_git({}, "apps", components=["../nowhere"]), "csync/x", "PathNotFound",
+         "spec.components[0]", setup=git_setup({"apps/ok.yaml": OK})),
+    Case("ignore-path-not-a-pointer", from_git({}, "apps", ignore=[{"paths": ["spec/replicas"]}]), "csync/x",
+         "InvalidSpec", "spec.ignore[0].paths[0]"),
+    Case("ignore-target-regex", from_git({}, "apps", ignore=[{"paths": ["/spec"], "target": {"name": "(["}}]),
+         "csync/x", "InvalidSpec", "spec.ignore[0].target.name"),
+    Case("build-metadata-unknown", from_git({}, "apps", buildMetadata=["originAnnotations", "everything"]), "csync/x",
+         "refused", "buildMetadata"),
     # Jenkins
     Case("jenkins-plugin-name", jenkins(plugins=["not a plugin!"]), "jenkins/ci", "InvalidPlugin", "not a plugin!"),
     Case("jenkins-casc-not-a-map", jenkins(configAsCode={"x": "- just\n- a list\n"}), "jenkins/ci",

@@ -5,9 +5,10 @@ the objects as applied, what is refused, the apply order, what to prune, the inv
 one file each (``apply``, ``prune``, ``health``), and a typed status (:mod:`helmop.reconcile.settle.configsync`).
 The clean-up its deletionPolicy asks for is :func:`finalize`.
 
-Manifests are applied with server-side apply under a field manager of their own, in dependency
-order (CRDs and Namespaces first), each marked as this ConfigSync's (a label, and an annotation with
-its uid). A broken file stops the whole sync before anything is applied or pruned.
+Manifests are applied with server-side apply under a field manager of their own, in Flux's stages, each
+stage dry-run in full before any of it is applied (:mod:`.apply`), each object marked as this ConfigSync's (a
+label, and an annotation with its uid). A broken file stops the whole sync before anything is applied or
+pruned; so does an object the API server refuses, for its stage and those after it.
 
 Tenants: without a ServiceAccount to act as (spec.serviceAccountName, or the operator's
 --default-service-account), a ConfigSync writes only namespaced objects into its own namespace; with
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from helmop.api.errors import SpecError
@@ -36,7 +37,7 @@ from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube
-from helmop.reconcile import sync
+from helmop.reconcile import ssa, sync
 from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.settle import progressing
@@ -188,14 +189,17 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
     # Without a ServiceAccount, a tenant's ConfigSync keeps to its namespace; a Flux Kustomization as Flux does.
     refusal = ("", "") if impersonating or turn.family.flux else sync.confinement(
         want.origins, this.namespace, set(want.cluster_scoped))
+    live: dict[sync.ObjectId, dict[str, Any] | None] = {}
     if not refusal[0]:
         live = {oid: await observe.live(kube, oid) for oid in sync.apply_order(list(want.objects))}
-        refusal = sync.claims(want, live, marks, turn.status.inventory, adopt=turn.family.flux)
+        left = frozenset(oid for oid, obj in want.objects.items() if ssa.skipped(obj, live[oid]))
+        refusal = sync.claims(want, live, marks, turn.status.inventory, adopt=turn.family.flux, left=left)
     if refusal[0]:
         await turn.report(False, refusal[0], f"revision {revision}: {refusal[1]}", stalled=True)
         return DONE
     started = time.monotonic()
-    applied = await apply.apply_all(kube, want, force=spec.force, deadline=started + spec.deadline)
+    applied = await apply.apply_all(kube, want, live, apply.Rules(spec.force, spec.ignore),
+                                    deadline=started + spec.deadline)
     failures = [*want.duplicates, *applied.failures]
     previous = [sync.id_of(x) for x in turn.status.inventory]
     gone = sync.to_prune(previous, list(want.objects)) if spec.prune else []
@@ -206,9 +210,11 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
                                      [oid for oid in gone if oid not in pruned])
     turn.status = settle.inventoried(turn.status, inventory)
     if failures:
-        await turn.report(False, "ApplyFailed", f"revision {revision}: " + "; ".join(failures[:10]))
+        held = f"; {applied.held} object(s) not applied (that stage and those after it)" if applied.held else ""
+        await turn.report(False, "ApplyFailed", f"revision {revision}: " + "; ".join(failures[:10]) + held)
         return _retry(spec)
-    return await _settled(turn, spec, kube, revision, want, pruned, started)
+    applied_objects = {oid: obj for oid, obj in want.objects.items() if oid not in applied.skipped}
+    return await _settled(turn, spec, kube, revision, replace(want, objects=applied_objects), pruned, started)
 
 
 async def _settled(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, revision: str, want: sync.Desired,

@@ -1,5 +1,9 @@
-"""A ConfigSync's apply: every object by server-side apply under its own field manager, in dependency order
-(the CRDs it applies Established before any object of theirs); a forced apply recreates an object whose
+"""A ConfigSync's apply, as kustomize-controller's: server-side apply under its own field manager, in stages
+(CustomResourceDefinitions, Namespaces and ClusterRoles; then the ``*Class`` kinds; then the rest), each
+Established before the next. Every object of a stage is dry-run before any of them is applied: one the API server
+refuses stops its stage and those after it, nothing of them applied, every refused object named. An object equal to
+its dry run is left alone (no new resourceVersion); the ``ssa`` marks and spec.ignore say what else is
+(:mod:`helmop.reconcile.ssa`, :mod:`helmop.reconcile.fieldowners`). A forced apply recreates an object whose
 immutable fields changed."""
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.ignorerules import IgnoreRule, ignored
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.sync import Desired, ObjectId, apply_order
+from helmop.reconcile import fieldowners, ssa
+from helmop.reconcile.sync import Desired, ObjectId
 
 from .observe import path_of
 
@@ -20,51 +26,138 @@ log = logging.getLogger(__name__)
 
 MANAGER = "helmop-configsync"
 FORCE = "kustomize.toolkit.fluxcd.io/force"  # on an object: recreate it when an immutable field changed
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the spec says of every apply: spec.force, spec.ignore."""
+
+    force: bool = False
+    ignore: tuple[IgnoreRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What phase two does with one object: create, configure, recreate, or nothing (unchanged, skipped)."""
+
+    oid: ObjectId
+    action: str
+    payload: dict[str, Any]
+    uid: str = ""  # of the live object left as it is
 
 
 @dataclass
 class Applied:
-    uids: dict[ObjectId, str] = field(default_factory=dict)  # of each object applied, as the API answered
-    failures: list[str] = field(default_factory=list)  # "<id>: <why>"
+    uids: dict[ObjectId, str] = field(default_factory=dict)  # of each object applied or unchanged, as the API said
+    failures: list[str] = field(default_factory=list)  # "<id> ...: <why>"
+    skipped: set[ObjectId] = field(default_factory=set)  # left alone on purpose (ssa marks)
+    held: int = 0  # objects not applied because a stage had a refused one
 
 
-async def apply_all(kube: Kube, want: Desired, *, force: bool, deadline: float) -> Applied:
-    """Apply every object of ``want`` in order; one that fails does not stop the others. ``deadline``
-    (monotonic): how long a CRD may take to be Established."""
+class _Refused(Exception):
+    pass
+
+
+async def apply_all(kube: Kube, want: Desired, live: dict[ObjectId, dict[str, Any] | None], rules: Rules, *,
+                    deadline: float) -> Applied:
+    """Apply ``want`` (``live``: the objects as read before, None where there was none) stage by stage; after a
+    refused dry run or a failed apply, no later stage. ``deadline`` (monotonic): how long a CRD may take to be
+    Established."""
     done = Applied()
-    crds: list[ObjectId] = []
-    for oid in apply_order(list(want.objects)):
-        try:
-            if crds and oid.kind not in ("CustomResourceDefinition", "Namespace"):
-                await established(kube, crds, deadline)  # before any object of theirs
-                crds = []
-            live = await apply(kube, oid, want.objects[oid], force=force)
-            done.uids[oid] = str((live.get("metadata") or {}).get("uid", ""))
-            if oid.kind == "CustomResourceDefinition":
-                crds.append(oid)
-        except KubeError as exc:
-            done.failures.append(f"{oid}: {exc.message}")
+    staged = ssa.stages(list(want.objects))
+    for i, stage in enumerate(staged):
+        plans, refused = [], []
+        for oid in stage:
+            try:
+                plans.append(await _plan(kube, oid, want.objects[oid], live.get(oid), rules))
+            except _Refused as exc:
+                refused.append(f"{exc} (apiVersion {oid.api_version}, {want.origins[oid]})")
+        if refused:
+            done.failures += refused
+            done.held = sum(len(later) for later in staged[i:])
+            break
+        for plan in plans:
+            await _act(kube, plan, done)
+        if done.failures:
+            done.held = sum(len(later) for later in staged[i + 1:])
+            break
+        await established(kube, [p.oid for p in plans if p.oid.kind == "CustomResourceDefinition"], deadline)
     return done
 
 
-async def apply(kube: Kube, oid: ObjectId, obj: dict[str, Any], *, force: bool) -> dict[str, Any]:
-    """Server-side apply; an object whose immutable fields changed is deleted and created again when spec.force
-    (or its kustomize.toolkit.fluxcd.io/force: enabled mark) says so."""
-    path = await path_of(kube, oid)
+async def _plan(kube: Kube, oid: ObjectId, obj: dict[str, Any], live: dict[str, Any] | None, rules: Rules) -> _Plan:
+    """Phase one for one object: read it when it was not there before (an earlier stage's CRD serves it now), take
+    over what kubectl wrote of it (unless ssa: Merge), dry-run its apply and judge the drift. _Refused when the API
+    server refuses it."""
     try:
-        return await kube.apply(path, obj, MANAGER)
+        path = await path_of(kube, oid)
+        live = live if live is not None else await kube.get(path)
     except KubeError as exc:
-        marks = {**(obj["metadata"].get("labels") or {}), **(obj["metadata"].get("annotations") or {})}
-        forced = force or str(marks.get(FORCE, "")).lower() == "enabled"
-        if not (forced and exc.status == 422 and "immutable" in exc.message):
-            raise
+        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}") from None
+    why = ssa.skipped(obj, live)
+    if why:
+        log.debug("%s: not applied (%s)", oid, why)
+        return _Plan(oid, "skipped", obj)
+    if live is not None and not ssa.merges(obj, live):
+        live = await _take_over(kube, oid, path, live)
+    try:
+        dry_run = await kube.apply(path, obj, MANAGER, dry_run=True)
+    except KubeError as exc:
+        if live is not None and exc.status == 422 and "immutable" in exc.message and _forced(obj, rules):
+            return _Plan(oid, "recreate", obj)
+        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}") from None
+    if live is None:
+        return _Plan(oid, "create", obj)
+    paths = ignored(rules.ignore, dry_run)
+    if not ssa.drifted(live, dry_run, paths):
+        return _Plan(oid, "unchanged", obj, str(live["metadata"].get("uid", "")))
+    return _Plan(oid, "configure", fieldowners.resolved(obj, live, dry_run, paths, MANAGER))
+
+
+async def _take_over(kube: Kube, oid: ObjectId, path: str, live: dict[str, Any]) -> dict[str, Any]:
+    """``live`` once this ConfigSync's manager owns what kubectl wrote of it (fieldowners.TAKEN_OVER)."""
+    patch = fieldowners.taken_over(live, MANAGER)
+    if not patch:
+        return live
+    try:
+        return await kube.request("PATCH", path, patch, params={"fieldManager": MANAGER}, content_type=JSON_PATCH)
+    except KubeError as exc:
+        raise _Refused(f"{oid} metadata.managedFields cleanup failed ({exc.reason}): {exc.message}") from None
+
+
+def _forced(obj: dict[str, Any], rules: Rules) -> bool:
+    return rules.force or ssa.mark(obj, FORCE) == "enabled"
+
+
+async def _act(kube: Kube, plan: _Plan, done: Applied) -> None:
+    """Phase two for one object."""
+    oid = plan.oid
+    if plan.action == "skipped":
+        done.skipped.add(oid)
+        return
+    if plan.action == "unchanged":
+        done.uids[oid] = plan.uid
+        return
+    try:
+        path = await path_of(kube, oid)
+        if plan.action == "recreate":
+            await _delete(kube, oid, path)
+        applied = await kube.apply(path, plan.payload, MANAGER)
+        done.uids[oid] = str((applied.get("metadata") or {}).get("uid", ""))
+    except KubeError as exc:
+        done.failures.append(f"{oid} apply failed ({exc.reason}): {exc.message}")
+
+
+async def _delete(kube: Kube, oid: ObjectId, path: str) -> None:
+    """Delete an object whose immutable fields changed (spec.force, or its force: enabled mark), until it is gone
+    (a finalizer may hold it a while; a minute at most)."""
     log.info("recreating %s: an immutable field changed (force)", oid)
     await kube.request("DELETE", path, {"propagationPolicy": "Background"})  # its dependents go after it
-    for _ in range(600):  # a finalizer may hold it a while; a minute at most
+    for _ in range(600):
         if await kube.get(path) is None:
             break
         await asyncio.sleep(0.1)
-    return await kube.apply(path, obj, MANAGER)
 
 
 async def established(kube: Kube, crds: list[ObjectId], deadline: float) -> None:
