@@ -53,7 +53,8 @@ class UpgradeRequest:
     impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
     skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
     post_render: dict[str, Any] = field(default_factory=dict)  # helmop's post-renderer configuration
-    server_side: str = "auto"  # helm 4's --server-side: true | false | auto (as the last revision was applied)
+    server_side: str = "auto"  # helm 4's --server-side: true | false | auto (as the last revision was applied;
+    # resolved by the caller from helm's records where it can: conflicts are forced only server-side)
     wait_for_jobs: bool = True
     legacy_wait: bool = False  # helm's own readiness logic of helm 3 (waitStrategy legacy) rather than its watcher
     take_ownership: bool = True
@@ -150,8 +151,9 @@ def _change_flags(major: int, req: UpgradeRequest | RollbackRequest) -> list[str
     elif major >= 4:
         # helm-controller forces conflicts whenever it applies server-side: the release's values win over
         # another manager's for the fields the chart sets (fields it does not set stay theirs)
+        # (auto unresolved: helm refuses forced conflicts when auto turns out client-side)
         args.append(f"--server-side={req.server_side}")
-        if req.server_side != "false":
+        if req.server_side == "true":
             args.append("--force-conflicts")
     if req.cleanup_on_fail:
         args.append("--cleanup-on-fail")

@@ -103,12 +103,17 @@ def _images(node: Any, rules: list[dict[str, str]]) -> None:
 
 
 def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """One rendered object with the patches and images that select it, then the common metadata (which
-    overrides the chart's keys, as Flux's post-renderer does). A hook is left as rendered with the
+    """One rendered object with the common metadata, then the patches that select it, then the images. (Flux
+    stamps the metadata last; first here, as helmop always has: a JSON6902 patch may add to the annotations
+    the metadata made, and no key of the chart's survives either way.) A hook is left as rendered with the
     ``nohooks`` strategy (helm 3's way: hooks never reach a post-renderer)."""
     if config.get("strategy") == "nohooks" and HOOK in ((obj.get("metadata") or {}).get("annotations") or {}):
         return obj
     out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    for field in ("labels", "annotations"):
+        if config.get(field):
+            meta[field] = {**(meta.get(field) or {}), **config[field]}
     for patch in config.get("patches") or []:
         if not parse_selector(patch.get("target"), "target").matches(out):
             continue
@@ -116,10 +121,6 @@ def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
         out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
     if config.get("images"):
         _images(out, config["images"])
-    meta = out.setdefault("metadata", {})
-    for field in ("labels", "annotations"):
-        if config.get(field):
-            meta[field] = {**(meta.get(field) or {}), **config[field]}
     return out
 
 
@@ -181,7 +182,12 @@ def remove(*directories: Path) -> None:
 
 def main() -> None:
     config = json.loads(Path(sys.argv[1]).read_text())
-    sys.stdout.write(render(sys.stdin.read(), config))
+    try:
+        sys.stdout.write(render(sys.stdin.read(), config))
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError, TypeError) as exc:
+        # said in one line (helm passes it on into the release's status), not as a traceback
+        sys.stderr.write(f"a post-renderer patch does not apply: {type(exc).__name__}: {exc}\n")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,16 @@ class ReleaseState:
             return ""
         return storage.test_result(self.record(latest.secret))
 
+    def server_side(self, revision: int = 0) -> str:
+        """helm 4's --server-side for an action after ``revision`` (0: the latest), as "auto" would resolve it:
+        "true" when that revision was applied server-side, "false" when client-side (or by helm 3, which
+        records no method); "true" without a record (an install)."""
+        found = [s for s in self.secrets if storage.revision_of(s) == revision] if revision else \
+            ([self.latest.secret] if self.latest else [])
+        if not found:
+            return "true"
+        return "true" if self.record(found[0]).get("apply_method") == "ssa" else "false"
+
     def chart_name(self) -> str:
         """The name of the latest revision's chart ("" when there is none)."""
         latest = self.latest

@@ -19,6 +19,7 @@ from helmop.api.helmrelease import Remediation, ValuesReference, parse_spec
 from helmop.helm import storage
 from helmop.helm.engine import RollbackRequest, UpgradeRequest, rollback_args, upgrade_args
 from helmop.helm.postrender import NOTHING, render
+from helmop.helm.releases import ReleaseState
 from helmop.helm.request import upgrade_request
 from helmop.helm.values import compose
 from helmop.reconcile import Desired, Observed, Reason, Release, decide
@@ -135,3 +136,15 @@ def test_history_digest_and_action_are_flux_shaped() -> None:
 
 def test_go_durations() -> None:
     assert [go_duration(s) for s in (300, 5400, 2.5, 0)] == ["5m0s", "1h30m0s", "2.5s", "0s"]
+
+
+def test_auto_server_side_apply_follows_the_revision_it_continues() -> None:
+    def secret(version: int, method: str | None) -> dict:
+        record = {"version": version, "info": {"status": "superseded"}, **({"apply_method": method} if method else {})}
+        data = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(record).encode()))).decode()
+        return {"metadata": {"name": f"sh.helm.release.v1.w.v{version}", "labels": {"version": str(version)}},
+                "data": {"release": data}}
+
+    state = ReleaseState("w", "ns", (secret(1, None), secret(2, "ssa"), secret(3, "csa")))
+    assert (state.server_side(), state.server_side(2), state.server_side(1)) == ("false", "true", "false")
+    assert ReleaseState("w", "ns").server_side() == "true"  # nothing yet: an install, server-side

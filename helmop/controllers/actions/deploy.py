@@ -69,6 +69,8 @@ async def _deploy(job: Job, action: Action) -> Result:
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
                               tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm", kind=job.key[0])
     request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
+    if request.server_side == "auto":  # as helm-controller: resolved here, so that conflicts are forced with SSA
+        request = replace(request, server_side=job.state.server_side())
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}"
