@@ -98,8 +98,13 @@ PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=Fals
 # Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
 PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
 ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
+# Image automation: tags scanned, one chosen by a policy, written back to git (Flux's image controllers' kinds)
+IMAGEREPOSITORY = Kind("ImageRepository", GROUP, VERSION, "imagerepositories", ("imgrepo",))
+IMAGEPOLICY = Kind("ImagePolicy", GROUP, VERSION, "imagepolicies", ("imgpol",))
+IMAGEUPDATEAUTOMATION = Kind("ImageUpdateAutomation", GROUP, VERSION, "imageupdateautomations", ("imgupd",))
+IMAGES = (IMAGEREPOSITORY, IMAGEPOLICY, IMAGEUPDATEAUTOMATION)
 BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, EXTERNALARTIFACT,
-           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT)
+           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT, *IMAGES)
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,10 @@ FLUX_SOURCE_EXTENSIONS = "source.extensions.fluxcd.io"
 FLUX_NOTIFICATION = "notification.toolkit.fluxcd.io"
 FLUX_PROVIDER = Kind("Provider", FLUX_NOTIFICATION, "v1beta3", "providers")
 FLUX_ALERT = Kind("Alert", FLUX_NOTIFICATION, "v1beta3", "alerts")
+FLUX_IMAGE = "image.toolkit.fluxcd.io"
+FLUX_IMAGES = (Kind("ImageRepository", FLUX_IMAGE, "v1", "imagerepositories"),
+               Kind("ImagePolicy", FLUX_IMAGE, "v1", "imagepolicies"),
+               Kind("ImageUpdateAutomation", FLUX_IMAGE, "v1", "imageupdateautomations"))
 FLUX = Family(
     "flux",
     Kind("HelmRelease", FLUX_HELM, "v2", "helmreleases", ("hr",)),

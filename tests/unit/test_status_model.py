@@ -13,6 +13,7 @@ from helmop.api.status import Status, merge_patch, parse, to_json
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import (
     ArtifactGeneratorStatus,
@@ -27,7 +28,9 @@ from helmop.api.status.sources import (
 TYPES = {"HelmRelease": HelmReleaseStatus, "GitRepository": GitRepositoryStatus, "ConfigSync": ConfigSyncStatus,
          "Project": ProjectStatus, "Jenkins": AppStatus, "HelmRepository": HelmRepositoryStatus,
          "OCIRepository": OCIRepositoryStatus, "Bucket": BucketStatus, "HelmChart": HelmChartStatus,
-         "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus}
+         "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus,
+         "ImageRepository": ImageRepositoryStatus, "ImagePolicy": ImagePolicyStatus,
+         "ImageUpdateAutomation": ImageUpdateAutomationStatus}
 JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
               "array": "array", "object": "object"}
 

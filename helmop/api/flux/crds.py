@@ -12,7 +12,7 @@ import copy
 import functools
 from typing import Any
 
-from helmop.api import crds
+from helmop.api import crds, kinds
 from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP, PROVIDER, Kind
 
 PAIRS = tuple(zip(
@@ -21,6 +21,7 @@ PAIRS = tuple(zip(
     (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync,
      FLUX.bucket, FLUX.helmchart, FLUX.externalartifact, FLUX.artifactgenerator, FLUX_PROVIDER, FLUX_ALERT),
     strict=True))
+PAIRS = (*PAIRS, *zip(kinds.IMAGES, kinds.FLUX_IMAGES, strict=True))  # image automation's kinds
 
 
 @functools.cache  # read on every reconcile of a Flux object; the CRD files are read once
