@@ -8,6 +8,7 @@ import http.server
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.end_headers()
                 return
         path, _, query = self.path.partition("?")
+        if self.command == "POST" and path.endswith("/git-receive-pack") and cfg.on_receive is not None:
+            cfg.on_receive(path)  # before the push lands: a test moves the branch (a race, for certain)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {**os.environ, "GIT_PROJECT_ROOT": str(cfg.root), "GIT_HTTP_EXPORT_ALL": "1",
@@ -64,6 +67,7 @@ class GitServer:
     def __init__(self, root: Path, credentials: tuple[str, str] | None = None, host: str = "127.0.0.1") -> None:
         self.root = root
         self.credentials = credentials
+        self.on_receive: Callable[[str], None] | None = None
         self.http = self._Http((host, 0), _Handler)
         self.http.owner = self
         self.base = f"http://{host}:{self.http.server_address[1]}"

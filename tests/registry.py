@@ -32,6 +32,8 @@ class Registry:
         for body in self.manifests.values():
             self.by_digest["sha256:" + hashlib.sha256(body).hexdigest()] = body
         self.referrers_api = True  # off: the referrers API answers 404 (the tag schema is used)
+        self.page = 0  # tags per page of tags/list when a client asks with ?n= (0: all in one answer)
+        self.next_page = ""  # a Link the first page sends instead of the real one (a hostile registry)
         self.uploads = 0
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -69,7 +71,18 @@ class Registry:
     async def _tags(self, request: web.Request) -> web.Response:
         self._authorized(request)
         self.listed += 1
-        return web.json_response({"name": request.match_info["name"], "tags": self.tags})
+        if not self.page or "n" not in request.query:
+            return web.json_response({"name": request.match_info["name"], "tags": self.tags})
+        # the distribution spec's pagination: n per page, after the tag `last`, a Link to the next page
+        size = min(self.page, int(request.query["n"]))
+        last = request.query.get("last")
+        start = self.tags.index(last) + 1 if last in self.tags else 0
+        page = self.tags[start:start + size]
+        headers = {}
+        if start + size < len(self.tags):
+            target = self.next_page or f"{request.path}?n={size}&last={page[-1]}"
+            headers["Link"] = f'<{target}>; rel="next"'
+        return web.json_response({"name": request.match_info["name"], "tags": page}, headers=headers)
 
     def digest_of(self, tag: str) -> str:
         return "sha256:" + hashlib.sha256(self.manifests[tag]).hexdigest()

@@ -476,6 +476,9 @@ class Repositories:
                 if r.status != 401:
                     return r.status, await read_capped(r, limit, url, too_large), dict(r.headers)
                 challenge = r.headers.get("WWW-Authenticate", "")
+            if challenge.lower().startswith("basic ") and creds.username and "Authorization" not in sent:
+                sent.update(creds.basic_auth())  # a registry that takes basic auth itself, not a token
+                continue
             token = await self._oci_token(http, challenge, creds)
             if token is None:
                 return 401, b"", {}
