@@ -9,6 +9,7 @@ it selects (a chart, or a tree of files). When the revision or the digest change
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from helmop.api.errors import HelmopError, SpecError
@@ -52,8 +53,11 @@ async def reconcile_helm_repository(ctx: Context, kind: Kind, body: dict[str, An
         return DONE
     try:
         creds = await _credentials(ctx, kind, this, spec.secret_ref, spec.cert_secret_ref)
+        # a new or changed HelmRepository reads the index afresh, as Flux's does, not one another object of the
+        # same URL fetched earlier
+        fresh = time.time() if status.observed_generation != this.generation else 0.0
         revision, charts = await ctx.services.repos.index_revision(spec.url, creds, max_age=spec.interval,
-                                                                   asked_at=pending_request(body))
+                                                                   asked_at=pending_request(body) or fresh)
     except HelmopError as exc:
         return await _failed(ctx, kind, body, status, exc)
     message = f"stored artifact: revision '{revision}' ({charts} charts)"

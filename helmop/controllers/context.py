@@ -17,6 +17,7 @@ from helmop.api.settings import Tunables
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.helm.releases import Gateway
+from helmop.images.registry import Scanner
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
@@ -52,6 +53,7 @@ class Services:
     collections: Collections  # what releases' readiness is judged from, watched once
     notifier: Notifier  # Alerts and Providers: the Events posted, sent on
     keys_folder: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret of their own
+    images: Scanner = field(default_factory=Scanner)  # image repositories' tags, per image and credentials
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,

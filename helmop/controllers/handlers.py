@@ -23,6 +23,7 @@ import kopf
 from helmop.api.durations import parse_duration
 from helmop.api.errors import SpecError
 from helmop.api.flux import spec as flux_spec
+from helmop.api.images import FLUX_IMAGE_KINDS, HELMOP_IMAGES, ImageKinds
 from helmop.api.kinds import (
     ALERT,
     FINALIZER,
@@ -51,6 +52,7 @@ from helmop.api.status import Status
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import (
     ArtifactGeneratorStatus,
@@ -63,7 +65,19 @@ from helmop.api.status.sources import (
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
-from . import buckets, chartsources, configsyncs, generators, gitrepositories, helmcharts, notifications, projects
+from . import (
+    buckets,
+    chartsources,
+    configsyncs,
+    generators,
+    gitrepositories,
+    helmcharts,
+    imagepolicies,
+    imagerepositories,
+    imageupdates,
+    notifications,
+    projects,
+)
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
 from .fluxgate import FluxGate
@@ -315,6 +329,7 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
     controllers = [
         *_family(ctx, HELMOP),
         *(_family(ctx, FLUX) if flux else []),
+        *_images(ctx, HELMOP_IMAGES), *(_images(ctx, FLUX_IMAGE_KINDS) if flux else []),
         *([Controller(PROJECT, ProjectStatus, ctx.tunables.release_interval, lambda body: projects.reconcile(ctx, body),
                       lambda body: projects.finalize(ctx, body))] if clusterwide else []),
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
@@ -397,6 +412,23 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
                    lambda body: generators.finalize(ctx, family, body)),
     ]
     return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
+
+
+def _images(ctx: Context, kinds: ImageKinds) -> list[Controller]:
+    """Image automation's controllers, helmop's or Flux's (policies are woken by their repository's scans, and
+    come back every ten minutes without an interval of their own)."""
+    repository, automation = kinds.repository, kinds.automation
+    controllers = [
+        Controller(repository, ImageRepositoryStatus, ctx.tunables.source_interval,
+                   lambda body: imagerepositories.reconcile(ctx, repository, body),
+                   lambda body: imagerepositories.finalize(ctx, repository, body)),
+        Controller(kinds.policy, ImagePolicyStatus, 600.0, lambda body: imagepolicies.reconcile(ctx, kinds, body),
+                   lambda body: imagerepositories.finalize(ctx, kinds.policy, body)),
+        Controller(automation, ImageUpdateAutomationStatus, ctx.tunables.source_interval,
+                   lambda body: imageupdates.reconcile(ctx, kinds, body),
+                   lambda body: imagerepositories.finalize(ctx, automation, body)),
+    ]
+    return [_flux_checked(ctx, c) for c in controllers] if repository.flux else controllers
 
 
 def _flux_checked(ctx: Context, controller: Controller) -> Controller:
