@@ -407,8 +407,8 @@ def test_convert_names_every_refusal_of_a_tree_by_file_and_line(tmp_path: Path) 
         ("error", "clusters/prod/notify.yaml:1: Provider flux-system/slack: RemovedAPIVersion: "
                   "notification.toolkit.fluxcd.io/v1beta2 was removed in Flux 2.9: rewrite it as "
                   "notification.toolkit.fluxcd.io/v1beta3 (flux migrate -f does)"),
-        ("note", "clusters/prod/notify.yaml:6: Receiver flux-system/github: kept as it is: helmop does not serve "
-                 "Receiver; keep Flux's notification-controller running for it"),
+        ("error", "clusters/prod/notify.yaml:6: Receiver flux-system/github: ValidationFailed: secretRef is required "
+                  "when type is not generic-oidc"),
     ]]
     # what was refused is kept as it was; the rest of the tree is converted all the same
     assert (tmp_path / "out/clusters/prod/apps.yaml").read_text() == OLD_FLUX_REPO["clusters/prod/apps.yaml"]

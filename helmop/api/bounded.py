@@ -1,10 +1,14 @@
 """Decompression with a budget: a few hundred kilobytes of gzip can expand to gigabytes, so what helmop
 inflates from hostile input (helm release records, chart archives, OCI layers) stops at a size cap and
-at a compression-ratio cap, with a specific error, before the memory is spent. Pure."""
+at a compression-ratio cap, with a specific error, before the memory is spent. And JSON from the network
+(webhook bodies) with a bound on its nesting, checked before it is parsed. Pure."""
 
 from __future__ import annotations
 
+import json
+import re
 import zlib
+from typing import Any
 
 RATIO_FLOOR = 1 << 20  # below this decompressed size no ratio is too high (tiny files compress very well)
 
@@ -30,3 +34,24 @@ def gunzip(data: bytes, *, max_size: int, max_ratio: int, what: str) -> bytes:
 
 def describe_size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)  # strings (skipped whole) and brackets
+
+
+def json_within(data: bytes, *, max_depth: int, what: str) -> Any:
+    """``data`` parsed as JSON; ValueError when it is not JSON, or nests arrays and objects deeper than
+    ``max_depth`` (counted in one pass before parsing: the parser recurses once per level)."""
+    depth = 0
+    for token in _JSON_TOKENS.finditer(data):
+        bracket = token.group()
+        if bracket in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise ValueError(f"{what} nests deeper than {max_depth} levels")
+        elif bracket in (b"]", b"}"):
+            depth -= 1
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{what} is not JSON: {str(exc)[:200]}") from None

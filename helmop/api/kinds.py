@@ -98,13 +98,15 @@ PROJECT = Kind("Project", GROUP, VERSION, "projects", ("proj",), namespaced=Fals
 # Notifications: where events go (a Provider) and which go there (an Alert), with Flux's field names
 PROVIDER = Kind("Provider", GROUP, VERSION, "providers", ("prov",))
 ALERT = Kind("Alert", GROUP, VERSION, "alerts", ("alert",))
+# An incoming webhook that asks objects to reconcile at once (Flux's Receiver)
+RECEIVER = Kind("Receiver", GROUP, VERSION, "receivers")
 # Image automation: tags scanned, one chosen by a policy, written back to git (Flux's image controllers' kinds)
 IMAGEREPOSITORY = Kind("ImageRepository", GROUP, VERSION, "imagerepositories", ("imgrepo",))
 IMAGEPOLICY = Kind("ImagePolicy", GROUP, VERSION, "imagepolicies", ("imgpol",))
 IMAGEUPDATEAUTOMATION = Kind("ImageUpdateAutomation", GROUP, VERSION, "imageupdateautomations", ("imgupd",))
 IMAGES = (IMAGEREPOSITORY, IMAGEPOLICY, IMAGEUPDATEAUTOMATION)
 BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, EXTERNALARTIFACT,
-           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT, *IMAGES)
+           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT, RECEIVER, *IMAGES)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ FLUX_IMAGE = "image.toolkit.fluxcd.io"
 FLUX_IMAGES = (Kind("ImageRepository", FLUX_IMAGE, "v1", "imagerepositories"),
                Kind("ImagePolicy", FLUX_IMAGE, "v1", "imagepolicies"),
                Kind("ImageUpdateAutomation", FLUX_IMAGE, "v1", "imageupdateautomations"))
+FLUX_RECEIVER = Kind("Receiver", FLUX_NOTIFICATION, "v1", "receivers")
 FLUX = Family(
     "flux",
     Kind("HelmRelease", FLUX_HELM, "v2", "helmreleases", ("hr",)),

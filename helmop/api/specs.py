@@ -12,6 +12,7 @@ from .helmcharts import parse_helm_chart
 from .helmrelease import parse_spec
 from .images import parse_image_policy, parse_image_repository, parse_image_update_automation
 from .notifications import parse_alert, parse_provider
+from .receivers import parse_receiver
 from .repositories import parse_helm_repository, parse_oci_repository
 from .sources import parse_config_sync, parse_git_repository
 
@@ -27,6 +28,7 @@ PARSERS: dict[str, Callable[[dict[str, Any], str, str], object]] = {
     "ConfigSync": lambda spec, name, namespace: parse_config_sync(spec, name, namespace),
     "Provider": lambda spec, _name, _namespace: parse_provider(spec),
     "Alert": lambda spec, _name, namespace: parse_alert(spec, namespace),
+    "Receiver": lambda spec, _name, _namespace: parse_receiver(spec, flux=False),
     "ImageRepository": lambda spec, _name, _namespace: parse_image_repository(spec),
     "ImagePolicy": lambda spec, _name, _namespace: parse_image_policy(spec),
     "ImageUpdateAutomation": lambda spec, _name, _namespace: parse_image_update_automation(spec),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, Kind, family_of
+from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, Kind, family_of
 from helmop.api.objects import Resource
 from helmop.infra.kube import Kube, KubeError
 from helmop.views import requests
@@ -23,7 +23,7 @@ ALIASES = {alias: kind for kind in BUILTIN
            for alias in (kind.kind.lower(), kind.plural, *kind.short_names)}
 # Any helmop or Flux kind qualified by its group, as kubectl takes them (hr.helm.toolkit.fluxcd.io): the short
 # names alone are helmop's own, which Flux's kinds share.
-ALIASES |= {f"{alias}.{kind.group}": kind for kind in (*BUILTIN, *FLUX.kinds, FLUX_PROVIDER, FLUX_ALERT)
+ALIASES |= {f"{alias}.{kind.group}": kind for kind in (*BUILTIN, *FLUX.kinds, FLUX_PROVIDER, FLUX_ALERT, FLUX_RECEIVER)
             for alias in (kind.kind.lower(), kind.plural, *kind.short_names)}
 SHORT = ", ".join((kind.short_names or (kind.kind.lower(),))[0] for kind in BUILTIN)
 

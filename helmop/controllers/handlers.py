@@ -32,12 +32,14 @@ from helmop.api.kinds import (
     FLUX_FINALIZER,
     FLUX_FORCE_AT,
     FLUX_PROVIDER,
+    FLUX_RECEIVER,
     FLUX_REQUESTED_AT,
     FLUX_RESET_AT,
     FORCE_AT,
     HELMOP,
     PROJECT,
     PROVIDER,
+    RECEIVER,
     REQUESTED_AT,
     RESET_AT,
     SHARD_LABEL,
@@ -45,6 +47,7 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.objects import Resource, packed, slim, unpacked
+from helmop.api.receivers import INTERVAL as RECEIVER_INTERVAL
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
@@ -54,6 +57,7 @@ from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
 from helmop.api.status.project import ProjectStatus
+from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import (
     ArtifactGeneratorStatus,
     BucketStatus,
@@ -77,6 +81,7 @@ from . import (
     imageupdates,
     notifications,
     projects,
+    receivers,
 )
 from .apps import App, AppController
 from .context import Context, Key, Memory, Services
@@ -333,6 +338,8 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
         *([Controller(PROJECT, ProjectStatus, ctx.tunables.release_interval, lambda body: projects.reconcile(ctx, body),
                       lambda body: projects.finalize(ctx, body))] if clusterwide else []),
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
+        _receiver(ctx, RECEIVER),
+        *([_flux_checked(ctx, _receiver(ctx, FLUX_RECEIVER))] if flux else []),
     ]
     for controller in controllers:
         _kind_handlers(registry, dispatcher, controller, shard)
@@ -455,6 +462,12 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
         return await controller.finalize(body)
 
     return replace(controller, reconcile=reconcile, finalize=finalize)
+
+
+def _receiver(ctx: Context, kind: Kind) -> Controller:
+    """A Receiver's controller: its status (the webhook path); every replica's webhook server serves its requests."""
+    return Controller(kind, ReceiverStatus, RECEIVER_INTERVAL, lambda body: receivers.reconcile(ctx, kind, body),
+                      lambda body: receivers.finalize(ctx, kind, body))
 
 
 def _app_controller(ctx: Context, app: AppController) -> Controller:

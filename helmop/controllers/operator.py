@@ -19,7 +19,7 @@ from helmop.api import crds, jenkins, roles, settings
 from helmop.api.addresses import Policy
 from helmop.api.apps import AppKind
 from helmop.api.flux import crds as flux_crds
-from helmop.api.kinds import FINALIZER, FLUX_GROUPS
+from helmop.api.kinds import FINALIZER, FLUX_GROUPS, FLUX_RECEIVER, RECEIVER
 from helmop.api.settings import Tunables
 from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
@@ -30,6 +30,7 @@ from helmop.infra.leader import Election, identity, lease_name
 from helmop.infra.membership import Membership
 from helmop.infra.metrics import CacheCounts
 from helmop.infra.probes import Probes
+from helmop.infra.receivers import Receivers
 from helmop.infra.serving import Server, serve
 from helmop.infra.termination import handle_signals
 from helmop.sources.git import GitCache
@@ -177,12 +178,16 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
         repos = services.repos
         services.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches))
         servers: list[Server] = []
+        receivers: Receivers | None = None
         try:
             if cfg.metrics_port is not None:
                 servers.append(await serve(services.metrics.app(not_ready), cfg.metrics_address, cfg.metrics_port))
                 cfg.bound_metrics_port = servers[-1].port
             if cfg.webhook_port is not None:
-                servers.append(await serve(webhooks.app(services.kube), cfg.webhook_address, cfg.webhook_port))
+                receivers = _receivers(cfg, services)
+                background.append(asyncio.create_task(receivers.run()))
+                servers.append(await serve(webhooks.app(services.kube, receivers), cfg.webhook_address,
+                                           cfg.webhook_port))
                 cfg.bound_webhook_port = servers[-1].port
             if election is not None and not await election.acquire(halt):
                 return  # stopped while standing by
@@ -221,6 +226,8 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             await services.close()
             for server in servers:
                 await server.stop()
+            if receivers is not None:
+                await receivers.close()
     except KubeError as exc:
         raise SystemExit(f"helmop: the Kubernetes API refused: {exc}") from None
     finally:
@@ -244,6 +251,14 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
                        notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys)
+
+
+def _receivers(cfg: OperatorConfig, services: Services) -> Receivers:
+    """Receivers' webhooks, served by every replica (a standby too); an OIDC issuer's keys are fetched as
+    notifications are sent, through the notifications' address policy."""
+    kinds = [RECEIVER, *([FLUX_RECEIVER] if cfg.flux_api else [])]
+    return Receivers(services.kube, kinds, cfg.namespaces, tenancy=cfg.tenancy, metrics=services.metrics,
+                     policy=Policy.notifications(cfg.allow_notify_cidrs), cel_timeout=cfg.tunables.cel_timeout)
 
 
 def _registry(cfg: OperatorConfig, dispatcher: Dispatcher) -> kopf.OperatorRegistry:

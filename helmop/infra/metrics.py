@@ -75,6 +75,11 @@ class Metrics:
                                      "timeout, 429 or 5xx), dropped (its queue was full), skipped (nothing to send, "
                                      "or the Provider is suspended or gone).",
                                      ["provider", "type", "result"], registry=registry)
+        self.receiver_requests = Counter("helmop_receiver_requests_total", "Webhook requests to Receivers by kind, "
+                                         "Receiver (namespace/name; empty for a path no Receiver has) and result: "
+                                         "accepted, unauthorized, forbidden, refused, limited, too_large, "
+                                         "unavailable, unknown or failed.", ["kind", "receiver", "result"],
+                                         registry=registry)
         self.drift_checks = Counter("helmop_drift_checks_total", "Deployed objects looked at for drift: compared "
                                     "(read, and a server-side dry run) or skipped (found as the release wants them "
                                     "before, and unchanged since as the watches saw).", ["result"],

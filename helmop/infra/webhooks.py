@@ -1,4 +1,6 @@
-"""The push webhook: ``POST /hooks/<namespace>/<gitrepository>`` makes that repository fetch now.
+"""The webhook server: helmop's push webhook, and Flux's Receivers (``/hook/<digest>``, :mod:`.receivers`).
+
+The push webhook: ``POST /hooks/<namespace>/<gitrepository>`` makes that repository fetch now.
 
 Accepted when the call proves it knows the token in the Secret named by ``spec.webhook.secretRef``
 (key ``token``): GitHub's ``X-Hub-Signature-256`` (HMAC-SHA256 of the body), GitLab's
@@ -20,6 +22,7 @@ from aiohttp import web
 from helmop.api.kinds import GITREPOSITORY, REQUESTED_AT, is_namespace_name, is_object_name
 
 from .kube import Kube
+from .receivers import Receivers
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ def signature_valid(token: bytes, body: bytes, headers: dict[str, str]) -> bool:
     return False
 
 
-def app(kube: Kube) -> web.Application:
+def app(kube: Kube, receivers: Receivers | None = None) -> web.Application:
     async def hook(request: web.Request) -> web.Response:
         # aiohttp decoded the path once (%2F is a "/" inside a segment now): anything but a namespace and a
         # name is refused before any lookup, with the same answer as a bad signature.
@@ -68,5 +71,7 @@ def app(kube: Kube) -> web.Application:
 
     application = web.Application(client_max_size=5 * 1024 * 1024)
     application.router.add_post("/hooks/{namespace}/{name}", hook)
+    if receivers is not None:  # any method, as Flux's receiver server takes them
+        application.router.add_route("*", "/hook/{digest:.*}", receivers.handle)
     application.router.add_get("/healthz", health)
     return application

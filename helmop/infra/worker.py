@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,24 @@ class Worker:
         variables = {"self": obj, **({"dep": dep} if dep is not None else {})}
         answers: list[bool] = (await self._ask({"op": "cel", "expressions": expressions, "vars": variables}))["ok"]
         return answers
+
+    async def each(self, expressions: list[str], variables: dict[str, Any], name: str,
+                   values: list[Any]) -> list[bool]:
+        """For each of ``values``, whether every expression is true of ``variables`` with ``name`` bound to it (a
+        Receiver's filters over its objects, ``res``; ``req`` sent once); an expression that fails is not true."""
+        answers: list[bool] = (await self._ask({"op": "cel-each", "expressions": expressions, "vars": variables,
+                                                "name": name, "values": values}))["ok"]
+        return answers
+
+    async def validations(self, variables: list[tuple[str, str]], expressions: list[str],
+                          claims: dict[str, Any]) -> list[bool] | None:
+        """Whether each CEL expression is true of ``claims`` and ``vars``, the ``variables`` (name, expression)
+        computed first, in order, each seeing those before it (a generic-oidc Receiver's); None when a variable
+        fails."""
+        answer = await self._ask({"op": "cel-vars", "variables": variables, "expressions": expressions,
+                                  "vars": {"claims": claims}})
+        checked: list[bool] | None = answer["ok"]
+        return checked
 
     async def text(self, expression: str, variables: dict[str, Any]) -> str | None:
         """The string the CEL ``expression`` makes of ``variables`` (None when it fails or makes no string)."""
@@ -130,6 +149,26 @@ def _yaml(text: str) -> dict[str, Any]:
                           "column": mark.column if mark else 0}}
 
 
+def _all_true(run: Callable[[str, dict[str, Any]], Any], expressions: list[str], variables: dict[str, Any]) -> bool:
+    try:
+        return all(run(expression, variables) is True for expression in expressions)
+    except Exception:
+        return False
+
+
+def _validations(run: Callable[[str, dict[str, Any]], Any], request: dict[str, Any]) -> list[bool] | None:
+    """The variables computed in order into ``vars``, then whether each expression is true (None when a variable
+    fails)."""
+    computed: dict[str, Any] = {}
+    variables = {**request["vars"], "vars": computed}
+    try:
+        for name, expression in request["variables"]:
+            computed[name] = run(expression, variables)
+    except Exception:
+        return None
+    return [_all_true(run, [expression], variables) for expression in request["expressions"]]
+
+
 def main() -> None:
     """The child: cap the address space and the priority, then answer each request line."""
     memory = int(sys.argv[1])
@@ -140,18 +179,27 @@ def main() -> None:
     sys.stdout.write(_READY.decode())
     sys.stdout.flush()
     programs: dict[str, Any] = {}
+
+    def run(expression: str, variables: dict[str, Any]) -> Any:
+        if len(programs) > 256:
+            programs.clear()
+        program = programs.get(expression) or programs.setdefault(expression, cel.compile(expression))
+        return program.execute(variables)
+
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "yaml":
             answer = _yaml(request["text"])
+        elif request["op"] == "cel-vars":
+            answer = {"ok": _validations(run, request)}
+        elif request["op"] == "cel-each":
+            answer = {"ok": [_all_true(run, request["expressions"], {**request["vars"], request["name"]: value})
+                             for value in request["values"]]}
         else:
             results = []
             for expression in request["expressions"]:
                 try:
-                    if len(programs) > 256:
-                        programs.clear()
-                    program = programs.get(expression) or programs.setdefault(expression, cel.compile(expression))
-                    results.append(program.execute(request["vars"]))
+                    results.append(run(expression, request["vars"]))
                 except Exception:  # a field the object does not have yet, a type error: not true (yet), no text
                     results.append(None)
             if request["op"] == "cel-text":

@@ -1,6 +1,6 @@
 """The operator under the ServiceAccount and ClusterRole of deploy/helmop, with RBAC enforced:
-HelmRelease, GitRepository + ConfigSync, an ArtifactGenerator and Jenkins all work with exactly those rights (plus a
-ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
+HelmRelease, GitRepository + ConfigSync, an ArtifactGenerator, a Receiver and Jenkins all work with exactly those
+rights (plus a ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from helmop_sandbox import Sandbox
 from helmop_sandbox.rbac import rule_allows
@@ -92,6 +93,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
         eventually(lambda: (get(kube, ns, "externalartifacts.helmop.dev", "notes").get("status") or {}).get("artifact"))
         kube("kubectl", "-n", ns, "delete", "artifactgenerators.helmop.dev", "bundle", "--timeout=60s")
         eventually(lambda: not get(kube, ns, "externalartifacts.helmop.dev", "notes"))
+        _a_receiver_asks_the_repository_to_fetch(operator, kube, ns)
     finally:
         server.close()
 
@@ -122,6 +124,20 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
     kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
     assert "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
     _every_rule_was_needed(operator.sandbox, kube)
+
+
+def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: str) -> None:
+    """A Receiver: watched by the webhook server, its finalizer and status written, its GitRepository annotated."""
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", "--from-literal=token=t0k3n")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Receiver", "metadata": {"name": "push"},
+         "spec": {"type": "gitlab", "secretRef": {"name": "hook"},
+                  "resources": [{"kind": "GitRepository", "name": "config"}]}}))
+    path = eventually(lambda: (get(kube, ns, "receivers.helmop.dev", "push").get("status") or {}).get("webhookPath"))
+    answer = requests.post(f"{operator.webhook_url}{path}", headers={"X-Gitlab-Token": "t0k3n"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    stamp = get(kube, ns, GITREPO, "config")["metadata"]["annotations"]["helmop.dev/requestedAt"]
+    eventually(lambda: get(kube, ns, GITREPO, "config")["status"].get("lastHandledReconcileAt") == stamp)
 
 
 def _every_rule_was_needed(sandbox: Sandbox, kube: Run) -> None:

@@ -14,7 +14,7 @@ from helmop.api.flux import versions
 from helmop.api.flux.crds import PAIRS
 from helmop.api.flux.status import inward, outward
 from helmop.api.helmrelease import ArtifactChart, SharedRepositoryChart, SourceChart, parse_spec
-from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_IMAGES, FLUX_PROVIDER, HELMOP
+from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_IMAGES, FLUX_PROVIDER, FLUX_RECEIVER, HELMOP
 from helmop.api.repositories import Verification, parse_helm_repository, parse_oci_repository
 from helmop.api.status import parse, to_json
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
@@ -186,7 +186,8 @@ def test_flux_crds_are_helmops_schemas_under_fluxs_names() -> None:
                                                               FLUX.helmrepository, FLUX.ocirepository,
                                                               FLUX.configsync, FLUX.bucket, FLUX.helmchart,
                                                               FLUX.externalartifact, FLUX.artifactgenerator,
-                                                              FLUX_PROVIDER, FLUX_ALERT, *FLUX_IMAGES)}
+                                                              FLUX_PROVIDER, FLUX_ALERT, *FLUX_IMAGES,
+                                                              FLUX_RECEIVER)}
 
 
 def test_flux_controllers_count_as_running_while_their_lease_is_renewed() -> None:

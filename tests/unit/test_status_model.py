@@ -15,6 +15,7 @@ from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
 from helmop.api.status.project import ProjectStatus
+from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import (
     ArtifactGeneratorStatus,
     BucketStatus,
@@ -30,7 +31,7 @@ TYPES = {"HelmRelease": HelmReleaseStatus, "GitRepository": GitRepositoryStatus,
          "OCIRepository": OCIRepositoryStatus, "Bucket": BucketStatus, "HelmChart": HelmChartStatus,
          "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus,
          "ImageRepository": ImageRepositoryStatus, "ImagePolicy": ImagePolicyStatus,
-         "ImageUpdateAutomation": ImageUpdateAutomationStatus}
+         "ImageUpdateAutomation": ImageUpdateAutomationStatus, "Receiver": ReceiverStatus}
 JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
               "array": "array", "object": "object"}
 

@@ -13,13 +13,15 @@ import functools
 from typing import Any
 
 from helmop.api import crds, kinds
-from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, HELMOP, PROVIDER, Kind
+from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, HELMOP, PROVIDER, RECEIVER, Kind
 
 PAIRS = tuple(zip(
     (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync,
-     HELMOP.bucket, HELMOP.helmchart, HELMOP.externalartifact, HELMOP.artifactgenerator, PROVIDER, ALERT),
+     HELMOP.bucket, HELMOP.helmchart, HELMOP.externalartifact, HELMOP.artifactgenerator, PROVIDER, ALERT,
+     RECEIVER),
     (FLUX.helmrelease, FLUX.gitrepository, FLUX.helmrepository, FLUX.ocirepository, FLUX.configsync,
-     FLUX.bucket, FLUX.helmchart, FLUX.externalartifact, FLUX.artifactgenerator, FLUX_PROVIDER, FLUX_ALERT),
+     FLUX.bucket, FLUX.helmchart, FLUX.externalartifact, FLUX.artifactgenerator, FLUX_PROVIDER, FLUX_ALERT,
+     FLUX_RECEIVER),
     strict=True))
 PAIRS = (*PAIRS, *zip(kinds.IMAGES, kinds.FLUX_IMAGES, strict=True))  # image automation's kinds
 

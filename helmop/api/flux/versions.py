@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_NOTIFICATION, FLUX_PROVIDER, Kind
+from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, Kind
 
 from .spec import FieldPath, dotted
 
@@ -62,7 +62,7 @@ KINDS = (
     _served(FLUX.artifactgenerator, ()),
     _served(FLUX_ALERT, _BETAS_2_7_AND_2_9),
     _served(FLUX_PROVIDER, _BETAS_2_7_AND_2_9),
-    FluxKind(FLUX_NOTIFICATION, "Receiver", "v1", _BETAS_2_7_AND_2_9, controller="notification-controller"),
+    _served(FLUX_RECEIVER, _BETAS_2_7_AND_2_9),
     FluxKind(FLUX_IMAGE, "ImageRepository", "v1", _BETAS_2_7_AND_2_9, controller="image-reflector-controller"),
     FluxKind(FLUX_IMAGE, "ImagePolicy", "v1", _BETAS_2_7_AND_2_9, controller="image-reflector-controller"),
     FluxKind(FLUX_IMAGE, "ImageUpdateAutomation", "v1", _BETAS_2_7_AND_2_9,
