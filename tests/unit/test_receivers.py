@@ -22,6 +22,8 @@ from helmop.api.errors import SpecError
 from helmop.api.hookchecks import Delivery, Refused, check, gcr_payload, google_identity, hmac_valid, is_json
 from helmop.api.jwts import TokenRefused, UnknownKey, algorithms, bearer, unverified_issuer, verify
 from helmop.api.receivers import parse_receiver, requested_annotation, webhook_path
+from helmop.api.tenancy import Tenancy
+from helmop.infra.hooktargets import request_reconciles
 from helmop.infra.oidc import Issuers, IssuerUnavailable
 from helmop.infra.receivers import BURST, Bucket
 from helmop.infra.worker import Worker
@@ -277,3 +279,31 @@ async def test_filters_and_validations_run_in_the_worker() -> None:
         assert await worker.validations([("x", "claims.absent")], ["true"], {}) is None  # a variable that fails
     finally:
         await worker.close()
+
+
+class _Kube:
+    """What request_reconciles asks of the API: discovery, and the annotations it writes."""
+
+    def __init__(self) -> None:
+        self.patched: list[tuple[str, dict[str, Any]]] = []
+
+    async def resource(self, _api_version: str, _kind: str) -> tuple[str, bool]:
+        return "gitrepositories", True
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patched.append((path, patch))
+        return {}
+
+
+async def test_under_lockdown_no_request_reaches_another_namespace() -> None:
+    """Whatever the status says (a spec changed since it was written), the request itself is confined."""
+    kube = _Kube()
+    receiver = parse_receiver(spec(resources=[{"kind": "GitRepository", "name": "app", "namespace": "other"},
+                                              {"kind": "GitRepository", "name": "app"}]), flux=True)
+    locked = Tenancy(no_cross_namespace_refs=True)
+    asked, problems = await request_reconciles(kube, Worker(), locked, "team", receiver, {})  # type: ignore[arg-type]
+    assert asked == 1 and len(problems) == 1, problems
+    assert "refers to namespace 'other': references to other namespaces are disabled" in problems[0]
+    (path, patch), = kube.patched
+    assert path == "/apis/source.toolkit.fluxcd.io/v1/namespaces/team/gitrepositories/app"
+    assert set(patch["metadata"]["annotations"]) == {"reconcile.fluxcd.io/requestedAt"}
