@@ -12,6 +12,7 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, Kind
 from .names import check_references
 from .patterns import compile_pattern
 from .repositories import _access_from
@@ -28,7 +29,22 @@ _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _HOST = re.compile(r"^(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?$")
 _EMAIL = re.compile(r"^[^\s<>]+@[^\s<>]+$")
 POLICIES = ("semver", "alphabetical", "numerical")
+ANY_POLICY = "*"  # what an automation reads: every policy of its namespace (no object is named so)
 REFLECTIONS = ("Never", "IfNotPresent", "Always")
+
+
+@dataclass(frozen=True)
+class ImageKinds:
+    """Image automation's kinds of one family (helmop's, or Flux's), and the GitRepository kind they push to."""
+
+    repository: Kind
+    policy: Kind
+    automation: Kind
+    gitrepository: Kind
+
+
+HELMOP_IMAGES = ImageKinds(*IMAGES, HELMOP.gitrepository)
+FLUX_IMAGE_KINDS = ImageKinds(*FLUX_IMAGES, FLUX.gitrepository)
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,7 @@ class Image:
 
     host: str
     path: str
+    written: str = ""  # as spec.image gives it (what a policy reports as its latestRef.name)
 
     @property
     def canonical(self) -> str:
@@ -62,7 +79,7 @@ def parse_image(text: str, where: str = "spec.image") -> Image:
     if not all(_COMPONENT.match(part) for part in path.split("/")):
         raise SpecError("ImageURLInvalid", f"{where}: {path[:100]!r} is not a repository path (lowercase letters, "
                                            "digits and separators)")
-    return Image(host, path)
+    return Image(host, path, text)
 
 
 @dataclass(frozen=True)

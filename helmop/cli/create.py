@@ -23,6 +23,9 @@ from helmop.api.kinds import (
     HELMCHART,
     HELMRELEASE,
     HELMREPOSITORY,
+    IMAGEPOLICY,
+    IMAGEREPOSITORY,
+    IMAGEUPDATEAUTOMATION,
     OCIREPOSITORY,
     PROVIDER,
     Kind,
@@ -32,6 +35,7 @@ from helmop.api.specs import PARSERS
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
 
+from . import images
 from .errors import Failed
 
 MANAGER = "helmop-cli"
@@ -206,7 +210,11 @@ KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmreleas
          "helmchart": Creatable(HELMCHART, ("helmchart", "hc"), helmchart_spec),
          "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec),
          "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec),
-         "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec)}
+         "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec),
+         # `create image repository|policy|update` (helmop.cli.images says them so)
+         "imagerepo": Creatable(IMAGEREPOSITORY, ("imagerepository", "imgrepo"), images.repository_spec),
+         "imagepolicy": Creatable(IMAGEPOLICY, ("imagepolicy", "imgpol"), images.policy_spec),
+         "imageupdate": Creatable(IMAGEUPDATEAUTOMATION, ("imageupdateautomation", "imgupd"), images.update_spec)}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
@@ -242,11 +250,13 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
         sub.add_argument("name")
         sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")
         if which not in ("provider", "alert"):  # nothing to reconcile at an interval
-            sub.add_argument("--interval", default={"helmrelease": "10m"}.get(which, "5m"),
+            sub.add_argument("--interval", default={"helmrelease": "10m", "imagepolicy": "10m"}.get(which, "5m"),
                              help="reconcile interval (default %(default)s)")
         sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
         sub.set_defaults(create=which)
-        if which == "helmrelease":
+        if which in images.FLAGS:
+            images.FLAGS[which](sub)
+        elif which == "helmrelease":
             sub.add_argument("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)")
             sub.add_argument("--source", metavar="KIND/NAME", help="where the chart is: GitRepository/NAME (--chart: "
                                                                  "its path), HelmRepository/NAME (--chart: its name), "

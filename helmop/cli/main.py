@@ -20,7 +20,7 @@ from helmop.api import k8syaml, settings, validation
 from helmop.api.apps import AppKind, parse_apps
 from helmop.api.durations import parse_duration, parse_size
 from helmop.api.errors import SpecError
-from helmop.api.kinds import BUILTIN, Kind
+from helmop.api.kinds import BUILTIN, IMAGES, Kind
 from helmop.api.redaction import redact, redact_data
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
@@ -33,6 +33,7 @@ from . import (
     convert,
     create,
     explore,
+    images,
     operate,
     operator_logs,
     projects,
@@ -95,6 +96,8 @@ async def _kinds(where: target.Target, text: str | None) -> list[Kind]:
     """KIND, KIND,KIND, or none / all (every namespaced helmop kind)."""
     if not text or text == "all":
         return [k for k in BUILTIN if k.namespaced]
+    if text == "images":  # Flux's `get images`: the three kinds
+        return list(IMAGES)
     return [await verbs.resolve_kind(where.kube, part) for part in text.split(",") if part]
 
 
@@ -584,7 +587,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     top = parser()
     completion.complete(top)
-    args = top.parse_args(argv)
+    args = top.parse_args(images.normalized(sys.argv[1:] if argv is None else argv))
     result: int = args.run(args)
     return result
 

@@ -12,8 +12,10 @@ from helmop.api.objects import Resource
 
 def revision(obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
+    chosen = status.get("latestRef") or {}  # an ImagePolicy's image
     return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
-               or status.get("chartVersion") or "")
+               or status.get("chartVersion") or (f"{chosen.get('name')}:{chosen.get('tag')}" if chosen else "")
+               or status.get("lastPushCommit") or "")
 
 
 def source(obj: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from helmop_sandbox.rbac import rule_allows
 from tests.conftest import _runner
 from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
 from tests.gitserver import GitServer, Repo
+from tests.registry import Registry
 from tests.tools import ROOT, Run
 
 RELEASES_ROLE = """
@@ -93,6 +94,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
         eventually(lambda: (get(kube, ns, "externalartifacts.helmop.dev", "notes").get("status") or {}).get("artifact"))
         kube("kubectl", "-n", ns, "delete", "artifactgenerators.helmop.dev", "bundle", "--timeout=60s")
         eventually(lambda: not get(kube, ns, "externalartifacts.helmop.dev", "notes"))
+        _an_image_automation_pushes(kube, ns, repo)
         _a_receiver_asks_the_repository_to_fetch(operator, kube, ns)
     finally:
         server.close()
@@ -138,6 +140,31 @@ def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: 
     assert answer.status_code == 200, answer.text
     stamp = get(kube, ns, GITREPO, "config")["metadata"]["annotations"]["helmop.dev/requestedAt"]
     eventually(lambda: get(kube, ns, GITREPO, "config")["status"].get("lastHandledReconcileAt") == stamp)
+
+
+def _an_image_automation_pushes(kube: Run, ns: str, repo: Repo) -> None:
+    """Image automation: an ImageRepository scanned, an ImagePolicy choosing, an automation listing the namespace's
+    policies and pushing to the GitRepository's repository; each status written, each finalizer set."""
+    registry = Registry({})
+    registry.tags = ["1.0.0", "1.1.0"]
+    image = f"127.0.0.1:{registry.port}/charts/app"
+    repo.commit({"apps/image.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: image}\ndata:\n"
+                                    f'  image: {image}:1.0.0 # {{"$imagepolicy": "{ns}:app"}}\n'})
+    auth = {"auths": {f"127.0.0.1:{registry.port}": {"username": "robot", "password": "pull"}}}
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "regcred", "--type=kubernetes.io/dockerconfigjson",
+         f"--from-literal=.dockerconfigjson={json.dumps(auth)}")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageRepository", "metadata": {"name": "app"},
+         "spec": {"image": image, "interval": "1h", "insecure": True, "secretRef": {"name": "regcred"}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImagePolicy", "metadata": {"name": "app"},
+         "spec": {"imageRepositoryRef": {"name": "app"}, "policy": {"semver": {"range": "1.x"}}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageUpdateAutomation", "metadata": {"name": "app"},
+         "spec": {"interval": "1h", "sourceRef": {"name": "config"}, "update": {"path": "apps"},
+                  "git": {"commit": {"author": {"email": "bot@example.com"}}}}}]))
+    eventually(lambda: (get(kube, ns, "imageupdateautomations.helmop.dev", "app").get("status") or {})
+               .get("lastPushCommit"))
+    repo.git("fetch", "-q")
+    assert f"{image}:1.1.0" in repo.git("show", "origin/main:apps/image.yaml")
 
 
 def _every_rule_was_needed(sandbox: Sandbox, kube: Run) -> None:
