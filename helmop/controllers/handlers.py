@@ -251,7 +251,7 @@ class Dispatcher:
             return None
         body = self._with_written(key, unpacked(kept))
         controller = self.controllers[key[0]]
-        if controller.resource.flux and self.flux_gate is not None and self.flux_gate.held:
+        if controller.resource.flux and self.flux_gate is not None and self.flux_gate.holds(controller.resource.group):
             self.ctx.services.metrics.flux_held.labels(key[0]).inc()
             return self.ctx.tunables.flux_check  # Flux's own controllers act on it: untouched (woken when they stop)
         meta, finalizer = body["metadata"], controller.finalizer

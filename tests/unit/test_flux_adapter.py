@@ -80,7 +80,7 @@ def test_flux_fields_helmop_implements_pass() -> None:
 
 
 def test_every_flux_kind_helmop_serves_has_its_versions_known() -> None:
-    served = {(k.group, k.kind): k.served for k in versions.KINDS if not k.controller}
+    served = {(k.group, k.kind): k.served for k in versions.KINDS}
     assert served == {(theirs.group, theirs.kind): theirs.version for _, theirs in PAIRS}
 
 
@@ -96,7 +96,7 @@ def test_an_object_of_a_removed_version_is_refused_with_each_field_it_lost() -> 
 
 
 def test_a_flux_kind_helmop_does_not_serve_is_noted() -> None:
-    assert "image-reflector-controller" in versions.note("image.toolkit.fluxcd.io/v1", "ImagePolicy")
+    assert versions.note("image.toolkit.fluxcd.io/v1", "ImagePolicy") == ""  # served since issue 50
     assert versions.note("source.toolkit.fluxcd.io/v1", "SvnRepository") == \
         "kept as it is: SvnRepository is no kind of source.toolkit.fluxcd.io helmop knows"
     assert versions.note("helm.toolkit.fluxcd.io/v2", "HelmRelease") == versions.note("v1", "Secret") == ""

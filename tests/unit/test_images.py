@@ -3,11 +3,16 @@ reflector), setter markers spliced in without touching anything else, commit mes
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
 import pytest
 
 from helmop.api.errors import SpecError
 from helmop.api.images import parse_image, parse_image_policy, parse_image_repository, parse_image_update_automation
+from helmop.api.kinds import FLUX, FLUX_IMAGE
 from helmop.api.status.images import ImageRef
+from helmop.controllers.fluxgate import FluxGate
 from helmop.images import policies, setters
 from helmop.images.template import MAX_STEPS, TemplateError, render
 from helmop.sources.errors import SourceError
@@ -109,3 +114,24 @@ def test_an_automation_names_what_is_wrong_in_its_spec() -> None:
         with pytest.raises(SpecError) as refused:
             parse_image_update_automation({**base, **change})
         assert refused.value.reason == reason
+
+
+async def test_fluxs_image_controllers_hold_only_the_image_kinds() -> None:
+    """A cluster that kept Flux's image controllers (as helmop's docs said before it served their kinds) keeps
+    them: helmop serves every other Flux kind, and the image kinds once they are scaled to zero."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    leases = {"image-automation-controller": {"spec": {"holderIdentity": "pod", "renewTime": now,
+                                                       "leaseDurationSeconds": 15}}}
+
+    class Leases:
+        async def get(self, path: str) -> dict[str, object] | None:
+            return leases.get(path.rsplit("/", 1)[1].removesuffix("-leader-election"))
+
+    served: list[bool] = []
+    metrics = SimpleNamespace(flux_controllers=SimpleNamespace(set=lambda n: None))
+    gate = FluxGate(Leases(), "flux-system", metrics, lambda: served.append(True))  # type: ignore[arg-type]
+    await gate.check()
+    assert gate.holds(FLUX.helmrelease.group) == "" and "image-automation-controller" in gate.holds(FLUX_IMAGE)
+    leases.clear()
+    await gate.check()
+    assert gate.holds(FLUX_IMAGE) == "" and served == [True]

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, Kind
+from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_IMAGES, FLUX_PROVIDER, FLUX_RECEIVER, Kind
 
 from .spec import FieldPath, dotted
 
-FLUX_IMAGE = "image.toolkit.fluxcd.io"
 _BETAS_2_7_AND_2_8 = (("v1beta1", "2.7"), ("v1beta2", "2.8"))
 _BETAS_2_7_AND_2_9 = (("v1beta1", "2.7"), ("v1beta2", "2.9"))
 _PATCHES = "use spec.patches (each with its patch and an optional target)"
@@ -31,7 +30,6 @@ class FluxKind:
     removed: tuple[tuple[str, str], ...]  # (version, the Flux release that removed it)
     # (field of a removed version, what to write instead): "[]" stands for every item of a list
     gone: tuple[tuple[str, str], ...] = ()
-    controller: str = ""  # a kind helmop does not serve: the Flux controller that does
 
     @property
     def served_api_version(self) -> str:
@@ -63,10 +61,7 @@ KINDS = (
     _served(FLUX_ALERT, _BETAS_2_7_AND_2_9),
     _served(FLUX_PROVIDER, _BETAS_2_7_AND_2_9),
     _served(FLUX_RECEIVER, _BETAS_2_7_AND_2_9),
-    FluxKind(FLUX_IMAGE, "ImageRepository", "v1", _BETAS_2_7_AND_2_9, controller="image-reflector-controller"),
-    FluxKind(FLUX_IMAGE, "ImagePolicy", "v1", _BETAS_2_7_AND_2_9, controller="image-reflector-controller"),
-    FluxKind(FLUX_IMAGE, "ImageUpdateAutomation", "v1", _BETAS_2_7_AND_2_9,
-             controller="image-automation-controller"),
+    *(_served(kind, _BETAS_2_7_AND_2_9) for kind in FLUX_IMAGES),
 )
 GROUPS = frozenset(k.group for k in KINDS)
 
@@ -114,12 +109,10 @@ def refusals(obj: dict[str, Any]) -> list[Refusal]:
 
 
 def note(api_version: str, kind: str) -> str:
-    """What to know of a Flux object ``helmop convert`` keeps as it is because helmop does not serve its kind
-    ("": nothing, or not Flux's)."""
-    known = flux_kind(api_version, kind)
-    if known is not None:
-        return f"kept as it is: helmop does not serve {kind}; keep Flux's {known.controller} running for it" \
-            if known.controller else ""
+    """What to know of a Flux object ``helmop convert`` keeps as it is because helmop does not know its kind
+    ("": nothing, or not Flux's: every kind of Flux's is served)."""
+    if flux_kind(api_version, kind) is not None:
+        return ""
     group = api_version.rpartition("/")[0]
     return f"kept as it is: {kind} is no kind of {group} helmop knows" if group in GROUPS else ""
 
