@@ -212,9 +212,9 @@ KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmreleas
          "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec),
          "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec),
          # `create image repository|policy|update` (helmop.cli.images says them so)
-         "imagerepo": Creatable(IMAGEREPOSITORY, ("imagerepository", "imgrepo"), images.repository_spec),
-         "imagepolicy": Creatable(IMAGEPOLICY, ("imagepolicy", "imgpol"), images.policy_spec),
-         "imageupdate": Creatable(IMAGEUPDATEAUTOMATION, ("imageupdateautomation", "imgupd"), images.update_spec)}
+         "imagerepo": Creatable(IMAGEREPOSITORY, ("repository", ""), images.repository_spec),
+         "imagepolicy": Creatable(IMAGEPOLICY, ("policy", ""), images.policy_spec),
+         "imageupdate": Creatable(IMAGEUPDATEAUTOMATION, ("update", ""), images.update_spec)}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
@@ -243,9 +243,11 @@ async def apply(kube: Kube, kind: Kind, obj: dict[str, Any]) -> str:
 
 def add_arguments(verbs: Any, add_target: Any) -> None:
     """The ``create`` sub-verbs' flags (``verbs``: the create verb's sub-parsers)."""
+    nested = images.nest(verbs)  # `create image repository|policy|update`, as Flux's CLI says them
     for which, creatable in KINDS.items():
         full, short = creatable.names
-        sub = verbs.add_parser(full, aliases=[short], help=f"a {creatable.kind.kind}")
+        sub = (nested(full, creatable.kind.kind) if which in images.FLAGS
+               else verbs.add_parser(full, aliases=[short], help=f"a {creatable.kind.kind}"))
         add_target(sub)
         sub.add_argument("name")
         sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")

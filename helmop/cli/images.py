@@ -4,11 +4,12 @@ repository|policy|update NAME``, and ``reconcile|suspend|resume image repository
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from .errors import Failed
 
-VERBS = ("create", "reconcile", "suspend", "resume")
+VERBS = ("reconcile", "suspend", "resume")  # `create image ...` is a verb of its own (:func:`nest`)
 # Flux's words -> the kind's alias (as `helmop reconcile imgrepo NAME` says it)
 FORMS = {"repository": "imagerepository", "policy": "imagepolicy", "update": "imageupdateautomation"}
 
@@ -21,6 +22,18 @@ def normalized(argv: list[str]) -> list[str]:
         if not word.startswith("-"):
             break
     return argv
+
+
+def nest(verbs: Any) -> Callable[[str, str], argparse.ArgumentParser]:
+    """``create image``, whose sub-verbs (repository, policy, update) the returned function adds."""
+    image = verbs.add_parser("image", help="an ImageRepository, ImagePolicy or ImageUpdateAutomation")
+    forms = image.add_subparsers(dest="create_image", required=True, metavar="repository|policy|update")
+
+    def add(word: str, kind: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = forms.add_parser(word, help=f"an {kind}")
+        return parser
+
+    return add
 
 
 def repository_spec(args: argparse.Namespace) -> dict[str, Any]:

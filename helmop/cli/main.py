@@ -452,7 +452,7 @@ def parser() -> argparse.ArgumentParser:
                                              "sandbox)"))
 
     get = cluster_verb("get", "list helmop resources (kubectl's columns and -o forms)", _get, all_namespaces=True,
-                       kind="[hr|gitrepo|csync|jk|proj|an app kind, or several: hr,csync] (default: all)")
+                       kind="[hr|gitrepo|csync|jk|proj|images|an app kind, or several: hr,csync] (default: all)")
     get.add_argument("names", nargs="*", metavar="NAME")
     get.add_argument("--output", "-o", choices=show.OUTPUTS, help="wide, json, yaml or name (default: a table)")
     get.add_argument("--watch", "-w", action="store_true", help="after the listing, print each change")
