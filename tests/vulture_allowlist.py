@@ -58,3 +58,16 @@ _OPTIONS.log_errors  # noqa: B018
 from helmop.ui.graph import Arrow  # noqa: E402
 
 Arrow.x1, Arrow.y1, Arrow.x2, Arrow.y2  # noqa: B018
+# Image automation's statuses: set by name (settle.images, `.but(...)`), read by Flux's tools and kubectl
+from helmop.api.status.images import ImageRepositoryStatus, ImageUpdateAutomationStatus, ScanResult  # noqa: E402
+
+ScanResult.tag_count, ScanResult.latest_tags, ScanResult.scan_time  # noqa: B018
+ImageRepositoryStatus.canonical_image_name, ImageRepositoryStatus.observed_exclusion_list  # noqa: B018
+ImageUpdateAutomationStatus.last_automation_run_time, ImageUpdateAutomationStatus.last_push_time  # noqa: B018
+ImageUpdateAutomationStatus.observed_source_revision, ImageUpdateAutomationStatus.observed_policies  # noqa: B018
+# what a commit message template reads by name (Go's field names, helmop.images.template)
+from helmop.images import automation  # noqa: E402
+
+automation._Object.APIVersion, automation._Change.OldValue, automation._Change.NewValue  # noqa: B018
+automation._Change.Setter, automation._Changed.FileChanges, automation._Changed.Objects  # noqa: B018
+automation._Changed.Changes, automation._Data.AutomationObject, automation._Data.Changed  # noqa: B018
