@@ -20,22 +20,30 @@ from .kinds import family_of
 from .names import check_references
 from .patterns import compile_pattern
 
-# What each type sends (helmop.notifications has one payload per type)
-CHAT_TYPES = ("generic", "generic-hmac", "slack", "msteams", "discord", "googlechat", "alertmanager", "grafana",
-              "pagerduty")
-COMMIT_STATUS_TYPES = ("github", "gitlab", "gitea", "bitbucket", "bitbucketserver")
-TYPES = CHAT_TYPES + COMMIT_STATUS_TYPES
-# Flux's other types: refused by name (a Provider that would silently send nothing is worse than none)
-FLUX_ONLY_TYPES = ("rocket", "giteapullrequestcomment", "azuredevops", "googlepubsub", "webex", "sentry",
-                   "azureeventhub", "telegram", "lark", "matrix", "opsgenie", "githubdispatch",
-                   "githubpullrequestcomment", "gitlabmergerequestcomment", "datadog", "nats", "zulip", "otel",
-                   "zoom", "incident.io")
+# What each type sends (helmop.notifications has a payload module per family of services)
+MESSAGE_TYPES = ("generic", "generic-hmac", "slack", "msteams", "discord", "rocket", "googlechat", "webex", "telegram",
+                 "lark", "matrix", "zulip", "zoom", "alertmanager", "grafana", "pagerduty", "opsgenie", "incident.io",
+                 "datadog", "sentry", "otel", "githubdispatch")
+COMMIT_STATUS_TYPES = ("github", "gitlab", "gitea", "bitbucket", "bitbucketserver", "azuredevops")
+CHANGE_REQUEST_TYPES = ("githubpullrequestcomment", "gitlabmergerequestcomment", "giteapullrequestcomment")
+TYPES = MESSAGE_TYPES + COMMIT_STATUS_TYPES + CHANGE_REQUEST_TYPES
+# Flux's types that need another protocol or a cloud identity: refused by name, saying why (a Provider that
+# silently sent nothing would be worse than none)
+REFUSED_TYPES = {
+    "nats": "publishes over NATS's own protocol, which helmop does not speak",
+    "googlepubsub": "publishes with Google Cloud's Pub/Sub client as a Google identity (JSON credentials or "
+                    "workload identity), which helmop does not obtain",
+    "azureeventhub": "sends over AMQP to an Azure Event Hub as a SAS or managed identity, which helmop does not "
+                     "speak",
+}
+CHANGE_REQUEST = "change_request"  # the metadata (an object's event.toolkit.fluxcd.io/change_request) naming a PR
 TIMEOUT = 15.0  # seconds for one request, when spec.timeout says none (Flux's)
 _LONGEST = 2048  # address, channel, username, proxy (Flux's bounds)
 _PATTERNS = 64  # inclusionList and exclusionList entries
 _METADATA = 64  # eventMetadata entries
 EVENT_ANNOTATION = "event.toolkit.fluxcd.io/"  # an object's own event metadata (annotations with this prefix)
 REVISION, ORIGIN_REVISION = "revision", "originRevision"  # controller metadata keys, after "<group>/"
+COMMIT = "commit"  # an object's own metadata (event.toolkit.fluxcd.io/commit): the commit a status marks
 INFO, ERROR = "info", "error"
 SUMMARY = 255  # characters of spec.summary
 
@@ -57,6 +65,11 @@ class ProviderSpec:
     @property
     def commit_status(self) -> bool:
         return self.type in COMMIT_STATUS_TYPES
+
+    @property
+    def repository(self) -> bool:
+        """Whether the address names a git repository (a clone or web address, ssh too), not an endpoint."""
+        return self.type in (*COMMIT_STATUS_TYPES, *CHANGE_REQUEST_TYPES, "githubdispatch")
 
 
 def _text(spec: Mapping[str, Any], name: str, limit: int = _LONGEST) -> str:
@@ -89,11 +102,15 @@ def check_url(text: str, field: str) -> None:
 def parse_provider(spec: Mapping[str, Any]) -> ProviderSpec:
     check_references(spec)
     kind = _text(spec, "type")
-    if kind in FLUX_ONLY_TYPES:
-        raise SpecError("UnsupportedProviderType", f"spec.type {kind!r} is one of Flux's provider types helmop does "
-                                                   f"not send to; it sends to {', '.join(TYPES)}")
+    if kind in REFUSED_TYPES:
+        raise SpecError("UnsupportedProviderType", f"spec.type {kind!r} {REFUSED_TYPES[kind]}; helmop sends to "
+                                                   "HTTP(S) services only")
     if kind not in TYPES:
         raise SpecError("InvalidSpec", f"spec.type must be one of {', '.join(TYPES)}")
+    if spec.get("serviceAccountName"):
+        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity, Flux's for "
+                                            "azuredevops, azureeventhub and googlepubsub) is not obtained by helmop; "
+                                            "give a token in spec.secretRef")
     address, proxy = _text(spec, "address"), _text(spec, "proxy")
     if address:
         check_url(address, "spec.address")
@@ -132,13 +149,18 @@ class Event:
     labels: Mapping[str, str] = field(default_factory=dict)
     controller: str = "helmop"
     instance: str = ""
-    git_source: tuple[str, str] | None = None  # (namespace, name) of the GitRepository a release's chart is in
-
 
     def revision(self) -> str:
-        """The git revision the event is about (its origin revision, else its revision), "" when none."""
+        """The git revision the event is about, in Flux's order: the object's own ``commit`` (its annotation
+        event.toolkit.fluxcd.io/commit), its origin revision, its revision; "" when none."""
         group = self.api_version.rpartition("/")[0]
-        return self.metadata.get(f"{group}/{ORIGIN_REVISION}") or self.metadata.get(f"{group}/{REVISION}", "")
+        return (self.metadata.get(COMMIT) or self.metadata.get(f"{group}/{ORIGIN_REVISION}")
+                or self.metadata.get(f"{group}/{REVISION}", ""))
+
+    def meta(self, key: str) -> str:
+        """A metadata value by its bare key, or the controller's ``<group>/key``."""
+        group = self.api_version.rpartition("/")[0]
+        return self.metadata.get(key) or self.metadata.get(f"{group}/{key}", "")
 
     def to_json(self) -> dict[str, Any]:
         return {"involvedObject": {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace,
@@ -150,10 +172,12 @@ class Event:
 
 
 def event_of(obj: Mapping[str, Any], event_type: str, reason: str, message: str, *, instance: str = "",
-             now: datetime | None = None) -> Event:
+             origin: str = "", now: datetime | None = None) -> Event:
     """The event a Kubernetes Event of ``obj`` (``event_type`` Normal or Warning) makes: severity error for a
     Warning; controller metadata ``<group>/revision`` from the object's status (the revision tried: a chart
-    version, a git revision, an artifact's); its own ``event.toolkit.fluxcd.io/`` annotations as metadata."""
+    version, a git revision, an artifact's) and, for a release whose chart is in a GitRepository, ``origin`` (the
+    revision its chart was read at) as ``<group>/originRevision``; its own ``event.toolkit.fluxcd.io/`` annotations
+    as metadata."""
     meta = obj.get("metadata") or {}
     api_version = str(obj.get("apiVersion") or "")
     group = api_version.rpartition("/")[0]
@@ -162,25 +186,24 @@ def event_of(obj: Mapping[str, Any], event_type: str, reason: str, message: str,
     own = {k.removeprefix(EVENT_ANNOTATION): str(v) for k, v in (meta.get("annotations") or {}).items()
            if k.startswith(EVENT_ANNOTATION) and k != EVENT_ANNOTATION}
     controller = {f"{group}/{REVISION}": str(revision)} if revision else {}
+    if origin and _from_git(obj):
+        controller[f"{group}/{ORIGIN_REVISION}"] = origin
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Event(api_version=api_version, kind=str(obj.get("kind") or ""), namespace=str(meta.get("namespace") or ""),
                  name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
                  severity=ERROR if event_type == "Warning" else INFO, reason=reason, message=message,
                  metadata={**own, **controller}, resource_version=str(meta.get("resourceVersion") or ""),
-                 timestamp=stamp, labels=dict(meta.get("labels") or {}), instance=instance,
-                 git_source=_git_source(obj))
+                 timestamp=stamp, labels=dict(meta.get("labels") or {}), instance=instance)
 
 
-def _git_source(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(namespace, name) of the GitRepository a release's chart comes from (helmop's spec.chart.sourceRef, Flux's
-    spec.chart.spec.sourceRef), if it does."""
+def _from_git(obj: Mapping[str, Any]) -> bool:
+    """Whether a release's chart comes from a GitRepository (helmop's spec.chart.sourceRef, Flux's
+    spec.chart.spec.sourceRef)."""
     chart = (obj.get("spec") or {}).get("chart")
     if not isinstance(chart, dict):
-        return None
+        return False
     ref = chart.get("sourceRef") or (chart.get("spec") or {}).get("sourceRef")
-    if not isinstance(ref, dict) or ref.get("kind") != "GitRepository":
-        return None
-    return str(ref.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""), str(ref.get("name") or "")
+    return isinstance(ref, dict) and ref.get("kind") == "GitRepository"
 
 
 @dataclass(frozen=True)

@@ -320,8 +320,10 @@ def add_arguments(verbs: Any, add_target: Any) -> None:
             sub.add_argument("--address", help="its URL (a webhook, an API endpoint, a repository for commit "
                                                "statuses); a webhook whose path is its credential: the Secret's "
                                                "address key instead")
-            sub.add_argument("--channel", help="the channel (slack); the routing key (pagerduty)")
-            sub.add_argument("--username", help="the name to post as (slack)")
+            sub.add_argument("--channel", help="the channel (slack, rocket), room (webex, matrix), chat (telegram), "
+                                               "CHANNEL/TOPIC (zulip) or environment (sentry); the routing key "
+                                               "(pagerduty)")
+            sub.add_argument("--username", help="the name to post as (slack, rocket)")
             sub.add_argument("--secret-ref", metavar="NAME", help="Secret with address, token, username, password, "
                                                                   "headers or proxy")
             sub.add_argument("--cert-secret-ref", metavar="NAME", help="Secret with ca.crt, tls.crt and tls.key")

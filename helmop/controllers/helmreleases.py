@@ -144,10 +144,12 @@ class Reconciler:
         except SpecError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=True)
             return DONE
+        self.ctx.services.notifier.sourced(key, "")  # until the chart is read, no commit of its to mark
         try:
             inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body),
                                   family=self.family)
             self.ctx.memory.secrets[key] = inputs.secrets
+            self.ctx.services.notifier.sourced(key, inputs.source_revision)
         except HelmopError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
@@ -180,6 +182,10 @@ class Reconciler:
                 break
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 await self._check_namespace(spec)  # said before helm is run (an up-to-date release needs no read)
+                if inputs.source_revision and (_source(spec) or ("",))[0] == "GitRepository":
+                    # said of a chart from git (a commit status marks that commit pending)
+                    await self.ctx.services.events.normal(body, "Progressing", f"{decision.message} {desired.chart} "
+                                                                               f"from {inputs.source_revision}")
             progress, writing = None, asyncio.Event()
             if not marked and decision.action is not Action.UNLOCK:
                 progress = asyncio.create_task(self._mark_reconciling(body, status, decision.message, writing))

@@ -56,7 +56,7 @@ def _provider(ctx: Context, body: dict[str, Any]) -> ProviderSpec:
     # an address literal is refused now; a name, each time it resolves
     for field, url in (("spec.address", spec.address), ("spec.proxy", spec.proxy)):
         try:
-            if url and not (spec.commit_status and field == "spec.address"):
+            if url and not (spec.repository and field == "spec.address"):
                 check_url(ctx.services.notifier.sender.policy, url)
         except AddressRefused as exc:
             raise SpecError("AddressRefused", f"{field}: {exc}") from None

@@ -97,6 +97,7 @@ class Inputs:
     values: dict[str, Any]
     digest: str
     secrets: list[str] = field(default_factory=list)
+    source_revision: str = ""  # of the source the chart was read from (a GitRepository's commit)
 
 
 def _secret_strings(value: Any) -> list[str]:
@@ -210,7 +211,7 @@ async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_a
         values = compose_values(pieces, spec, chart.file_values)
     digest = helm_values.digest({"chart": chart.reference, "values": values, "release": release,
                                  "postRender": spec.post_render})
-    return Inputs(chart.resolved, chart.path, values, digest, secrets + chart.creds.secrets())
+    return Inputs(chart.resolved, chart.path, values, digest, secrets + chart.creds.secrets(), chart.source_revision)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@ Every Event helmop posts about one of its objects is offered here (:meth:`Notifi
 event recorder, synchronously and without I/O): it is turned into Flux's event, rate-limited (the same object,
 reason, message and revision at most once per ``tunables.notify_rate_limit``), matched against the Alerts in
 memory, and queued on each matching Alert's Provider. The Provider's queue resolves its Secrets, builds the
-service's requests and sends them (``outbox``); each delivery is an Event on the Provider (NotificationSent, or a
-Warning NotificationFailed saying why) and a count in ``helmop_notifications_total``.
+service's requests and sends them (``outbox``; a pull request comment is a conversation of requests); each delivery
+is an Event on the Provider (NotificationSent, or a Warning NotificationFailed saying why) and a count in
+``helmop_notifications_total``. A release tells it the revision its chart was read at (:meth:`Notifier.sourced`):
+the commit its events mark when that chart is in git.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from functools import partial
 from typing import Any
 
 from helmop.api.addresses import Policy
-from helmop.api.kinds import ALERT, FLUX_ALERT, FLUX_PROVIDER, PROVIDER, family_of, key_of
-from helmop.api.notifications import ORIGIN_REVISION, AlertSpec, Event, ProviderSpec, event_of
+from helmop.api.kinds import ALERT, FLUX_ALERT, FLUX_PROVIDER, PROVIDER, key_of
+from helmop.api.notifications import AlertSpec, Event, ProviderSpec, event_of
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.infra.events import Recorder
@@ -29,13 +31,14 @@ from helmop.infra.worker import Worker, WorkerTimeout
 
 from . import payloads
 from .outbox import Outbox, Sender, Undeliverable
-from .payloads.commits import commit_of
+from .payloads import Request
 from .targets import default_status_id, host, resolve
 
 # (flux, namespace, name): an Alert refers to the Provider of its own family and namespace
 Ref = tuple[bool, str, str]
+Key = tuple[str, str, str]  # (kind key, namespace, name) of an object whose events are sent
 _OWN = {(k.api_version, k.kind) for k in (PROVIDER, ALERT, FLUX_PROVIDER, FLUX_ALERT)}
-_REMEMBERED = 10000  # events remembered for rate limiting
+_REMEMBERED = 10000  # events remembered for rate limiting, and releases' source revisions
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Destination:
 
 class Notifier:
     def __init__(self, recorder: Recorder, metrics: Metrics, cel: Worker, tunables: Tunables, policy: Policy, *,
-                 secrets_of: Callable[[tuple[str, str, str]], list[str]] = lambda _key: []) -> None:
+                 secrets_of: Callable[[Key], list[str]] = lambda _key: []) -> None:
         self.recorder = recorder
         self.kube = recorder.kube
         self.metrics = metrics
@@ -66,6 +69,7 @@ class Notifier:
         self.providers: dict[Ref, Destination] = {}
         self.outboxes: dict[Ref, Outbox] = {}
         self._sent: OrderedDict[tuple[str, ...], float] = OrderedDict()
+        self._origins: OrderedDict[Key, str] = OrderedDict()
 
     # --- what the controllers keep up to date ---------------------------------------------------------
 
@@ -83,6 +87,17 @@ class Notifier:
         else:
             self.providers[ref] = Destination(spec, body)
 
+    def sourced(self, key: Key, revision: str) -> None:
+        """The revision a release's chart was read at (its source's; "": not read): the commit its events mark,
+        even when the GitRepository has moved on since."""
+        if not revision:
+            self._origins.pop(key, None)
+            return
+        self._origins[key] = revision
+        self._origins.move_to_end(key)
+        while len(self._origins) > _REMEMBERED:
+            self._origins.popitem(last=False)
+
     # --- events in ----------------------------------------------------------------------------------
 
     def observe(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
@@ -90,10 +105,11 @@ class Notifier:
         if (obj.get("apiVersion"), obj.get("kind")) in _OWN or not self.alerts:
             return
         meta = obj.get("metadata") or {}
-        secrets = self.secrets_of((key_of(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))),
-                                   meta.get("namespace") or "", meta.get("name") or ""))
+        key = (key_of(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))), meta.get("namespace") or "",
+               meta.get("name") or "")
+        secrets = self.secrets_of(key)
         event = event_of(obj, event_type, reason, redact(message, secrets) if secrets else message,
-                         instance=self.recorder.instance)
+                         instance=self.recorder.instance, origin=self._origins.get(key, ""))
         if secrets:
             event = _masked_metadata(event, secrets)
         if self._limited(event):
@@ -132,38 +148,27 @@ class Notifier:
         spec, about = destination.spec, f"{event.kind} {event.namespace}/{event.name} {event.reason}"
         secrets: list[str] = []
         try:
-            if spec.commit_status:
-                event = await self._with_origin(event)
-            resolved = await resolve(self.kube, ref[1], spec, await self._status_id(event, destination, subscription))
+            resolved = await resolve(self.kube, ref[1], spec, await self._status_id(event, destination, subscription),
+                                     provider_uid=_identity(destination.body)[2],
+                                     alert=_identity(subscription.body))
             secrets = resolved.secrets
-            requests = payloads.build(event, resolved.target)
-            for request in requests:
-                await self.sender.send(request, resolved.connection, partial(self._count, ref, "retried", spec.type))
+
+            async def send(request: Request) -> str:
+                return await self.sender.send(request, resolved.connection,
+                                              partial(self._count, ref, "retried", spec.type))
+
+            sent = await payloads.deliver(event, resolved.target, send)
         except (payloads.PayloadError, Undeliverable, KubeError) as exc:
             self._count(ref, "failed", spec.type)
             why = redact(exc.message if isinstance(exc, KubeError) else str(exc), secrets)
             await self.recorder.warning(destination.body, "NotificationFailed", f"{about}: not sent: {why}")
             return
-        if not requests:  # nothing to say to this service about this event (a commit status without a commit)
+        if not sent:  # nothing to say to this service about this event (a commit status without a commit)
             self._count(ref, "skipped", spec.type)
             return
         self._count(ref, "sent", spec.type)
         await self.recorder.normal(destination.body, "NotificationSent",
                                    f"{about} ({event.severity}) sent to {host(resolved.target.address)}")
-
-    async def _with_origin(self, event: Event) -> Event:
-        """A release's event names its chart's version; a chart from git was deployed from a commit too: the
-        GitRepository's revision, as the event's origin revision (what a commit status marks)."""
-        if commit_of(event.revision()) or not event.git_source:
-            return event
-        namespace, name = event.git_source
-        kind = family_of(event.api_version.rpartition("/")[0]).gitrepository
-        repo = await self.kube.get(kind.path(namespace, name)) or {}
-        revision = str(((repo.get("status") or {}).get("artifact") or {}).get("revision") or "")
-        group = event.api_version.rpartition("/")[0]
-        if not revision:
-            return event
-        return replace(event, metadata={**event.metadata, f"{group}/{ORIGIN_REVISION}": revision})
 
     async def _status_id(self, event: Event, destination: Destination, subscription: Subscription) -> str:
         """The name of a commit status: spec.commitStatusExpr of (event, provider, alert), or Flux's default."""
@@ -191,6 +196,12 @@ class Notifier:
         for outbox in self.outboxes.values():
             await outbox.close()
         await self.sender.close()
+
+
+def _identity(body: dict[str, Any]) -> tuple[str, str, str]:
+    """An object's namespace, name and uid."""
+    meta = body.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or "")
 
 
 def _masked_metadata(event: Event, secrets: list[str]) -> Event:

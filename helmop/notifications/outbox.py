@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
@@ -35,6 +35,11 @@ from .payloads import Request
 log = logging.getLogger(__name__)
 _REDIRECTS = 5
 _ANSWER = 64 << 10  # bytes of a receiver's answer read (an error's detail, Slack's "ok")
+
+
+# the headers a redirect to another origin keeps: the others may be credentials (Authorization, PRIVATE-TOKEN,
+# DD-API-KEY, a Secret's headers)
+_PLAIN = {"content-type", "accept", "user-agent", "gotk-component", "x-github-api-version"}
 
 
 class Undeliverable(Exception):
@@ -65,58 +70,76 @@ class Sender:
             self._session = addresses.session(self.policy, limit=50, ttl_dns_cache=0)
         return self._session
 
-    async def send(self, request: Request, how: Connection, retrying: Callable[[], None] = lambda: None) -> None:
-        """Deliver ``request``, retrying what may succeed later (``retrying`` called before each retry);
-        Undeliverable when it cannot be."""
+    async def send(self, request: Request, how: Connection, retrying: Callable[[], None] = lambda: None) -> str:
+        """Deliver ``request``, retrying what may succeed later (``retrying`` called before each retry): the
+        answer's text (at most ``request.reads`` bytes); Undeliverable when it cannot be."""
         started, attempt = time.monotonic(), 0
         while True:
             attempt += 1
             try:
-                status, retry_after, detail = await asyncio.wait_for(self._post(request, how), how.timeout)
+                answer = await asyncio.wait_for(self._post(request, how), how.timeout)
             except TimeoutError:
-                status, retry_after, detail = 0, None, f"no answer within {how.timeout:g}s"
+                answer = _Answer(0, problem=f"no answer within {how.timeout:g}s")
             except AddressRefused as exc:
                 raise Undeliverable(str(exc)) from None
             except aiohttp.ClientError as exc:
                 blocked = addresses.refused(exc)
                 if blocked is not None:
                     raise Undeliverable(str(blocked)) from None
-                status, retry_after, detail = 0, None, describe(exc)
+                answer = _Answer(0, problem=describe(exc))
+            status, detail = answer.status, answer.problem
             if 200 <= status < 300 and not detail:
-                return
+                return answer.text
             if status and status != 429 and status < 500:  # refused, or a 2xx that says it failed: final
                 raise Undeliverable(detail or f"the receiver answered {status}")
-            delay = min(retry_after if retry_after is not None else self.backoff.after(attempt), self.backoff.limit)
+            delay = min(answer.retry_after if answer.retry_after is not None else self.backoff.after(attempt),
+                        self.backoff.limit)
             if time.monotonic() - started + delay > self.retry_for:
                 raise Undeliverable(f"{detail or f'the receiver answered {status}'} ({attempt} attempts in "
                                     f"{time.monotonic() - started:.0f}s)")
             retrying()
             await asyncio.sleep(delay)
 
-    async def _post(self, request: Request, how: Connection) -> tuple[int, float | None, str]:
-        """(HTTP status, Retry-After seconds, why an answer in 2xx still failed or what a failure said); redirects
-        followed by hand, each hop's address checked."""
-        url, method, body = request.url, request.method, request.body
+    async def _post(self, request: Request, how: Connection) -> _Answer:
+        """The answer (its status, Retry-After, what went wrong even in 2xx, its text); redirects followed by hand,
+        each hop's address checked, and a request's credentials not carried to another origin."""
+        url, method, body, headers = request.url, request.method, request.body, dict(request.headers)
         for _ in range(_REDIRECTS + 1):
             addresses.check_url(self.policy, url)
             if how.proxy:
                 addresses.check_url(self.policy, how.proxy)
             async with self._client().request(
-                    method, url, data=body, headers=dict(request.headers), ssl=how.ssl if how.ssl else True,
+                    method, url, data=body, headers=headers, ssl=how.ssl if how.ssl else True,
                     proxy=how.proxy or None, proxy_auth=how.proxy_auth, allow_redirects=False) as answer:
                 if answer.status in (301, 302, 303, 307, 308) and "Location" in answer.headers:
-                    url = urljoin(url, answer.headers["Location"])
+                    target = urljoin(url, answer.headers["Location"])
+                    if _origin(target) != _origin(url):
+                        headers = {k: v for k, v in headers.items() if k.lower() in _PLAIN}
+                    url = target
                     if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
                         method, body = "GET", b""
                     continue
-                text = (await answer.content.read(_ANSWER)).decode(errors="replace")
-                return answer.status, _retry_after(answer.headers.get("Retry-After", "")), _problem(answer.status,
-                                                                                                     text)
-        return 0, None, f"more than {_REDIRECTS} redirects"
+                text = (await answer.content.read(max(request.reads, _ANSWER))).decode(errors="replace")
+                return _Answer(answer.status, _retry_after(answer.headers.get("Retry-After", "")),
+                               _problem(answer.status, text), text)
+        return _Answer(0, problem=f"more than {_REDIRECTS} redirects")
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    retry_after: float | None = None
+    problem: str = ""  # why it failed (its own words), even in 2xx
+    text: str = ""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 def _retry_after(value: str) -> float | None:
@@ -135,7 +158,7 @@ def _problem(status: int, text: str) -> str:
     """What a receiver's answer says went wrong: Slack's API answers 200 with ``{"ok": false, "error": ...}``; an
     error's own words (its first line, short)."""
     if 200 <= status < 300:
-        with contextlib.suppress(ValueError, AttributeError):
+        with contextlib.suppress(ValueError, AttributeError, RecursionError):
             answer: Any = json.loads(text)
             if isinstance(answer, dict) and answer.get("ok") is False:
                 return f"the receiver answered ok: false ({str(answer.get('error', ''))[:100]})"

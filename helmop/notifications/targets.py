@@ -98,21 +98,28 @@ def _proxy(spec: ProviderSpec, main: dict[str, str], proxy: dict[str, str]) -> t
     return address, aiohttp.BasicAuth(user, password) if user else None
 
 
-async def resolve(kube: Kube, namespace: str, spec: ProviderSpec, status_id: str = "") -> Resolved:
+async def resolve(kube: Kube, namespace: str, spec: ProviderSpec, status_id: str = "", *, provider_uid: str = "",
+                  alert: tuple[str, str, str] = ("", "", "")) -> Resolved:
+    """The Provider ``spec`` of ``namespace`` with its Secrets read, for one delivery (``status_id``: a commit
+    status's name; ``provider_uid`` and ``alert``: what some types key their messages by)."""
     main = await _data(kube, namespace, spec.secret_ref, "spec.secretRef")
     certs = await _data(kube, namespace, spec.cert_secret_ref, "spec.certSecretRef")
     proxy_data = await _data(kube, namespace, spec.proxy_secret_ref, "spec.proxySecretRef")
     secrets = [v for d in (main, proxy_data) for v in d.values() if v] + [certs.get("tls.key", "")]
     address = main.get("address") or spec.address
-    if address and not spec.commit_status:  # a commit status's address may be a clone address (ssh, git@)
+    if address and not spec.repository:  # a repository's address may be a clone address (ssh, git@)
         try:
             check_url(address, "the address")
         except SpecError as exc:
             raise PayloadError(str(exc)) from None
+    if not main.get("token") and "githubAppID" in main:  # Flux's GitHub types take an App's keys: not helmop's
+        raise PayloadError("the Secret holds a GitHub App's keys (githubAppID, ...), which helmop's notifications do "
+                           "not use; give a token")
     proxy, proxy_auth = _proxy(spec, main, proxy_data)
     target = Target(type=spec.type, address=address, channel=spec.channel,
                     username=main.get("username") or spec.username, password=main.get("password", ""),
-                    token=main.get("token", ""), headers=_headers(main.get("headers", "")), status_id=status_id)
+                    token=main.get("token", ""), headers=_headers(main.get("headers", "")), status_id=status_id,
+                    provider_uid=provider_uid, alert=alert)
     connection = Connection(ssl=_tls(certs), proxy=proxy, proxy_auth=proxy_auth, timeout=spec.timeout)
     return Resolved(target, connection, [s for s in secrets if s])
 

@@ -87,8 +87,8 @@ def test_a_failing_release_notifies_each_matching_alert_once(operator: Operator,
     apply(kube, ns, alert("team", "chat", "HelmRelease", severity="error", eventMetadata={"cluster": "prod"}))
     # an Alert whose exclusionList matches the failure sends nothing
     apply(kube, ns, alert("quiet", "chat", "HelmRelease", severity="error", exclusionList=["deliberately"]))
-    for kind, name in (("providers.helmop.dev", "signed"), ("providers.helmop.dev", "chat"), ("alerts", "oncall"),
-                       ("alerts", "team"), ("alerts", "quiet")):
+    for kind, name in (("providers.helmop.dev", "signed"), ("providers.helmop.dev", "chat"),
+                       ("alerts.helmop.dev", "oncall"), ("alerts.helmop.dev", "team"), ("alerts.helmop.dev", "quiet")):
         ready_object(kube, ns, kind, name)
 
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
@@ -131,7 +131,7 @@ def test_a_successful_upgrade_sends_an_info_event(kube: Run, ns: str, receiver: 
                                                   chart_repo: ChartRepo) -> None:
     apply(kube, ns, provider("hook", "generic", address=receiver.url("/events")))
     apply(kube, ns, alert("deploys", "hook", "HelmRelease", inclusionList=["upgrade succeeded"]))
-    ready_object(kube, ns, "alerts", "deploys")
+    ready_object(kube, ns, "alerts.helmop.dev", "deploys")
     apply(kube, ns, hr("web", chart_repo, version="0.1.0"))
     ready(kube, ns, "web")
     apply(kube, ns, hr("web", chart_repo, version="0.2.0"))
@@ -166,7 +166,7 @@ def test_a_config_repository_marks_its_commit_pending_then_successful(kube: Run,
     apply(kube, ns, alert("github", "github", "ConfigSync"))
     apply(kube, ns, alert("gitlab", "gitlab", "ConfigSync"))
     for name in ("github", "gitlab"):
-        ready_object(kube, ns, "alerts", name)
+        ready_object(kube, ns, "alerts.helmop.dev", name)
     apply(kube, ns, gitrepo("config", repo.url))
     apply(kube, ns, configsync("apps", "config"))
     eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
@@ -191,7 +191,7 @@ def test_a_receiver_down_gets_the_event_once_it_is_back(operator: Operator, kube
                                                         receiver: Receiver, chart_repo: ChartRepo) -> None:
     apply(kube, ns, provider("hook", "generic", address=receiver.url("/down")))
     apply(kube, ns, alert("all", "hook", "HelmRelease", severity="error"))
-    ready_object(kube, ns, "alerts", "all")
+    ready_object(kube, ns, "alerts.helmop.dev", "all")
     receiver.down()
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     failing(kube, ns, "bad", "RenderFailed")
@@ -211,7 +211,7 @@ def test_a_secret_given_to_the_chart_is_in_no_payload(kube: Run, ns: str, receiv
     for kind in ("generic", "slack", "msteams", "googlechat", "alertmanager", "grafana", "pagerduty"):
         apply(kube, ns, provider(kind, kind, address=receiver.url(f"/{kind}"), channel="routing-key"))
         apply(kube, ns, alert(kind, kind, "HelmRelease", severity="error"))
-        ready_object(kube, ns, "alerts", kind)
+        ready_object(kube, ns, "alerts.helmop.dev", kind)
     body = yaml.safe_load(hr("leaky", chart_repo, chart="secretive", version="0.1.0"))
     body["spec"]["valuesFrom"] = [{"kind": "Secret", "name": "db", "valuesKey": "password", "targetPath": "password"}]
     apply(kube, ns, yaml.safe_dump(body))
@@ -239,7 +239,7 @@ def test_addresses_inside_the_cluster_are_refused(operator: Operator, kube: Run,
     receiver.status, receiver.extra_headers = 307, {"Location": "http://169.254.169.254/latest/meta-data"}
     apply(kube, ns, provider("redirecting", "generic", address=receiver.url("/redirect")))
     apply(kube, ns, alert("all", "redirecting", "HelmRelease", severity="error"))
-    ready_object(kube, ns, "alerts", "all")
+    ready_object(kube, ns, "alerts.helmop.dev", "all")
     failed_before = operator.metric("helmop_notifications_total", result="failed")
     apply(kube, ns, hr("bad", chart_repo, chart="broken", version="0.1.0"))
     said = eventually(lambda: [e for e in events(kube, ns, "redirecting") if e["reason"] == "NotificationFailed"], 15)
@@ -286,7 +286,7 @@ def test_fluxs_alerts_send_what_helmop_does_with_fluxs_kinds(operator: Operator,
     assert "hook" not in listed.stdout  # helmop's kinds by default, as `get hr` lists helmop's HelmReleases
     apply(kube, ns, provider("chat", "slack", address=receiver.url("/slack")))
     apply(kube, ns, alert("chat", "chat", "HelmRelease"))
-    ready_object(kube, ns, "alerts", "chat")
+    ready_object(kube, ns, "alerts.helmop.dev", "chat")
     listed = helmop(operator, "get", "provider,alert", "-n", ns)
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}  # as `flux get`'s columns

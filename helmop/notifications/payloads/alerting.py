@@ -1,9 +1,8 @@
 """Webhooks and alerting tools: generic (the event itself), generic-hmac (signed), Prometheus Alertmanager,
-Grafana annotations, PagerDuty (Events API v2)."""
+Grafana annotations, PagerDuty (Events API v2), Opsgenie (its Alert API) and incident.io (an HTTP alert source)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import re
@@ -12,7 +11,18 @@ from urllib.parse import urlsplit
 
 from helmop.api.notifications import ERROR, Event
 
-from .request import Request, Target, json_request, needs_address, needs_token, title, words
+from .request import (
+    PROGRESSING,
+    Request,
+    Target,
+    basic,
+    heading,
+    json_request,
+    needs_address,
+    needs_token,
+    title,
+    words,
+)
 
 COMPONENT = "helmop"  # Flux's generic webhook names the sender in Gotk-Component
 
@@ -22,8 +32,7 @@ def _auth(target: Target) -> dict[str, str]:
     if target.token:
         return {"Authorization": f"Bearer {target.token}"}
     if target.username and target.password:
-        pair = base64.b64encode(f"{target.username}:{target.password}".encode()).decode()
-        return {"Authorization": f"Basic {pair}"}
+        return {"Authorization": basic(target.username, target.password)}
     return {}
 
 
@@ -91,5 +100,30 @@ def pagerduty(event: Event, target: Target) -> list[Request]:
                             "custom_details": details}})]
 
 
+def opsgenie(event: Event, target: Target) -> list[Request]:
+    """An alert (POST /v2/alerts) with the API key as ``GenieKey``: the object as its message, the event's message
+    as its description, the metadata and severity as details; its alias (Opsgenie's deduplication) a digest of the
+    Provider, the object and the reason, so the same failure repeated is one alert."""
+    key = f"{target.provider_uid}/{event.kind}/{event.namespace}/{event.name}/{event.reason}"
+    alert = {"message": f"{event.kind}/{event.name}", "alias": hashlib.sha256(key.encode()).hexdigest()[:64],
+             "description": event.message, "details": {**event.metadata, "severity": event.severity}}
+    return [json_request(needs_address(target), alert,
+                         {"Authorization": f"GenieKey {needs_token(target)}", **target.headers})]
+
+
+def incidentio(event: Event, target: Target) -> list[Request]:
+    """An alert event of an HTTP alert source: an error fires it, anything else resolves it (deduplicated by the
+    object's uid); Progressing says neither and is not sent."""
+    if event.reason == PROGRESSING:
+        return []
+    metadata = {**event.metadata, "severity": event.severity, "reason": event.reason,
+                **({"reportingController": event.controller} if event.controller else {})}
+    alert = {"title": f"{heading(event)}: {event.reason}",
+             "status": "firing" if event.severity == ERROR else "resolved", "deduplication_key": event.uid,
+             **({"description": event.message} if event.message else {}), "metadata": metadata}
+    return [json_request(needs_address(target), alert,
+                         {"Authorization": f"Bearer {needs_token(target)}", **target.headers})]
+
+
 BUILDERS = {"generic": generic, "generic-hmac": generic_hmac, "alertmanager": alertmanager, "grafana": grafana,
-            "pagerduty": pagerduty}
+            "pagerduty": pagerduty, "opsgenie": opsgenie, "incident.io": incidentio}

@@ -1,6 +1,6 @@
 """Chats: Slack (an incoming webhook, or chat.postMessage with a bot token), Discord (its Slack-compatible
-endpoint), Microsoft Teams (a Workflows webhook: an Adaptive Card; an Office 365 connector: a MessageCard),
-Google Chat (a space's webhook: a card)."""
+endpoint), Rocket.Chat (an incoming webhook: Slack's message), Microsoft Teams (a Workflows webhook: an Adaptive
+Card; an Office 365 connector: a MessageCard), Google Chat (a space's webhook: a card)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from helmop.api.notifications import ERROR, Event
 
-from .request import Request, Target, json_request, needs_address, title
+from .request import Request, Target, heading, json_request, needs_address, title
 
 
 def _slack_message(event: Event, target: Target, *, channel: bool) -> dict[str, Any]:
@@ -35,6 +35,16 @@ def discord(event: Event, target: Target) -> list[Request]:
     address = needs_address(target).rstrip("/")
     url = address if address.endswith("/slack") else f"{address}/slack"
     return [json_request(url, _slack_message(event, target, channel=False), target.headers)]
+
+
+def rocket(event: Event, target: Target) -> list[Request]:
+    """Rocket.Chat's incoming webhook takes Slack's message: the object (its kind in lowercase) as author, red or
+    blue, to the channel and as the username given."""
+    attachment = {"color": "#FF0000" if event.severity == ERROR else "#0076D7", "author_name": heading(event),
+                  "text": event.message, "mrkdwn_in": ["text"],
+                  "fields": [{"title": k, "value": v, "short": False} for k, v in event.metadata.items()]}
+    message = {"channel": target.channel, "username": target.username, "attachments": [attachment]}
+    return [json_request(needs_address(target), message, target.headers)]
 
 
 def msteams(event: Event, target: Target) -> list[Request]:
@@ -70,4 +80,4 @@ def googlechat(event: Event, target: Target) -> list[Request]:
     return [json_request(needs_address(target), message, target.headers)]
 
 
-BUILDERS = {"slack": slack, "discord": discord, "msteams": msteams, "googlechat": googlechat}
+BUILDERS = {"slack": slack, "discord": discord, "rocket": rocket, "msteams": msteams, "googlechat": googlechat}

@@ -1,54 +1,30 @@
 """Commit statuses on the git host a config repository lives on: GitHub (and GitHub Enterprise, under
-``/api/v3``), GitLab, Gitea, Bitbucket Cloud and Bitbucket Server/Data Center. The commit is the event's git
-revision (its origin revision first); an event without one has no commit to mark and sends nothing. ``Progressing``
+``/api/v3``), GitLab, Gitea, Bitbucket Cloud, Bitbucket Server/Data Center and Azure DevOps. The commit is the
+event's git revision (Flux's order: the object's own commit, its origin revision, its revision); an event without
+one has no commit to mark and sends nothing. ``Progressing``
 marks the commit pending, an error failed, anything else successful; the status is named by the provider's
 status id (spec.commitStatusExpr, or kind/name/provider-uid), so each object has one status that moves."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from helmop.api.notifications import ERROR, Event
 
-from .request import PayloadError, Request, Target, json_request, needs_address, needs_token, words
+from .repositories import api_token, github_api, github_auth, owner_repo, repository
+from .request import PROGRESSING, PayloadError, Request, Target, basic, json_request, needs_address, needs_token, words
 
-PROGRESSING = "Progressing"
 _DESCRIPTION = 140  # GitHub's limit, the shortest of them
 _COMMIT = re.compile(r"(?:^|[@/:])([0-9a-f]{40}|[0-9a-f]{64})$")
-_SCP = re.compile(r"^[\w.+-]+@([\w.-]+):(.+)$")  # git@host:owner/repo.git
+AZURE_API = "7.1"  # the Azure DevOps REST API version statuses are created with
 
 
 def commit_of(revision: str) -> str:
     """The commit hash of a revision as sources write them (main@sha1:<hex>, main/<hex>, <hex>); "" if none."""
     found = _COMMIT.search(revision.strip())
     return found.group(1) if found else ""
-
-
-def _repository(address: str) -> tuple[str, str]:
-    """(the host's https base URL, the repository's path) of a clone or web address, as the host's API names them."""
-    scp = _SCP.match(address)
-    if scp and "://" not in address:
-        base, path = f"https://{scp.group(1)}", scp.group(2)
-    else:
-        parts = urlsplit(address)
-        if parts.scheme not in ("http", "https", "ssh") or not parts.hostname:
-            raise PayloadError(f"address {address!r} is not a repository's https:// or ssh:// address")
-        host = parts.hostname + (f":{parts.port}" if parts.port and parts.scheme != "ssh" else "")
-        base, path = f"{'https' if parts.scheme == 'ssh' else parts.scheme}://{host}", parts.path
-    path = path.strip("/").removesuffix(".git")
-    if not path:
-        raise PayloadError(f"address {address!r} names no repository")
-    return base, path
-
-
-def _owner_repo(path: str, address: str) -> tuple[str, str]:
-    parts = path.split("/")
-    if len(parts) != 2 or not all(parts):
-        raise PayloadError(f"address {address!r} must name a repository as OWNER/REPOSITORY")
-    return parts[0], parts[1]
 
 
 def _state(event: Event, pending: str, success: str, failure: str) -> str:
@@ -61,15 +37,6 @@ def _description(event: Event) -> str:
     return words(event.reason)[:_DESCRIPTION]
 
 
-def _located(event: Event, target: Target) -> tuple[str, str, str] | None:
-    """(the commit, the host's base URL, the repository's path) a status goes to; None when the event names no
-    commit."""
-    sha = commit_of(event.revision())
-    if not sha:
-        return None
-    return (sha, *_repository(needs_address(target)))
-
-
 def _status(event: Event, target: Target, *, failure: str = "failure", named: str = "context") -> dict[str, str]:
     """A status body as GitHub and Gitea take it (GitLab says ``failed`` and names the status by ``name``)."""
     return {"state": _state(event, "pending", "success", failure), named: target.status_id,
@@ -78,36 +45,31 @@ def _status(event: Event, target: Target, *, failure: str = "failure", named: st
 
 def github(event: Event, target: Target) -> list[Request]:
     """POST /repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    located = _located(event, target)
-    if located is None:
+    sha = commit_of(event.revision())
+    if not sha:
         return []
-    sha, base, path = located
-    owner, repo = _owner_repo(path, target.address)
-    api = "https://api.github.com" if base == "https://github.com" else f"{base}/api/v3"
-    return [json_request(f"{api}/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}", _status(event, target),
-                         {"Authorization": f"Bearer {needs_token(target)}", "Accept": "application/vnd.github+json",
-                          "X-GitHub-Api-Version": "2022-11-28", **target.headers})]
+    return [json_request(f"{github_api(target)[1]}/statuses/{sha}", _status(event, target), github_auth(target))]
 
 
 def gitlab(event: Event, target: Target) -> list[Request]:
     """POST /api/v4/projects/{id}/statuses/{sha} (state pending|success|failed, name, description); the project
     by its path (URL-encoded) or its number."""
-    located = _located(event, target)
-    if located is None:
+    sha = commit_of(event.revision())
+    if not sha:
         return []
-    sha, base, path = located
+    base, path = repository(needs_address(target))
     return [json_request(f"{base}/api/v4/projects/{quote(path, safe='')}/statuses/{sha}",
                          _status(event, target, failure="failed", named="name"),
-                         {"PRIVATE-TOKEN": needs_token(target), **target.headers})]
+                         {"PRIVATE-TOKEN": api_token(target), **target.headers})]
 
 
 def gitea(event: Event, target: Target) -> list[Request]:
     """POST /api/v1/repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    located = _located(event, target)
-    if located is None:
+    sha = commit_of(event.revision())
+    if not sha:
         return []
-    sha, base, path = located
-    owner, repo = _owner_repo(path, target.address)
+    base, path = repository(needs_address(target))
+    owner, repo = owner_repo(path, target.address)
     return [json_request(f"{base}/api/v1/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}", _status(event, target),
                          {"Authorization": f"token {needs_token(target)}", **target.headers})]
 
@@ -119,7 +81,7 @@ def _basic(target: Target) -> str:
         user, password = target.token.split(":", 1)
     if not (user and password):
         raise PayloadError(f"a {target.type} provider needs username and password, or a token USER:APP-PASSWORD")
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return basic(user, password)
 
 
 def _build_status(event: Event, target: Target, url: str) -> dict[str, str]:
@@ -132,11 +94,11 @@ def _build_status(event: Event, target: Target, url: str) -> dict[str, str]:
 def bitbucket(event: Event, target: Target) -> list[Request]:
     """Bitbucket Cloud: POST /2.0/repositories/{workspace}/{repo}/commit/{sha}/statuses/build on api.bitbucket.org
     (for bitbucket.org; another host serves the API under its own /2.0)."""
-    located = _located(event, target)
-    if located is None:
+    sha = commit_of(event.revision())
+    if not sha:
         return []
-    sha, base, path = located
-    workspace, repo = _owner_repo(path, target.address)
+    base, path = repository(needs_address(target))
+    workspace, repo = owner_repo(path, target.address)
     api = "https://api.bitbucket.org/2.0" if base == "https://bitbucket.org" else f"{base}/2.0"
     return [json_request(f"{api}/repositories/{quote(workspace)}/{quote(repo)}/commit/{sha}/statuses/build",
                          _build_status(event, target, f"{base}/{path}"),
@@ -146,10 +108,10 @@ def bitbucket(event: Event, target: Target) -> list[Request]:
 def bitbucketserver(event: Event, target: Target) -> list[Request]:
     """Bitbucket Server/Data Center: POST {base}/rest/api/latest/projects/{key}/repos/{slug}/commits/{sha}/builds,
     the project and repository from the clone address (https://HOST[/CONTEXT]/scm/KEY/SLUG.git)."""
-    located = _located(event, target)
-    if located is None:
+    sha = commit_of(event.revision())
+    if not sha:
         return []
-    sha, base, path = located
+    base, path = repository(needs_address(target))
     address = target.address
     context, _, rest = path.partition("scm/") if path.startswith("scm/") or "/scm/" in path else ("", "", "")
     project, _, slug = rest.partition("/")
@@ -161,5 +123,26 @@ def bitbucketserver(event: Event, target: Target) -> list[Request]:
                          _build_status(event, target, address), {"Authorization": auth, **target.headers})]
 
 
+def azuredevops(event: Event, target: Target) -> list[Request]:
+    """POST {organization}/{project}/_apis/git/repositories/{repository}/commits/{sha}/statuses (state
+    pending|succeeded|error, description, context: genre fluxcd, as Flux's, and the status id as name), the
+    repository from its address (https://dev.azure.com/ORG/PROJECT/_git/REPOSITORY), with a personal access
+    token as basic authentication's password."""
+    sha = commit_of(event.revision())
+    if not sha:
+        return []
+    base, path = repository(needs_address(target))
+    parts = path.split("/")
+    if len(parts) != 4 or parts[2] != "_git" or not all(parts):
+        raise PayloadError(f"address {target.address!r} must be https://HOST/ORGANIZATION/PROJECT/_git/REPOSITORY")
+    org, project, _, repo = (quote(part) for part in parts)
+    summary = event.metadata.get("summary")
+    status = {"state": _state(event, "pending", "succeeded", "error"), "description": _description(event),
+              "context": {"genre": f"fluxcd:{summary}" if summary else "fluxcd", "name": target.status_id}}
+    return [json_request(f"{base}/{org}/{project}/_apis/git/repositories/{repo}/commits/{sha}/statuses"
+                         f"?api-version={AZURE_API}", status,
+                         {"Authorization": basic("", needs_token(target)), **target.headers})]
+
+
 BUILDERS = {"github": github, "gitlab": gitlab, "gitea": gitea, "bitbucket": bitbucket,
-            "bitbucketserver": bitbucketserver}
+            "bitbucketserver": bitbucketserver, "azuredevops": azuredevops}
