@@ -17,9 +17,11 @@ from typing import Any
 import pysequoia
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
-from tests.controllers.conftest import Operator, apply, condition, events, eventually, get, helmop
+from tests.controllers.conftest import ChartRepo, Operator, apply, condition, events, eventually, get, helmop
 from tests.gitserver import Repo
+from tests.receiver import Receiver
 from tests.registry import Registry
 from tests.tools import Run
 
@@ -47,6 +49,25 @@ images:
 """
 OUTSIDE = 'image: {image}:1.0.0 # {{"$imagepolicy": "{ns}:web"}}\n'
 TEMPLATE = "Move {{ .AutomationObject.Name }}{{ range .Changed.Changes }} {{ .OldValue }} -> {{ .NewValue }}{{ end }}"
+
+
+@pytest.fixture(scope="module")
+def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             chart_repo: ChartRepo) -> Iterator[Operator]:
+    """This module's operator: allowed to notify 127.0.0.1 (the receiver of an Alert on ImagePolicies)."""
+    with Sandbox(ready_delay=0.05) as sandbox:
+        op = Operator(sandbox, request.param, tmp_path_factory.mktemp("images"), chart_repo)
+        op.config.allow_notify_cidrs = ("127.0.0.1/32",)
+        op.start()
+        yield op
+        op.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +125,8 @@ def deployed_image(kube: Run, ns: str) -> str:
 
 
 def test_new_tags_become_signed_commits_the_configsync_applies(operator: Operator, kube: Run, ns: str, repo: Repo,
-                                                                registry: Registry, tmp_path: Path) -> None:
+                                                                registry: Registry, receiver: Receiver,
+                                                                tmp_path: Path) -> None:
     image = f"127.0.0.1:{registry.port}/charts/web"
     registry.tags = ["1.0.0", "1.2.0", "1.9.0-rc.1", "2.0.0"]  # the -rc is excluded, 2.0.0 out of range
     marks = {"image": image, "ns": ns}
@@ -118,7 +140,11 @@ def test_new_tags_become_signed_commits_the_configsync_applies(operator: Operato
          "spec": {"url": repo.url, "ref": {"branch": "main"}, "interval": "1h"}},
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
          "spec": {"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": "apps", "interval": "1h"}},
-        *objects(image, commit={"signingKey": {"secretRef": {"name": "signing"}}})]))
+        *objects(image, commit={"signingKey": {"secretRef": {"name": "signing"}}}),
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Provider", "metadata": {"name": "hook"},
+         "spec": {"type": "generic", "address": receiver.url("/images")}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Alert", "metadata": {"name": "images"},
+         "spec": {"providerRef": {"name": "hook"}, "eventSources": [{"kind": "ImagePolicy", "name": "*"}]}}]))
 
     eventually(lambda: deployed_image(kube, ns) == f"{image}:1.2.0", timeout=90)
     policy = get(kube, ns, "imagepolicies.helmop.dev", "web")["status"]
@@ -146,6 +172,8 @@ def test_new_tags_become_signed_commits_the_configsync_applies(operator: Operato
     verified = subprocess.run(["git", "-C", str(repo.bare), "verify-commit", head], env=env, capture_output=True)
     assert verified.returncode == 0, verified.stderr
     assert any(e["reason"] == "ImageUpdated" for e in events(kube, ns, "web"))
+    sent = eventually(lambda: [r.json() for r in receiver.at("/images") if r.json()["reason"] == "ImageUpdated"])
+    assert sent[-1]["involvedObject"]["kind"] == "ImagePolicy" and sent[-1]["message"].endswith(f"{image}:1.3.0")
     shown_images = helmop(operator, "get", "images", "-n", ns)
     assert shown_images.returncode == 0 and "1.3.0" in shown_images.stdout, shown_images.stderr
 
