@@ -17,7 +17,7 @@ from helmop.images import automation
 from helmop.images.signing import signer
 from helmop.reconcile.settle import images as settle
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitRef, clean_path
+from helmop.sources.git import GitRef
 from helmop.sources.readers import git_auth, git_ref
 
 from .context import Context
@@ -84,7 +84,7 @@ async def _plan(ctx: Context, kinds: ImageKinds, this: Resource, spec: ImageUpda
     ref = spec.checkout
     checkout = GitRef(ref.branch, ref.tag, ref.semver, ref.commit, ref.name) if ref.given else git_ref(git)
     return automation.Plan(url=git.url, auth=auth, checkout=checkout, push_branch=spec.push_branch,
-                           refspec=spec.refspec, options=spec.push_options, path=clean_path(spec.path),
+                           refspec=spec.refspec, options=spec.push_options, path=spec.path,
                            author=(spec.author_name, spec.author_email), template=spec.message_template,
                            values=dict(spec.template_values), namespace=this.namespace, name=this.name, refs=refs,
                            timeout=git.timeout, sign=sign)

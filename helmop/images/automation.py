@@ -15,7 +15,7 @@ from typing import Any
 from helmop.api.status.images import ImageRef
 from helmop.sources import gitwrite
 from helmop.sources.errors import SourceError
-from helmop.sources.git import GitAuth, GitCache, GitRef, check_ref
+from helmop.sources.git import GitAuth, GitCache, GitRef, check_ref, clean_path
 
 from . import setters
 from .template import TemplateError, render
@@ -34,7 +34,7 @@ class Plan:
     push_branch: str  # spec.git.push.branch ("": the checkout's branch)
     refspec: str
     options: tuple[tuple[str, str], ...]
-    path: str  # update.path, cleaned ("" the root)
+    path: str  # update.path, as written ("" or "./": the root)
     author: tuple[str, str]
     template: str
     values: dict[str, str]
@@ -64,20 +64,21 @@ def push_branch(checkout: GitRef, branch: str) -> str:
 
 async def run(git: GitCache, plan: Plan) -> Done:
     check_ref(plan.checkout)
+    root = clean_path(plan.path)  # InvalidPath for one that leaves the repository: nothing is read or written
     target = push_branch(plan.checkout, plan.push_branch)
     gitwrite.push_refs(target, plan.refspec, "0" * 40)  # a bad refspec refused before anything is made
     for attempt in range(ATTEMPTS):
         await git.fetch(plan.url, plan.auth, timeout=plan.timeout)
         revision, head = await _base(git, plan, target)
-        files = await gitwrite.regular_files(git, plan.url, plan.auth, head, plan.path, setters.candidate)
-        under = {posixpath.relpath(rel, plan.path or "."): f.data for rel, f in files.items()}
+        files = await gitwrite.regular_files(git, plan.url, plan.auth, head, root, setters.candidate)
+        under = {posixpath.relpath(rel, root or "."): f.data for rel, f in files.items()}
         changed, result = setters.update(under, plan.refs, plan.namespace)
         if not changed:
             return Done(revision, "", "", result)
         message = _message(plan, result)
         edits = {}
         for rel, data in changed.items():
-            path = posixpath.normpath(posixpath.join(plan.path, rel))
+            path = posixpath.normpath(posixpath.join(root, rel))
             edits[path] = gitwrite.File(files[path].mode, data)
         sha = await gitwrite.commit(git, plan.url, plan.auth, head, edits, plan.author, message, plan.sign)
         try:

@@ -103,3 +103,25 @@ def test_a_tenant_repository_cannot_climb(locked: tuple[Operator, Run], repo: Re
     assert not get(kube, ns, "rolebinding", "grab")
     # the whole set is dry-run first, as Flux does: with objects refused, not even what the tenant may write is
     assert "dry-run failed (Forbidden)" in message and not get(kube, ns, "cm", "note")
+
+
+def test_image_automation_stays_in_its_namespace(locked: tuple[Operator, Run]) -> None:
+    """--no-cross-namespace-refs: a policy may not read another namespace's ImageRepository (whatever its
+    accessFrom grants), an automation may not push to another namespace's GitRepository."""
+    _operator, kube = locked
+    for ns in ("img-a", "img-b"):
+        kube("kubectl", "create", "namespace", ns)
+    kube("kubectl", "-n", "img-b", "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageRepository", "metadata": {"name": "web"},
+         "spec": {"image": "ghcr.io/example/web", "interval": "1h", "suspend": True,
+                  "accessFrom": {"namespaceSelectors": [{"matchLabels": {}}]}}}))
+    kube("kubectl", "-n", "img-a", "apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImagePolicy", "metadata": {"name": "web"},
+         "spec": {"imageRepositoryRef": {"name": "web", "namespace": "img-b"}, "policy": {"semver": {"range": "1.x"}}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageUpdateAutomation", "metadata": {"name": "web"},
+         "spec": {"interval": "1h", "sourceRef": {"name": "config", "namespace": "img-b"},
+                  "git": {"commit": {"author": {"email": "bot@example.com"}}}}}]))
+    for kind in ("imagepolicies.helmop.dev", "imageupdateautomations.helmop.dev"):
+        refused = eventually(lambda k=kind: condition(get(kube, "img-a", k, "web")).get("reason") == "AccessDenied"
+                             and condition(get(kube, "img-a", k, "web")))
+        assert "--no-cross-namespace-refs" in refused["message"], refused

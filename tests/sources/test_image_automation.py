@@ -104,7 +104,8 @@ def repo(server: GitServer, tmp_path: Path) -> Repo:
     repo.commit({"apps/deployment.yaml": DEPLOYMENT, "apps/kustomization.yaml": KUSTOMIZATION,
                  "outside/deployment.yaml": OUTSIDE})
     os.symlink("../outside/deployment.yaml", tmp_path / "work" / "apps" / "link.yaml")
-    repo.commit({}, "a link to a file outside update.path")
+    os.symlink("../outside", tmp_path / "work" / "apps" / "elsewhere")  # a folder link: never walked into
+    repo.commit({}, "links to a file and a folder outside update.path")
     return repo
 
 
@@ -137,6 +138,7 @@ async def test_markers_under_the_path_are_set_committed_and_pushed(repo: Repo, t
     assert message.startswith("helmop <bot@example.com>\nAutomated image update by apps/web for prod\n")
     assert "- deployment.yaml\n- kustomization.yaml\n" in message
     assert "reg.example/web:1.0.0 -> reg.example/web:1.2.0\n1.0.0 -> 1.2.0\n" in message
+    assert git_out(repo, "ls-tree", "main", "apps/elsewhere").startswith("120000")
     again = await automation.run(git, plan(repo, "1.2.0"))
     assert again.commit == "" and again.revision == f"main@sha1:{done.commit}"  # up to date: nothing pushed
 
@@ -205,3 +207,14 @@ async def _ssh_signer(key: Path) -> tuple[object, list[str]]:
         return await _ssh(identity, "pw", payload)
 
     return sign, []
+
+
+async def test_a_path_that_leaves_the_repository_is_a_reason(repo: Repo, tmp_path: Path) -> None:
+    for path in ("../outside", "apps/../../x", "/etc"):
+        with pytest.raises(SourceError) as leaves:
+            await automation.run(GitCache(tmp_path / "cache"), plan(repo, "1.2.0", path=path))
+        assert leaves.value.reason == "InvalidPath"
+    with pytest.raises(SourceError) as refspec:
+        await automation.run(GitCache(tmp_path / "cache"), plan(repo, "1.2.0", refspec="+refs/heads/main:refs/heads/x"))
+    assert "never forces" in str(refspec.value)
+    assert "web:1.0.0" in shown(repo, "apps/deployment.yaml")  # nothing was pushed
