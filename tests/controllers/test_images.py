@@ -220,3 +220,26 @@ def _flux(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """helmop's objects as Flux writes them: its kinds' own spec, with Flux's defaults written out."""
     items[0]["spec"]["provider"] = "generic"
     return items
+
+
+def test_a_policy_reads_another_namespace_only_as_its_access_from_grants(kube: Run, ns: str,
+                                                                         registry: Registry) -> None:
+    image = f"127.0.0.1:{registry.port}/charts/web"
+    registry.tags = ["1.0.0", "1.6.0"]
+    shared = f"{ns}-registry"
+    kube("kubectl", "create", "namespace", shared)
+    pull_secret(kube, shared, registry)
+    for name, grants in (("open", {"namespaceSelectors": [{"matchLabels": {}}]}), ("closed", None)):
+        repository = objects(image)[0]
+        repository["metadata"]["name"] = name
+        apply(kube, shared, yaml.safe_dump({**repository, "spec": {**repository["spec"], "accessFrom": grants}}))
+        policy = objects(image)[1]
+        policy["metadata"]["name"] = name
+        policy["spec"]["imageRepositoryRef"] = {"name": name, "namespace": shared}
+        apply(kube, ns, yaml.safe_dump(policy))
+    chosen = eventually(lambda: (get(kube, ns, "imagepolicies.helmop.dev", "open").get("status") or {})
+                        .get("latestRef"))
+    assert chosen == {"name": image, "tag": "1.6.0"}
+    refused = eventually(lambda: condition(get(kube, ns, "imagepolicies.helmop.dev", "closed")).get("reason")
+                         == "AccessDenied" and condition(get(kube, ns, "imagepolicies.helmop.dev", "closed")))
+    assert f"does not grant namespace {ns}" in refused["message"]

@@ -218,3 +218,20 @@ async def test_a_path_that_leaves_the_repository_is_a_reason(repo: Repo, tmp_pat
         await automation.run(GitCache(tmp_path / "cache"), plan(repo, "1.2.0", refspec="+refs/heads/main:refs/heads/x"))
     assert "never forces" in str(refspec.value)
     assert "web:1.0.0" in shown(repo, "apps/deployment.yaml")  # nothing was pushed
+
+
+async def test_a_push_branch_refspec_and_options_as_fluxs(repo: Repo, tmp_path: Path) -> None:
+    """push.branch made from the checkout and then built on (never overwritten), push.refspec pushed too, and
+    push.options handed to the server's hooks."""
+    git_out(repo, "config", "receive.advertisePushOptions", "true")
+    hook = repo.bare / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\nenv | grep GIT_PUSH_OPTION_ | sort >> {tmp_path / "options"}\ncat >/dev/null\n')
+    hook.chmod(0o755)
+    cache = GitCache(tmp_path / "cache")
+    first = await automation.run(cache, plan(repo, "1.2.0", push_branch="auto", refspec="refs/heads/auto:refs/for/main",
+                                            options=(("topic", "images"), ("ci.skip", ""))))
+    assert git_out(repo, "rev-parse", "auto", "refs/for/main").split() == [first.commit, first.commit]
+    assert "web:1.0.0" in shown(repo, "apps/deployment.yaml")  # main itself untouched
+    assert "GIT_PUSH_OPTION_0=topic=images" in (tmp_path / "options").read_text()
+    second = await automation.run(cache, plan(repo, "1.3.0", push_branch="auto"))
+    assert git_out(repo, "log", "--format=%H", "-2", "auto").split() == [second.commit, first.commit]
