@@ -96,7 +96,9 @@ def test_the_chart_grants_reading_flux_leases_only_with_the_flux_api(run: Run) -
     leases = [r for r in role["rules"] if "leases" in r["resources"]]
     assert leases == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"],
                        "resourceNames": ["helm-controller-leader-election", "source-controller-leader-election",
-                                         "kustomize-controller-leader-election"]}]
+                                         "kustomize-controller-leader-election",
+                                         "image-reflector-controller-leader-election",
+                                         "image-automation-controller-leader-election"]}]
     assert "--flux-namespace=gitops" in rendered
     plain = run("helm", "template", "helmop", str(CHART)).stdout
     assert "leader-election]" not in plain and "flux-namespace" not in plain
