@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                             "across restarts (default: nothing survives the process)")
     parser.add_argument("--faults", metavar="SPEC", help="inject API faults, e.g. 'seed=7,error=0.05,"
                                                          "conflict=0.05,latency=0.1:0.5,drop=0.1'")
+    parser.add_argument("--no-cluster-network", dest="cluster_network", action="store_false",
+                        help="no webhook named by a Service is reachable (default: a Service that selects a "
+                             "workload the sandbox reports Ready answers, allowing without changes)")
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -26,13 +29,13 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         sandbox = Sandbox(port=args.port, kubeconfig=args.kubeconfig, ready_delay=args.ready_delay,
-                          state_dir=args.state_dir, faults=args.faults)
+                          state_dir=args.state_dir, faults=args.faults, cluster_network=args.cluster_network)
     except ValueError as exc:  # a bad --faults spec
         print(f"sandbox: {exc}", file=sys.stderr)
         return 2
-    if args.faults:  # each injected fault is logged, so a run can be read afterwards
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-        logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    # Each injected fault and each webhook answered without running it is logged, so a run can be read afterwards.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
     with sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
         print(f"server: {sandbox.url}", flush=True)

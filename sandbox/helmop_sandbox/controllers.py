@@ -7,7 +7,7 @@
   and ``kubectl wait`` work: Deployments (with their ReplicaSet, which helm 3 inspects),
   StatefulSets (ordinal Pods with their PVCs from volumeClaimTemplates), DaemonSets, ReplicaSets, Jobs, Pods,
   PersistentVolumeClaims (bound to volumes of the default StorageClass: :mod:`.volumes`), Services (cluster
-  IP, Endpoints, load balancer address).
+  IP, load balancer address; Endpoints and EndpointSlices of what they select: :mod:`.endpoints`).
 
 The annotation ``sandbox.helmop.dev/simulate: fail`` makes an object never become ready (Jobs and
 run-to-completion Pods fail instead); ``sandbox.helmop.dev/ready-delay: "<seconds>"`` overrides the
@@ -27,6 +27,7 @@ from typing import Any
 
 from .apiserver import CRD_FINALIZER, CRD_KEY, NAMESPACE_KEY, ApiServer, DeleteOptions, WriteOptions, now
 from .batch import CRONJOBS, JOBS, PODS, Batch, knobs, owner_ref, stamp
+from .endpoints import EndpointsController, address
 from .errors import ApiError
 from .events import Recorder
 from .kinds import ResourceType
@@ -107,6 +108,7 @@ class Controllers:
         self.batch = Batch(self, self.recorder, lambda: self.clock())
         self.rollouts = Rollouts(self)
         self.volumes = Volumes(self)
+        self.endpoints = EndpointsController(api, loop, MANAGER, NODE_NAME)
         self.workloads: dict[str, Callable[[ResourceType, Obj], None]] = {
             "Deployment": self.rollouts.deployment, "StatefulSet": self._statefulset, "DaemonSet": self._daemonset,
             "ReplicaSet": self.rollouts.replicaset, "Job": self.batch.job, "CronJob": self.batch.cronjob,
@@ -179,6 +181,7 @@ class Controllers:
     def _handle(self, key: Key, event: Event) -> None:
         obj = event.obj
         meta = obj["metadata"]
+        self.endpoints.on_event(key, event)
         if event.type == "DELETED":
             if key == ("", "configmaps") and meta["name"] == ROOT_CA:
                 self._root_ca(meta["namespace"])  # the publisher puts it back
@@ -186,10 +189,6 @@ class Controllers:
             self._release_owners(obj)
             if key == ("", "persistentvolumeclaims"):  # the persistent-volume controller's reclaim
                 self.volumes.released(obj)
-            if key == ("", "services"):  # the endpoints controller's cleanup
-                endpoints = self.api.type_of(("", "endpoints"))
-                if self.api.store.get(endpoints.storage_key, meta["namespace"], meta["name"]) is not None:
-                    self.api.delete(endpoints, meta["namespace"], meta["name"], DeleteOptions())
             return
         if meta.get("deletionTimestamp"):
             finalizers = meta.get("finalizers") or []
@@ -486,7 +485,8 @@ class Controllers:
         statuses = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": ready,
                      "restartCount": 0, "started": ready, "state": state} for c in containers]
         self.write_status(rt, obj, {
-            "phase": phase, "hostIP": "127.0.0.1", "podIP": "10.244.0.10", "startTime":
+            "phase": phase, "hostIP": "127.0.0.1", "podIP": address(obj["metadata"]["uid"]),
+            "podIPs": [{"ip": address(obj["metadata"]["uid"])}], "startTime":
             (obj.get("status") or {}).get("startTime", now()), "containerStatuses": statuses,
             "conditions": [_condition("PodScheduled", True), _condition("Initialized", True),
                            _condition("ContainersReady", ready, reason), _condition("Ready", ready, reason)]})
@@ -496,23 +496,6 @@ class Controllers:
             self.volumes.claim(obj)
 
     def _service(self, rt: ResourceType, obj: Obj) -> None:
-        spec, meta = obj.get("spec") or {}, obj["metadata"]
+        spec = obj.get("spec") or {}
         if spec.get("type") == "LoadBalancer" and not _failing(obj):
             self.write_status(rt, obj, {"loadBalancer": {"ingress": [{"ip": "127.0.0.1", "ipMode": "VIP"}]}})
-        if not spec.get("selector"):
-            return
-        ep_rt = self.api.type_of(("", "endpoints"))
-        ports = [{"name": p.get("name"), "port": p["targetPort"] if isinstance(p.get("targetPort"), int)
-                  else p.get("port"), "protocol": p.get("protocol", "TCP")} for p in spec.get("ports") or []]
-        ports = [{k: v for k, v in p.items() if v is not None} for p in ports]
-        address = {"ip": "10.244.0.10", "nodeName": NODE_NAME}
-        subset: dict[str, Any] = {"ports": ports}
-        subset["notReadyAddresses" if _failing(obj) else "addresses"] = [address]
-        body = {"metadata": {"name": meta["name"], "labels": meta.get("labels") or {}},
-                "subsets": [subset] if ports else []}
-        current = self.api.store.get(ep_rt.storage_key, meta["namespace"], meta["name"])
-        if current is None:
-            self.api.create(ep_rt, meta["namespace"], body, MANAGER)
-        elif current.get("subsets") != body["subsets"]:
-            self.api.update(ep_rt, meta["namespace"], meta["name"], {**current, "subsets": body["subsets"]},
-                            MANAGER)

@@ -38,15 +38,19 @@ class Sandbox:
 
     def __init__(self, *, port: int = 0, kubeconfig: str | os.PathLike[str] | None = None,
                  ready_delay: float = 0.2, token: str | None = None, history: int = HISTORY,
-                 state_dir: str | os.PathLike[str] | None = None, faults: str | None = None) -> None:
+                 state_dir: str | os.PathLike[str] | None = None, faults: str | None = None,
+                 cluster_network: bool = True) -> None:
         """``history``: watch events kept per resource; resuming from an older version gets 410.
         ``state_dir``: objects, versions, CA, tokens and port kept there across restarts (:mod:`.state`).
-        ``faults``: a fault-injection spec (:mod:`.faults`)."""
+        ``faults``: a fault-injection spec (:mod:`.faults`).
+        ``cluster_network``: False makes every webhook named by a Service unreachable, instead of answered for
+        the workloads the sandbox reports Ready (:mod:`.network`)."""
         self.state = StateDir(state_dir) if state_dir is not None else None
         self.port = self.state.port(port) if self.state else port
         self.ready_delay = ready_delay
         self.history = history
         self.faults = Faults.parse(faults) if faults else None
+        self.cluster_network = cluster_network
         self.token = token or (self.state.token() if self.state else secrets.token_hex(16))
         self._kubeconfig_arg = Path(kubeconfig) if kubeconfig else None
         self._tmpdir = tempfile.TemporaryDirectory(prefix="helmop-sandbox-")
@@ -95,7 +99,8 @@ class Sandbox:
         try:
             self.api = ApiServer(self.history, self.state)
             self._http = HttpApi(self.api, self.token, faults=self.faults,
-                                 signing_key=self.state.signing_key() if self.state else None)
+                                 signing_key=self.state.signing_key() if self.state else None,
+                                 cluster_network=self.cluster_network)
             self.controllers = Controllers(self.api, loop, self.ready_delay, self._cert.ca_pem)
             self.controllers.start()
             runner = web.AppRunner(self._http.app(), access_log=None, shutdown_timeout=1)

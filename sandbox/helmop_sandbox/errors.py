@@ -28,6 +28,7 @@ CODES = {
     "InternalError": 500,
     "ServiceUnavailable": 503,
     "Timeout": 504,
+    "": 500,  # StatusReasonUnknown: an error that is not a Status, as upstream's ErrorToAPIStatus answers it
 }
 
 
@@ -66,7 +67,9 @@ class ApiError(Exception):
     def status(self) -> dict[str, Any]:
         """The Status body, its fields in metav1.Status's order and empty ones left out (omitempty)."""
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": self.message, "reason": self.reason}
+                                "message": self.message}
+        if self.reason:
+            body["reason"] = self.reason
         details = {**self.details, "causes": [c.to_json() for c in self.causes]}
         ordered = {k: details[k] for k in _DETAILS if details.get(k)}
         if ordered:

@@ -22,12 +22,13 @@ from typing import Any
 
 from aiohttp import web
 
-from . import discovery, protobuf, reviews, tables
+from . import conversion, discovery, protobuf, reviews, tables
 from .admitting import Admission, Request, admit
 from .apiserver import ApiServer, DeleteOptions, WriteOptions, parse_body
 from .errors import ApiError, bad_request
 from .faults import LOST_REPLY, Decision, Faults
 from .kinds import ResourceType
+from .network import Network
 from .openapi import OpenApi
 from .patching import json_patch, merge_patch
 from .rbac import RBAC, Attributes, Authenticator, Authorizer, Identity
@@ -183,11 +184,12 @@ def _error(exc: ApiError) -> web.Response:
 
 class HttpApi:
     def __init__(self, api: ApiServer, token: str, *, bookmark_interval: float = 10.0, faults: Faults | None = None,
-                 signing_key: bytes | None = None) -> None:
+                 signing_key: bytes | None = None, cluster_network: bool = True) -> None:
         self.api = api
         self.auth = Authenticator(token, signing_key) if signing_key else Authenticator(token)
         self.faults = faults
-        self.admission = Admission(api.store)
+        self.network = Network(api.store, cluster_network)
+        self.admission = Admission(api.store, self.network)
         # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
         # needed by something a client really did
         self.audit: deque[tuple[str, Attributes]] = deque(maxlen=200_000)
@@ -264,9 +266,16 @@ class HttpApi:
         attributes = self._attributes(request, target)
         if who is not None:
             self.authz.check(who, attributes)
+        converted = conversion.check(self.api.store, self.network, target.rt, request.method) if target.rt.custom \
+            else []
         if self.faults is None:
-            return await self._serve(request, target, who)
-        return await self._with_faults(request, target, who, attributes.verb)
+            response = await self._serve(request, target, who)
+        else:
+            response = await self._with_faults(request, target, who, attributes.verb)
+        if not response.prepared:  # a watch's stream has started: its headers are sent
+            for warning in converted:
+                response.headers.add("Warning", _warnings([warning])["Warning"])
+        return response
 
     async def _with_faults(self, request: web.Request, t: Target, who: Identity | None,
                            verb: str) -> web.StreamResponse:

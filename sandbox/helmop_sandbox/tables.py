@@ -175,6 +175,13 @@ def _event_source(event: Obj) -> str:
     return f"{component}, {host}" if host else component
 
 
+def _first_three(values: list[str]) -> str:
+    """Upstream's listWithMoreString: three values, then how many more."""
+    if len(values) > 3:
+        return f"{','.join(values[:3])} + {len(values) - 3} more..."
+    return ",".join(values) or "<unset>"
+
+
 AGE = ("Age", "string", None, 0)  # where a kind's printer puts the Age column (default: last)
 _WIDE = 1  # priority of the columns `kubectl get -o wide` adds
 
@@ -200,6 +207,11 @@ def _builtin_columns(rt: ResourceType) -> list[tuple[str, str, Any, int]]:
                     ("Cluster-IP", "string", lambda o: spec(o).get("clusterIP", "<none>")),
                     ("Ports", "string", lambda o: ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}"
                                                            for p in spec(o).get("ports") or []) or "<none>")],
+        "EndpointSlice": [("AddressType", "string", lambda o: o.get("addressType", "")),
+                          ("Ports", "string", lambda o: _first_three([str(p.get("port", p.get("name") or "*"))
+                                                                      for p in o.get("ports") or []])),
+                          ("Endpoints", "string", lambda o: _first_three([a for e in o.get("endpoints") or []
+                                                                          for a in e.get("addresses") or []]))],
         "ConfigMap": [("Data", "integer", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))],
         "Secret": [("Type", "string", lambda o: o.get("type", "Opaque")),
                    ("Data", "integer", lambda o: len(o.get("data") or {}))],

@@ -131,6 +131,8 @@ def test_rollout_history_undo_and_pause(run: Run, namespace: str) -> None:
     assert "Warning" not in undo.stderr
     run(*kubectl, "rollout", "status", "deploy/web", "--timeout=15s")
     assert _replicasets(run, namespace) == {"nginx:1": ("4", 2), "nginx:2": ("2", 0), "nginx:3": ("3", 0)}
+    history = run(*kubectl, "rollout", "history", "deploy/web").stdout.split()  # revision 1 became 4
+    assert history[-6:] == ["2", "<none>", "3", "<none>", "4", "<none>"] and "1" not in history
     deploy = _json(run, *kubectl[1:], "get", "deploy", "web")
     assert deploy["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "4"
     run(*kubectl, "rollout", "pause", "deploy/web")

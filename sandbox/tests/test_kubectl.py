@@ -195,7 +195,8 @@ def test_a_finished_pod_shows_completed(run: Run, namespace: str) -> None:
 
 
 def test_applying_an_empty_map_others_fill_is_no_conflict(run: Run, namespace: str) -> None:
-    """As kube-apiserver: `data: {}` merges into the live map, so another manager's keys are no conflict."""
+    """As kube-apiserver: `data: {}` merges into the live map, so another manager's keys are no conflict; the
+    applier's own keys go, the other manager's stay."""
     def apply(manager: str, data: dict[str, str]) -> subprocess.CompletedProcess[str]:
         cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}
         return run("kubectl", "-n", namespace, "apply", "--server-side", f"--field-manager={manager}", "-f", "-",
@@ -209,6 +210,10 @@ def test_applying_an_empty_map_others_fill_is_no_conflict(run: Run, namespace: s
     assert {e["manager"] for e in cm["metadata"]["managedFields"]} == {"a", "b"}
     clash = apply("a", {"k1": "from-a"})
     assert clash.returncode != 0 and 'conflict with "b"' in clash.stderr
+    assert apply("a", {"k2": "from-a"}).returncode == 0
+    assert _get(run, namespace, "configmap", "shared")["data"] == {"k1": "from-b", "k2": "from-a"}
+    assert apply("a", {}).returncode == 0
+    assert _get(run, namespace, "configmap", "shared")["data"] == {"k1": "from-b"}
 
 
 def test_managed_fields_a_request_sets_replace_those_stored(run: Run, namespace: str) -> None:
