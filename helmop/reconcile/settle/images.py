@@ -1,4 +1,4 @@
-"""How image automation's statuses change: a scan, a choice, a run (failures: :func:`helmop.reconcile.settle.outcome`)."""
+"""How image automation's statuses change: a scan, a choice, a run (failures: :func:`..settle.outcome`)."""
 
 from __future__ import annotations
 
