@@ -84,7 +84,9 @@ class Scanner:
             self._kept[key] = found
             self._kept.move_to_end(key)
             while len(self._kept) > KEPT:
-                self._kept.popitem(last=False)
+                dropped, _ = self._kept.popitem(last=False)
+                if not self._locks[dropped].locked():  # (a rotated Secret's key is not kept forever)
+                    del self._locks[dropped]
             return found
 
 
