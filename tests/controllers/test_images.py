@@ -205,8 +205,12 @@ def test_fluxs_manifests_work_unchanged(kube: Run, ns: str, repo: Repo, registry
     apply(kube, ns, yaml.safe_dump_all([
         {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "metadata": {"name": "config"},
          "spec": {"url": repo.url, "ref": {"branch": "main"}, "interval": "1h"}},
+        {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"},
+         "spec": {"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": "./apps", "prune": True,
+                  "targetNamespace": ns, "interval": "1h"}},
         *_flux(objects(image, flux))]))
     eventually(lambda: "1.5.0" in shown(repo, "apps/deployment.yaml"), timeout=90)
+    eventually(lambda: deployed_image(kube, ns) == f"{image}:1.5.0", timeout=90)  # Flux's Kustomization applies it
     automation = get(kube, ns, f"imageupdateautomations.{flux.split('/')[0]}", "web")
     assert condition(automation)["status"] == "True" and automation["status"]["lastPushCommit"]
     refused = {**_flux(objects(image, flux))[0], "metadata": {"name": "cloud"}}
