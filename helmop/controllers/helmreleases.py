@@ -86,6 +86,7 @@ class Reconciler:
         """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
         this = Resource(body)
         self.ctx.memory.drop((self.kind.key, this.namespace, this.name))
+        self.retry_at.pop(this.key, None)
         try:
             spec = self._parse(this)
         except SpecError:
@@ -206,6 +207,7 @@ class Reconciler:
                 return after(0.01)  # the newer revision is reconciled at once
             if not result.ok:
                 return self._after_failure(key, spec, decision, result.transient)
+            self.retry_at.pop(key, None)
             state = result.state or await read_release(self.ctx, spec)
         return DONE
 
@@ -213,7 +215,7 @@ class Reconciler:
         """When to look again after a failed action: at the retryInterval of a RetryOnFailure strategy (no
         sooner, whatever wakes it), else after the backoff."""
         policy = spec.install.remediation if decision.action is Action.INSTALL else spec.upgrade.remediation
-        if transient or decision.action not in (Action.INSTALL, Action.UPGRADE, Action.TEST) or not policy.retry:
+        if transient or decision.action not in (Action.INSTALL, Action.UPGRADE) or not policy.retry:
             return FAILED
         self.retry_at[key] = time.monotonic() + policy.retry_interval
         return after(policy.retry_interval)
