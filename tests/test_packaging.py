@@ -102,11 +102,12 @@ def test_the_chart_installs_the_roles_the_operator_installs() -> None:
 
 
 def test_the_charts_web_ui_runs_as_a_viewer_not_as_the_operator() -> None:
-    """ui.enabled: its own ServiceAccount and ClusterRole (tokens reviewed, viewers impersonated, helmop's kinds and
-    Events watched; nothing read or written as itself), a Service and a NetworkPolicy to its port only, and
-    arguments helmop's own parser takes. Off by default."""
+    """ui.enabled: its own ServiceAccount and ClusterRole (tokens reviewed, viewers impersonated, helmop's kinds,
+    Flux's with fluxAPI.enabled, and Events watched; nothing read or written as itself), a Service and a
+    NetworkPolicy to its port only, and arguments helmop's own parser takes. Off by default."""
     import yaml
 
+    from helmop.api.flux.crds import PAIRS
     from helmop.api.kinds import BUILTIN
     from helmop.cli.main import parser
     from tests.tools import tool
@@ -126,6 +127,11 @@ def test_the_charts_web_ui_runs_as_a_viewer_not_as_the_operator() -> None:
     watched = {(group, r) for rule in made["ClusterRole"]["rules"] if "watch" in rule["verbs"]
                for group in rule["apiGroups"] for r in rule["resources"]}
     assert watched == {(k.group, k.plural) for k in BUILTIN} | {("", "events")}
+    role = next(d for d in render("--set", "ui.enabled=true", "--set", "fluxAPI.enabled=true")
+                if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "x-helmop-ui")
+    assert {(group, r) for rule in role["rules"] if "watch" in rule["verbs"] for group in rule["apiGroups"]
+            for r in rule["resources"]} == watched | {(flux.group, flux.plural) for _, flux in PAIRS}
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == verbs
     pod = made["Deployment"]["spec"]["template"]
     assert pod["spec"]["serviceAccountName"] == "x-helmop-ui" and pod["metadata"]["labels"]["app.kubernetes.io/name"] \
         == "helmop-ui"  # not the operator's pods (their selector is app.kubernetes.io/name=helmop)

@@ -19,10 +19,13 @@ from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, Kind, family_of
 from helmop.api.objects import Resource
+from helmop.api.status.configsync import ConfigSyncStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm.releases import release_of
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_UID
 from helmop.views.cells import last_seen, since
+from helmop.views.statuses import artifact_of, status_of
 from helmop.views.tree import MAX_DEPTH, Node, Ref, fetch, is_helmop
 
 from .errors import Failed
@@ -102,29 +105,36 @@ def _ready(obj: dict[str, Any]) -> str:
 
 def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """What trace says of one resource on the chain."""
-    this, status = Resource(obj), Resource(obj).status
+    this, status = Resource(obj), status_of(obj)
     out = [(this.kind, f"{this.namespace + '/' if this.namespace else ''}{this.name}")]
-    if this.kind == HELMRELEASE.kind:
-        latest = (status.get("history") or [{}])[0]
-        chart = this.spec.get("chart") or {}
-        repository = chart.get("repository") or {}
-        origin = (f"{repository.get('url')} {repository.get('name', '')}" if repository else
-                  f"GitRepository/{(chart.get('sourceRef') or {}).get('name', '')} {chart.get('path', '')}")
-        out += [("Release", f"revision {latest.get('revision', '-')} ({latest.get('status', 'not installed')})"),
-                ("Chart", f"{latest.get('chartName', '')} {latest.get('chartVersion', '')} from {origin}".strip()),
-                ("Values digest", str(status.get("lastAttemptedConfigDigest") or latest.get("configDigest") or "-"))]
-    elif this.kind == CONFIGSYNC.kind:
-        out += [("Path", str(this.spec.get("path") or ".")), ("Revision", str(status.get("lastAppliedRevision", "-")))]
+    artifact = artifact_of(status)
+    if isinstance(status, HelmReleaseStatus):
+        out += _release_lines(this, status)
+    elif isinstance(status, ConfigSyncStatus):  # a ConfigSync, a Flux Kustomization
+        out += [("Path", str(this.spec.get("path") or ".")), ("Revision", status.last_applied_revision or "-")]
     elif family_of(this.api_version.rpartition("/")[0]).source(this.kind) is not None:
         where = this.spec.get("url") or (f"{this.spec.get('endpoint')}/{this.spec.get('bucketName')}"
                                          if this.spec.get("bucketName") else "") or _producer(this.spec)
-        artifact = status.get("artifact") or {}
         out += [("URL" if this.spec.get("url") else "Source", str(where or "-")),
-                ("Revision", str(artifact.get("revision", "-"))),
-                *([("Digest", str(artifact["digest"]))] if artifact.get("digest") else [])]
+                ("Revision", artifact.revision if artifact else "-"),
+                *([("Digest", artifact.digest)] if artifact and artifact.digest else [])]
     if is_helmop(this.api_version):
         out.append(("Ready", _ready(obj)))
     return out
+
+
+def _release_lines(this: Resource, status: HelmReleaseStatus) -> list[tuple[str, str]]:
+    latest = status.history[0] if status.history else None
+    chart = this.spec.get("chart") or {}
+    repository = chart.get("repository") or {}
+    origin = (f"{repository.get('url')} {repository.get('name', '')}" if repository else
+              f"GitRepository/{(chart.get('sourceRef') or {}).get('name', '')} {chart.get('path', '')}")
+    return [("Release", f"revision {latest.revision} ({latest.status or 'not installed'})" if latest
+             else "revision - (not installed)"),
+            ("Chart", f"{latest.chart_name} {latest.chart_version} from {origin}".strip() if latest
+             else f"from {origin}".strip()),
+            ("Values digest", status.last_attempted_config_digest or (latest.config_digest if latest else "")
+             or "-")]
 
 
 def _producer(spec: dict[str, Any]) -> str:

@@ -14,8 +14,10 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, Kind, family_of
 from helmop.api.objects import Resource
+from helmop.api.status import Status
 from helmop.infra.kube import Kube, KubeError
 from helmop.views import requests
+from helmop.views.statuses import read
 
 from .errors import Failed
 
@@ -88,8 +90,7 @@ async def reference(kube: Kube, text: str, namespace: str, name: str) -> tuple[s
 
 def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
     """The Ready condition once the reconcile asked for at ``stamp`` has an outcome, else None."""
-    status = obj.get("status") or {}
-    if status.get("lastHandledReconcileAt") != stamp or condition_of(obj, "Reconciling").get("status") == "True":
+    if read(Status, obj).last_handled_reconcile_at != stamp or condition_of(obj, "Reconciling").get("status") == "True":
         return None
     return condition_of(obj, "Ready")
 

@@ -23,7 +23,8 @@ from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS, PROJECT
 from helmop.api.objects import Resource
 from helmop.api.projects import ProjectSpec, parse_project
 from helmop.api.sources import GitRepositorySpec
-from helmop.api.status import READY, parse
+from helmop.api.status import READY, Status, parse
+from helmop.api.status.app import AppStatus
 from helmop.api.status.project import Environment, ObjectRef, ProjectStatus
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
@@ -67,7 +68,8 @@ def _ready(obj: dict[str, Any] | None, what: str) -> tuple[bool, str, str]:
     if obj is None:
         return False, "Progressing", f"{what} is not there yet"
     ready = cond.condition_of(obj, cond.READY)
-    if ready.get("status") == "True" and Resource(obj).status.get("observedGeneration") == Resource(obj).generation:
+    if ready.get("status") == "True" and parse(Status, Resource(obj).status).observed_generation \
+            == Resource(obj).generation:
         return True, "Ready", f"{what} is Ready"
     message = ready.get("message") or "waiting to be reconciled"
     return False, str(ready.get("reason") or "Progressing"), f"{what}: {message}"
@@ -200,7 +202,7 @@ async def _publish(ctx: Context, body: dict[str, Any], status: ProjectStatus, sp
     sync = await ctx.services.kube.get(CONFIGSYNC.path(ns, SYNC)) if spec.sync is not None else None
     answers["SyncReady"] = (_ready(sync, f"ConfigSync {ns}/{SYNC}") if spec.sync is not None
                             else (True, "Ready", "no config repository asked for"))
-    jenkins_url = str(Resource(jenkins).status.get("url") or "") if jenkins else ""
+    jenkins_url = parse(AppStatus, Resource(jenkins).status).url if jenkins else ""
     settled = settle.parts(status, this.generation, ns, [p.ref for p in wanted], environments, jenkins_url,
                            {kind: answers[kind] for kind in PARTS})
     await write_status(ctx, PROJECT, body, settled)

@@ -28,11 +28,6 @@ class ObjectId:
     def to_json(self) -> dict[str, str]:
         return {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
 
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> ObjectId:
-        return cls(str(raw.get("apiVersion", "")), str(raw.get("kind", "")), str(raw.get("namespace", "")),
-                   str(raw.get("name", "")))
-
     @property
     def group(self) -> str:
         return self.api_version.rpartition("/")[0]

@@ -1,11 +1,13 @@
-"""What makes the pages live: one watch per kind (and one on Events about helmop's resources), shared by every
-viewer, each change a note of its kind and namespace only. A viewer's page receives a note by server-sent
+"""What makes the pages live: one watch per kind shown (and one on Events about objects of those kinds), shared
+by every viewer, each change a note of its kind and namespace only; the kinds follow the UI's registry (a kind
+that appears is watched from then on, one that goes is let go). A viewer's page receives a note by server-sent
 events when the viewer may list that kind there, and then reads the page again with the viewer's own rights:
 nothing of an object ever reaches a viewer through the UI's own account.
 
 The watches are the UI's account's (a ``list``/``watch`` ClusterRole in the chart; locally the kubeconfig's):
 resumed from their resourceVersion, listed afresh after 410 Gone, retried with backoff while refused or
-unreachable (the pages still work, they only stop updating by themselves)."""
+unreachable (the pages still work, they only stop updating by themselves; a refusal is logged once, not at each
+retry: an app kind's group is not in the chart's role)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from helmop.api.kinds import Kind
 from helmop.infra.kube import Kube, KubeError
-from helmop.views.tree import is_helmop
 
 from .access import Viewer
 
@@ -42,22 +45,29 @@ EVERYTHING = Note("", "", "")
 
 
 class Feed:
-    def __init__(self, kube: Kube, watched: dict[str, tuple[str, str]]) -> None:
-        """``watched``: plural -> (group, cluster-wide collection path)."""
+    def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self.watched = {**watched, EVENTS: ("", "/api/v1/events")}
         self._queues: set[asyncio.Queue[Note]] = set()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}  # (group, plural) -> its watch
+        self._groups: frozenset[str] = frozenset()  # Events about objects of these groups are noted
         self._allowed: dict[tuple[str, Note], tuple[float, bool]] = {}
 
-    def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._follow(plural, group, path), name=f"ui-feed-{plural}")
-                       for plural, (group, path) in self.watched.items()]
+    def follow(self, kinds: Iterable[Kind]) -> None:
+        """Watch each of ``kinds`` (and Events) from now on; a kind no longer among them is let go."""
+        wanted = {(k.group, k.plural): k.path() for k in kinds}
+        self._groups = frozenset(group for group, _ in wanted)
+        wanted[("", EVENTS)] = "/api/v1/events"
+        for key in self._tasks.keys() - wanted.keys():
+            self._tasks.pop(key).cancel()
+        for (group, plural), path in wanted.items():
+            if (group, plural) not in self._tasks:
+                self._tasks[(group, plural)] = asyncio.create_task(self._follow(plural, group, path),
+                                                                   name=f"ui-feed-{plural}.{group}")
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in self._tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     def _publish(self, note: Note) -> None:
         for queue in self._queues:
@@ -69,7 +79,7 @@ class Feed:
                 queue.put_nowait(note)
 
     async def _follow(self, plural: str, group: str, path: str) -> None:
-        delay, version = RETRY[0], ""
+        delay, version, failed = RETRY[0], "", ""
         while True:
             try:
                 if not version:
@@ -86,21 +96,23 @@ class Feed:
                         note = self._note(plural, group, obj)
                         if note is not None:
                             self._publish(note)
-                delay = RETRY[0]
+                delay, failed = RETRY[0], ""
             except KubeError as exc:
-                log.warning("web UI: the watch of %s failed (%s); again in %.0fs", plural, exc.message, delay)
+                if exc.message != failed:
+                    log.warning("web UI: the watch of %s.%s failed (%s); retried until it works", plural, group,
+                                exc.message)
+                failed = exc.message
                 await asyncio.sleep(delay)
                 delay, version = min(delay * 2, RETRY[1]), ""
 
-    @staticmethod
-    def _note(plural: str, group: str, obj: dict[str, object]) -> Note | None:
+    def _note(self, plural: str, group: str, obj: dict[str, object]) -> Note | None:
         metadata = obj.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "") if isinstance(metadata, dict) else ""
         if plural != EVENTS:
             return Note(plural, group, namespace)
         involved = obj.get("involvedObject") or {}
         api_version = str(involved.get("apiVersion") or "") if isinstance(involved, dict) else ""
-        return Note(EVENTS, "", namespace) if is_helmop(api_version) else None
+        return Note(EVENTS, "", namespace) if api_version.rpartition("/")[0] in self._groups else None
 
     async def _may_list(self, viewer: Viewer, note: Note) -> bool:
         if note is EVERYTHING:

@@ -1,25 +1,30 @@
-"""The dependency graph: helmop's resources as boxes, ``dependsOn`` and ``sourceRef`` (and an app's
-HelmRelease) as arrows, laid out in columns (what nothing else needs on the left, each resource one column
-right of the last thing it needs) for an SVG the page draws. Pure."""
+"""The dependency graph: helmop's resources (its own kinds, Flux's, app kinds) as boxes, ``dependsOn`` and
+``sourceRef`` (and an app's HelmRelease) as arrows, laid out in columns (what nothing else needs on the left, each
+resource one column right of the last thing it needs) for an SVG the page draws. A reference names a kind of its
+own family (a Flux Kustomization's sourceRef a Flux GitRepository), as the operator reads it. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from helmop.api.kinds import HELMRELEASE, Kind, family_of, key_of
 from helmop.api.objects import Resource
+from helmop.api.status.app import AppStatus
 from helmop.views.cells import health
+from helmop.views.statuses import status_of
 
-Key = tuple[str, str, str]  # kind, namespace, name
+Key = tuple[str, str, str]  # kind (qualified by its group for Flux's: api.kinds.key_of), namespace, name
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 210, 44, 70, 14, 10
 MAX_NODES = 500  # more than a screen can show: the page asks for a namespace first
+NOT_DRAWN = ("Provider", "Alert", "Receiver")  # notifications and webhooks: nothing depends on them
 
 
 @dataclass(frozen=True)
 class Box:
     key: Key
-    plural: str
+    kind: Kind
     health: str
     x: int
     y: int
@@ -52,20 +57,22 @@ def _needs(obj: dict[str, Any]) -> list[tuple[Key, str]]:
     out: list[tuple[Key, str]] = []
     source = this.source_ref
     if source.get("name"):
-        out.append(((str(source.get("kind") or "GitRepository"), str(source.get("namespace") or this.namespace),
-                     str(source["name"])), "sourceRef"))
+        kind = str(source.get("kind") or "GitRepository")
+        found = family_of(this.api_version.rpartition("/")[0]).source(kind)
+        out.append(((found.key if found else key_of(this.api_version, kind),
+                     str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
     for dep in this.spec.get("dependsOn") or []:
         if isinstance(dep, dict) and dep.get("name"):
-            out.append(((this.kind, str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
-    made = this.status.get("helmRelease")
-    if isinstance(made, str) and made:
-        out.append((("HelmRelease", this.namespace, made), "release"))
+            out.append(((this.key[0], str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
+    status = status_of(obj)
+    if isinstance(status, AppStatus) and status.helm_release:  # a Jenkins's, an app resource's
+        out.append(((HELMRELEASE.key, this.namespace, status.helm_release), "release"))
     return out
 
 
-def layout(objects: list[tuple[str, dict[str, Any]]]) -> Layout:
-    """``objects``: (kind plural, object) pairs."""
-    found = {(Resource(o).kind, Resource(o).namespace, Resource(o).name): (plural, o) for plural, o in objects}
+def layout(objects: list[tuple[Kind, dict[str, Any]]]) -> Layout:
+    """``objects``: (kind, object) pairs."""
+    found = {Resource(o).key: (kind, o) for kind, o in objects}
     needs = {key: [(k, why) for k, why in _needs(obj) if k in found and k != key] for key, (_, obj) in found.items()}
     columns: dict[Key, int] = {}
 

@@ -2,9 +2,10 @@
 for, and each action is the CLI's (``views.requests``), so a page shows and does what ``helmop get``, ``tree``,
 ``events``, ``logs`` and ``reconcile`` would for the same person.
 
-Every name in a path or a query is checked before it reaches the API (a kind must be one of helmop's, names
-and namespaces must be Kubernetes names, a search or label selector is bounded), and what the API refuses the
-viewer is said on the page with the API's own words."""
+Every name in a path or a query is checked before it reaches the API (a kind must be one the registry shows,
+names and namespaces must be Kubernetes names, a search or label selector is bounded), and what the API refuses
+the viewer is said on the page with the API's own words. What a page shows of a status is read through the typed
+models (``views.statuses``)."""
 
 from __future__ import annotations
 
@@ -20,20 +21,25 @@ import yaml
 from aiohttp import web
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import BUILTIN, HELMRELEASE, Kind, is_namespace_name, is_object_name
+from helmop.api.kinds import Kind, is_namespace_name, is_object_name
 from helmop.api.objects import Resource
+from helmop.api.status import Status
+from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.receiver import ReceiverStatus
+from helmop.api.status.sources import GitRepositoryStatus
 from helmop.infra.kube import KubeError
 from helmop.views import operator_logs, requests
 from helmop.views.cells import HEALTHS, health, last_seen, revision, since, source
-from helmop.views.tree import is_helmop, tree
+from helmop.views.statuses import artifact_of, read, status_of
+from helmop.views.tree import tree
 from helmop.views.values_diff import values_diff
 
 from . import graph
 from .access import COOKIE, Access, Viewer
 from .feed import Feed
 from .guard import Guard
+from .kinds import Registry, families, page_of
 
-KINDS = {kind.plural: kind for kind in BUILTIN}
 MAX_QUERY = 256  # characters of a search, a label selector
 RECENT = 20  # events on the overview
 LOG_LINES = 40  # operator log lines on a page
@@ -45,7 +51,7 @@ LOGIN = "login"  # what the login form's anti-forgery token is derived from
 def url_of(kind: Kind, namespace: str, name: str) -> str:
     """The page of an object: a path of this UI whatever the names hold (each quoted whole)."""
     where = f"{quote(namespace, safe='')}/" if kind.namespaced else ""
-    return f"/{kind.plural}/{where}{quote(name, safe='')}"
+    return f"/{page_of(kind)}/{where}{quote(name, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,8 @@ async def listing(viewer: Viewer, kinds: list[Kind], namespace: str = "", label:
     return out
 
 
-async def events(viewer: Viewer, namespace: str, field_selector: str = "") -> list[dict[str, Any]]:
-    """Events about helmop's resources, newest first, where the viewer may list them."""
+async def events(viewer: Viewer, kinds: list[Kind], namespace: str, field_selector: str = "") -> list[dict[str, Any]]:
+    """Events about objects of ``kinds``' groups, newest first, where the viewer may list them."""
     params = {"fieldSelector": field_selector} if field_selector else None
     found: list[dict[str, Any]] = []
     for place in [namespace] if namespace else ["", *viewer.namespaces]:
@@ -144,7 +150,9 @@ async def events(viewer: Viewer, namespace: str, field_selector: str = "") -> li
             continue
         if not place:  # every namespace at once
             break
-    found = [e for e in found if is_helmop(str((e.get("involvedObject") or {}).get("apiVersion", "")))]
+    groups = {kind.group for kind in kinds}
+    found = [e for e in found if str((e.get("involvedObject") or {}).get("apiVersion", "")).rpartition("/")[0]
+             in groups]
     return sorted(found, key=last_seen, reverse=True)
 
 
@@ -155,13 +163,14 @@ def _filtered(rows: list[Row], q: str, wanted: str) -> list[Row]:
 
 
 class Pages:
-    def __init__(self, access: Access, guard: Guard, feed: Feed, *, actions: bool, operator_namespace: str | None,
-                 log_file: str | None) -> None:
-        self.access, self.guard, self.feed = access, guard, feed
+    def __init__(self, access: Access, guard: Guard, feed: Feed, registry: Registry, *, actions: bool,
+                 operator_namespace: str | None, log_file: str | None) -> None:
+        self.access, self.guard, self.feed, self.registry = access, guard, feed, registry
         self.actions, self.operator_namespace, self.log_file = actions, operator_namespace, log_file
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("helmop.ui"), autoescape=True,
                                             trim_blocks=True, lstrip_blocks=True)
-        self.templates.globals.update(kinds=KINDS, healths=HEALTHS, since=since, last_seen=last_seen, url_of=url_of)
+        self.templates.globals.update(healths=HEALTHS, since=since, last_seen=last_seen, url_of=url_of,
+                                      page_of=page_of, families=families)
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self._page(self.overview)), web.get("/graph", self._page(self.graph)),
@@ -194,17 +203,17 @@ class Pages:
                **context: Any) -> web.Response:
         html = self.templates.get_template(template).render(
             viewer=viewer, csrf=self.guard.csrf(viewer.key if viewer else LOGIN), login=self.access.login,
-            actions=self.actions, path=request.path, **context)
+            actions=self.actions, path=request.path, **{"kinds": self.registry.current, **context})
         return web.Response(text=html, status=status, content_type="text/html")
 
-    def _kind(self, request: web.Request) -> Kind:
-        kind = KINDS.get(request.match_info["plural"])
+    async def _kind(self, request: web.Request) -> Kind:
+        kind = (await self.registry.kinds()).get(request.match_info["plural"])
         if kind is None:
             raise web.HTTPNotFound(text=f"no such page: {request.path}")
         return kind
 
-    def _object_ref(self, request: web.Request) -> tuple[Kind, str, str]:
-        kind = self._kind(request)
+    async def _object_ref(self, request: web.Request) -> tuple[Kind, str, str]:
+        kind = await self._kind(request)
         namespace, name = request.match_info.get("namespace", ""), request.match_info["name"]
         if kind.namespaced != bool(namespace) or (namespace and not is_namespace_name(namespace)) \
                 or not is_object_name(name):
@@ -214,20 +223,20 @@ class Pages:
     # --- pages ---------------------------------------------------------------------------------------
 
     async def overview(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        namespace = _namespace(request)
-        found, recent = await asyncio.gather(listing(viewer, list(KINDS.values()), namespace),
-                                             events(viewer, namespace))
-        counts = {plural: dict.fromkeys(HEALTHS, 0) for plural in KINDS}
+        namespace, shown = _namespace(request), await self.registry.kinds()
+        kinds = list(shown.values())
+        found, recent = await asyncio.gather(listing(viewer, kinds, namespace), events(viewer, kinds, namespace))
+        counts = {page_of(kind): dict.fromkeys(HEALTHS, 0) for kind in kinds}
         for row in found.rows:
-            counts[row.kind.plural][row.health] += 1
+            counts[page_of(row.kind)][row.health] += 1
         attention = sorted((r for r in found.rows if r.health == "failed"), key=lambda r: r.changed, reverse=True)
         attention += sorted((r for r in found.rows if r.health == "progressing"), key=lambda r: r.changed)
-        return self.render(request, viewer, "overview.html", title="Overview", counts=counts, attention=attention,
-                           recent=recent[:RECENT], refused=found.refused, namespace=namespace,
+        return self.render(request, viewer, "overview.html", title="Overview", kinds=shown, counts=counts,
+                           attention=attention, recent=recent[:RECENT], refused=found.refused, namespace=namespace,
                            total=len(found.rows))
 
     async def kind_list(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        kind = self._kind(request)
+        kind = await self._kind(request)
         namespace, q, wanted, label = (_namespace(request), _text(request, "q"), _text(request, "health"),
                                        _text(request, "label"))
         if wanted and wanted not in HEALTHS:
@@ -238,29 +247,30 @@ class Pages:
                            refused=found.refused, namespace=namespace, q=q, wanted=wanted, label=label)
 
     async def object(self, request: web.Request, viewer: Viewer, refused: str = "") -> web.StreamResponse:
-        kind, namespace, name = self._object_ref(request)
+        kind, namespace, name = await self._object_ref(request)
         obj = await viewer.kube.get(kind.path(namespace, name))
         if obj is None:
             return self.render(request, viewer, "message.html", status=404, title="Not found",
                                message=f"{kind.kind} {namespace + '/' if namespace else ''}{name} does not exist")
-        row = Row(kind, obj)
-        selector = f"involvedObject.kind={kind.kind},involvedObject.name={name}"
+        row, state = Row(kind, obj), status_of(obj) or Status()
+        selector = f"involvedObject.apiVersion={kind.api_version},involvedObject.kind={kind.kind}," \
+                   f"involvedObject.name={name}"
         inventory, about = await asyncio.gather(tree(viewer.kube, (kind.api_version, kind.kind, namespace, name)),
-                                                events(viewer, namespace, selector) if namespace else _none())
+                                                events(viewer, [kind], namespace, selector) if namespace else _none())
         context: dict[str, Any] = {}
-        if kind is HELMRELEASE:
+        if isinstance(state, HelmReleaseStatus):  # helmop's or Flux's
             context = await self._release(request, viewer, obj)
         return self.render(request, viewer, "object.html", status=403 if refused else 200,
                            title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
-                           conditions=Resource(obj).status.get("conditions") or [], source=source(obj),
+                           state=state, artifact=artifact_of(state), webhook=_webhook(state), source=source(obj),
                            children=inventory.children, events=about,
                            logs=await self._logs(viewer, kind, namespace, name), spec=_spec(obj),
                            flash=_text(request, "done"), **context)
 
     async def _release(self, request: web.Request, viewer: Viewer, obj: dict[str, Any]) -> dict[str, Any]:
-        history = Resource(obj).status.get("history") or []
-        shown: dict[str, Any] = {"history": history, "diff": None, "diff_refused": "", "revisions": sorted(
-            {int(h["revision"]) for h in history if str(h.get("revision", "")).isdigit()})}
+        history = read(HelmReleaseStatus, obj).history
+        shown: dict[str, Any] = {"history": history, "diff": None, "diff_refused": "",
+                                 "revisions": sorted({h.revision for h in history if h.revision > 0})}
         older, newer = _text(request, "from"), _text(request, "to")
         if older.isdigit() and newer.isdigit():
             shown |= {"older": int(older), "newer": int(newer)}
@@ -289,10 +299,11 @@ class Pages:
 
     async def graph(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
         namespace = _namespace(request)
-        found = await listing(viewer, list(KINDS.values()), namespace)
-        rows = [r for r in found.rows if r.kind.plural not in ("providers", "alerts")][:graph.MAX_NODES]
+        drawn = [k for k in (await self.registry.kinds()).values() if k.kind not in graph.NOT_DRAWN]
+        found = await listing(viewer, drawn, namespace)
+        rows = found.rows[:graph.MAX_NODES]
         return self.render(request, viewer, "graph.html", title="Dependencies", namespace=namespace,
-                           layout=graph.layout([(r.kind.plural, r.obj) for r in rows]), refused=found.refused,
+                           layout=graph.layout([(r.kind, r.obj) for r in rows]), refused=found.refused,
                            box=(graph.BOX_W, graph.BOX_H), cut=len(found.rows) > graph.MAX_NODES)
 
     async def live(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
@@ -301,7 +312,7 @@ class Pages:
     # --- actions and logging in ------------------------------------------------------------------------
 
     async def act(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        kind, namespace, name = self._object_ref(request)
+        kind, namespace, name = await self._object_ref(request)
         action = request.match_info["action"]
         form = await request.post()
         self.guard.check_form(request, viewer.key, str(form.get("csrf", "")))
@@ -366,6 +377,11 @@ def _next(target: str) -> str:
     if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return "/"
     return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+
+
+def _webhook(state: Status) -> str:
+    """Where a sender posts: a Receiver's path (Flux's), a GitRepository's push webhook (helmop's)."""
+    return state.webhook_path if isinstance(state, ReceiverStatus | GitRepositoryStatus) else ""
 
 
 def _spec(obj: dict[str, Any]) -> str:

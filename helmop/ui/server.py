@@ -15,7 +15,8 @@ from helmop.infra.kube import Kube, KubeError
 from .access import Access, LocalAccess, TokenAccess
 from .feed import Feed
 from .guard import Guard
-from .pages import KINDS, Pages
+from .kinds import Registry
+from .pages import Pages
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 64 << 10  # a form: a token at most
@@ -52,8 +53,10 @@ async def serve(kube: Kube, *, tokens: bool, address: str, port: int, actions: b
     is the kubeconfig's user and only this machine may connect."""
     access: Access = TokenAccess(kube) if tokens else LocalAccess(kube, await whoami(kube), namespace)
     guard = Guard(None)
-    feed = Feed(kube, {plural: (kind.group, kind.path()) for plural, kind in KINDS.items()})
-    pages = Pages(access, guard, feed, actions=actions, operator_namespace=operator_namespace, log_file=log_file)
+    feed = Feed(kube)
+    registry = Registry(kube, feed.follow)  # discovery with the UI's own account: which kinds exist, no more
+    pages = Pages(access, guard, feed, registry, actions=actions, operator_namespace=operator_namespace,
+                  log_file=log_file)
     runner = web.AppRunner(application(access, guard, feed, pages), access_log=None, shutdown_timeout=2)
     await runner.setup()
     site = web.TCPSite(runner, address, port)
@@ -61,7 +64,7 @@ async def serve(kube: Kube, *, tokens: bool, address: str, port: int, actions: b
     bound = runner.addresses[0][1]
     if not tokens:  # answer only to this machine's names for itself (a rebound DNS name is refused)
         guard.hosts = frozenset({f"127.0.0.1:{bound}", f"localhost:{bound}"})
-    feed.start()
+    await registry.kinds()  # the feed follows the kinds found
     announce(f"http://{'127.0.0.1' if address in ('', '0.0.0.0') else address}:{bound}/")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

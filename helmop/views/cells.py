@@ -8,14 +8,31 @@ from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.objects import Resource
+from helmop.api.status.app import AppStatus
+from helmop.api.status.configsync import ConfigSyncStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.images import ImagePolicyStatus, ImageUpdateAutomationStatus
+
+from .statuses import artifact_of, status_of
 
 
 def revision(obj: dict[str, Any]) -> str:
-    status = obj.get("status") or {}
-    chosen = status.get("latestRef") or {}  # an ImagePolicy's image
-    return str(status.get("lastAppliedRevision") or (status.get("artifact") or {}).get("revision")
-               or status.get("chartVersion") or (f"{chosen.get('name')}:{chosen.get('tag')}" if chosen else "")
-               or status.get("lastPushCommit") or "")
+    """What the resource deployed, applied, published or chose last."""
+    status = status_of(obj)
+    artifact = artifact_of(status)
+    if artifact is not None:
+        return artifact.revision
+    if isinstance(status, HelmReleaseStatus):  # Flux's status has no lastAppliedRevision: its last snapshot
+        return status.last_applied_revision or (status.history[0].chart_version if status.history else "")
+    if isinstance(status, ConfigSyncStatus):
+        return status.last_applied_revision
+    if isinstance(status, AppStatus):
+        return status.chart_version
+    if isinstance(status, ImagePolicyStatus):
+        return f"{status.latest_ref.name}:{status.latest_ref.tag}" if status.latest_ref else ""
+    if isinstance(status, ImageUpdateAutomationStatus):
+        return status.last_push_commit
+    return ""
 
 
 def source(obj: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """What helmop's resources manage, read from the cluster with the reader's own client: a HelmRelease its
-release's objects (``status.inventory``), a ConfigSync what it applied, a source the ConfigSyncs, HelmReleases,
-HelmCharts and ArtifactGenerators that read it, an ArtifactGenerator the ExternalArtifacts it made, a Jenkins or
-app resource its HelmRelease, a Project its parts and environments (a source's readers are looked for in its own
-namespace). Each object carries its health: Ready for
+release's objects (``status.inventory``), a ConfigSync (or Flux Kustomization) what it applied, a source the
+ConfigSyncs, HelmReleases, HelmCharts and ArtifactGenerators of its family that read it, an ArtifactGenerator the
+ExternalArtifacts it made, a Jenkins or app resource its HelmRelease, a Project its parts and environments (a
+source's readers are looked for in its own namespace); each status read through its typed model
+(``views.statuses``). Each object carries its health: Ready for
 helmop's resources, ``reconcile.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
 draws it."""
 
@@ -13,14 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import APPS_GROUP, ARTIFACTGENERATOR, CONFIGSYNC, GROUP, HELMCHART, HELMOP, HELMRELEASE
+from helmop.api.kinds import APPS_GROUP, GROUP, HELMRELEASE, Family, Kind, family_of
 from helmop.api.objects import Resource
-from helmop.api.status import parse
+from helmop.api.status.app import AppStatus
+from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.status.project import ObjectRef, ProjectStatus
+from helmop.api.status.sources import ArtifactGeneratorStatus
 from helmop.helm.releases import inventory_objects
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.health import CURRENT, judge
-from helmop.reconcile.sync import ObjectId
+
+from .statuses import status_of
 
 MAX_DEPTH = 6  # Project > ConfigSync > HelmRelease > objects: a cycle of references cannot run away
 Ref = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
@@ -85,39 +90,35 @@ def _source_readers(kube_items: list[dict[str, Any]], kind: str, namespace: str,
     return out
 
 
-READERS = (CONFIGSYNC, HELMRELEASE, HELMCHART, ARTIFACTGENERATOR)  # what may read a source
+def _readers(family: Family) -> tuple[Kind, ...]:
+    """What may read a source of ``family``."""
+    return (family.configsync, family.helmrelease, family.helmchart, family.artifactgenerator)
 
 
-def _refs(entries: Any) -> list[Ref]:
+def _refs(entries: tuple[ObjectRef, ...]) -> list[Ref]:
     """The (apiVersion, kind, namespace, name) entries of a Project's inventory."""
-    return [(str(e.get("apiVersion", "")), str(e.get("kind", "")), str(e.get("namespace") or ""), str(e.get("name")))
-            for e in entries or [] if isinstance(e, dict)]
+    return [(e.api_version, e.kind, e.namespace, e.name) for e in entries]
 
 
 async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
     """What the object manages (see the module's description)."""
     api_version, kind, namespace, name = ref
-    status = Resource(obj).status
-    if (api_version, kind) == (HELMRELEASE.api_version, HELMRELEASE.kind):
-        inventory = parse(HelmReleaseStatus, status).inventory
-        return [(v, k, ns, n) for v, ns, k, n in inventory_objects(inventory)]
-    if (api_version, kind) == (CONFIGSYNC.api_version, CONFIGSYNC.kind):
-        ids = [ObjectId.from_json(entry) for entry in status.get("inventory") or []]
-        return [(o.api_version, o.kind, o.namespace, o.name) for o in ids]
-    if api_version == HELMOP.gitrepository.api_version and HELMOP.source(kind) is not None:
-        readers = [obj for kind_ in READERS for obj in await kube.list(kind_.path(namespace))]
+    status, family = status_of(obj), family_of(api_version.rpartition("/")[0])
+    if isinstance(status, HelmReleaseStatus):
+        return [(v, k, ns, n) for v, ns, k, n in inventory_objects(status.inventory)]
+    if isinstance(status, ConfigSyncStatus):  # a ConfigSync's, a Flux Kustomization's
+        return [(o.api_version, o.kind, o.namespace, o.name) for o in status.inventory]
+    if any(k.api_version == api_version and k.kind == kind for k in family.sources):
+        readers = [obj for kind_ in _readers(family) for obj in await kube.list(kind_.path(namespace))]
         return _source_readers(readers, kind, namespace, name)
-    if (api_version, kind) == (ARTIFACTGENERATOR.api_version, ARTIFACTGENERATOR.kind):
-        made = HELMOP.externalartifact
-        return [(made.api_version, made.kind, str(e.get("namespace") or namespace), str(e.get("name")))
-                for e in status.get("inventory") or [] if isinstance(e, dict)]
-    if status.get("helmRelease"):  # a Jenkins or an app resource (an app kind is in any group)
-        return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, str(status["helmRelease"]))]
-    if not is_helmop(api_version):  # another controller's status.inventory is not read as a Project's
-        return []
-    # a Project's parts, then its environments'
-    return _refs(status.get("inventory")) + [ref for environment in status.get("environments") or []
-                                             for ref in _refs(environment.get("inventory"))]
+    if isinstance(status, ArtifactGeneratorStatus):
+        made = family.externalartifact
+        return [(made.api_version, made.kind, e.namespace or namespace, e.name) for e in status.inventory]
+    if isinstance(status, AppStatus) and status.helm_release:  # a Jenkins or an app resource (in any group)
+        return [(HELMRELEASE.api_version, HELMRELEASE.kind, namespace, status.helm_release)]
+    if isinstance(status, ProjectStatus):  # its parts, then its environments'
+        return _refs(status.inventory) + [r for env in status.environments for r in _refs(env.inventory)]
+    return []
 
 
 async def tree(kube: Kube, ref: Ref, depth: int = 0, seen: set[Ref] | None = None) -> Node:

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -18,11 +19,18 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM, Ui, screenshot_path
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, failing, get, hr, ready
+from tests.controllers.conftest import Operator, apply, condition, failing, get, hr, ready
+from tests.gitserver import Repo
 from tests.tools import ROOT, Run, eventually
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 PASSWORDS = ("first-Pa55word-71", "second-Pa55word-72")
+HOOK_TOKEN = "ui-receiver-token-3f9e"
+FLUX_HR, FLUX_KS, FLUX_GIT, FLUX_RECEIVER = ("helmreleases.helm.toolkit.fluxcd.io",
+                                             "kustomizations.kustomize.toolkit.fluxcd.io",
+                                             "gitrepositories.source.toolkit.fluxcd.io",
+                                             "receivers.notification.toolkit.fluxcd.io")
+WEBAPP = "webapps.demo.helmop.dev"  # the sample app kind (deploy/examples/webapp), found by discovery
 
 
 @pytest.fixture(scope="module")
@@ -286,3 +294,88 @@ def test_a_change_shows_without_a_reload_within_two_seconds(operator: Operator, 
     page.wait_for_selector("tr[data-name=live][data-health=suspended]", timeout=2000)
     assert time.monotonic() - changed < 2.0
     assert page.evaluate("() => window.stillThisPage") is True  # updated in place, not reloaded
+
+
+def settled_ready(kube: Run, ns: str, kind: str, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = get(kube, ns, kind, name)
+        ready_ = condition(obj)
+        return obj if ready_.get("status") == "True" and ready_.get("observedGeneration") == obj.get(
+            "metadata", {}).get("generation") else None
+
+    found: dict[str, Any] = eventually(check, timeout=90)
+    return found
+
+
+def flux_objects(kube: Run, ns: str, repo: Repo, chart_repo: ChartRepo) -> None:
+    """A Flux GitRepository and the Kustomization that applies it, a Flux HelmRelease from a Flux HelmRepository, a
+    Flux Receiver for the GitRepository, and a Webapp (an app kind's object)."""
+    repo.commit({"config.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
+                                                "metadata": {"name": "site-config", "namespace": ns},
+                                                "data": {"greeting": "hello"}})})
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={HOOK_TOKEN}")
+    source = "source.toolkit.fluxcd.io/v1"
+    for body in (
+            {"apiVersion": source, "kind": "GitRepository", "metadata": {"name": "site"},
+             "spec": {"interval": "1h", "url": repo.url, "ref": {"branch": "main"}}},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "site"},
+             "spec": {"interval": "1h", "path": "./", "prune": True,
+                      "sourceRef": {"kind": "GitRepository", "name": "site"}}},
+            {"apiVersion": source, "kind": "HelmRepository", "metadata": {"name": "charts"},
+             "spec": {"interval": "1h", "url": chart_repo.url}},
+            {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "web"},
+             "spec": {"interval": "1h", "chart": {"spec": {"chart": "demo", "version": "0.1.0", "sourceRef": {
+                 "kind": "HelmRepository", "name": "charts"}}}, "values": {"fullnameOverride": "flux-web"}}},
+            {"apiVersion": "notification.toolkit.fluxcd.io/v1", "kind": "Receiver", "metadata": {"name": "push"},
+             "spec": {"type": "generic", "secretRef": {"name": "hook"},
+                      "resources": [{"apiVersion": source, "kind": "GitRepository", "name": "site"}]}},
+            {"apiVersion": "demo.helmop.dev/v1alpha1", "kind": "Webapp", "metadata": {"name": "shop"},
+             "spec": {"fullnameOverride": "shop"}}):
+        apply(kube, ns, yaml.safe_dump(body))
+    for kind, name in ((FLUX_GIT, "site"), (FLUX_KS, "site"), (FLUX_HR, "web"), (FLUX_RECEIVER, "push"),
+                       (WEBAPP, "shop")):
+        settled_ready(kube, ns, kind, name)
+
+
+def test_flux_kinds_and_app_kinds_have_pages_rows_and_a_graph(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                             chart_repo: ChartRepo, local_ui: Ui,
+                                                             browser: Browser) -> None:
+    """Under --flux-api: Flux's kinds and an app kind (found by discovery) each have a row in the overview and a
+    page; a Receiver's page shows its webhook path, a source's its artifact; a Kustomization's inventory and graph
+    are drawn as a ConfigSync's are."""
+    flux_objects(kube, ns, repo, chart_repo)
+    page = browser.new_page()
+    page.goto(f"{local_ui.url}?namespace={ns}")
+    for kind in (FLUX_HR, FLUX_KS, FLUX_GIT, FLUX_RECEIVER, WEBAPP):
+        assert cell(page, f'"{kind}"', "ready") == 1, kind
+    assert cell(page, "helmreleases", "ready") == 1  # the Webapp's own HelmRelease (helmop's), not Flux's
+
+    # from the overview's row to the list, to the Flux HelmRelease's page: its history read from Flux's shape
+    page.click(f'tr[data-kind="{FLUX_HR}"] th a')
+    page.click("td a:has-text('web')")
+    assert page.url.endswith(f"/{FLUX_HR}/{ns}/web")
+    assert page.inner_text("tr[data-type=Ready] td:nth-child(2)") == "True"
+    assert page.eval_on_selector_all("ol.timeline li", "items => items.map(i => +i.dataset.revision)") == [1]
+    assert "0.1.0" in page.inner_text("ol.timeline") and "Deployment" in page.inner_text("ul.tree")
+
+    # the Kustomization: what it applied, and its source in the graph
+    page.goto(f"{local_ui.url}{FLUX_KS}/{ns}/site")
+    assert "ConfigMap/" in page.inner_text("ul.tree") and "site-config" in page.inner_text("ul.tree")
+    git = get(kube, ns, FLUX_GIT, "site")
+    page.goto(f"{local_ui.url}{FLUX_GIT}/{ns}/site")
+    assert page.inner_text("dd.artifact-revision") == git["status"]["artifact"]["revision"]
+    assert page.inner_text("dd.artifact-digest") == git["status"]["artifact"]["digest"]
+    assert "Kustomization" in page.inner_text("ul.tree")  # its readers
+    page.goto(f"{local_ui.url}{FLUX_RECEIVER}/{ns}/push")
+    assert page.inner_text("dd.webhook-path") == get(kube, ns, FLUX_RECEIVER, "push")["status"]["webhookPath"]
+    assert HOOK_TOKEN not in page.content()
+    page.goto(f"{local_ui.url}{WEBAPP}/{ns}/shop")
+    assert page.inner_text("tr[data-type=Ready] td:nth-child(2)") == "True"
+    assert f"HelmRelease/{ns}/shop-webapp" in page.inner_text("ul.tree")
+
+    page.goto(f"{local_ui.url}graph?namespace={ns}")
+    keys = page.eval_on_selector_all("svg a.node", "nodes => nodes.map(n => n.dataset.key)")
+    assert f"Kustomization.kustomize.toolkit.fluxcd.io/{ns}/site" in keys and f"Webapp/{ns}/shop" in keys
+    assert page.locator("path.e-sourceRef").count() == 2  # the Kustomization's GitRepository, the release's charts
+    assert page.locator("path.e-release").count() == 1  # the Webapp's HelmRelease
+    shoot(page, "flux-graph")
