@@ -28,7 +28,8 @@ from helmop.helm.apps import release_spec
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
 from helmop.helm.inputs import InputError, Readers, StandaloneReaders, archive_values, gather
-from helmop.helm.request import upgrade_request
+from helmop.helm.releases import Gateway
+from helmop.helm.request import resolved, upgrade_request
 from helmop.infra.kube import Kube, KubeError
 from helmop.sources import artifacts
 from helmop.sources.errors import SourceError
@@ -264,7 +265,8 @@ async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
         action = Action.UPGRADE if live else Action.INSTALL
         request = upgrade_request(spec, release.namespace, release.name, chart=inputs.chart_path,
                                   values=inputs.values, digest=inputs.digest, action=action)
-        wanted = await ctx.engine.rendered(request)
+        state = await Gateway(ctx.kube).read(spec.release_name, spec.storage_namespace)
+        wanted = await ctx.engine.rendered(resolved(request, state))
     except (SpecError, InputError, HelmError) as exc:
         raise Failed(f"HelmRelease {release.namespace}/{release.name}: {exc}") from None
     before = manifest_objects(live, spec.target_namespace)

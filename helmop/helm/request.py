@@ -4,6 +4,7 @@ identity), and the rollback of a remediation. A spec option reaches helm through
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from helmop.api.tenancy import Tenancy
 
 from . import storage
 from .engine import RollbackRequest, TestRequest, UninstallRequest, UpgradeRequest
+from .releases import ReleaseState
 
 # Flux's words for helm 4's --server-side (words, not booleans, against YAML's boolean conversion)
 SERVER_SIDE = {"enabled": "true", "disabled": "false", "auto": "auto"}
@@ -44,6 +46,13 @@ def upgrade_request(spec: HelmReleaseSpec, namespace: str, name: str, *, chart: 
         # HelmRelease's namespace, so a namespace's releases get only that namespace's rights.
         impersonate=(tenancy or Tenancy()).acting_as(namespace, spec.service_account_name),
         post_render=spec.post_render)
+
+
+def resolved(request: UpgradeRequest, state: ReleaseState) -> UpgradeRequest:
+    """``request`` with server-side apply ``auto`` resolved as helm would (the latest revision's method), so that
+    conflicts are forced exactly when it applies server-side (helm refuses them otherwise), as helm-controller
+    does; the operator's upgrade and ``helmop diff`` alike."""
+    return replace(request, server_side=state.server_side()) if request.server_side == "auto" else request
 
 
 def rollback_request(spec: HelmReleaseSpec, revision: int, acting_as: str) -> RollbackRequest:

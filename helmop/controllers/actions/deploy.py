@@ -11,7 +11,7 @@ from helmop.api.actions import Action
 from helmop.api.status.helmrelease import ReadinessCheck
 from helmop.helm.crds import chart_crds
 from helmop.helm.hooks import needs_helm_wait
-from helmop.helm.request import upgrade_request
+from helmop.helm.request import resolved, upgrade_request
 
 from ..readiness import Cancelled, unhealthy
 from .job import Job, Result, cancelled, major_notes, outcome, read_release
@@ -68,9 +68,7 @@ async def _deploy(job: Job, action: Action) -> Result:
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
                               tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm", kind=job.key[0])
-    request = replace(request, skip_crds=skip_crds, force=request.force or job.decision.force)
-    if request.server_side == "auto":  # as helm-controller: resolved here, so that conflicts are forced with SSA
-        request = replace(request, server_side=job.state.server_side())
+    request = resolved(replace(request, skip_crds=skip_crds, force=request.force or job.decision.force), job.state)
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}"
