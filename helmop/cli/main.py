@@ -36,6 +36,7 @@ from . import (
     images,
     operate,
     operator_logs,
+    preview,
     projects,
     show,
     target,
@@ -574,6 +575,7 @@ def parser() -> argparse.ArgumentParser:
     conv.set_defaults(run=_convert)
 
     artifacts.add_verbs(verbs_)
+    preview.add_verb(verbs_)
 
     comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                              description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "

@@ -1,0 +1,161 @@
+"""`helmop preview`: what a pull request changes, object by object, rendered offline from two git revisions."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helmop.cli import revisions
+from helmop.cli.errors import Failed
+from helmop.sources.git import Limits
+from tests.test_cli_offline import helmop
+from tests.tools import TOOLS
+
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+    "values.yaml": "replicaCount: 1\n",
+    "templates/deployment.yaml": """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: {{ .Release.Name }}}
+spec:
+  replicas: {{ .Values.replicaCount }}
+  selector: {matchLabels: {app: {{ .Release.Name }}}}
+  template:
+    metadata: {labels: {app: {{ .Release.Name }}}}
+    spec: {containers: [{name: web, image: nginx}]}
+""",
+    "templates/service.yaml": "apiVersion: v1\nkind: Service\nmetadata: {name: {{ .Release.Name }}}\n"
+                              "spec: {ports: [{port: 80}], selector: {app: {{ .Release.Name }}}}\n",
+}
+OLD_SECRET, NEW_SECRET = "hunter2-the-old-password", "hunter3-the-new-password"
+
+
+def _release(name: str, replicas: int) -> dict[str, object]:
+    return {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"chart": {"sourceRef": {"name": "config"}, "path": "charts/web"}, "interval": "5m",
+                     "values": {"replicaCount": replicas}}}
+
+
+def _secret(password: str) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "shop"},
+                           "data": {"password": base64.b64encode(password.encode()).decode()}})
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
+                    "-m", message], check=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """main: web and db released from the tree's chart, and a Secret; the pull request (branch pr): web's values
+    change, a ConfigMap is added, db is removed, the Secret's value changes."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tmp_path)], check=True)
+    sync = {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
+            "spec": {"sourceRef": {"name": "config"}, "path": "./apps", "interval": "5m"}}
+    _commit(tmp_path, {**{f"charts/web/{name}": text for name, text in CHART.items()},
+                       "clusters/prod/apps.yaml": yaml.safe_dump(sync),
+                       "apps/kustomization.yaml": "resources: [web.yaml, db.yaml, secret.yaml]\n",
+                       "apps/web.yaml": yaml.safe_dump(_release("web", 1)),
+                       "apps/db.yaml": yaml.safe_dump(_release("db", 1)),
+                       "apps/secret.yaml": _secret(OLD_SECRET)}, "base")
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "-b", "pr"], check=True)
+    (tmp_path / "apps" / "db.yaml").unlink()
+    _commit(tmp_path, {"apps/kustomization.yaml": "resources: [web.yaml, settings.yaml, secret.yaml]\n",
+                       "apps/web.yaml": yaml.safe_dump(_release("web", 3)),
+                       "apps/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: "
+                                             "shop}\ndata: {mode: fast}\n",
+                       "apps/secret.yaml": _secret(NEW_SECRET)}, "the pull request")
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "main"], check=True)
+    (tmp_path / "apps" / "web.yaml").write_text("not: [what, is, committed\n")  # the working tree is never read
+    return tmp_path
+
+
+def _preview(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    done = helmop("preview", "--repo", str(repo), "--base", "main", "--head", "pr", *args,
+                  env={"PATH": f"{TOOLS}:{os.environ['PATH']}"})
+    for secret in (OLD_SECRET, NEW_SECRET):
+        for form in (secret, base64.b64encode(secret.encode()).decode()):
+            assert form not in done.stdout + done.stderr
+    return done
+
+
+def test_preview_prints_exactly_what_the_pull_request_changes(repo: Path) -> None:
+    done = _preview(repo)
+    assert done.returncode == 0, done.stderr
+    headers = sorted(line for line in done.stdout.splitlines() if line.startswith("# ") and "(" in line)
+    assert headers == ["# ConfigSync apps: ConfigMap/shop/settings (added)",
+                       "# ConfigSync apps: HelmRelease/shop/db (removed)",
+                       "# ConfigSync apps: HelmRelease/shop/web (changed)",
+                       "# ConfigSync apps: Secret/shop/db (changed)",
+                       "# HelmRelease shop/db: Deployment/shop/db (removed)",
+                       "# HelmRelease shop/db: Service/shop/db (removed)",
+                       "# HelmRelease shop/web: Deployment/shop/web (changed)"]
+    assert "-  replicas: 1\n+  replicas: 3\n" in done.stdout
+    assert all(line[:1] in "#-+@ " for line in done.stdout.splitlines()), done.stdout  # a diff, masks and all
+    assert "Service/shop/web" not in done.stdout  # unchanged
+    assert "<secret hmac-sha256:" in done.stdout  # the Secret's change shows as a digest's
+    assert "# 1 added, 3 changed, 3 removed\n" in done.stdout
+    assert "# HelmRelease shop/web: values\n" in done.stdout and "# HelmRelease shop/db: removed\n" in done.stdout
+    one = _preview(repo, "--path", "apps", "--max-lines", "4")
+    assert one.returncode == 0 and one.stdout.count("… ") >= 1 and "more lines" in one.stdout
+
+
+def test_preview_as_markdown_and_json(repo: Path) -> None:
+    markdown = _preview(repo, "-o", "markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    assert "| added | changed | removed |\n|---|---|---|\n| 1 | 3 | 3 |" in markdown.stdout
+    assert "<details><summary>changed: <code>Deployment/shop/web</code></summary>" in markdown.stdout
+    assert "```diff\n" in markdown.stdout and "- `HelmRelease shop/web`: values" in markdown.stdout
+    found = json.loads(_preview(repo, "-o", "json").stdout)
+    assert found["summary"] == {"added": 1, "changed": 3, "removed": 3}
+    assert [o["object"] for o in found["added"]] == ["ConfigMap/shop/settings"]
+    assert {o["object"] for o in found["removed"]} == {"HelmRelease/shop/db", "Deployment/shop/db", "Service/shop/db"}
+    assert {"name": "HelmRelease shop/web", "change": "values"} in found["releases"]
+    assert all(o["diff"].startswith("--- a/") for o in found["changed"])
+
+
+def test_preview_of_a_revision_that_does_not_build_names_the_file(repo: Path) -> None:
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-f", "pr"], check=True)
+    _commit(repo, {"apps/kustomization.yaml": "resources: [web.yaml, missing.yaml]\n"}, "broken")
+    done = _preview(repo)
+    assert done.returncode == 1, done.stdout
+    assert "pr: apps:" in done.stderr and "missing.yaml" in done.stderr, done.stderr
+    outside = _preview(repo, "--path", "apps/../../elsewhere")
+    assert outside.returncode == 1 and "../elsewhere: a folder outside the repository" in outside.stderr
+    unknown = helmop("preview", "--repo", str(repo), "--base", "main", "--head", "no-such-branch")
+    assert unknown.returncode == 2 and "'no-such-branch' is not a commit" in unknown.stderr
+
+
+def test_a_revision_is_read_from_git_as_the_operator_reads_a_tree(tmp_path: Path) -> None:
+    """Links are followed only to files inside the tree, a tree over the limits is refused, and the working tree
+    is never what is read."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "apps").mkdir()
+    (repo / "apps" / "linked.yaml").symlink_to("../real.yaml")
+    _commit(repo, {"real.yaml": "kind: ConfigMap\n"}, "inside")
+    (repo / "real.yaml").write_text("uncommitted\n")
+    into = tmp_path / "one"
+    commit = revisions.read_revision(repo, "HEAD", into)
+    assert len(commit) == 40 and (into / "apps" / "linked.yaml").read_text() == "kind: ConfigMap\n"
+    assert not (into / "apps" / "linked.yaml").is_symlink()
+    with pytest.raises(Failed, match="larger than a repository"):
+        revisions.read_revision(repo, "HEAD", tmp_path / "two", Limits(max_entries=1))
+    (repo / "apps" / "passwd.yaml").symlink_to("../../../etc/passwd")
+    _commit(repo, {}, "outside")
+    with pytest.raises(Failed, match=re.escape("apps/passwd.yaml: a link to ../../../etc/passwd, outside")):
+        revisions.read_revision(repo, "HEAD", tmp_path / "three")
+    with pytest.raises(Failed, match="is not a git revision"):
+        revisions.read_revision(repo, "--output=/tmp/x", tmp_path / "four")
