@@ -94,7 +94,7 @@ def planned(found: list[manifests.Manifest], apps: list[AppKind],
     return out, errors
 
 
-def _tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], dict[str, str]]:
+def tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], dict[str, str]]:
     """ConfigMaps and Secrets of the tree: (kind, namespace, name) -> data (strings)."""
     out: dict[tuple[str, str, str], dict[str, str]] = {}
     for item in found:
@@ -109,7 +109,7 @@ def _tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], 
     return out
 
 
-async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
+async def offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
                          sources: dict[tuple[str, str, str], dict[str, Any]],
                          namespace: str) -> tuple[Path, dict[str, Any]]:
     """The chart and its valuesFiles' values: from its repository (a HelmRepository or OCIRepository found in
@@ -126,7 +126,7 @@ async def _offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
             raise InputError("SourceNotFound", f"{kind} {chart.namespace or namespace}/{name} is not in the tree")
         if kind == "HelmChart":  # its template, read as the release's own chart.spec would be
             template = replace(parse_helm_chart(source.get("spec") or {}).chart, namespace=chart.namespace or namespace)
-            return await _offline_chart(replace(spec, chart=template), root, repos, sources, namespace)
+            return await offline_chart(replace(spec, chart=template), root, repos, sources, namespace)
         if isinstance(chart, ArtifactChart):
             oci = parse_oci_repository(source.get("spec") or {})
             found = await artifacts.resolve(repos, oci, Credentials())
@@ -154,7 +154,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     releases, problems = planned(found, apps, "default")
     for problem in errors + problems:
         print(f"error: {problem}", file=err)
-    values_of = _tree_values(found)
+    values_of = tree_values(found)
     sources = {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
                for item in found if item.kind in ("HelmRepository", "OCIRepository", "HelmChart")}
     repos = Repositories(cache)
@@ -171,7 +171,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
                     raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
                                                            f"{ref.values_key}) is not in the tree")
                 pieces.append((ref, data[ref.values_key]))
-            chart, base = await _offline_chart(spec, root, repos, sources, release.namespace)
+            chart, base = await offline_chart(spec, root, repos, sources, release.namespace)
             values = helm_values.compose(pieces, spec.values, base)
             request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
                                       action=Action.INSTALL)

@@ -161,7 +161,7 @@ async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rende
     planned, problems = releases.planned(built, [], "default")
     if problems:
         raise Unbuildable("; ".join(problems))
-    values_of = releases._tree_values(built)
+    values_of = releases.tree_values(built)
     sources = {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
                for item in built if item.kind in ("HelmRepository", "OCIRepository", "HelmChart")}
     for release in planned:
@@ -194,7 +194,7 @@ async def _inputs(root: Path, release: releases.Planned, values_of: dict[tuple[s
             raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
                                                    f"{ref.values_key}) is not in the build")
         pieces.append((ref, data[ref.values_key]))
-    chart, base = await releases._offline_chart(release.spec, root, repos, sources, release.namespace)
+    chart, base = await releases.offline_chart(release.spec, root, repos, sources, release.namespace)
     return chart, helm_values.compose(pieces, release.spec.values, base)
 
 
