@@ -15,7 +15,7 @@ from .errors import SpecError
 from .kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, Kind
 from .names import check_references
 from .patterns import compile_pattern
-from .repositories import _access_from
+from .repositories import access_from_selectors, generic_identity_only, ref_name
 from .selectors import Requirement
 
 DEFAULT_EXCLUSIONS = ("^.*\\.sig$",)  # Flux's default: cosign's signature tags are not images
@@ -103,26 +103,9 @@ class ImageRepositorySpec:
         return tuple(compile_pattern(p, f"spec.exclusionList[{i}]") for i, p in enumerate(self.exclusions))
 
 
-def _name(spec: dict[str, Any], key: str) -> str:
-    ref = spec.get(key) or {}
-    if not isinstance(ref, dict):
-        raise SpecError("InvalidSpec", f"spec.{key} must be a map with a name")
-    return str(ref.get("name") or "")
-
-
-def _generic(spec: dict[str, Any]) -> None:
-    provider = str(spec.get("provider") or "generic")
-    if provider != "generic":
-        raise SpecError("UnsupportedField", f"spec.provider {provider!r} (a cloud workload identity) is not "
-                                            "implemented by helmop; give registry credentials in spec.secretRef")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (image pull secrets or a cloud identity of a "
-                                            "ServiceAccount) is not read by helmop; name the Secret in spec.secretRef")
-
-
 def parse_image_repository(spec: dict[str, Any]) -> ImageRepositorySpec:
     check_references(spec)
-    _generic(spec)
+    generic_identity_only(spec)
     interval = duration_field(spec, "interval", None)
     if not interval:
         raise SpecError("IntervalNotConfigured", "spec.interval is required (how often the tags are scanned)")
@@ -132,10 +115,10 @@ def parse_image_repository(spec: dict[str, Any]) -> ImageRepositorySpec:
     out = ImageRepositorySpec(
         image=parse_image(spec.get("image") or ""), interval=interval,
         timeout=duration_field(spec, "timeout", None) or min(interval, 300.0),
-        secret_ref=_name(spec, "secretRef"), cert_secret_ref=_name(spec, "certSecretRef"),
-        proxy_secret_ref=_name(spec, "proxySecretRef"), insecure=bool(spec.get("insecure", False)),
+        secret_ref=ref_name(spec, "secretRef"), cert_secret_ref=ref_name(spec, "certSecretRef"),
+        proxy_secret_ref=ref_name(spec, "proxySecretRef"), insecure=bool(spec.get("insecure", False)),
         suspend=bool(spec.get("suspend", False)), exclusions=tuple(str(p) for p in exclusions),
-        access_from=_access_from(spec.get("accessFrom")))
+        access_from=access_from_selectors(spec.get("accessFrom")))
     out.compiled()  # every expression checked now: a bad one is the spec's fault
     return out
 
@@ -254,7 +237,7 @@ def parse_image_update_automation(spec: dict[str, Any]) -> ImageUpdateAutomation
         checkout=Checkout(*(str(ref.get(k) or "") for k in ("branch", "tag", "semver", "commit", "name"))),
         message_template=template, template_values=_strings(commit, "messageTemplateValues"),
         signing=str(signing.get("type") or "gpg") if signing else "",
-        signing_secret=_name(signing, "secretRef") if signing else "",
+        signing_secret=ref_name(signing, "secretRef") if signing else "",
         push_branch=str(push.get("branch") or ""), refspec=str(push.get("refspec") or ""),
         push_options=_strings(push, "options"), path=str(update.get("path") or ""),
         selector=_label_selector(spec.get("policySelector")), suspend=bool(spec.get("suspend", False)))

@@ -50,7 +50,7 @@ def parse_verification(raw: Any, where: str, *, keyless: bool = True) -> Verific
     provider = str(raw.get("provider") or "cosign")
     if provider not in ("cosign", "notation"):
         raise SpecError("InvalidSpec", f"{where}.provider must be cosign or notation")
-    secret, root = _name(raw, "secretRef"), _name(raw, "trustedRootSecretRef") if keyless else ""
+    secret, root = ref_name(raw, "secretRef"), ref_name(raw, "trustedRootSecretRef") if keyless else ""
     identities = _identities(raw.get("matchOIDCIdentity"), f"{where}.matchOIDCIdentity")
     if provider == "notation" and not secret:
         raise SpecError("InvalidSpec", f"{where}.secretRef is required for notation (trustpolicy.json and "
@@ -119,14 +119,15 @@ class OCIRepositorySpec:
     verify: Verification | None = None
 
 
-def _name(spec: Mapping[str, Any], key: str) -> str:
+def ref_name(spec: Mapping[str, Any], key: str) -> str:
     ref = spec.get(key) or {}
     if not isinstance(ref, dict):
         raise SpecError("InvalidSpec", f"spec.{key} must be a map with a name")
     return str(ref.get("name") or "")
 
 
-def _generic(spec: dict[str, Any]) -> None:
+def generic_identity_only(spec: dict[str, Any]) -> None:
+    """spec.provider and spec.serviceAccountName (cloud workload identities): refused by name unless generic."""
     provider = str(spec.get("provider") or "generic")
     if provider != "generic":
         raise SpecError("UnsupportedField", f"spec.provider {provider!r} is not implemented by helmop (cloud workload "
@@ -138,7 +139,7 @@ def _generic(spec: dict[str, Any]) -> None:
 
 def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
     check_references(spec)
-    _generic(spec)
+    generic_identity_only(spec)
     url = str(spec.get("url") or "").rstrip("/")
     kind = str(spec.get("type") or "default")
     if kind not in ("default", "oci"):
@@ -147,16 +148,16 @@ def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
         raise SpecError("InvalidSpec", f"spec.url {url!r} must be an oci:// URL with type oci")
     if kind == "default" and not re.match(r"^https?://[^\s/]+", url):
         raise SpecError("InvalidSpec", f"spec.url {url!r} must be an http(s):// URL (or set type: oci)")
-    return HelmRepositorySpec(url=url, oci=kind == "oci", secret_ref=_name(spec, "secretRef"),
-                              cert_secret_ref=_name(spec, "certSecretRef"),
+    return HelmRepositorySpec(url=url, oci=kind == "oci", secret_ref=ref_name(spec, "secretRef"),
+                              cert_secret_ref=ref_name(spec, "certSecretRef"),
                               interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
                               timeout=duration_field(spec, "timeout", 60.0) or 60.0,
                               insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
                               pass_credentials=bool(spec.get("passCredentials", False)),
-                              access_from=_access_from(spec.get("accessFrom")))
+                              access_from=access_from_selectors(spec.get("accessFrom")))
 
 
-def _access_from(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] | None:
+def access_from_selectors(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] | None:
     if raw is None:
         return None
     selectors = raw.get("namespaceSelectors") if isinstance(raw, dict) else None
@@ -173,7 +174,7 @@ def _access_from(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] | None:
 
 def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
     check_references(spec)
-    _generic(spec)
+    generic_identity_only(spec)
     url = str(spec.get("url") or "").rstrip("/")
     if not url.startswith("oci://") or not _URL.match(url):
         raise SpecError("InvalidSpec", f"spec.url {url!r} must be an oci:// URL")
@@ -197,8 +198,8 @@ def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
                              digest=digest, semver_filter=semver_filter,
                              media_type=str(selector.get("mediaType") or ""), operation=operation,
                              ignore=None if ignore is None else str(ignore),
-                             secret_ref=_name(spec, "secretRef"), cert_secret_ref=_name(spec, "certSecretRef"),
-                             proxy_secret_ref=_name(spec, "proxySecretRef"),
+                             secret_ref=ref_name(spec, "secretRef"), cert_secret_ref=ref_name(spec, "certSecretRef"),
+                             proxy_secret_ref=ref_name(spec, "proxySecretRef"),
                              interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
                              timeout=duration_field(spec, "timeout", 60.0) or 60.0,
                              insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
