@@ -36,7 +36,8 @@ def describe_size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
-_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)  # strings (skipped whole) and brackets
+# strings (skipped whole; possessive, and one left open runs to the end: linear in every input) and brackets
+_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\[\s\S]?)*+(?:"|\Z)|[\[\]{}]')
 
 
 def json_within(data: bytes, *, max_depth: int, what: str) -> Any:

@@ -45,7 +45,7 @@ def unverified_issuer(token: str) -> str:
         raise TokenRefused("the token is not a JWT")
     try:
         claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         raise TokenRefused("the token's claims are not JSON") from None
     issuer = claims.get("iss") if isinstance(claims, dict) else None
     if not isinstance(issuer, str) or not issuer:
@@ -66,7 +66,7 @@ def verify(token: str, keys: Mapping[str, Any], *, issuers: Sequence[str], audie
     ``audience``; TokenRefused (UnknownKey: no key the token names) otherwise."""
     try:
         header = jwt.get_unverified_header(token)
-    except jwt.PyJWTError:
+    except (jwt.PyJWTError, RecursionError):
         raise TokenRefused("the token's header is not a JWT header") from None
     algorithm = header.get("alg")
     if algorithm not in allowed:

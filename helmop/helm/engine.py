@@ -358,7 +358,11 @@ class Engine:
         # asked here rather than with pyhelm3's client_version(), which runs helm with the whole environment
         version = subprocess.run([executable, "version", "--template", "{{ .Version }}"], env=command.env,
                                  capture_output=True, text=True, check=True).stdout
-        return cls(command, runtime, post_renderer, configs, int(version.strip().lstrip("v").split(".")[0]))
+        major, minor = (int(part) for part in version.strip().lstrip("v").split(".")[:2])
+        if (major, minor) < (3, 17):
+            raise RuntimeError(f"helm {version.strip()} is too old: helmop needs helm 3.17 or later (its installs "
+                               "and upgrades pass --take-ownership and --skip-schema-validation), or helm 4")
+        return cls(command, runtime, post_renderer, configs, major)
 
     def _check_runtime(self) -> None:
         if postrender.digest(self.runtime) != self.runtime_digest:

@@ -39,11 +39,14 @@ class _Node:
 
 def render(template: str, data: Any) -> str:
     """``template`` with ``data`` as ``.``; TemplateError for what cannot be rendered."""
-    nodes, rest = _parse(_lex(template), 0)
-    if rest is not None:
-        raise TemplateError(f"unexpected {{{{{rest}}}}}")
-    run = _Run()
-    run.block(nodes, data, {"$": data})
+    try:
+        nodes, rest = _parse(_lex(template), 0)
+        if rest is not None:
+            raise TemplateError(f"unexpected {{{{{rest}}}}}")
+        run = _Run()
+        run.block(nodes, data, {"$": data})
+    except RecursionError:  # parentheses nested without end (the parser recurses on each)
+        raise TemplateError("the template nests too deeply") from None
     return "".join(run.out)
 
 
@@ -220,7 +223,7 @@ class _Run:
                 raise TemplateError(f"the function {word!r} is not in helmop's template subset (it has "
                                     f"{', '.join(sorted(FUNCTIONS))})")
             args = [self.operand(x, dot, scope) for x in command[1:]]
-            return function(*args, *(() if piped is _NOTHING else (piped,)))
+            return _call(word, function, [*args, *(() if piped is _NOTHING else (piped,))])
         if len(command) > 1 or piped is not _NOTHING:
             raise TemplateError(f"{word!r} is not a function: it cannot take arguments")
         return self.operand(command[0], dot, scope)
@@ -274,6 +277,30 @@ def show(value: Any) -> str:
     if isinstance(value, dict):
         return "map[" + " ".join(f"{show(k)}:{show(value[k])}" for k in sorted(value)) + "]"
     return str(value)
+
+
+def _length(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    return sum(len(v) for v in value if isinstance(v, str)) if isinstance(value, list | tuple) else 0
+
+
+def _call(name: str, function: Any, args: list[Any]) -> Any:
+    """A function of the subset on ``args``, no value of it longer than a message may be: its arguments are
+    measured first (``replace`` by what it would make), its result after; a wrong call is a TemplateError."""
+    size = sum(_length(a) for a in args)
+    if name == "replace" and len(args) == 3:
+        old, new, text = (show(a) for a in args)
+        size = len(text) + (text.count(old) if old else len(text) + 1) * len(new)
+    if size > MAX_OUTPUT:
+        raise TemplateError(f"{name} would make a value longer than {MAX_OUTPUT >> 10} KiB")
+    try:
+        result = function(*args)
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise TemplateError(f"{name}: {str(exc)[:200]}") from None
+    if _length(result) > MAX_OUTPUT:
+        raise TemplateError(f"{name} made a value longer than {MAX_OUTPUT >> 10} KiB")
+    return result
 
 
 def _printf(form: str, *args: Any) -> str:

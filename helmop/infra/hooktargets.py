@@ -51,8 +51,9 @@ async def request_reconciles(kube: Kube, cel: Worker, tenancy: Tenancy, namespac
 async def _kind(kube: Kube, target: Target) -> Kind:
     """The target's kind, its plural found by discovery (a kind of any group: Flux's image kinds, app kinds)."""
     group, _, version = target.api_version.rpartition("/")
-    if not group:
-        raise SpecError("ValidationFailed", f"{target.api_version} {target.kind}: a Receiver asks no core kind")
+    if not (group == "helmop.dev" or group.endswith((".helmop.dev", ".fluxcd.io"))):
+        raise SpecError("ValidationFailed", f"{target.api_version} {target.kind}: a Receiver asks helmop's, its app "
+                                            "kinds' and Flux's objects only")
     plural, namespaced = await kube.resource(target.api_version, target.kind)
     if not namespaced:
         raise SpecError("ValidationFailed", f"{target.kind} is not a namespaced kind")

@@ -138,7 +138,7 @@ async def push(git: GitCache, url: str, auth: GitAuth, refs: list[str], options:
     """Push ``refs`` (``<sha>:<ref>``) to ``url``, with push options; :class:`Rejected` when the remote moved on."""
     remote = mirrored(url, git.mirrors)
     check_url(remote, file_roots=git.file_roots, forbidden=git.root)
-    args = ["push", "--no-verify"]
+    args = ["push", "--no-verify", "--atomic"]  # push.branch and push.refspec land together or not at all
     for key, value in options:
         if "\n" in key or "\n" in value or "\0" in key + value:
             raise SourceError("InvalidSpec", "spec.git.push.options may not hold line breaks", transient=False)

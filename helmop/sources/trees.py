@@ -38,7 +38,11 @@ class Artifact(Protocol):
 
 
 def _under(files: Mapping[str, bytes], path: str, wanted: Wanted | None) -> dict[str, bytes]:
+    """The files under ``path``; PathNotFound when the artifact holds nothing there (an empty result would
+    read as "nothing to apply", and prune everything; Flux stops with "path not found" too)."""
     prefix = f"{clean_path(path)}/".lstrip("/")
+    if prefix and not any(name.startswith(prefix) for name in files):
+        raise SourceError("PathNotFound", f"{clean_path(path)!r} does not exist in the artifact", transient=False)
     return {name[len(prefix):]: data for name, data in files.items()
             if name.startswith(prefix) and (wanted is None or wanted(name[len(prefix):]))}
 

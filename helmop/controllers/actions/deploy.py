@@ -87,4 +87,5 @@ async def _deploy(job: Job, action: Action) -> Result:
     await job.ctx.services.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
     state = await read_release(job.ctx, job.spec)
     return Result(False, reason, f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
-                  history=state.history(), inventory=result.inventory, state=state, readiness=readiness)
+                  history=await asyncio.to_thread(state.history), inventory=result.inventory, state=state,
+                  readiness=readiness)

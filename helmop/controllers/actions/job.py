@@ -132,7 +132,8 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
         return Result(False, failed, redact(f"Helm {action} failed for release {job.release} with chart {job.chart}: "
                                             f"{exc}", secrets), transient=exc.transient)
     state = await read_release(job.ctx, job.spec)  # once: the history, the inventory and the next decision
-    revisions = state.history()
+    # off the loop: each revision's record is inflated, parsed and its values digested (a large release: tens of ms)
+    revisions = await asyncio.to_thread(state.history)
     revision = revisions[0].revision if revisions else 0
     located = await objects(job, state)  # its manifest parsed once: for the inventory and the health check
     return Result(True, ok_reason, ok_message.format(revision=revision), history=revisions,
