@@ -1,7 +1,7 @@
 """A small SOPS encryptor for the tests' fixtures, written from the format (AES-256-GCM values bound to their
 key path, the data key wrapped for age recipients with pyrage and for OpenPGP certificates with Sequoia, a
 SHA-512 MAC over the plaintext values): files that helmop must decrypt, and tampered copies of them. Files made
-by the real sops are in ../shared/sops (HELMOP_SOPS_FILES)."""
+by the real sops come only from the folder named by HELMOP_SOPS_FILES (set by .ci/run when it has them)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import posixpath
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from helmop.api.addresses import Policy
 from helmop.api.buckets import parse_bucket
@@ -31,6 +32,8 @@ from .proxies import proxy_of
 from .repositories import Repositories
 from .secrets import secret_data
 from .trees import Artifact, GitArtifact, Mount, Shape, TreeArtifact
+
+T = TypeVar("T")
 
 MAX_INCLUDE_DEPTH = 8  # includes of includes: deeper is refused (and a cycle is one)
 
@@ -78,11 +81,7 @@ def _published(obj: dict[str, Any], kind: Kind, namespace: str, name: str) -> tu
 async def bucket_source(readers: Readers, kind: Kind, namespace: str, name: str) -> TreeArtifact:
     """The objects a Bucket published: its archive in the cache, else fetched again when the bucket still holds
     that revision (SourceNotReady while its Bucket has not published what the bucket holds now)."""
-    obj = await source_object(readers.kube, kind, namespace, name)
-    try:
-        spec = parse_bucket(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    obj, spec = await _parsed(readers.kube, kind, namespace, name, parse_bucket)
     revision, digest = _published(obj, kind, namespace, name)
     creds, keys = await bucket_access(readers.kube, namespace, spec)
     path = await buckets.archive(readers.repos, spec, creds, keys, revision)
@@ -93,17 +92,24 @@ async def bucket_source(readers: Readers, kind: Kind, namespace: str, name: str)
 async def oci_source(readers: Readers, kind: Kind, namespace: str, name: str) -> TreeArtifact:
     """The files of the layer an OCIRepository published: of the manifest its revision names (whatever the tag
     names now), extracted with its ignore rules or copied, as its spec says."""
-    obj = await source_object(readers.kube, kind, namespace, name)
-    try:
-        spec = parse_oci_repository(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    obj, spec = await _parsed(readers.kube, kind, namespace, name, parse_oci_repository)
     revision, digest = _published(obj, kind, namespace, name)
     creds = await credentials(readers.kube, namespace, spec.secret_ref, f"{kind.kind} {namespace}/{name}",
                               spec.cert_secret_ref, spec.proxy_secret_ref)
     layer = await artifacts.layer_of(readers.repos, spec, revision, creds)
     tree = await artifacts.config(readers.repos, spec, layer, creds)
     return TreeArtifact(tree.files, revision, digest)
+
+
+async def _parsed(kube: Kube, kind: Kind, namespace: str, name: str,
+                  parse: Callable[[dict[str, Any]], T]) -> tuple[dict[str, Any], T]:
+    """A source object and its spec as ``parse`` reads it; SourceNotReady while the spec does not parse (the
+    source's own reconcile says why)."""
+    obj = await source_object(kube, kind, namespace, name)
+    try:
+        return obj, parse(obj.get("spec") or {})
+    except SpecError as exc:
+        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
 
 
 async def source_object(kube: Kube, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
@@ -151,11 +157,7 @@ async def git_source(readers: Readers, kind: Kind, namespace: str, name: str, de
     if depth > MAX_INCLUDE_DEPTH:
         raise SourceError("IncludeCycle", f"includes nest more than {MAX_INCLUDE_DEPTH} deep at {kind.kind} "
                                           f"{namespace}/{name}", transient=False)
-    obj = await source_object(readers.kube, kind, namespace, name)
-    try:
-        spec = parse_git_repository(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    obj, spec = await _parsed(readers.kube, kind, namespace, name, parse_git_repository)
     status = obj.get("status") or {}
     published = status.get("artifact") or {}
     revision = str(published.get("revision") or "")
@@ -208,11 +210,7 @@ async def external_source(readers: Readers, family: Family, namespace: str, name
     replica has no copy (SourceNotReady when they moved on since: the generator publishes again), or, made by
     another controller, fetched from its URL and checked against its digest."""
     kind = family.externalartifact
-    obj = await source_object(readers.kube, kind, namespace, name)
-    try:
-        spec = parse_external_artifact(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("SourceNotReady", f"{kind.kind} {namespace}/{name}: {exc}", transient=True) from None
+    obj, spec = await _parsed(readers.kube, kind, namespace, name, parse_external_artifact)
     revision, digest = _published(obj, kind, namespace, name)
     what = f"{kind.kind} {namespace}/{name}"
     if spec.kind == family.artifactgenerator.kind:
@@ -239,11 +237,7 @@ async def generated(readers: Readers, family: Family, namespace: str, producer: 
     """The archive of the artifact ``name`` of the ArtifactGenerator ``namespace/producer``, composed from what its
     sources publish now; SourceNotReady unless it is the one of ``digest``."""
     what = f"ArtifactGenerator {namespace}/{producer}"
-    obj = await source_object(readers.kube, family.artifactgenerator, namespace, producer)
-    try:
-        spec = parse_artifact_generator(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("SourceNotReady", f"{what}: {exc}", transient=True) from None
+    _, spec = await _parsed(readers.kube, family.artifactgenerator, namespace, producer, parse_artifact_generator)
     trees, _ = await generator_trees(readers, family, namespace, spec)
     planned = next((p for p in generator.plan(spec, trees) if p.template.name == name), None)
     if planned is None:

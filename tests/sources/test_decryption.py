@@ -1,4 +1,4 @@
-"""SOPS decryption (helmop.sources.decryption): files the real sops wrote (../shared/sops, when CI passes it),
+"""SOPS decryption (helmop.sources.decryption): files the real sops wrote (the folder HELMOP_SOPS_FILES names),
 files the tests' own encryptor writes for age and OpenPGP keys in every store, and what is refused: a value
 changed or moved, a foreign key, a cloud KMS, Shamir groups, keys and documents past their bounds."""
 
@@ -26,8 +26,8 @@ from tests.sops import Sops, age_identity, armor_age, pgp_key
 from tests.tools import tool
 
 SHARED = os.environ.get("HELMOP_SOPS_FILES", "")
-needs_shared = pytest.mark.skipif(not SHARED, reason="HELMOP_SOPS_FILES (files made by the real sops, "
-                                                     "../shared/sops) is not set: .ci/run sets it")
+needs_shared = pytest.mark.skipif(not SHARED, reason="HELMOP_SOPS_FILES (a folder of files made by the real "
+                                                     "sops) is not set: .ci/run sets it when it has them")
 SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "shop"},
           "stringData": {"password": "hunter2-very-secret", "port": 5432}}
 
