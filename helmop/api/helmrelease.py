@@ -17,6 +17,7 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
+from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .repositories import Verification, parse_verification
 from .selectors import Selector, parse_selector
@@ -221,6 +222,7 @@ class HelmReleaseSpec:
     ready_exprs: tuple[tuple[tuple[str, str], str], ...] = ()  # ((namespace, name), spec.dependsOn[].readyExpr)
     # fields that mean something with one helm major only: (field, major), said in status with the other
     helm_major_fields: tuple[tuple[str, int], ...] = ()
+    kube_config: KubeConfigRef | None = None  # the remote cluster released to (None: the operator's own)
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -485,6 +487,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
                           in zip(depends_on(spec.get("dependsOn"), name, namespace), spec.get("dependsOn") or [],
                                  strict=True) if raw.get("readyExpr")),
         helm_major_fields=_helm_major_fields(spec),
+        kube_config=parse_ref(spec.get("kubeConfig")),
     )
 
 

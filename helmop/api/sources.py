@@ -12,6 +12,7 @@ from .durations import duration_field
 from .errors import SpecError
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
+from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
@@ -160,6 +161,7 @@ class ConfigSyncSpec:
     deletion_policy: str = "MirrorPrune"
     decryption: Decryption | None = None  # SOPS-encrypted files decrypted (spec.decryption)
     ignore: tuple[IgnoreRule, ...] = ()  # fields server-side apply leaves to others (spec.ignore)
+    kube_config: KubeConfigRef | None = None  # the remote cluster applied to (None: the operator's own)
 
     @property
     def deadline(self) -> float:
@@ -306,7 +308,8 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           timeout=duration_field(spec, "timeout", 0.0) or 0.0,
                           retry_interval=duration_field(spec, "retryInterval", 0.0) or 0.0,
                           force=bool(spec.get("force", False)), deletion_policy=policy,
-                          decryption=_decryption(spec), ignore=parse_ignore_rules(spec.get("ignore")))
+                          decryption=_decryption(spec), ignore=parse_ignore_rules(spec.get("ignore")),
+                          kube_config=parse_ref(spec.get("kubeConfig")))
 
 
 def _decryption(spec: dict[str, Any]) -> Decryption | None:

@@ -391,6 +391,12 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
                      help="run kustomize builds without the kernel's confinement (Landlock and seccomp: reads beneath "
                           "the repository only, no program, no socket) where the kernel has none; their boundary is "
                           "then a check of the kustomizations' text alone (docs: Multi-tenancy)")
+    run.add_argument("--insecure-kubeconfig-exec", action="store_true",
+                     help="let kubeconfigs of spec.kubeConfig run exec credential plugins (Flux's flag; refused by "
+                          "default: a tenant's kubeconfig would run a program in the operator)")
+    run.add_argument("--insecure-kubeconfig-tls", action="store_true",
+                     help="let kubeconfigs of spec.kubeConfig skip TLS verification (insecure-skip-tls-verify; Flux's "
+                          "flag)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                      help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
                           "(default: on in a pod, where replicas are likely; off elsewhere)")

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     cfg.unconfined_builds = args.unconfined_builds
     cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
+    cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if (problem := _unwritable(cfg.cache_dir)) is not None:

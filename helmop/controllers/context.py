@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.helm.releases import Gateway
 from helmop.images.registry import Scanner
+from helmop.infra.clusters import Options, Remotes
 from helmop.infra.events import Recorder
 from helmop.infra.kube import Kube
 from helmop.infra.metrics import Metrics
@@ -54,24 +56,30 @@ class Services:
     notifier: Notifier  # Alerts and Providers: the Events posted, sent on
     keys_folder: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret of their own
     images: Scanner = field(default_factory=Scanner)  # image repositories' tags, per image and credentials
+    remotes: Remotes = field(default_factory=Remotes)  # remote clusters objects name in spec.kubeConfig
+    # helm's storage on each remote (its parsed manifests cached), for as long as the remote's client lives
+    gateways: weakref.WeakKeyDictionary[Kube, Gateway] = field(default_factory=weakref.WeakKeyDictionary)
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
            concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
-           notify: Policy | None = None, keys_folder: Path | None = None) -> Services:
+           notify: Policy | None = None, keys_folder: Path | None = None,
+           remotes: Options | None = None) -> Services:
         events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
         notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
         events.listeners.append(notifier.observe)
         return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
                    slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
                    yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
-                   collections=Collections(kube), notifier=notifier, keys_folder=keys_folder)
+                   collections=Collections(kube), notifier=notifier, keys_folder=keys_folder,
+                   remotes=Remotes(remotes))
 
     async def close(self) -> None:
         await self.notifier.close()
         await self.cel.close()
         await self.yaml.close()
         await self.collections.close()
+        await self.remotes.close()
 
 
 @dataclass

@@ -37,15 +37,16 @@ from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
-from helmop.infra.kube import KubeError
+from helmop.infra.kube import KubeError, Unreachable
 from helmop.reconcile import Decision, Desired, Observed, Reason, Release, decide, drift_matters
 from helmop.reconcile.health import check_expression, check_exprs
 from helmop.reconcile.settle import helmrelease as settle
 from helmop.reconcile.settle import progressing
 
-from . import dependencies
+from . import clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
+from .clusters import Cluster
 from .context import Context, Key
 from .outcome import DONE, FAILED, Outcome, after
 from .status import annotation, pending_request, read_status, report, write_status
@@ -76,10 +77,12 @@ class Reconciler:
         except KubeError as exc:  # the API itself failed us: said in Ready (when it can be written), tried again soon
             log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
             said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
+            remote = isinstance(exc, Unreachable) and exc.server != self.ctx.services.kube.conn.server
+            reason = "ClusterUnreachable" if remote else "APIError"
             secrets = self.ctx.memory.secrets.get((self.kind.key, this.namespace, this.name), [])
             with contextlib.suppress(KubeError):
                 await report(self.ctx, self.kind, body, read_status(self.kind, HelmReleaseStatus, body), False,
-                             "APIError", redact(said, secrets)[:1024])
+                             reason, redact(said, secrets)[:1024])
             return FAILED
 
     async def finalize(self, body: dict[str, Any]) -> Outcome:
@@ -90,13 +93,36 @@ class Reconciler:
         try:
             spec = self._parse(this)
         except SpecError:
+            await self.ctx.services.remotes.release(this.key)
             return DONE  # nothing helmop could have installed
         first = await dependencies.dependents_first(self.ctx, this, self.kind)
         if first:
             log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                      ", ".join(first))
             return after(self.ctx.tunables.dependents_wait)
-        state = await read_release(self.ctx, spec)
+        try:
+            cluster = await clusters.target(self.ctx, this.key, spec.kube_config)
+        except HelmopError as exc:
+            return await self._unreachable_on_deletion(body, exc)
+        outcome = await self._uninstall(body, spec, cluster)
+        if outcome is DONE:
+            await self.ctx.services.remotes.release(this.key)
+        return outcome
+
+    async def _unreachable_on_deletion(self, body: dict[str, Any], exc: HelmopError) -> Outcome:
+        """The remote cluster does not answer: tried again later. A kubeConfig that is gone or unusable leaves the
+        release where it is, said in an Event, as Flux lets such an object go (a namespace being deleted takes
+        the kubeconfig Secret with it)."""
+        if exc.transient and exc.reason != "KubeConfigNotFound":
+            await self.ctx.services.events.post(body, "Warning", exc.reason, str(exc))
+            return FAILED
+        await self.ctx.services.events.post(body, "Warning", "UninstallSkipped", f"release not uninstalled: {exc}")
+        await self.ctx.services.remotes.release(Resource(body).key)
+        return DONE
+
+    async def _uninstall(self, body: dict[str, Any], spec: HelmReleaseSpec, cluster: Cluster) -> Outcome:
+        this = Resource(body)
+        state = await read_release(cluster, spec)
         desired = Desired(config_digest="", owner=releases.owner_token(this.namespace, this.name, self.kind.key),
                           adopts=self.family.flux, suspended=spec.suspend, deleting=True,
                           generation=this.generation)
@@ -104,7 +130,7 @@ class Reconciler:
         if decision.action is not Action.UNINSTALL:
             log.info("%s/%s deleted: %s", this.namespace, this.name, decision.message)
             return DONE
-        job = Job(self.ctx, body, spec, decision, state)
+        job = Job(self.ctx, body, spec, decision, state, cluster)
         result = await uninstall.run(job)
         await self._report(job, result)
         if not result.ok:
@@ -136,9 +162,15 @@ class Reconciler:
             await self._refuse(body, status, exc.reason, str(exc), stalled=True)
             return DONE
         self._remember_references(key, spec)
-        self._observe(key, spec, status)
         if spec.suspend:
+            self._observe(key, spec, status, remote=spec.kube_config is not None)
             return DONE
+        try:
+            cluster = await clusters.target(self.ctx, key, spec.kube_config)
+        except HelmopError as exc:
+            await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
+            return FAILED if exc.transient else DONE
+        self._observe(key, spec, status, remote=cluster.remote)
         try:
             waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on,
                                                      kind=self.kind, this=body, ready_exprs=dict(spec.ready_exprs))
@@ -155,7 +187,7 @@ class Reconciler:
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
         try:
-            return await self._converge(body, status, key, spec, inputs, waiting)
+            return await self._converge(body, status, key, spec, inputs, waiting, cluster)
         except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
             # write Secrets there)
             await self._refuse(body, read_status(self.kind, HelmReleaseStatus, body), exc.reason, str(exc),
@@ -163,17 +195,17 @@ class Reconciler:
             return FAILED if exc.transient else DONE
 
     async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: Key, spec: HelmReleaseSpec,
-                        inputs: Inputs, waiting: tuple[str, ...]) -> Outcome:
+                        inputs: Inputs, waiting: tuple[str, ...], cluster: Cluster) -> Outcome:
         """Observe, decide, act, settle, write: round after round, until the release is as wanted or an action
         ends the reconcile."""
         desired = replace(_desired(body, spec, inputs, waiting), adopts=self.family.flux)
         marked = False
-        state = await read_release(self.ctx, spec)  # then read again only after an action changed it
+        state = await read_release(cluster, spec)  # then read again only after an action changed it
         for _ in range(MAX_ROUNDS):
-            observed = await self._observed(body, spec, status, desired, state)
+            observed = await self._observed(body, spec, status, desired, state, cluster)
             decision = decide(desired, observed)
             run = RUNS.get(decision.action)
-            job = Job(self.ctx, body, spec, decision, state, inputs)
+            job = Job(self.ctx, body, spec, decision, state, cluster, inputs)
             if run is None:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
@@ -182,7 +214,8 @@ class Reconciler:
                     return after(observed.retry_in)
                 break
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
-                await self._check_namespace(spec)  # said before helm is run (an up-to-date release needs no read)
+                # said before helm is run (an up-to-date release needs no read)
+                await self._check_namespace(spec, cluster)
                 if inputs.source_revision and (_source(spec) or ("",))[0] == "GitRepository":
                     # said of a chart from git (a commit status marks that commit pending)
                     await self.ctx.services.events.normal(body, "Progressing", f"{decision.message} {desired.chart} "
@@ -201,14 +234,14 @@ class Reconciler:
                         await progress  # a write under way ends before the outcome's, which must come last
             status = settle.settle(status, desired, decision, result)
             await self._write(body, status)
-            self._observe(key, spec, status)
+            self._observe(key, spec, status, remote=cluster.remote)
             await self._report(job, result)
             if result.cancelled:
                 return after(0.01)  # the newer revision is reconciled at once
             if not result.ok:
                 return self._after_failure(key, spec, decision, result.transient)
             self.retry_at.pop(key, None)
-            state = result.state or await read_release(self.ctx, spec)
+            state = result.state or await read_release(cluster, spec)
         return DONE
 
     def _after_failure(self, key: Key, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
@@ -221,7 +254,7 @@ class Reconciler:
         return after(policy.retry_interval)
 
     async def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, status: HelmReleaseStatus,
-                        desired: Desired, state: ReleaseState) -> Observed:
+                        desired: Desired, state: ReleaseState, cluster: Cluster) -> Observed:
         """What is there: helm's records and the last attempt (from status); and the live objects' drift from
         the release where it can decide (API reads, no helm process)."""
         reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
@@ -234,13 +267,14 @@ class Reconciler:
                             retry_in=max(0.0, self.retry_at.get(Resource(body).key, 0.0) - time.monotonic()))
         if not drift_matters(desired, observed):
             return observed
-        looking = Job(self.ctx, body, spec, Decision(Action.NONE, Reason.DRIFT_DETECTED, "looking for drift"), state)
+        looking = Job(self.ctx, body, spec, Decision(Action.NONE, Reason.DRIFT_DETECTED, "looking for drift"), state,
+                      cluster)
         return replace(observed, drift=await correct.detect(looking))
 
-    async def _check_namespace(self, spec: HelmReleaseSpec) -> None:
+    async def _check_namespace(self, spec: HelmReleaseSpec, cluster: Cluster) -> None:
         if spec.install.create_namespace:
             return
-        if await self.ctx.services.kube.get(f"/api/v1/namespaces/{spec.target_namespace}") is None:
+        if await cluster.kube.get(f"/api/v1/namespaces/{spec.target_namespace}") is None:
             raise HelmopError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
                                                    "(set spec.install.createNamespace to create it)", transient=True)
 
@@ -288,10 +322,11 @@ class Reconciler:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _observe(self, key: Key, spec: HelmReleaseSpec, status: HelmReleaseStatus) -> None:
+    def _observe(self, key: Key, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the
-        interval does), so `kubectl scale` or a deleted Service is noticed within moments."""
-        watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" else []
+        interval does), so `kubectl scale` or a deleted Service is noticed within moments. The operator's
+        watches are of its own cluster: a remote release's drift is looked for at its interval."""
+        watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" and not remote else []
         self.ctx.memory.observe(key, watched)
 
     def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
@@ -304,6 +339,8 @@ class Reconciler:
             kind = self.family.source(source[0])
             targets.append((source[1] or namespace, kind.key if kind else source[0], source[3]))
         targets += [(dep_namespace, self.kind.key, dep_name) for dep_namespace, dep_name in spec.depends_on]
+        if spec.kube_config is not None and spec.kube_config.secret:
+            targets.append((namespace, "Secret", spec.kube_config.secret))
         self.ctx.memory.refer(key, targets)
 
 

@@ -25,6 +25,7 @@ from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine, Processes, default_executable
 from helmop.infra import confine, webhooks
+from helmop.infra.clusters import Options as RemoteOptions
 from helmop.infra.kube import Connection, Kube, KubeError
 from helmop.infra.leader import Election, identity, lease_name
 from helmop.infra.membership import Membership
@@ -81,6 +82,8 @@ class OperatorConfig:
     allow_notify_cidrs: tuple[str, ...] = ()  # --allow-notify-cidr: private ranges notifications may reach
     unconfined_builds: bool = False  # --unconfined-builds: kustomize without the kernel's confinement
     decryption_keys: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret
+    kubeconfig_exec: bool = False  # --insecure-kubeconfig-exec: exec plugins in kubeconfigs of spec.kubeConfig
+    kubeconfig_tls: bool = False  # --insecure-kubeconfig-tls: insecure-skip-tls-verify in those kubeconfigs
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -250,7 +253,8 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
         log.error("kustomize builds will be refused (ConfinementUnavailable): this kernel offers no Landlock to "
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
-                       notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys)
+                       notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys,
+                       remotes=RemoteOptions(allow_exec=cfg.kubeconfig_exec, allow_insecure_tls=cfg.kubeconfig_tls))
 
 
 def _receivers(cfg: OperatorConfig, services: Services) -> Receivers:

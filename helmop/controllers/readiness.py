@@ -24,6 +24,7 @@ from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
 from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 
+from .clusters import Cluster
 from .context import Context, Key
 
 POLL = 1.0  # for objects of collections the operator may not watch
@@ -38,6 +39,7 @@ class Waiter:
     """Who waits: the object (its key: what supersedes it), the identity it reads as, its expressions."""
 
     ctx: Context
+    cluster: Cluster  # where the objects are
     key: Key
     acting_as: str
     exprs: tuple[HealthExpr, ...] = ()
@@ -80,7 +82,7 @@ class _Watched:
     async def refresh(self, waiter: Waiter) -> str:
         """Read it as the release's identity; a problem reading it ("" when none)."""
         try:
-            self.read = await waiter.ctx.services.kube.acting_as(waiter.acting_as).get(self.path)
+            self.read = await waiter.cluster.kube.acting_as(waiter.acting_as).get(self.path)
         except KubeError as exc:
             return exc.message
         return ""
@@ -96,7 +98,7 @@ async def unhealthy(waiter: Waiter, located: list[tuple[str, dict[str, Any]]], t
     superseded = waiter.ctx.memory.superseded(waiter.key)
     deadline = started + timeout
     live_ones = [(path, obj) for path, obj in located if needs_live(obj, waiter.exprs)]
-    async with waiter.ctx.services.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
+    async with waiter.cluster.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
         watched = [_Watched(path, obj, held[path.rpartition("/")[0]]) for path, obj in live_ones]
         problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(waiter) for w in watched)),
                             strict=True))

@@ -60,6 +60,7 @@ class UpgradeRequest:
     take_ownership: bool = True
     schema_validation: bool = True
     reuse_values: bool = False
+    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class RollbackRequest:
     wait_for_jobs: bool = True
     legacy_wait: bool = False
     recreate: bool = False  # helm 3's --recreate-pods
+    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class UninstallRequest:
     disable_hooks: bool = False
     cascade: str = "background"  # how the objects' dependents are deleted: background | foreground | orphan
     impersonate: str = ""
+    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class TestRequest:
     timeout: float
     filters: tuple[tuple[str, bool], ...] = ()  # (test name, exclude)
     impersonate: str = ""
+    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
@@ -277,11 +281,12 @@ class _Command(Command):  # type: ignore[misc]
         self.check: Callable[[], None] = lambda: None  # set by the Engine: verifies its runtime directory
         self.processes = Processes()  # set by the Engine: the operator's (signalled at termination)
 
-    async def run(self, command: list[str], input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+    async def run(self, command: list[str], input: bytes | None = None, env: dict[str, str] | None = None,
+                  kubeconfig: str = "") -> bytes:
         self.check()
         argv = [*niced(), self._executable, *map(str, command)]
-        if self._kubeconfig:
-            argv += ["--kubeconfig", str(self._kubeconfig)]
+        if kubeconfig or self._kubeconfig:
+            argv += ["--kubeconfig", kubeconfig or str(self._kubeconfig)]
         log.debug("running helm %s", " ".join(map(str, command[:2])))
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
@@ -378,17 +383,18 @@ class Engine:
         return ["--post-renderer", renderer, "--post-renderer-args", str(config)]
 
     async def _run(self, args: list[str], values: dict[str, Any] | None, action: str,
-                   env: dict[str, str] | None = None) -> bytes:
+                   env: dict[str, str] | None = None, kubeconfig: str = "") -> bytes:
         try:
             out: bytes = await self.command.run(args, json.dumps(values).encode() if values is not None else None,
-                                                env)
+                                                env, kubeconfig)
             return out
         except helm_errors.Error as exc:
             raise classify(exc, action) from None
 
     async def upgrade(self, req: UpgradeRequest, action: Action) -> dict[str, Any]:
         """``helm upgrade --install``; ``action`` (install or upgrade) names what failed in an error."""
-        out = await self._run(upgrade_args(req, self.major) + self._post_render_args(req), req.values, action.value)
+        out = await self._run(upgrade_args(req, self.major) + self._post_render_args(req), req.values, action.value,
+                              kubeconfig=req.kubeconfig)
         start = out.find(b"{")
         release: dict[str, Any] = json.loads(out[start:]) if start >= 0 else {}
         return release
@@ -397,7 +403,7 @@ class Engine:
         """The manifest an upgrade would apply now (a server-side dry run: real capabilities, lookups)."""
         # a dry run creates nothing to wait for: the request without waiting, rather than flags filtered out
         args = upgrade_args(replace(req, wait=False), self.major) + self._post_render_args(req) + ["--dry-run=server"]
-        out = await self._run(args, req.values, "render")
+        out = await self._run(args, req.values, "render", kubeconfig=req.kubeconfig)
         release: dict[str, Any] = json.loads(out[out.find(b"{"):])
         return str(release.get("manifest", ""))
 
@@ -415,10 +421,10 @@ class Engine:
             raise
 
     async def rollback(self, req: RollbackRequest) -> None:
-        await self._run(rollback_args(req, self.major), None, "rollback")
+        await self._run(rollback_args(req, self.major), None, "rollback", kubeconfig=req.kubeconfig)
 
     async def test(self, req: TestRequest) -> None:
-        await self._run(test_args(req), None, "test")
+        await self._run(test_args(req), None, "test", kubeconfig=req.kubeconfig)
 
     async def dependency_build(self, chart: Path) -> None:
         """Fetch the dependencies a chart declares into its charts/ folder, with a helm cache of its own
@@ -429,7 +435,7 @@ class Engine:
 
     async def uninstall(self, req: UninstallRequest) -> None:
         try:
-            await self._run(uninstall_args(req), None, "uninstall")
+            await self._run(uninstall_args(req), None, "uninstall", kubeconfig=req.kubeconfig)
         except HelmError as exc:
             if "not found" not in str(exc).lower():
                 raise

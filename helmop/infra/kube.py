@@ -25,9 +25,11 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base, wait_exponential_jitter
 
+from helmop.api.addresses import Policy
 from helmop.api.errors import describe
 
 from . import kubeconfig
+from .addresses import Resolver
 from .kubeconfig import KubeconfigError
 
 log = logging.getLogger(__name__)
@@ -51,9 +53,10 @@ class Unreachable(KubeError):
     """No answer from the API server (refused, reset, timed out, TLS failure): status 0. ``sent``: the
     request may have reached the server before the connection failed."""
 
-    def __init__(self, message: str, *, sent: bool) -> None:
+    def __init__(self, message: str, *, sent: bool, server: str = "") -> None:
         super().__init__(0, "Unreachable", message)
         self.sent = sent
+        self.server = server  # the API server that did not answer
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,10 @@ def _log_retry(retry_state: RetryCallState) -> None:
 
 
 class Kube:
-    def __init__(self, conn: Connection, impersonate: str = "", groups: tuple[str, ...] = ()) -> None:
+    def __init__(self, conn: Connection, impersonate: str = "", groups: tuple[str, ...] = (),
+                 policy: Policy | None = None) -> None:
         self.conn = conn
+        self.policy = policy  # where the server may be (a tenant's kubeconfig names it): judged as it resolves
         self.impersonate = impersonate
         self.groups = groups  # Impersonate-Group, with a user only
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # by streaming: requests, or watches and logs
@@ -163,7 +168,7 @@ class Kube:
             return self
         root = self._root
         if (user, groups) not in root._acting:
-            child = root._acting[(user, groups)] = Kube(root.conn, user, groups)
+            child = root._acting[(user, groups)] = Kube(root.conn, user, groups, root.policy)
             child._resources = root._resources  # discovery is the same for everyone
             child._root = root
         return root._acting[(user, groups)]
@@ -193,7 +198,8 @@ class Kube:
                        if self.impersonate else [])
             session = self._sessions[streaming] = aiohttp.ClientSession(
                 self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if streaming else REQUEST_CONNECTIONS),
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if streaming else REQUEST_CONNECTIONS,
+                                               resolver=Resolver(self.policy) if self.policy else None),
                 timeout=aiohttp.ClientTimeout(total=60, connect=10))
         return session
 
@@ -264,7 +270,7 @@ class Kube:
                     retry_after = r.headers.get("Retry-After", "")
                     http_reason = r.reason or ""
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise Unreachable(f"{self._root.conn.server}: {describe(exc)}",
+                raise Unreachable(f"{self._root.conn.server}: {describe(exc)}", server=self._root.conn.server,
                                   sent=not isinstance(exc, aiohttp.ClientConnectorError)) from None
             if status == 401 and not reauthenticated and await self._reauthenticate():
                 continue
@@ -299,7 +305,8 @@ class Kube:
                 async for line in r.content:
                     yield line
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise Unreachable(f"{self._root.conn.server}: {describe(exc)}", sent=True) from None
+            raise Unreachable(f"{self._root.conn.server}: {describe(exc)}", sent=True,
+                              server=self._root.conn.server) from None
 
     async def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -29,7 +29,7 @@ def _target(obj: dict[str, Any]) -> Target:
 async def _drift(job: Job, path: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """What differs between the live object and the release's ("deleted", or JSON pointers; "" for nothing),
     and the live object."""
-    kube = job.ctx.services.kube.acting_as(job.acting_as)
+    kube = job.cluster.kube.acting_as(job.acting_as)
     if excluded(obj):
         return "", None
     live = await kube.get(path)
@@ -74,7 +74,7 @@ async def detect(job: Job) -> tuple[str, ...]:
 
 
 async def run(job: Job) -> Result:
-    kube = job.ctx.services.kube.acting_as(job.acting_as)
+    kube = job.cluster.kube.acting_as(job.acting_as)
     drifted = {entry.partition(":")[0] for entry in job.decision.drifted}
     try:
         for path, obj in await objects(job):

@@ -29,7 +29,7 @@ async def _crds(job: Job, policy: str, action: Action) -> bool:
         return False  # helm's own behaviour on install
     if action is Action.UPGRADE and policy not in ("Create", "CreateReplace"):
         return True
-    kube = job.ctx.services.kube.acting_as(job.acting_as)
+    kube = job.cluster.kube.acting_as(job.acting_as)
     for crd in chart_crds(job.inputs.chart_path):
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
         if policy == "CreateReplace" or await kube.get(path) is None:
@@ -68,7 +68,8 @@ async def _deploy(job: Job, action: Action) -> Result:
     request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
                               values=job.inputs.values, digest=job.inputs.digest, action=action,
                               tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm", kind=job.key[0])
-    request = resolved(replace(request, skip_crds=skip_crds, force=request.force or job.decision.force), job.state)
+    request = resolved(replace(request, skip_crds=skip_crds, force=request.force or job.decision.force,
+                               impersonate=job.acting_as, kubeconfig=job.cluster.kubeconfig), job.state)
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}"
@@ -84,8 +85,8 @@ async def _deploy(job: Job, action: Action) -> Result:
         return cancelled(job, "health check")
     if not reason:
         return result
-    await job.ctx.services.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
-    state = await read_release(job.ctx, job.spec)
+    await job.cluster.releases.unlock(result.state, f"health check failed: {problem}")  # helm's record says so too
+    state = await read_release(job.cluster, job.spec)
     return Result(False, reason, f"Helm {verb} of release {job.release} with chart {job.chart}: {problem}",
                   history=await asyncio.to_thread(state.history), inventory=result.inventory, state=state,
                   readiness=readiness)

@@ -20,6 +20,7 @@ from helmop.helm.releases import ReleaseState
 from helmop.reconcile import Decision
 from helmop.reconcile.settle.helmrelease import ActionResult
 
+from ..clusters import Cluster
 from ..context import Context
 from ..readiness import Cancelled, Waiter
 
@@ -36,6 +37,7 @@ class Job:
     spec: HelmReleaseSpec
     decision: Decision
     state: ReleaseState  # helm's storage of the release, as read for this decision
+    cluster: Cluster  # where the release lives (the operator's cluster, or spec.kubeConfig's)
     inputs: Inputs | None = None  # None when deleting
 
     @property
@@ -48,7 +50,7 @@ class Job:
 
     @property
     def acting_as(self) -> str:
-        return self.ctx.tenancy.acting_as(self.namespace, self.spec.service_account_name)
+        return self.cluster.acting_as(self.ctx.tenancy, self.namespace, self.spec.service_account_name)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -58,7 +60,7 @@ class Job:
     @property
     def waiter(self) -> Waiter:
         """The release's objects' readiness, as this HelmRelease waits for it."""
-        return Waiter(self.ctx, self.key, self.acting_as, self.spec.health_check_exprs)
+        return Waiter(self.ctx, self.cluster, self.key, self.acting_as, self.spec.health_check_exprs)
 
     @property
     def release(self) -> str:
@@ -131,7 +133,7 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
         failed = exc.reason if exc.reason not in ("UpgradeFailed", "InstallFailed") else f"{action.capitalize()}Failed"
         return Result(False, failed, redact(f"Helm {action} failed for release {job.release} with chart {job.chart}: "
                                             f"{exc}", secrets), transient=exc.transient)
-    state = await read_release(job.ctx, job.spec)  # once: the history, the inventory and the next decision
+    state = await read_release(job.cluster, job.spec)  # once: the history, the inventory and the next decision
     # off the loop: each revision's record is inflated, parsed and its values digested (a large release: tens of ms)
     revisions = await asyncio.to_thread(state.history)
     revision = revisions[0].revision if revisions else 0
@@ -143,9 +145,9 @@ async def outcome(job: Job, action: str, call: Awaitable[Any], ok_reason: str, o
 async def objects(job: Job, state: ReleaseState | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(REST path, object) of each object of the release (of ``state``, else of the job's), resolved as the
     identity the release acts as."""
-    return await releases.located(state or job.state, job.ctx.services.kube.acting_as(job.acting_as),
+    return await releases.located(state or job.state, job.cluster.kube.acting_as(job.acting_as),
                                   job.spec.target_namespace)
 
 
-async def read_release(ctx: Context, spec: HelmReleaseSpec) -> ReleaseState:
-    return await ctx.services.releases.read(spec.release_name, spec.storage_namespace)
+async def read_release(cluster: Cluster, spec: HelmReleaseSpec) -> ReleaseState:
+    return await cluster.releases.read(spec.release_name, spec.storage_namespace)

@@ -13,7 +13,7 @@ from .job import Job, Result, major_notes, outcome
 
 async def run(job: Job) -> Result:
     target = job.decision.target_revision
-    request = rollback_request(job.spec, target, job.acting_as)
+    request = replace(rollback_request(job.spec, target, job.acting_as), kubeconfig=job.cluster.kubeconfig)
     if request.server_side == "auto":  # as the revision rolled back to was applied
         request = replace(request, server_side=job.state.server_side(target))
     return await outcome(job, "rollback", job.ctx.services.engine.rollback(request), "RollbackSucceeded",

@@ -4,12 +4,15 @@ TestSuccess=False."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from helmop.helm.request import helm_test_request
 
 from .job import Job, Result, outcome
 
 
 async def run(job: Job) -> Result:
-    call = job.ctx.services.engine.test(helm_test_request(job.spec, job.acting_as))
+    request = replace(helm_test_request(job.spec, job.acting_as), kubeconfig=job.cluster.kubeconfig)
+    call = job.ctx.services.engine.test(request)
     return await outcome(job, "test", call, "TestSucceeded",
                          f"Helm test succeeded for release {job.release}.v{{revision}}")

@@ -4,6 +4,8 @@ failed upgrade with remediation.strategy uninstall), and before a chart of anoth
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from helmop.helm.request import uninstall_request
 from helmop.reconcile import Reason
 
@@ -11,7 +13,8 @@ from .job import Job, Result, outcome
 
 
 async def run(job: Job) -> Result:
-    call = job.ctx.services.engine.uninstall(uninstall_request(job.spec, job.acting_as))
+    request = replace(uninstall_request(job.spec, job.acting_as), kubeconfig=job.cluster.kubeconfig)
+    call = job.ctx.services.engine.uninstall(request)
     why = " after a failed install or upgrade" if job.decision.remediation else \
         f" ({job.decision.message})" if job.decision.reason is Reason.CHART_RENAMED else ""
     return await outcome(job, "uninstall", call, "UninstallSucceeded",

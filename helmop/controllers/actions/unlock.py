@@ -8,6 +8,6 @@ from .job import Job, Result
 
 async def run(job: Job) -> Result:
     why = "marked failed by helmop: the previous action never finished"
-    if not await job.ctx.services.releases.unlock(job.state, why):
+    if not await job.cluster.releases.unlock(job.state, why):
         return Result(True, "ReleaseUnlocked", "the release record is gone; nothing to unlock")
     return Result(True, "ReleaseUnlocked", job.decision.message)

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from helmop.api.errors import SpecError
+from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import Family, Kind
 from helmop.api.manifests import Manifest
 from helmop.api.objects import Resource
@@ -45,7 +45,8 @@ from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
 from helmop.sources.readers import source_artifact
 
-from .. import dependencies
+from .. import clusters, dependencies
+from ..clusters import Cluster
 from ..context import Context, Key
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled
@@ -89,10 +90,11 @@ class _Turn:
                      event=event)
 
 
-def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple[Kube, bool]:
-    """The client that writes this ConfigSync's objects, and whether it acts as a ServiceAccount."""
-    actor = ctx.tenancy.acting_as(namespace, spec.service_account_name)
-    return ctx.services.kube.acting_as(actor), bool(actor)
+def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec, cluster: Cluster) -> tuple[Kube, bool]:
+    """The client that writes this ConfigSync's objects, and whether an identity other than the operator's
+    decides what it may do (a ServiceAccount it acts as, or a remote kubeconfig's)."""
+    actor = cluster.acting_as(ctx.tenancy, namespace, spec.service_account_name)
+    return cluster.kube.acting_as(actor), bool(actor) or cluster.remote
 
 
 async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
@@ -105,6 +107,11 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     waiting = await _dependencies(turn, spec)
     if waiting is not None:
         return waiting
+    try:
+        cluster = await clusters.target(ctx, turn.key, spec.kube_config)
+    except HelmopError as exc:
+        await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
+        return _retry(spec) if exc.transient else DONE
     source_namespace = spec.source_namespace or turn.this.namespace
     try:
         artifact = await source_artifact(ctx.services, family, spec.source_kind, source_namespace, spec.source_name)
@@ -124,7 +131,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     except (InputError, SourceError) as exc:
         await turn.report(False, exc.reason, f"revision {artifact.revision}: {exc}", stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
-    return await _sync(turn, spec, artifact.revision, built.objects)
+    return await _sync(turn, spec, artifact.revision, built.objects, cluster)
 
 
 async def _spec(turn: _Turn) -> ConfigSyncSpec | None:
@@ -154,6 +161,7 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     ctx.memory.refer(turn.key, [(spec.source_namespace or this.namespace, source.key, spec.source_name),
                                 *((this.namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
                                 *([(this.namespace, "Secret", keys)] if keys else []),
+                                *([(this.namespace, "Secret", spec.kube_config.secret)] if spec.kube_config else []),
                                 *((dep.namespace, turn.kind.key, dep.name) for dep in spec.depends_on)])
     try:
         waiting = await dependencies.waiting_for(
@@ -181,10 +189,10 @@ async def _attempting(turn: _Turn, revision: str) -> None:
         await turn.ctx.services.events.normal(turn.body, "Progressing", said)
 
 
-async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Manifest]) -> Outcome:
+async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Manifest], cluster: Cluster) -> Outcome:
     """Apply what the build made, prune what left it, then wait for health when asked."""
     this, marks = turn.this, turn.marks()
-    kube, impersonating = _client(turn.ctx, this.namespace, spec)
+    kube, impersonating = _client(turn.ctx, this.namespace, spec, cluster)
     want = sync.desired(found, await observe.scopes(kube, found), spec.target_namespace or this.namespace, marks)
     # Without a ServiceAccount, a tenant's ConfigSync keeps to its namespace; a Flux Kustomization as Flux does.
     refusal = ("", "") if impersonating or turn.family.flux else sync.confinement(
@@ -214,14 +222,14 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
         await turn.report(False, "ApplyFailed", f"revision {revision}: " + "; ".join(failures[:10]) + held)
         return _retry(spec)
     applied_objects = {oid: obj for oid, obj in want.objects.items() if oid not in applied.skipped}
-    return await _settled(turn, spec, kube, revision, replace(want, objects=applied_objects), pruned, started)
+    return await _settled(turn, spec, cluster, revision, replace(want, objects=applied_objects), pruned, started)
 
 
-async def _settled(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, revision: str, want: sync.Desired,
+async def _settled(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster, revision: str, want: sync.Desired,
                    pruned: list[sync.ObjectId], started: float) -> Outcome:
     """Everything applied and pruned: Ready once what must be healthy is."""
     try:
-        reason, problem = await health.wait(turn.ctx, kube, turn.key, spec, want, started)
+        reason, problem = await health.wait(turn.ctx, cluster, turn.key, spec, want, started)
     except Cancelled:
         return after(0.01)  # a newer generation: reconciled at once
     if reason:
@@ -250,10 +258,33 @@ async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcom
     try:
         spec = parse_config_sync(this.spec, this.name, this.namespace)
     except SpecError:
-        return DONE  # an invalid spec never applied anything
-    if spec.suspend or not spec.prunes_on_deletion:
+        spec = None  # an invalid spec never applied anything
+    if spec is None or spec.suspend or not spec.prunes_on_deletion:
+        await ctx.services.remotes.release(turn.key)
         return DONE
-    kube, _ = _client(ctx, this.namespace, spec)
+    try:
+        cluster = await clusters.target(ctx, turn.key, spec.kube_config)
+    except HelmopError as exc:
+        return await _unreachable_on_deletion(turn, exc)
+    outcome = await _pruned_on_deletion(turn, spec, cluster)
+    if outcome is DONE:
+        await ctx.services.remotes.release(turn.key)
+    return outcome
+
+
+async def _unreachable_on_deletion(turn: _Turn, exc: HelmopError) -> Outcome:
+    """The remote cluster does not answer: tried again later; a kubeConfig gone or unusable lets the ConfigSync
+    go with its objects left in place, said in an Event (as Flux's kustomize-controller does)."""
+    if exc.transient and exc.reason != "KubeConfigNotFound":
+        await turn.ctx.services.events.post(turn.body, "Warning", exc.reason, str(exc))
+        return FAILED
+    await turn.ctx.services.events.post(turn.body, "Warning", "PruneSkipped", f"objects not deleted: {exc}")
+    await turn.ctx.services.remotes.release(turn.key)
+    return DONE
+
+
+async def _pruned_on_deletion(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster) -> Outcome:
+    kube, _ = _client(turn.ctx, turn.this.namespace, spec, cluster)
     uids = {sync.id_of(x): x.uid for x in turn.status.inventory}
     order = list(reversed(sync.apply_order(list(uids))))
     _, problems = await prune.prune(kube, order, turn.marks(), uids)

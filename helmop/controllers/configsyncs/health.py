@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api.sources import ConfigSyncSpec
-from helmop.infra.kube import Kube
 from helmop.reconcile.sync import Desired, apply_order
 
+from ..clusters import Cluster
 from ..context import Context, Key
 from ..readiness import Waiter, unhealthy
 
@@ -22,14 +22,16 @@ def checked(spec: ConfigSyncSpec, want: Desired) -> list[dict[str, Any]]:
             for ref in spec.health_checks]
 
 
-async def wait(ctx: Context, kube: Kube, key: Key, spec: ConfigSyncSpec, want: Desired,
+async def wait(ctx: Context, cluster: Cluster, key: Key, spec: ConfigSyncSpec, want: Desired,
                started: float) -> tuple[str, str]:
     """("", "") once healthy; else the reason and what is not. Raises readiness.Cancelled when a newer
     generation arrives."""
     objects = checked(spec, want)
     if not objects:
         return "", ""
+    acting_as = cluster.acting_as(ctx.tenancy, key[1], spec.service_account_name)
+    kube = cluster.kube.acting_as(acting_as)
     located = [(await kube.path_of(o["apiVersion"], o["kind"], o["metadata"].get("namespace", ""),
                                    o["metadata"]["name"]), o) for o in objects]
-    waiter = Waiter(ctx, key, ctx.tenancy.acting_as(key[1], spec.service_account_name), spec.health_check_exprs)
+    waiter = Waiter(ctx, cluster, key, acting_as, spec.health_check_exprs)
     return await unhealthy(waiter, located, spec.deadline, started)

@@ -1,0 +1,98 @@
+"""Where a HelmRelease or ConfigSync acts: the operator's own cluster, or the remote one its ``spec.kubeConfig``
+names. Everything that touches the target (helm and its release storage, applies, pruning, drift, health
+and inventory reads) goes through the turn's :class:`Cluster`; the object itself, its status, Events and the
+Secrets and sources it reads stay on the operator's cluster.
+
+Identity on a remote cluster: the kubeconfig's own, or with spec.serviceAccountName that ServiceAccount of
+the object's namespace, impersonated there (Flux's rule). The operator's --default-service-account is not
+applied to a remote: a tenant's kubeconfig already names the only identity it may act as."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from helmop.api.errors import HelmopError, SpecError
+from helmop.api.kubeconfigs import CLUSTER_LABEL, SECRET_KEYS, KubeConfigRef
+from helmop.api.tenancy import Tenancy
+from helmop.helm.releases import Gateway
+from helmop.infra.clusters import Holder, Remote
+from helmop.infra.kube import Kube
+from helmop.infra.watches import Collections
+
+from .context import Context
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kube: Kube  # the operator's client for it (impersonation is added per request)
+    collections: Collections  # its shared watches (readiness)
+    releases: Gateway  # helm's storage there
+    kubeconfig: str = ""  # helm's --kubeconfig ("": the operator's)
+    name: str = ""  # "" for the operator's own cluster
+    server: str = ""
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.kubeconfig)
+
+    def acting_as(self, tenancy: Tenancy, namespace: str, service_account: str) -> str:
+        """The user requests are made as ("": the client's own identity)."""
+        if not self.remote:
+            return tenancy.acting_as(namespace, service_account)
+        return f"system:serviceaccount:{namespace}:{service_account}" if service_account else ""
+
+
+def local(ctx: Context) -> Cluster:
+    services = ctx.services
+    return Cluster(services.kube, services.collections, services.releases)
+
+
+async def target(ctx: Context, holder: Holder, ref: KubeConfigRef | None) -> Cluster:
+    """The cluster ``holder`` acts on. HelmopError ClusterUnreachable (transient) when the remote does not
+    answer; SpecError InvalidKubeConfig / HelmopError KubeConfigNotFound for a kubeconfig that cannot be used."""
+    remotes = ctx.services.remotes
+    if ref is None:
+        if holder in remotes.held:
+            await remotes.release(holder)
+        return local(ctx)
+    if ref.config_map:
+        raise SpecError("UnsupportedField", "spec.kubeConfig.configMapRef (workload identity of a cloud or a generic "
+                                            "OIDC issuer) is not implemented by helmop; give the kubeconfig in a "
+                                            "Secret (spec.kubeConfig.secretRef)")
+    text, name, where = await _kubeconfig(ctx, holder[1], ref)
+    remote = await remotes.acquire(holder, text, where=where, name=name)
+    problem = await remote.probe()
+    if problem:
+        raise HelmopError("ClusterUnreachable", f"cluster {remote.name} ({remote.server}) does not answer: "
+                                                f"{problem.removeprefix(remote.server + ': ')}", transient=True)
+    return _of(ctx, remote)
+
+
+def _of(ctx: Context, remote: Remote) -> Cluster:
+    gateways = ctx.services.gateways
+    gateway = gateways.get(remote.kube)
+    if gateway is None:
+        gateway = gateways[remote.kube] = Gateway(remote.kube)
+    return Cluster(remote.kube, remote.collections, gateway, str(remote.kubeconfig), remote.name, remote.server)
+
+
+async def _kubeconfig(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple[str, str, str]:
+    """(kubeconfig text, cluster name from the Secret's label, where it was read)."""
+    where = f"Secret {namespace}/{ref.secret}"
+    secret = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{ref.secret}")
+    if secret is None:
+        raise HelmopError("KubeConfigNotFound", f"{where} named in spec.kubeConfig.secretRef does not exist",
+                          transient=True)
+    data = secret.get("data") or {}
+    key = ref.key or next((k for k in SECRET_KEYS if k in data), "")
+    if key not in data:
+        wanted = f"key {ref.key!r}" if ref.key else f"key {SECRET_KEYS[0]!r} or {SECRET_KEYS[1]!r}"
+        raise HelmopError("KubeConfigNotFound", f"{where} has no {wanted} (spec.kubeConfig.secretRef)", transient=True)
+    try:
+        text = base64.b64decode(str(data[key]), validate=True).decode()
+    except (binascii.Error, ValueError):
+        raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} (key {key!r}) is not base64 of text") from None
+    label = str(((secret.get("metadata") or {}).get("labels") or {}).get(CLUSTER_LABEL) or "")[:63]
+    return text, label, f"{where} (key {key!r})"

@@ -1,0 +1,167 @@
+"""Remote clusters (``spec.kubeConfig``): one client, one set of shared watches and one connection pool per
+cluster and namespace, made when an object first targets it and closed when the last one stops.
+
+A remote is keyed by the namespace of the objects that name it and the digest of the kubeconfig's text, so
+two tenants never share a client, even with the same kubeconfig, and a rotated credential is a new remote
+(the old one goes with its last holder). Its kubeconfig is checked as a tenant's
+(:func:`helmop.api.kubeconfigs.check`) and written to a private file: what helmop's client reads and the
+``--kubeconfig`` helm is run with. The server it names is judged by the sources' address policy, as it
+resolves, at every connection helmop makes; helm resolves it again itself (a window for DNS rebinding, as for
+chart dependencies). Reachability is probed at most every :data:`PROBE_EVERY` seconds, so an unreachable
+cluster costs its own objects one short failed request each, not the operator's request retries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helmop.api.addresses import AddressRefused, Policy
+from helmop.api.errors import HelmopError, describe
+from helmop.api.kubeconfigs import Checked, check
+
+from .kube import Connection, Kube, KubeError
+from .kubeconfig import KubeconfigError
+from .watches import Collections
+
+Holder = tuple[str, str, str]  # (kind, namespace, name) of an object that targets a remote
+PROBE_EVERY = 10.0  # seconds a reachability verdict is trusted
+PROBE_TIMEOUT = 5.0
+MAX_REMOTES = 1000  # remotes one operator keeps at once; past it a new one is refused (ClusterLimit)
+
+
+@dataclass
+class Remote:
+    """One remote cluster as the objects of one namespace reach it."""
+
+    digest: str
+    namespace: str
+    name: str  # the Secret's helmop.dev/cluster label, else the server's host:port
+    server: str
+    kubeconfig: Path  # for helm's --kubeconfig
+    kube: Kube
+    collections: Collections
+    holders: set[Holder] = field(default_factory=set)
+    reachable: bool = True
+    problem: str = ""  # why it was not reachable at the last probe
+    probed_at: float = 0.0
+    last_ok: float = 0.0  # wall-clock time of the last answer
+
+    async def probe(self) -> str:
+        """"" when the API server answers (``/version``, one short try), else why not; a recent verdict stands."""
+        now = time.monotonic()
+        if now - self.probed_at < PROBE_EVERY:
+            return self.problem
+        try:
+            await asyncio.wait_for(self.kube.request("GET", "/version", attempts=1), PROBE_TIMEOUT)
+            self.problem, self.reachable, self.last_ok = "", True, time.time()
+        except KubeError as exc:
+            if exc.status != 0:  # it answered (401, 403: the credentials' problem, said when they are used)
+                self.problem, self.reachable, self.last_ok = "", True, time.time()
+            else:
+                self.problem, self.reachable = exc.message, False
+        except TimeoutError:
+            self.problem, self.reachable = f"{self.server}: no answer within {PROBE_TIMEOUT:.0f}s", False
+        self.probed_at = time.monotonic()
+        return self.problem
+
+    async def close(self) -> None:
+        await self.collections.close()
+        await self.kube.close()
+        with contextlib.suppress(OSError):
+            self.kubeconfig.unlink()
+
+
+@dataclass(frozen=True)
+class Options:
+    allow_exec: bool = False  # --insecure-kubeconfig-exec
+    allow_insecure_tls: bool = False  # --insecure-kubeconfig-tls
+    policy: Policy = field(default_factory=Policy.sources)
+    limit: int = MAX_REMOTES
+
+
+class Remotes:
+    """The operator's remote clusters, by (namespace, kubeconfig digest)."""
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options or Options()
+        self.by_key: dict[tuple[str, str], Remote] = {}
+        self.held: dict[Holder, tuple[str, str]] = {}  # which remote each holder targets
+        self._folder: Path | None = None
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, holder: Holder, text: str, *, where: str, name: str = "") -> Remote:
+        """The remote ``holder`` (an object of namespace ``holder[1]``) reaches with kubeconfig ``text`` (read from
+        ``where``); SpecError InvalidKubeConfig for one helmop refuses, HelmopError for one it cannot use."""
+        namespace = holder[1]
+        key = (namespace, hashlib.sha256(text.encode()).hexdigest())
+        async with self._lock:
+            remote = self.by_key.get(key)
+            if remote is None:
+                checked = check(text, allow_exec=self.options.allow_exec,
+                                allow_insecure=self.options.allow_insecure_tls, where=where)
+                if len(self.by_key) >= self.options.limit:
+                    raise HelmopError("ClusterLimit", f"this operator already reaches {len(self.by_key)} remote "
+                                                      "clusters (its limit)", transient=True)
+                remote = self.by_key[key] = await self._connect(key, text, checked, name, where)
+            remote.name = name or remote.name
+            await self._move(holder, key)
+            remote.holders.add(holder)
+        return remote
+
+    async def _connect(self, key: tuple[str, str], text: str, checked: Checked, name: str, where: str) -> Remote:
+        try:
+            self.options.policy.check_host(checked.host)
+        except AddressRefused as exc:
+            raise HelmopError("InvalidKubeConfig", f"the kubeconfig in {where} names server {checked.server}: "
+                                                   f"{exc}") from None
+        path = self._private() / f"{key[1][:32]}-{hashlib.sha256(key[0].encode()).hexdigest()[:8]}.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        try:  # an exec plugin (when allowed) runs here: off the loop
+            conn = await asyncio.to_thread(Connection.from_kubeconfig, path)
+        except KubeconfigError as exc:
+            path.unlink()
+            raise HelmopError("InvalidKubeConfig", f"the kubeconfig in {where} cannot be used: "
+                                                   f"{describe(exc).replace(str(path), 'it')}") from None
+        kube = Kube(conn, policy=self.options.policy)
+        return Remote(digest=key[1], namespace=key[0], name=name or f"{checked.host}:{checked.port}",
+                      server=checked.server, kubeconfig=path, kube=kube, collections=Collections(kube))
+
+    async def release(self, holder: Holder) -> None:
+        """``holder`` targets no remote any more (the local cluster, or it is gone)."""
+        async with self._lock:
+            await self._move(holder, None)
+
+    async def _move(self, holder: Holder, key: tuple[str, str] | None) -> None:
+        before = self.held.pop(holder, None)
+        if key is not None:
+            self.held[holder] = key
+        if before is None or before == key:
+            return
+        remote = self.by_key.get(before)
+        if remote is not None:
+            remote.holders.discard(holder)
+            if not remote.holders:
+                del self.by_key[before]
+                await remote.close()
+
+    def _private(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="helmop-remotes-"))
+        return self._folder
+
+    async def close(self) -> None:
+        for remote in list(self.by_key.values()):
+            await remote.close()
+        self.by_key.clear()
+        self.held.clear()
+        if self._folder is not None:
+            with contextlib.suppress(OSError):
+                self._folder.rmdir()

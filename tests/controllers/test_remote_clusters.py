@@ -1,0 +1,202 @@
+"""One helmop delivering to other clusters (spec.kubeConfig): the management sandbox holds the HelmReleases and
+ConfigSyncs, their status and Events; two more sandboxes are the remote clusters that get the releases (their
+storage included), the applied objects, the drift corrections and the uninstalls. Stopping one remote leaves
+the other and the operator's own health untouched."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helmop_sandbox import Sandbox
+
+from tests.chartrepo import ChartRepo
+from tests.conftest import _runner
+from tests.gitserver import Repo
+from tests.tools import Run, eventually
+
+from .conftest import GITREPO, Operator, apply, condition, events, failing, get, hr, ready, settled
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class Remote:
+    """A sandbox as a remote cluster; one with ``state`` can be stopped and started again (same port, CA, token
+    and objects)."""
+
+    def __init__(self, state: Path | None = None) -> None:
+        self.state = state
+        self.sandbox = Sandbox(ready_delay=0.05, state_dir=state).start()
+        self.kube = _runner(self.sandbox)
+
+    def kubeconfig(self) -> str:
+        return self.sandbox.kubeconfig.read_text()
+
+    def stop(self) -> None:
+        self.sandbox.stop()
+
+    def restart(self) -> None:
+        self.sandbox = Sandbox(ready_delay=0.05, state_dir=self.state).start()
+        self.kube = _runner(self.sandbox)
+
+
+@pytest.fixture(scope="module")
+def remotes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Remote, Remote]]:
+    east, west = Remote(), Remote(tmp_path_factory.mktemp("west-state"))
+    yield east, west
+    for remote in (east, west):
+        remote.stop()
+
+
+def kubeconfig_secret(kube: Run, ns: str, name: str, text: str, *, key: str = "value",
+                      cluster: str = "") -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns,
+                                                                 "labels": {"helmop.dev/cluster": cluster} if cluster
+                                                                 else {}},
+              "data": {key: base64.b64encode(text.encode()).decode()}}
+    kube("kubectl", "apply", "-f", "-", stdin=json.dumps(secret))
+
+
+def release_secrets(kube: Run, ns: str, release: str) -> list[dict[str, Any]]:
+    listed = get(kube, ns, "secrets", "-l", f"owner=helm,name={release}")
+    return list(listed.get("items") or [])
+
+
+def remote_release(kube: Run, ns: str, name: str, repo: ChartRepo, **spec: Any) -> str:
+    return hr(name, repo, kubeConfig={"secretRef": {"name": "east"}}, targetNamespace=ns,
+              install={"createNamespace": True}, **spec)
+
+
+def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               remotes: tuple[Remote, Remote]) -> None:
+    east, _ = remotes
+    kubeconfig_secret(kube, ns, "east", east.kubeconfig(), cluster="east")
+    apply(kube, ns, remote_release(kube, ns, "web", chart_repo, driftDetection={"mode": "enabled"},
+                                   values={"replicaCount": 2}))
+    ready(kube, ns, "web")
+    # helm's records and the objects are there, not here
+    assert [s["metadata"]["labels"]["version"] for s in release_secrets(east.kube, ns, "web")] == ["1"]
+    assert not release_secrets(kube, ns, "web")
+    assert get(east.kube, ns, "deploy", "web")["spec"]["replicas"] == 2
+    assert not get(kube, ns, "deploy", "web")
+    # drift on the remote object is corrected, without a new revision
+    east.kube("kubectl", "-n", ns, "scale", "deploy/web", "--replicas=5")
+    settled(kube, ns, "hr", "web")
+    eventually(lambda: get(east.kube, ns, "deploy", "web")["spec"]["replicas"] == 2, timeout=30)
+    assert any(e["reason"] == "DriftCorrected" for e in events(kube, ns, "web"))
+    assert len(release_secrets(east.kube, ns, "web")) == 1
+    # deleting the HelmRelease uninstalls there
+    kube("kubectl", "-n", ns, "delete", "hr", "web", "--wait=true", "--timeout=60s")
+    assert not release_secrets(east.kube, ns, "web")
+    assert not get(east.kube, ns, "deploy", "web")
+
+
+def test_a_config_sync_applies_and_prunes_on_the_remote_cluster(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                                 remotes: tuple[Remote, Remote]) -> None:
+    east, _ = remotes
+    east.kube("kubectl", "create", "namespace", ns)
+    kubeconfig_secret(kube, ns, "east", east.kubeconfig(), key="value.yaml")
+    repo.commit({"apps/a.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {ns}}}\n"
+                                "data: {k: v}\n",
+                 "apps/b.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: {ns}}}\n"})
+    apply(kube, ns, yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
+         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
+         "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h", "wait": True,
+                  "kubeConfig": {"secretRef": {"name": "east"}}}}]))
+
+    def synced(names: set[str]) -> bool:
+        sync = get(kube, ns, "configsync", "apps")
+        return condition(sync).get("status") == "True" and {
+            e["metadata"]["name"] for e in get(east.kube, ns, "configmaps")["items"]} >= names
+    eventually(lambda: synced({"a", "b"}), timeout=60)
+    assert not get(kube, ns, "configmap", "a"), "applied to the remote cluster only"
+    repo.commit({"apps/b.yaml": None})
+    kube("kubectl", "-n", ns, "annotate", GITREPO, "config", f"helmop.dev/requestedAt={uuid.uuid4().hex}")
+    eventually(lambda: not get(east.kube, ns, "configmap", "b"), timeout=60)
+    kube("kubectl", "-n", ns, "delete", "configsync", "apps", "--wait=true", "--timeout=60s")
+    assert not get(east.kube, ns, "configmap", "a"), "deleted with the ConfigSync (MirrorPrune)"
+
+
+def test_flux_helmrelease_with_kubeconfig(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                          remotes: tuple[Remote, Remote]) -> None:
+    _, west = remotes
+    kubeconfig_secret(kube, ns, "west", west.kubeconfig())
+    apply(kube, ns, yaml.safe_dump_all([
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository", "metadata": {"name": "charts"},
+         "spec": {"url": chart_repo.url, "interval": "1h"}},
+        {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "podinfo"},
+         "spec": {"interval": "1h", "targetNamespace": ns, "install": {"createNamespace": True},
+                  "kubeConfig": {"secretRef": {"name": "west"}},
+                  "chart": {"spec": {"chart": "demo", "version": "0.1.0",
+                                     "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+                  "values": {"fullnameOverride": "podinfo"}}}]))
+    eventually(lambda: condition(get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "podinfo")).get("status")
+               == "True", timeout=60)
+    assert release_secrets(west.kube, ns, "podinfo") and not release_secrets(kube, ns, "podinfo")
+
+
+def test_an_unreachable_cluster_holds_only_its_own_releases(operator: Operator, kube: Run, ns: str,
+                                                            chart_repo: ChartRepo,
+                                                            remotes: tuple[Remote, Remote]) -> None:
+    east, west = remotes
+    kubeconfig_secret(kube, ns, "east", east.kubeconfig())
+    kubeconfig_secret(kube, ns, "west", west.kubeconfig())
+    apply(kube, ns, hr("near", chart_repo, kubeConfig={"secretRef": {"name": "east"}}, targetNamespace=ns,
+                       install={"createNamespace": True}))
+    apply(kube, ns, hr("far", chart_repo, kubeConfig={"secretRef": {"name": "west"}}, targetNamespace=ns,
+                       install={"createNamespace": True}))
+    ready(kube, ns, "near")
+    ready(kube, ns, "far")
+    west.stop()
+    try:
+        kube("kubectl", "-n", ns, "annotate", "hr", "far", f"helmop.dev/requestedAt={uuid.uuid4().hex}")
+        said = failing(kube, ns, "far", "ClusterUnreachable")
+        assert west.sandbox.url.removeprefix("https://") in condition(said)["message"], condition(said)
+        # the other remote keeps its pace: an upgrade there is done as usual
+        started = time.monotonic()
+        apply(kube, ns, hr("near", chart_repo, kubeConfig={"secretRef": {"name": "east"}}, targetNamespace=ns,
+                           install={"createNamespace": True}, values={"replicaCount": 3}))
+        ready(kube, ns, "near", generation=2)
+        assert time.monotonic() - started < 30
+        health = urllib.request.urlopen(f"{operator.metrics_url}/healthz", timeout=5)
+        assert health.status == 200
+    finally:
+        west.restart()
+    ready(kube, ns, "far")
+    assert [s["metadata"]["labels"]["version"] for s in release_secrets(west.kube, ns, "far")] == ["1"], \
+        "converged without a new revision"
+
+
+def test_kubeconfigs_helmop_refuses(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                    remotes: tuple[Remote, Remote], tmp_path: Path) -> None:
+    east, _ = remotes
+    config = yaml.safe_load(east.kubeconfig())
+    marker = tmp_path / "ran"
+    variants = {
+        "exec": {"users": [{"name": "sandbox-admin", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1", "command": "sh", "args": ["-c", f"touch {marker}"]}}}]},
+        "tokenfile": {"users": [{"name": "sandbox-admin", "user": {
+            "tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}]},
+        "metadata": {"clusters": [{"name": "helmop-sandbox", "cluster": {"server": "https://169.254.169.254"}}]},
+        "insecure": {"clusters": [{"name": "helmop-sandbox", "cluster": {
+            "server": east.sandbox.url, "insecure-skip-tls-verify": True}}]},
+    }
+    for variant, change in variants.items():
+        kubeconfig_secret(kube, ns, variant, yaml.safe_dump({**config, **change}))
+        apply(kube, ns, hr(variant, chart_repo, kubeConfig={"secretRef": {"name": variant}}))
+    for variant in variants:
+        said = condition(failing(kube, ns, variant, "InvalidKubeConfig"))
+        assert f"Secret {ns}/{variant}" in said["message"], said
+    assert not marker.exists(), "the exec plugin never ran"
+    apply(kube, ns, hr("missing", chart_repo, kubeConfig={"secretRef": {"name": "nowhere"}}))
+    assert "does not exist" in condition(failing(kube, ns, "missing", "KubeConfigNotFound"))["message"]
