@@ -44,6 +44,15 @@ class Cluster:
         return f"system:serviceaccount:{namespace}:{service_account}" if service_account else ""
 
 
+class ClusterUnreachable(HelmopError):
+    """The remote cluster does not answer; ``cluster``: its name (status.cluster says it all the same)."""
+
+    def __init__(self, remote: Remote) -> None:
+        super().__init__("ClusterUnreachable", f"cluster {remote.name} ({remote.server}) does not answer: "
+                                               f"{remote.problem.removeprefix(remote.server + ': ')}", transient=True)
+        self.cluster = remote.name
+
+
 def local(ctx: Context) -> Cluster:
     services = ctx.services
     return Cluster(services.kube, services.collections, services.releases)
@@ -63,10 +72,12 @@ async def target(ctx: Context, holder: Holder, ref: KubeConfigRef | None) -> Clu
                                             "Secret (spec.kubeConfig.secretRef)")
     text, name, where = await _kubeconfig(ctx, holder[1], ref)
     remote = await remotes.acquire(holder, text, where=where, name=name)
+    reachable = remote.reachable
     problem = await remote.probe()
+    if remote.reachable != reachable:
+        remotes.publish()
     if problem:
-        raise HelmopError("ClusterUnreachable", f"cluster {remote.name} ({remote.server}) does not answer: "
-                                                f"{problem.removeprefix(remote.server + ': ')}", transient=True)
+        raise ClusterUnreachable(remote)
     return _of(ctx, remote)
 
 

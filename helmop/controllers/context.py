@@ -72,7 +72,7 @@ class Services:
                    slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
                    yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
                    collections=Collections(kube), notifier=notifier, keys_folder=keys_folder,
-                   remotes=Remotes(remotes))
+                   remotes=Remotes(remotes, metrics))
 
     async def close(self) -> None:
         await self.notifier.close()

@@ -77,7 +77,7 @@ class Reconciler:
         except KubeError as exc:  # the API itself failed us: said in Ready (when it can be written), tried again soon
             log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
             said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
-            remote = isinstance(exc, Unreachable) and exc.server != self.ctx.services.kube.conn.server
+            remote = isinstance(exc, Unreachable) and self.ctx.services.remotes.unanswered(exc.server, exc.message)
             reason = "ClusterUnreachable" if remote else "APIError"
             secrets = self.ctx.memory.secrets.get((self.kind.key, this.namespace, this.name), [])
             with contextlib.suppress(KubeError):
@@ -168,8 +168,10 @@ class Reconciler:
         try:
             cluster = await clusters.target(self.ctx, key, spec.kube_config)
         except HelmopError as exc:
+            status = status.but(cluster=exc.cluster) if isinstance(exc, clusters.ClusterUnreachable) else status
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
+        status = status.but(cluster=cluster.name)
         self._observe(key, spec, status, remote=cluster.remote)
         try:
             waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on,

@@ -27,6 +27,7 @@ from helmop.api.kubeconfigs import Checked, check
 
 from .kube import Connection, Kube, KubeError
 from .kubeconfig import KubeconfigError
+from .metrics import Metrics
 from .watches import Collections
 
 Holder = tuple[str, str, str]  # (kind, namespace, name) of an object that targets a remote
@@ -88,8 +89,10 @@ class Options:
 class Remotes:
     """The operator's remote clusters, by (namespace, kubeconfig digest)."""
 
-    def __init__(self, options: Options | None = None) -> None:
+    def __init__(self, options: Options | None = None, metrics: Metrics | None = None) -> None:
         self.options = options or Options()
+        self.metrics = metrics
+        self._published: set[str] = set()  # the cluster names metrics have series of
         self.by_key: dict[tuple[str, str], Remote] = {}
         self.held: dict[Holder, tuple[str, str]] = {}  # which remote each holder targets
         self._folder: Path | None = None
@@ -112,6 +115,7 @@ class Remotes:
             remote.name = name or remote.name
             await self._move(holder, key)
             remote.holders.add(holder)
+            self.publish()
         return remote
 
     async def _connect(self, key: tuple[str, str], text: str, checked: Checked, name: str, where: str) -> Remote:
@@ -138,6 +142,7 @@ class Remotes:
         """``holder`` targets no remote any more (the local cluster, or it is gone)."""
         async with self._lock:
             await self._move(holder, None)
+            self.publish()
 
     async def _move(self, holder: Holder, key: tuple[str, str] | None) -> None:
         before = self.held.pop(holder, None)
@@ -151,6 +156,32 @@ class Remotes:
             if not remote.holders:
                 del self.by_key[before]
                 await remote.close()
+
+    def unanswered(self, server: str, problem: str) -> bool:
+        """A request to ``server`` got no answer: its remotes are unreachable until their next probe says otherwise.
+        False when no remote has that server (it was the operator's own cluster)."""
+        found = [remote for remote in self.by_key.values() if remote.server == server.rstrip("/")]
+        for remote in found:
+            remote.reachable, remote.problem, remote.probed_at = False, problem, time.monotonic()
+        if found:
+            self.publish()
+        return bool(found)
+
+    def publish(self) -> None:
+        """Each cluster's metrics (one series per name, over the namespaces that reach it); names gone are removed."""
+        if self.metrics is None:
+            return
+        names: dict[str, tuple[bool, int]] = {}
+        for remote in self.by_key.values():
+            up, count = names.get(remote.name, (True, 0))
+            names[remote.name] = (up and remote.reachable, count + len(remote.holders))
+        for name, (up, count) in names.items():
+            self.metrics.cluster_up.labels(name).set(1 if up else 0)
+            self.metrics.cluster_objects.labels(name).set(count)
+        for gone in self._published - set(names):
+            self.metrics.cluster_up.remove(gone)
+            self.metrics.cluster_objects.remove(gone)
+        self._published = set(names)
 
     def _private(self) -> Path:
         if self._folder is None:

@@ -68,6 +68,12 @@ class Metrics:
         self.flux_controllers = Gauge("helmop_flux_controllers_running", "Flux controllers whose leader Lease is "
                                       "still renewed (--flux-api: Flux's kinds are not served while it is not 0).",
                                       registry=registry)
+        # One series per remote cluster name (a kubeconfig Secret's helmop.dev/cluster label, else host:port): as
+        # many as the remotes the operator keeps, which are bounded (infra.clusters.MAX_REMOTES), and removed with them.
+        self.cluster_up = Gauge("helmop_remote_cluster_up", "1 when every client of the remote cluster had an answer "
+                                "at its last probe.", ["cluster"], registry=registry)
+        self.cluster_objects = Gauge("helmop_remote_cluster_objects", "HelmReleases and ConfigSyncs that target the "
+                                     "remote cluster (spec.kubeConfig).", ["cluster"], registry=registry)
         self.flux_held = Counter("helmop_flux_turns_held_total", "Turns of Flux objects not taken while Flux's own "
                                  "controllers still run.", ["kind"], registry=registry)
         self.notifications = Counter("helmop_notifications_total", "Notifications by Provider (namespace/name), "

@@ -81,7 +81,9 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
     kubeconfig_secret(kube, ns, "east", east.kubeconfig(), cluster="east")
     apply(kube, ns, remote_release(kube, ns, "web", chart_repo, driftDetection={"mode": "enabled"},
                                    values={"replicaCount": 2}))
-    ready(kube, ns, "web")
+    assert ready(kube, ns, "web")["status"]["cluster"] == "east"
+    assert operator.metric("helmop_remote_cluster_up", cluster="east") == 1
+    assert operator.metric("helmop_remote_cluster_objects", cluster="east") >= 1
     # helm's records and the objects are there, not here
     assert [s["metadata"]["labels"]["version"] for s in release_secrets(east.kube, ns, "web")] == ["1"]
     assert not release_secrets(kube, ns, "web")
@@ -161,7 +163,9 @@ def test_an_unreachable_cluster_holds_only_its_own_releases(operator: Operator, 
     try:
         kube("kubectl", "-n", ns, "annotate", "hr", "far", f"helmop.dev/requestedAt={uuid.uuid4().hex}")
         said = failing(kube, ns, "far", "ClusterUnreachable")
-        assert west.sandbox.url.removeprefix("https://") in condition(said)["message"], condition(said)
+        address = west.sandbox.url.removeprefix("https://")
+        assert address in condition(said)["message"] and said["status"]["cluster"] == address, said["status"]
+        assert operator.metric("helmop_remote_cluster_up", cluster=address) == 0
         # the other remote keeps its pace: an upgrade there is done as usual
         started = time.monotonic()
         apply(kube, ns, hr("near", chart_repo, kubeConfig={"secretRef": {"name": "east"}}, targetNamespace=ns,

@@ -18,7 +18,8 @@ from helmop.api.objects import flux_id, from_flux_id
 SOURCES = ("GitRepository", "HelmRepository", "OCIRepository", "Bucket", "HelmChart")  # an artifact in Flux's shape
 # Fields of helmop's status that Flux's schema for the kind does not have.
 _ONLY_HELMOP = {
-    "HelmRelease": ("readinessCheck", "releaseName", "lastAppliedRevision"),
+    "HelmRelease": ("readinessCheck", "releaseName", "lastAppliedRevision", "cluster"),
+    "Kustomization": ("cluster",),
     "GitRepository": ("lastFetchedAt", "webhookPath"),
 }
 

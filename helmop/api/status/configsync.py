@@ -14,6 +14,7 @@ class AppliedObject(Struct, frozen=True):
 
 
 class ConfigSyncStatus(Status, frozen=True):
+    cluster: str = ""  # the remote cluster applied to ("": the operator's own)
     last_applied_revision: str = ""
     last_attempted_revision: str = ""
     inventory: tuple[AppliedObject, ...] = ()

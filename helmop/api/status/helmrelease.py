@@ -50,3 +50,4 @@ class HelmReleaseStatus(Status, frozen=True):
     last_handled_reset_at: str = ""
     last_handled_force_at: str = ""
     inventory: Inventory | None = None  # None: never recorded (a release installed before helmop kept one)
+    cluster: str = ""  # the remote cluster released to ("": the operator's own)

@@ -110,8 +110,11 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     try:
         cluster = await clusters.target(ctx, turn.key, spec.kube_config)
     except HelmopError as exc:
+        if isinstance(exc, clusters.ClusterUnreachable):
+            turn.status = turn.status.but(cluster=exc.cluster)
         await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
+    turn.status = turn.status.but(cluster=cluster.name)
     source_namespace = spec.source_namespace or turn.this.namespace
     try:
         artifact = await source_artifact(ctx.services, family, spec.source_kind, source_namespace, spec.source_name)
