@@ -276,7 +276,13 @@ class Reconciler:
     async def _check_namespace(self, spec: HelmReleaseSpec, cluster: Cluster) -> None:
         if spec.install.create_namespace:
             return
-        if await cluster.kube.get(f"/api/v1/namespaces/{spec.target_namespace}") is None:
+        try:
+            found = await cluster.kube.get(f"/api/v1/namespaces/{spec.target_namespace}")
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            return  # a remote kubeconfig's identity may not read namespaces: helm says it if the namespace is missing
+        if found is None:
             raise HelmopError("NamespaceNotFound", f"target namespace {spec.target_namespace!r} does not exist "
                                                    "(set spec.install.createNamespace to create it)", transient=True)
 

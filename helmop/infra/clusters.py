@@ -18,11 +18,11 @@ import hashlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from helmop.api.addresses import AddressRefused, Policy
-from helmop.api.errors import HelmopError, describe
+from helmop.api.errors import HelmopError, SpecError, describe
 from helmop.api.kubeconfigs import Checked, check
 
 from .kube import Connection, Kube, KubeError
@@ -82,7 +82,9 @@ class Remote:
 class Options:
     allow_exec: bool = False  # --insecure-kubeconfig-exec
     allow_insecure_tls: bool = False  # --insecure-kubeconfig-tls
-    policy: Policy = field(default_factory=Policy.sources)
+    # the sources' ranges: a cluster's API may be on the node or a private network, never a cloud's metadata endpoint
+    policy: Policy = field(default_factory=lambda: replace(Policy.sources(), rule="helmop connects to no cluster "
+                                                                                  "there"))
     limit: int = MAX_REMOTES
 
 
@@ -122,8 +124,8 @@ class Remotes:
         try:
             self.options.policy.check_host(checked.host)
         except AddressRefused as exc:
-            raise HelmopError("InvalidKubeConfig", f"the kubeconfig in {where} names server {checked.server}: "
-                                                   f"{exc}") from None
+            raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} names server {checked.server}: "
+                                                 f"{exc}") from None
         path = self._private() / f"{key[1][:32]}-{hashlib.sha256(key[0].encode()).hexdigest()[:8]}.yaml"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -132,8 +134,8 @@ class Remotes:
             conn = await asyncio.to_thread(Connection.from_kubeconfig, path)
         except KubeconfigError as exc:
             path.unlink()
-            raise HelmopError("InvalidKubeConfig", f"the kubeconfig in {where} cannot be used: "
-                                                   f"{describe(exc).replace(str(path), 'it')}") from None
+            raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} cannot be used: "
+                                                 f"{describe(exc).replace(str(path), 'it')}") from None
         kube = Kube(conn, policy=self.options.policy)
         return Remote(digest=key[1], namespace=key[0], name=name or f"{checked.host}:{checked.port}",
                       server=checked.server, kubeconfig=path, kube=kube, collections=Collections(kube))

@@ -548,3 +548,48 @@ def test_no_request_a_tenant_points_reaches_an_internal_address_in_any_spelling(
         refused(target, ns, "providers.helmop.dev", name, "AddressRefused")
     assert "169.254.169.254" in refused(target, ns, "gitrepositories.helmop.dev", "metadata", "AddressRefused")
     assert "169.254.169.254" in refused(target, ns, "hr", "metadata", "AddressRefused")
+
+
+def _kubeconfig_of(target: Target, token: str, **user: Any) -> str:
+    """A kubeconfig for the management cluster's own API, with ``token`` (or ``user``'s fields instead)."""
+    config = yaml.safe_load(target.sandbox.kubeconfig.read_text())
+    config["users"][0]["user"] = user or {"token": token}
+    return yaml.safe_dump(config)
+
+
+def test_a_tenants_kubeconfig_grants_only_what_its_identity_holds(target: Target, tmp_path: Path) -> None:
+    """spec.kubeConfig pointed at the management cluster's own API with a tenant's token acts as that token and
+    nothing more (lockdown's default ServiceAccount is not added on top); kubeconfigs that would run a program,
+    read the operator's files or skip TLS are refused before anything connects."""
+    ns = target.namespace("remote")
+    target.kube("kubectl", "-n", ns, "create", "serviceaccount", "writer")
+    target.kube("kubectl", "-n", ns, "create", "role", "writer", "--verb=*", "--resource=configmaps,secrets")
+    target.kube("kubectl", "-n", ns, "create", "rolebinding", "writer", "--role=writer",
+                f"--serviceaccount={ns}:writer")
+    token = target.kube("kubectl", "-n", ns, "create", "token", "writer").stdout.strip()
+    marker = tmp_path / f"ran-{uuid.uuid4().hex[:6]}"
+    configs = {
+        "own": _kubeconfig_of(target, token),
+        "exec": _kubeconfig_of(target, "", exec={"apiVersion": "client.authentication.k8s.io/v1", "command": "sh",
+                                                 "args": ["-c", f"touch {marker}; echo '{{}}'"]}),
+        "files": _kubeconfig_of(target, "", tokenFile="/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        "operator": _kubeconfig_of(target, "", **{"client-certificate": str(target.sandbox.kubeconfig)}),
+    }
+    for name, text in configs.items():
+        target.kube("kubectl", "-n", ns, "create", "secret", "generic", name, f"--from-literal=value={text}")
+    remote = {"kubeConfig": {"secretRef": {"name": "own"}}}
+    target.apply(ns, helmrelease("own", tiny(target), **remote),
+                 helmrelease("climb", tiny(target), targetNamespace="kube-system", **remote),
+                 *(helmrelease(name, tiny(target), kubeConfig={"secretRef": {"name": name}})
+                   for name in ("exec", "files", "operator")))
+    for name in ("exec", "files", "operator"):
+        assert f"Secret {ns}/{name}" in refused(target, ns, "hr", name, "InvalidKubeConfig")
+    assert not marker.exists(), "the tenant's exec plugin never ran"
+    own = settled(target, ns, "hr", "own")
+    assert condition(own)["status"] == "True", own["status"]
+    writes = {who for who, attrs in target.sandbox.audit if attrs.namespace == ns and attrs.resource == "configmaps"
+              and attrs.verb in ("create", "patch", "update")}
+    assert writes == {f"system:serviceaccount:{ns}:writer"}, writes  # the kubeconfig's identity, no other
+    climb = settled(target, ns, "hr", "climb")
+    assert condition(climb)["status"] == "False" and "forbidden" in condition(climb)["message"].lower(), climb
+    assert not get(target.kube, "kube-system", "cm", "climb")
