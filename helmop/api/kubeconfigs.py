@@ -40,6 +40,11 @@ class KubeConfigRef:
     key: str = ""
     config_map: str = ""
 
+    @property
+    def source(self) -> tuple[str, str]:
+        """(kind, name) of the object it is read from: a change to it is a change of the target."""
+        return ("ConfigMap", self.config_map) if self.config_map else ("Secret", self.secret)
+
 
 def parse_ref(raw: Any) -> KubeConfigRef | None:
     """spec.kubeConfig, checked: exactly one of secretRef and configMapRef, each with a name."""

@@ -12,6 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from typing import Any
+
+import yaml
 
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kubeconfigs import CLUSTER_LABEL, SECRET_KEYS, KubeConfigRef
@@ -66,11 +69,8 @@ async def target(ctx: Context, holder: Holder, ref: KubeConfigRef | None) -> Clu
         if holder in remotes.held:
             await remotes.release(holder)
         return local(ctx)
-    if ref.config_map:
-        raise SpecError("UnsupportedField", "spec.kubeConfig.configMapRef (workload identity of a cloud or a generic "
-                                            "OIDC issuer) is not implemented by helmop; give the kubeconfig in a "
-                                            "Secret (spec.kubeConfig.secretRef)")
-    text, name, where = await _kubeconfig(ctx, holder[1], ref)
+    reading = _workload_identity if ref.config_map else _kubeconfig
+    text, name, where = await reading(ctx, holder[1], ref)
     remote = await remotes.acquire(holder, text, where=where, name=name)
     reachable = remote.reachable
     problem = await remote.probe()
@@ -89,6 +89,37 @@ def _of(ctx: Context, remote: Remote) -> Cluster:
     return Cluster(remote.kube, remote.collections, gateway, str(remote.kubeconfig), remote.name, remote.server)
 
 
+async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple[str, str, str]:
+    """Flux 2.7's spec.kubeConfig.configMapRef: with provider ``generic``, the ConfigMap's address and CA, and a
+    token of its ServiceAccount (TokenRequest, for its audiences or the address), which the remote cluster trusts
+    by federation. The clouds' providers are refused by name; so is a ConfigMap naming no ServiceAccount (Flux
+    would lend the controller's own token, to whatever address a tenant writes)."""
+    where = f"ConfigMap {namespace}/{ref.config_map}"
+    found = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{ref.config_map}")
+    if found is None:
+        raise HelmopError("KubeConfigNotFound", f"{where} named in spec.kubeConfig.configMapRef does not exist",
+                          transient=True)
+    data = {str(k): str(v) for k, v in (found.get("data") or {}).items()}
+    provider = data.get("provider", "")
+    if provider in ("aws", "azure", "gcp"):
+        raise SpecError("UnsupportedField", f"{where}: provider {provider} (a cloud's workload identity) is not "
+                                            "implemented by helmop; use provider generic, or a kubeconfig Secret")
+    if provider != "generic" or not data.get("address") or not data.get("serviceAccountName"):
+        raise SpecError("InvalidKubeConfig", f"{where} must set provider (generic), address and serviceAccountName "
+                                             "(helmop lends no token of its own)")
+    audiences = tuple(line.strip() for line in data.get("audiences", "").splitlines() if line.strip())
+    token = await ctx.services.remotes.service_account_token(ctx.services.kube, namespace, data["serviceAccountName"],
+                                                             audiences or (data["address"],))
+    cluster: dict[str, Any] = {"server": data["address"]}
+    if data.get("ca.crt"):
+        cluster["certificate-authority-data"] = base64.b64encode(data["ca.crt"].encode()).decode()
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "remote",
+                           "clusters": [{"name": "remote", "cluster": cluster}],
+                           "users": [{"name": "remote", "user": {"token": token}}],
+                           "contexts": [{"name": "remote", "context": {"cluster": "remote", "user": "remote"}}]})
+    return text, _label(found), where
+
+
 async def _kubeconfig(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple[str, str, str]:
     """(kubeconfig text, cluster name from the Secret's label, where it was read)."""
     where = f"Secret {namespace}/{ref.secret}"
@@ -105,5 +136,9 @@ async def _kubeconfig(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple
         text = base64.b64decode(str(data[key]), validate=True).decode()
     except (binascii.Error, ValueError):
         raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} (key {key!r}) is not base64 of text") from None
-    label = str(((secret.get("metadata") or {}).get("labels") or {}).get(CLUSTER_LABEL) or "")[:63]
-    return text, label, f"{where} (key {key!r})"
+    return text, _label(secret), f"{where} (key {key!r})"
+
+
+def _label(obj: dict[str, Any]) -> str:
+    """The cluster's name its kubeconfig's object gives (helmop.dev/cluster), at a label's length."""
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get(CLUSTER_LABEL) or "")[:63]

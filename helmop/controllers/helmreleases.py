@@ -347,8 +347,8 @@ class Reconciler:
             kind = self.family.source(source[0])
             targets.append((source[1] or namespace, kind.key if kind else source[0], source[3]))
         targets += [(dep_namespace, self.kind.key, dep_name) for dep_namespace, dep_name in spec.depends_on]
-        if spec.kube_config is not None and spec.kube_config.secret:
-            targets.append((namespace, "Secret", spec.kube_config.secret))
+        if spec.kube_config is not None:
+            targets.append((namespace, *spec.kube_config.source))
         self.ctx.memory.refer(key, targets)
 
 

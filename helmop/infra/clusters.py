@@ -34,6 +34,7 @@ Holder = tuple[str, str, str]  # (kind, namespace, name) of an object that targe
 PROBE_EVERY = 10.0  # seconds a reachability verdict is trusted
 PROBE_TIMEOUT = 5.0
 MAX_REMOTES = 1000  # remotes one operator keeps at once; past it a new one is refused (ClusterLimit)
+TOKEN_LIFE = 3600  # seconds a ServiceAccount token asked for a remote (configMapRef) is valid
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Remotes:
         self.held: dict[Holder, tuple[str, str]] = {}  # which remote each holder targets
         self._folder: Path | None = None
         self._lock = asyncio.Lock()
+        self._tokens: dict[tuple[str, str, tuple[str, ...]], tuple[str, float]] = {}  # (token, renew at)
 
     async def acquire(self, holder: Holder, text: str, *, where: str, name: str = "") -> Remote:
         """The remote ``holder`` (an object of namespace ``holder[1]``) reaches with kubeconfig ``text`` (read from
@@ -158,6 +160,28 @@ class Remotes:
             if not remote.holders:
                 del self.by_key[before]
                 await remote.close()
+
+    async def service_account_token(self, kube: Kube, namespace: str, name: str, audiences: tuple[str, ...]) -> str:
+        """A token of ServiceAccount ``namespace/name`` for ``audiences`` (TokenRequest), reused until 80% of its
+        life: the kubeconfig made of it, and so the remote's client, changes only when it is renewed."""
+        key = (namespace, name, audiences)
+        cached = self._tokens.get(key)
+        if cached is not None and time.monotonic() < cached[1]:
+            return cached[0]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"audiences": list(audiences), "expirationSeconds": TOKEN_LIFE}}
+        try:
+            answer = await kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)
+        except KubeError as exc:
+            if exc.status in (403, 404):
+                raise HelmopError("TokenRequestFailed", f"no token of ServiceAccount {namespace}/{name}: "
+                                                        f"{exc.message}", transient=True) from None
+            raise
+        token = str((answer.get("status") or {}).get("token") or "")
+        now = time.monotonic()
+        self._tokens = {k: v for k, v in self._tokens.items() if v[1] > now}  # those past renewal are not kept
+        self._tokens[key] = (token, now + TOKEN_LIFE * 0.8)
+        return token
 
     def unanswered(self, server: str, problem: str) -> bool:
         """A request to ``server`` got no answer: its remotes are unreachable until their next probe says otherwise.

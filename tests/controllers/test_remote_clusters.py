@@ -204,3 +204,39 @@ def test_kubeconfigs_helmop_refuses(operator: Operator, kube: Run, ns: str, char
     assert not marker.exists(), "the exec plugin never ran"
     apply(kube, ns, hr("missing", chart_repo, kubeConfig={"secretRef": {"name": "nowhere"}}))
     assert "does not exist" in condition(failing(kube, ns, "missing", "KubeConfigNotFound"))["message"]
+
+
+def test_workload_identity_of_a_service_account(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                                tmp_path: Path) -> None:
+    """spec.kubeConfig.configMapRef with provider generic (Flux 2.7): a token of the ConfigMap's ServiceAccount,
+    asked of the management cluster, which the remote trusts (here: the same signing key, as a federation)."""
+    state = tmp_path / "federated"
+    state.mkdir()
+    assert operator.sandbox._http is not None
+    (state / "signing.key").write_bytes(operator.sandbox._http.auth.signing_key)
+    federated = Remote(state)
+    try:
+        federated.kube("kubectl", "create", "namespace", ns)
+        federated.kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--clusterrole=admin",
+                       f"--serviceaccount={ns}:deployer")
+        kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+        ca = base64.b64decode(yaml.safe_load(federated.kubeconfig())["clusters"][0]["cluster"][
+            "certificate-authority-data"]).decode()
+        identity = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "far-away", "namespace": ns},
+                    "data": {"provider": "generic", "address": federated.sandbox.url, "ca.crt": ca,
+                             "serviceAccountName": "deployer"}}
+        kube("kubectl", "apply", "-f", "-", stdin=json.dumps(identity))
+        apply(kube, ns, hr("federated", chart_repo, kubeConfig={"configMapRef": {"name": "far-away"}},
+                           targetNamespace=ns))
+        ready(kube, ns, "federated")
+        assert release_secrets(federated.kube, ns, "federated")
+        writes = {who for who, attrs in federated.sandbox.audit if attrs.resource == "deployments"
+                  and attrs.verb in ("create", "patch")}
+        assert writes == {f"system:serviceaccount:{ns}:deployer"}, writes
+        cloud = {**identity, "metadata": {"name": "cloud", "namespace": ns}, "data": {"provider": "aws",
+                                                                                       "cluster": "arn:x"}}
+        kube("kubectl", "apply", "-f", "-", stdin=json.dumps(cloud))
+        apply(kube, ns, hr("cloud", chart_repo, kubeConfig={"configMapRef": {"name": "cloud"}}))
+        assert "provider aws" in condition(failing(kube, ns, "cloud", "UnsupportedField"))["message"]
+    finally:
+        federated.stop()

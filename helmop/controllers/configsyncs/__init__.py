@@ -164,7 +164,7 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     ctx.memory.refer(turn.key, [(spec.source_namespace or this.namespace, source.key, spec.source_name),
                                 *((this.namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
                                 *([(this.namespace, "Secret", keys)] if keys else []),
-                                *([(this.namespace, "Secret", spec.kube_config.secret)] if spec.kube_config else []),
+                                *([(this.namespace, *spec.kube_config.source)] if spec.kube_config else []),
                                 *((dep.namespace, turn.kind.key, dep.name) for dep in spec.depends_on)])
     try:
         waiting = await dependencies.waiting_for(
