@@ -79,9 +79,12 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
                                                remotes: tuple[Remote, Remote]) -> None:
     east, _ = remotes
     kubeconfig_secret(kube, ns, "east", east.kubeconfig(), cluster="east")
+    # dependsOn across targets: a local release waits for the remote one (both judged by their Ready here)
+    apply(kube, ns, hr("api", chart_repo, dependsOn=[{"name": "web"}]))
     apply(kube, ns, remote_release(kube, ns, "web", chart_repo, driftDetection={"mode": "enabled"},
                                    values={"replicaCount": 2}))
     assert ready(kube, ns, "web")["status"]["cluster"] == "east"
+    assert "cluster" not in ready(kube, ns, "api")["status"] and get(kube, ns, "deploy", "api")
     assert operator.metric("helmop_remote_cluster_up", cluster="east") == 1
     assert operator.metric("helmop_remote_cluster_objects", cluster="east") >= 1
     # helm's records and the objects are there, not here
@@ -96,7 +99,7 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
     assert any(e["reason"] == "DriftCorrected" for e in events(kube, ns, "web"))
     assert len(release_secrets(east.kube, ns, "web")) == 1
     # deleting the HelmRelease uninstalls there
-    kube("kubectl", "-n", ns, "delete", "hr", "web", "--wait=true", "--timeout=60s")
+    kube("kubectl", "-n", ns, "delete", "hr", "api", "web", "--wait=true", "--timeout=60s")
     assert not release_secrets(east.kube, ns, "web")
     assert not get(east.kube, ns, "deploy", "web")
 
