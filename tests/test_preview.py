@@ -16,7 +16,7 @@ from helmop.cli import revisions
 from helmop.cli.errors import Failed
 from helmop.sources.git import Limits
 from tests.test_cli_offline import helmop
-from tests.tools import TOOLS
+from tests.tools import ROOT, TOOLS, Run
 
 CHART = {
     "Chart.yaml": "apiVersion: v2\nname: web\nversion: 1.0.0\n",
@@ -159,3 +159,81 @@ def test_a_revision_is_read_from_git_as_the_operator_reads_a_tree(tmp_path: Path
         revisions.read_revision(repo, "HEAD", tmp_path / "three")
     with pytest.raises(Failed, match="is not a git revision"):
         revisions.read_revision(repo, "--output=/tmp/x", tmp_path / "four")
+
+
+def _ssa(run: Run, manifest: dict[str, object], manager: str = "helmop-configsync") -> None:
+    run("kubectl", "apply", "--server-side", "--force-conflicts", f"--field-manager={manager}", "-f", "-",
+        stdin=yaml.safe_dump(manifest))
+
+
+def _cluster_repo(path: Path, ns: str) -> Path:
+    """main and pr of :func:`repo`, in namespace ``ns``."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    web, db = (dict(_release(name, 1), metadata={"name": name, "namespace": ns}) for name in ("web", "db"))
+    secret = yaml.safe_load(_secret(OLD_SECRET)) | {"metadata": {"name": "db", "namespace": ns}}
+    sync = {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps", "namespace": ns},
+            "spec": {"sourceRef": {"name": "config"}, "path": "./apps", "interval": "1h"}}
+    _commit(path, {**{f"charts/web/{name}": text for name, text in CHART.items()},
+                   "clusters/prod/apps.yaml": yaml.safe_dump(sync),
+                   "apps/kustomization.yaml": "resources: [web.yaml, db.yaml, secret.yaml]\n",
+                   "apps/web.yaml": yaml.safe_dump(web), "apps/db.yaml": yaml.safe_dump(db),
+                   "apps/secret.yaml": yaml.safe_dump(secret)}, "base")
+    subprocess.run(["git", "-C", str(path), "checkout", "-q", "-b", "pr"], check=True)
+    (path / "apps" / "db.yaml").unlink()
+    web["spec"]["values"] = {"replicaCount": 3}  # type: ignore[index]
+    secret["data"] = {"password": base64.b64encode(NEW_SECRET.encode()).decode()}
+    settings = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": ns},
+                "data": {"mode": "fast"}}
+    _commit(path, {"apps/kustomization.yaml": "resources: [web.yaml, settings.yaml, secret.yaml]\n",
+                   "apps/web.yaml": yaml.safe_dump(web), "apps/settings.yaml": yaml.safe_dump(settings),
+                   "apps/secret.yaml": yaml.safe_dump(secret)}, "the pull request")
+    return path
+
+
+def test_preview_against_the_cluster_shows_what_applying_the_head_would_change(tmp_path: Path, run: Run,
+                                                                                namespace: str) -> None:
+    """The cluster holds what main applied (a ConfigSync's objects and inventory, the releases helm installed, with
+    the defaults the API server adds) and more; the head is compared with it: only what applying it would change
+    shows, an object outside the ConfigSync's inventory is never "removed", and no Secret value is printed."""
+    ns = namespace
+    repo = _cluster_repo(tmp_path / "repo", ns)
+    run("kubectl", "apply", "--server-side", "-f", str(ROOT / "helmop/api/crds"))
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    for name in ("web", "db"):  # what the operator installed from main
+        run("helm", "install", name, str(repo / "charts/web"), "-n", ns, "--set", "replicaCount=1")
+    applied = [yaml.safe_load((repo / "apps" / f).read_text()) for f in ("web.yaml", "db.yaml", "secret.yaml")]
+    legacy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "legacy", "namespace": ns}}
+    for obj in [*applied, legacy]:
+        obj["metadata"]["labels"] = {"helmop.dev/configsync": f"{ns}.apps"}
+        _ssa(run, obj)
+    _ssa(run, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bystander", "namespace": ns}},
+         manager="kubectl")
+    _ssa(run, {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps", "namespace": ns},
+               "spec": {"sourceRef": {"name": "config"}, "path": "./apps", "interval": "1h", "suspend": True}})
+    inventory = [{"apiVersion": o["apiVersion"], "kind": o["kind"], "namespace": ns, "name": o["metadata"]["name"]}
+                 for o in [*applied, legacy]]
+    run("kubectl", "-n", ns, "patch", "configsyncs.helmop.dev", "apps", "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"inventory": inventory}}))
+    kubeconfig = run("kubectl", "config", "view", "--raw", "--minify").stdout
+    (tmp_path / "kc").write_text(kubeconfig)
+    done = helmop("preview", "--repo", str(repo), "--cluster", "--head", "pr", "--kubeconfig", str(tmp_path / "kc"),
+                  env={"PATH": f"{TOOLS}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    headers = sorted(line for line in done.stdout.splitlines() if line.startswith("# ") and "(" in line)
+    assert headers == [f"# ConfigSync apps: ConfigMap/{ns}/legacy (removed)",
+                       f"# ConfigSync apps: ConfigMap/{ns}/settings (added)",
+                       f"# ConfigSync apps: HelmRelease/{ns}/db (removed)",
+                       f"# ConfigSync apps: HelmRelease/{ns}/web (changed)",
+                       f"# ConfigSync apps: Secret/{ns}/db (changed)",
+                       f"# HelmRelease {ns}/db: Deployment/{ns}/db (removed)",
+                       f"# HelmRelease {ns}/db: Service/{ns}/db (removed)",
+                       f"# HelmRelease {ns}/web: Deployment/{ns}/web (changed)"], done.stdout
+    web = done.stdout.split(f"Deployment/{ns}/web (changed)\n")[1].split("\n# ")[0]
+    assert [line for line in web.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == [
+        "-  replicas: 1", "+  replicas: 3"], web
+    assert "# the cluster..pr\n" in done.stdout and f"# HelmRelease {ns}/db: removed\n" in done.stdout
+    for secret in (OLD_SECRET, NEW_SECRET):
+        for form in (secret, base64.b64encode(secret.encode()).decode()):
+            assert form not in done.stdout + done.stderr
+    both = helmop("preview", "--repo", str(repo), "--cluster", "--base", "main", "--head", "pr")
+    assert both.returncode == 2 and "either --base REF" in both.stderr

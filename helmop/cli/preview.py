@@ -1,38 +1,51 @@
-"""``helmop preview``: what a change to a config repository (a pull request) would change, offline. Both
-revisions are read from git into private folders (never the working tree), rendered as the operator would
-(helmop.cli.rendering), and compared object by object (helmop.cli.changes); every Secret value is masked."""
+"""``helmop preview``: what a change to a config repository (a pull request) would change. Offline, both revisions
+are read from git into private folders (never the working tree), rendered as the operator would
+(:mod:`helmop.helm.previews`), and compared object by object (:mod:`helmop.api.changes`); with ``--cluster`` the
+head is compared with what the cluster holds instead (:mod:`.live`). Every Secret value is masked."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import os
 import posixpath
-import re
 import secrets
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from helmop.infra import confine
+from helmop.infra.kube import KubeError
+from helmop.sources.build import Builder
+from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
-from . import builds
+from . import builds, revisions, target
 from .errors import Failed
 
 if TYPE_CHECKING:
-    from .changes import Changes
+    from helmop.api.rendered import Rendering
+    from helmop.helm.previews import Inputs, Tree
 
 OK, FAILED, ERROR = 0, 1, 2
 
 
+class Unrendered(Failed):
+    """A revision that does not build or render (exit code 1)."""
+
+
 def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    what = "what a change to a config repository would change, object by object (offline, as a pull request review)"
-    sub = verbs.add_parser("preview", help=what, description=what + ": both revisions built and rendered as the "
-                           "operator would, Secrets masked; exit 0 when both render (whatever the diff), 1 when one "
-                           "does not (naming the file and why), 2 on an error (an unknown revision)")
-    sub.add_argument("--base", required=True, metavar="REF", help="the revision merged into (main, a commit)")
+    what = "what a change to a config repository would change, object by object (as a pull request review)"
+    sub = verbs.add_parser("preview", help=what, description=what + ": the revisions built and rendered as the "
+                           "operator would, Secrets masked, compared with another revision (--base, offline) or with "
+                           "what the cluster holds (--cluster); exit 0 when they render (whatever the diff), 1 when "
+                           "one does not (naming the file and why), 2 on an error (an unknown revision)")
+    sub.add_argument("--base", metavar="REF", help="the revision merged into (main, a commit); or --cluster")
     sub.add_argument("--head", required=True, metavar="REF", help="the proposed revision (the pull request's)")
+    sub.add_argument("--cluster", action="store_true", help="compare the head with what the cluster the kubeconfig "
+                     "names holds, instead of a base revision (a server-side dry run where the cluster takes one)")
     sub.add_argument("--path", action="append", metavar="DIR", help="a folder to build as a ConfigSync would "
                      "(repeatable; default: the folders the tree's ConfigSyncs and Kustomizations name)")
     sub.add_argument("--repo", default=".", metavar="PATH", help="the git repository (default: the current one)")
@@ -46,35 +59,83 @@ def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     sub.add_argument("--substitute-from-file", action="append", metavar="FILE", help="KEY=VALUE lines (repeatable)")
     sub.add_argument("--decrypt", action="append", metavar="KEYFILE",
                      help="a SOPS age identity or armored OpenPGP key (repeatable); what it decrypts is masked")
+    target.add_arguments(sub)
     sub.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    # helm's client (pyhelm3, pydantic), loaded for this verb only
-    from helmop.helm.engine import Engine, default_executable
+    from helmop.api.changes import as_json, compare, markdown, unified
 
-    from .changes import compare
-    from .rendering import Inputs, Unbuildable, both, checkout
-
+    if bool(args.base) == bool(args.cluster):
+        print("✗ give either --base REF (another revision) or --cluster (what the cluster holds)", file=sys.stderr)
+        return ERROR
     try:
-        with tempfile.TemporaryDirectory(prefix="helmop-preview-") as work:
-            given = Inputs(builds.variables(args.substitute or [], args.substitute_from_file or []),
-                           builds.keys_of(args.decrypt or []), Engine.start(default_executable()),
-                           Repositories(Path(work) / "charts", mirrors=_mirrors(args.chart_mirror)),
-                           Path(work), secrets.token_bytes(32))
-            base = checkout(Path(args.repo), args.base, Path(work) / "base")
-            head = checkout(Path(args.repo), args.head, Path(work) / "head")
-            rendered = asyncio.run(both(base, head, [posixpath.normpath(p).strip("/") for p in args.path or []], given))
-    except Unbuildable as exc:
-        print(f"✗ {exc}", file=sys.stderr)
-        return FAILED
+        base, head = asyncio.run(_sides(args))
     except Failed as exc:
         print(f"✗ {exc}", file=sys.stderr)
+        return FAILED if isinstance(exc, Unrendered) else ERROR
+    except KubeError as exc:
+        print(f"✗ the Kubernetes API said: {exc.message}", file=sys.stderr)
         return ERROR
-    found = compare(*rendered, max_lines=args.max_lines, max_objects=args.max_objects)
-    text = {"unified": unified, "markdown": markdown, "json": as_json}[args.output](found, args.base, args.head)
+    found = compare(base, head, max_lines=args.max_lines, max_objects=args.max_objects)
+    text = {"unified": unified, "markdown": markdown, "json": as_json}[args.output](
+        found, "the cluster" if args.cluster else args.base, args.head)
     print(text, end="")
     return OK
+
+
+async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
+    """(base, head): two revisions rendered, or what the cluster holds and the head rendered."""
+    # helm's client (pyhelm3, pydantic), loaded for this verb only
+    from helmop.helm.engine import Engine, default_executable
+    from helmop.helm.previews import Inputs, Unbuildable, both, paths_of
+
+    paths = [posixpath.normpath(p).strip("/") for p in args.path or []]
+    with tempfile.TemporaryDirectory(prefix="helmop-preview-") as folder:
+        work = Path(folder)
+        given = Inputs(builds.variables(args.substitute or [], args.substitute_from_file or []),
+                       builds.keys_of(args.decrypt or []), Engine.start(default_executable()),
+                       Repositories(work / "charts", mirrors=_mirrors(args.chart_mirror)), _builder(work),
+                       secrets.token_bytes(32))
+        head = _checkout(Path(args.repo), args.head, work / "head")
+        base = None if args.cluster else _checkout(Path(args.repo), args.base, work / "base")
+        paths = paths_of(paths, head, *([base] if base else []))
+        if not paths:
+            raise Failed(f"no ConfigSync or Kustomization in {'the head' if base is None else 'either revision'}: "
+                         "name the folders with --path")
+        try:
+            return await (both(base, head, paths, given) if base else _against_cluster(args, head, paths, given))
+        except Unbuildable as exc:
+            raise Unrendered(str(exc)) from None
+
+
+async def _against_cluster(args: argparse.Namespace, head: Tree, paths: list[str],
+                           given: Inputs) -> tuple[Rendering, Rendering]:
+    from helmop.helm.previews import render
+
+    from .live import sides
+
+    rendered = await render(head, paths, given)
+    where = target.connect(args)
+    try:
+        return await sides(where.kube, rendered, where.namespace, given.salt)
+    finally:
+        await where.kube.close()
+
+
+def _builder(work: Path) -> Builder:
+    kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
+    # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
+    return Builder(Kustomize(shutil.which(kubectl) or kubectl, work / "kustomize", confined=confine.landlock_abi() > 0))
+
+
+def _checkout(repo: Path, ref: str, into: Path) -> Tree:
+    """``ref``'s files under ``into``, read from git at once: a bad revision stops before anything renders."""
+    from helmop.helm.previews import Tree
+
+    into.mkdir()
+    revisions.read_revision(repo, ref, into)
+    return Tree(ref, into, builds.read_repository(into))
 
 
 def _mirrors(given: list[str]) -> tuple[tuple[str, str], ...]:
@@ -82,44 +143,3 @@ def _mirrors(given: list[str]) -> tuple[tuple[str, str], ...]:
     if any(len(m) != 2 or not all(m) for m in pairs):
         raise Failed("--chart-mirror takes FROM=TO (two URL prefixes)")
     return tuple((m[0], m[1]) for m in pairs)
-
-
-def _summary(found: Changes) -> list[str]:
-    counts = found.counts
-    lines = [f"{counts['added']} added, {counts['changed']} changed, {counts['removed']} removed"]
-    lines += [f"{release.group}: {release.change}" for release in found.releases]
-    return lines + ([f"… {found.left_out} more objects"] if found.left_out else [])
-
-
-def unified(found: Changes, base: str, head: str) -> str:
-    out = [f"# {c.group}: {c.object} ({c.change})\n{c.diff}" for c in found.objects]
-    return "".join(out) + "".join(f"# {line}\n" for line in [f"{base}..{head}", *_summary(found)])
-
-
-def _fence(text: str) -> str:
-    """A code fence longer than any run of backticks in ``text``."""
-    return "`" * max([3, *(len(run) + 1 for run in re.findall(r"`+", text))])
-
-
-def markdown(found: Changes, base: str, head: str) -> str:
-    counts = found.counts
-    out = [f"### helmop preview: `{base}` → `{head}`\n\n| added | changed | removed |\n|---|---|---|\n"
-           f"| {counts['added']} | {counts['changed']} | {counts['removed']} |\n"]
-    if found.releases:
-        out.append("\n**Releases whose chart or values change**\n\n" + "".join(
-            f"- `{release.group}`: {release.change}\n" for release in found.releases))
-    group = ""
-    for change in found.objects:
-        if change.group != group:
-            group = change.group
-            out.append(f"\n#### {group}\n")
-        fence = _fence(change.diff)
-        out.append(f"\n<details><summary>{change.change}: <code>{change.object}</code></summary>\n\n"
-                   f"{fence}diff\n{change.diff}{fence}\n</details>\n")
-    if found.left_out:
-        out.append(f"\n… {found.left_out} more objects\n")
-    return "".join(out)
-
-
-def as_json(found: Changes, base: str, head: str) -> str:
-    return json.dumps({"base": base, "head": head, **found.json()}, indent=2) + "\n"

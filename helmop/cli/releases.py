@@ -5,48 +5,31 @@ labels and identity), so what they show is what the operator would deploy."""
 
 from __future__ import annotations
 
-import base64
 import difflib
-import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from helmop.api import jenkins, manifests, validation, yamlc
+from helmop.api import manifests, validation
 from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
-from helmop.api.helmcharts import parse_helm_chart
-from helmop.api.helmrelease import ArtifactChart, HelmReleaseSpec, RepositoryChart, SharedRepositoryChart, parse_spec
+from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import HELMRELEASE
-from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.helm import values as helm_values
-from helmop.helm.apps import release_spec
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
-from helmop.helm.inputs import InputError, Readers, StandaloneReaders, archive_values, gather
+from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
+from helmop.helm.offline import Planned, manifest_objects, offline_chart, planned, tree_values
 from helmop.helm.releases import Gateway
 from helmop.helm.request import resolved, upgrade_request
 from helmop.infra.kube import Kube, KubeError
-from helmop.sources import artifacts
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache
-from helmop.sources.repositories import Credentials, Repositories
+from helmop.sources.repositories import Repositories
 
 from .errors import Failed
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A HelmRelease as the operator would see it: from a HelmRelease manifest or an app resource."""
-
-    origin: str  # where it was found (file#document) or "the cluster"
-    namespace: str
-    name: str  # the HelmRelease's name (an app's generated one: <name>-<kind>)
-    spec: HelmReleaseSpec
 
 
 def read_tree(roots: list[Path]) -> dict[str, bytes]:
@@ -64,87 +47,6 @@ def read_tree(roots: list[Path]) -> dict[str, bytes]:
             if file.is_file() and file.suffix in (".yaml", ".yml") and not charts & set(file.parents):
                 files[str(file.relative_to(root)) if index == 0 else str(file)] = file.read_bytes()
     return files
-
-
-def _app_kinds(apps: list[AppKind]) -> list[AppKind]:
-    # Jenkins with its pinned default chart (the operator's --jenkins-chart-* flags are not known here).
-    return [jenkins.app_kind(jenkins.DEFAULT_CHART), *apps]
-
-
-def planned(found: list[manifests.Manifest], apps: list[AppKind],
-            default_namespace: str) -> tuple[list[Planned], list[str]]:
-    """The HelmReleases that the manifests amount to, and ``origin: problem`` errors."""
-    out: list[Planned] = []
-    errors: list[str] = []
-    for item in found:
-        namespace = str((item.obj.get("metadata") or {}).get("namespace") or default_namespace)
-        spec = dict(item.obj.get("spec") or {})
-        try:
-            if item.api_version == HELMRELEASE.api_version and item.kind == HELMRELEASE.kind:
-                out.append(Planned(item.origin, namespace, item.name, parse_spec(spec, item.name, namespace)))
-                continue
-            kind = next((k for k in _app_kinds(apps) if (k.api_version, k.kind) == (item.api_version, item.kind)),
-                        None)
-            if kind is not None:
-                hr_name = kind.release_object_name(item.name)
-                out.append(Planned(item.origin, namespace, hr_name,
-                                   parse_spec(release_spec(kind, item.name, spec), hr_name, namespace)))
-        except SpecError as exc:
-            errors.append(f"{item.origin}: {item.kind} {namespace}/{item.name}: {exc.reason}: {exc}")
-    return out, errors
-
-
-def tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], dict[str, str]]:
-    """ConfigMaps and Secrets of the tree: (kind, namespace, name) -> data (strings)."""
-    out: dict[tuple[str, str, str], dict[str, str]] = {}
-    for item in found:
-        if item.kind not in ("ConfigMap", "Secret") or item.api_version != "v1":
-            continue
-        meta = item.obj.get("metadata") or {}
-        data = {k: str(v) for k, v in (item.obj.get("data") or {}).items()}
-        if item.kind == "Secret":
-            data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
-            data.update({k: str(v) for k, v in (item.obj.get("stringData") or {}).items()})
-        out[(item.kind, str(meta.get("namespace") or "default"), item.name)] = data
-    return out
-
-
-async def offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
-                         sources: dict[tuple[str, str, str], dict[str, Any]],
-                         namespace: str) -> tuple[Path, dict[str, Any]]:
-    """The chart and its valuesFiles' values: from its repository (a HelmRepository or OCIRepository found in
-    the tree), or from the tree for a git chart (the tree stands for the repository: paths are relative to it)."""
-    chart = spec.chart
-    if isinstance(chart, RepositoryChart):
-        resolved = await repos.resolve(chart.url, chart.name, chart.version, Credentials(), chart.insecure)
-        return await repos.fetch(resolved, chart.url, Credentials(), chart.insecure), {}
-    if isinstance(chart, SharedRepositoryChart | ArtifactChart):
-        kind = "HelmRepository" if isinstance(chart, SharedRepositoryChart) else chart.kind
-        name = chart.repository if isinstance(chart, SharedRepositoryChart) else chart.name
-        source = sources.get((kind, chart.namespace or namespace, name))
-        if source is None:
-            raise InputError("SourceNotFound", f"{kind} {chart.namespace or namespace}/{name} is not in the tree")
-        if kind == "HelmChart":  # its template, read as the release's own chart.spec would be
-            template = replace(parse_helm_chart(source.get("spec") or {}).chart, namespace=chart.namespace or namespace)
-            return await offline_chart(replace(spec, chart=template), root, repos, sources, namespace)
-        if isinstance(chart, ArtifactChart):
-            oci = parse_oci_repository(source.get("spec") or {})
-            found = await artifacts.resolve(repos, oci, Credentials())
-            return (await artifacts.chart(repos, oci.url, found.digest, Credentials(), oci.insecure))[1], {}
-        helm = parse_helm_repository(source.get("spec") or {})
-        resolved = await repos.resolve(helm.url, chart.chart, chart.version, Credentials(), helm.insecure)
-        path = await repos.fetch(resolved, helm.url, Credentials(), helm.insecure)
-        return path, (await archive_values(path, chart.values_files, chart.ignore_missing_values_files))[0]
-    local = (root / chart.path).resolve()
-    if not (local / "Chart.yaml").exists() or root.resolve() not in local.parents:
-        raise InputError("ChartNotFound", f"chart path {chart.path!r} is not a chart inside {root}")
-    base: dict[str, Any] = {}
-    for name in chart.values_files:
-        file = (root / name).resolve()
-        if root.resolve() not in file.parents or not file.is_file():
-            raise InputError("ValuesFileNotFound", f"values file {name!r} is not a file inside {root}")
-        base = helm_values.merge(base, helm_values.parse_values(file.read_text(), name))
-    return local, base
 
 
 async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Path, apps: list[AppKind],
@@ -231,28 +133,6 @@ class ReleaseDiff:
                 "origin": self.release.origin,
                 "objects": [{"kind": o.kind, "namespace": o.namespace, "name": o.name, "change": o.change,
                              "diff": o.diff} for o in self.objects]}
-
-
-_SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
-
-
-def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str, str], str]:
-    """Each object's text in a helm manifest, by (apiVersion, kind, namespace, name) (namespace
-    ``namespace`` when it names none: the manifest does not say which kinds are cluster-scoped)."""
-    out: dict[tuple[str, str, str, str], str] = {}
-    for chunk in _SEPARATOR.split(manifest):
-        if not chunk.strip():
-            continue
-        try:
-            obj = yamlc.load(chunk)
-        except yaml.YAMLError:
-            continue
-        if isinstance(obj, dict) and obj.get("kind"):
-            meta = obj.get("metadata") or {}
-            key = (str(obj.get("apiVersion", "")), str(obj["kind"]), str(meta.get("namespace") or namespace),
-                   str(meta.get("name", "")))
-            out[key] = chunk.strip("\n") + "\n"
-    return out
 
 
 async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
