@@ -1,6 +1,7 @@
 """The comment APIs of GitHub, GitLab and Gitea on 127.0.0.1, each as its documentation says: the token's own
-user, a change request's comments (one page, oldest first), a comment created and a comment edited. It keeps the
-comments (each with its author), records every call, and answers 401 to a request without the host's token."""
+user, a change request's comments (one page, oldest first), a comment created and a comment edited; the open change
+requests (``pulls``, set by a test) and commit statuses set. It keeps the comments (each with its author) and the
+statuses, records every call, and answers 401 to a request without the host's token."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ _THREAD = {  # a change request's comments, and one comment, under the API's roo
     "gitlab": (r"/projects/[^/]+/merge_requests/(\d+)/notes", r"/projects/[^/]+/merge_requests/\d+/notes/(\d+)"),
     "gitea": (r"/repos/[^/]+/[^/]+/issues/(\d+)/comments", r"/repos/[^/]+/[^/]+/issues/comments/(\d+)"),
 }
+_CHANGES = {  # the open change requests, and a commit's statuses, under the API's root
+    "github": (r"/repos/[^/]+/[^/]+/pulls", r"/repos/[^/]+/[^/]+/statuses/([0-9a-f]{40})"),
+    "gitlab": (r"/projects/[^/]+/merge_requests", r"/projects/[^/]+/statuses/([0-9a-f]{40})"),
+    "gitea": (r"/repos/[^/]+/[^/]+/pulls", r"/repos/[^/]+/[^/]+/statuses/([0-9a-f]{40})"),
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,8 @@ class Forge:
     def __init__(self, host: str, token: str, login: str = "helmop-bot") -> None:
         self.host, self.token, self.login = host, token, login
         self.comments: list[dict[str, Any]] = []  # {"id", "number", "author", "body"}
+        self.pulls: list[dict[str, Any]] = []  # open change requests: {"number", "head" (sha), "base" (branch)}
+        self.statuses: list[tuple[str, dict[str, Any]]] = []  # (commit, what was posted)
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         forge = self
@@ -72,6 +80,11 @@ class Forge:
         _, _, _, name, author, _ = HOSTS[self.host]
         return {"id": comment["id"], "body": comment["body"], author: {name: comment["author"]}}
 
+    def _pull(self, pull: dict[str, Any]) -> dict[str, Any]:
+        if self.host == "gitlab":
+            return {"iid": pull["number"], "sha": pull["head"], "target_branch": pull["base"], "state": "opened"}
+        return {"number": pull["number"], "state": "open", "head": {"sha": pull["head"]}, "base": {"ref": pull["base"]}}
+
     def _answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
         header, form, root, name, _, edit = HOSTS[self.host]
         if headers.get(header) != form.format(self.token):
@@ -89,6 +102,12 @@ class Forge:
             comment = {"id": 1000 + len(self.comments), "number": number, "author": self.login, "body": body["body"]}
             self.comments.append(comment)
             return 201, self._comment(comment)
+        changes, statuses = _CHANGES[self.host]
+        if re.fullmatch(changes, path) and method == "GET":
+            return 200, [self._pull(p) for p in self.pulls]
+        if (found := re.fullmatch(statuses, path)) and method == "POST":
+            self.statuses.append((found.group(1), body))
+            return 201, {"id": len(self.statuses), **body}
         if (found := re.fullmatch(one, path)) and method == edit:
             mine = [c for c in self.comments if c["id"] == int(found.group(1)) and c["author"] == self.login]
             if not mine:

@@ -71,3 +71,7 @@ from helmop.images import automation  # noqa: E402
 automation._Object.APIVersion, automation._Change.OldValue, automation._Change.NewValue  # noqa: B018
 automation._Change.Setter, automation._Changed.FileChanges, automation._Changed.Objects  # noqa: B018
 automation._Changed.Changes, automation._Data.AutomationObject, automation._Data.Changed  # noqa: B018
+# A Preview's record of each pull request: written for people and kubectl, never read back
+from helmop.api.status.preview import PullRequestPreview  # noqa: E402
+
+PullRequestPreview.base_commit, PullRequestPreview.posted_at  # noqa: B018

@@ -105,8 +105,10 @@ IMAGEREPOSITORY = Kind("ImageRepository", GROUP, VERSION, "imagerepositories", (
 IMAGEPOLICY = Kind("ImagePolicy", GROUP, VERSION, "imagepolicies", ("imgpol",))
 IMAGEUPDATEAUTOMATION = Kind("ImageUpdateAutomation", GROUP, VERSION, "imageupdateautomations", ("imgupd",))
 IMAGES = (IMAGEREPOSITORY, IMAGEPOLICY, IMAGEUPDATEAUTOMATION)
+# What each open pull request of a config repository would change, posted on it (helmop's own: no Flux kind)
+PREVIEW = Kind("Preview", GROUP, VERSION, "previews", ("prv",))
 BUILTIN = (HELMRELEASE, GITREPOSITORY, HELMREPOSITORY, OCIREPOSITORY, BUCKET, HELMCHART, EXTERNALARTIFACT,
-           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT, RECEIVER, *IMAGES)
+           ARTIFACTGENERATOR, CONFIGSYNC, JENKINS, PROJECT, PROVIDER, ALERT, RECEIVER, *IMAGES, PREVIEW)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from helmop.api.kinds import (
     FLUX_RESET_AT,
     FORCE_AT,
     HELMOP,
+    PREVIEW,
     PROJECT,
     PROVIDER,
     RECEIVER,
@@ -47,6 +48,7 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.objects import Resource, packed, slim, unpacked
+from helmop.api.previews import INTERVAL as PREVIEW_INTERVAL
 from helmop.api.receivers import INTERVAL as RECEIVER_INTERVAL
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
@@ -56,6 +58,7 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
+from helmop.api.status.preview import PreviewStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import (
@@ -80,6 +83,7 @@ from . import (
     imagerepositories,
     imageupdates,
     notifications,
+    previews,
     projects,
     receivers,
 )
@@ -340,6 +344,8 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
         _receiver(ctx, RECEIVER),
         *([_flux_checked(ctx, _receiver(ctx, FLUX_RECEIVER))] if flux else []),
+        Controller(PREVIEW, PreviewStatus, PREVIEW_INTERVAL, lambda body: previews.reconcile(ctx, body),
+                   lambda body: previews.finalize(ctx, body)),
     ]
     for controller in controllers:
         _kind_handlers(registry, dispatcher, controller, shard)

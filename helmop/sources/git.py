@@ -565,6 +565,17 @@ class GitCache:
             return False
         return True
 
+    async def merge_base(self, url: str, a: str, b: str, auth: GitAuth) -> str:
+        """The best common ancestor of commits ``a`` and ``b`` in the mirror (a pull request's head and the branch
+        it merges into: what the host's own diff compares the head with); RefNotFound when they share none."""
+        if not (_SHA.match(a) and _SHA.match(b)):
+            raise SourceError("InvalidRef", "a merge base is of two commits' full shas", transient=False)
+        try:
+            out = await self._git(["merge-base", a, b], self._env(auth), cwd=self.mirror(url, auth))
+        except SourceError:
+            raise SourceError("RefNotFound", f"{b[:12]} shares no history with {a[:12]}", transient=False) from None
+        return out.decode().strip()
+
     def forget(self, url: str) -> None:
         """Drop every mirror of ``url`` (whatever credentials fetched it)."""
         shutil.rmtree(self._mirrors(url), ignore_errors=True)

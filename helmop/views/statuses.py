@@ -14,6 +14,7 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
+from helmop.api.status.preview import PreviewStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import (
@@ -36,7 +37,7 @@ MODELS: dict[str, type[Status]] = {
     "OCIRepository": OCIRepositoryStatus, "Bucket": BucketStatus, "HelmChart": HelmChartStatus,
     "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus,
     "Receiver": ReceiverStatus, "Project": ProjectStatus, "ImageRepository": ImageRepositoryStatus,
-    "ImagePolicy": ImagePolicyStatus, "ImageUpdateAutomation": ImageUpdateAutomationStatus,
+    "ImagePolicy": ImagePolicyStatus, "ImageUpdateAutomation": ImageUpdateAutomationStatus, "Preview": PreviewStatus,
 }
 PUBLISHERS = (GitRepositoryStatus, HelmRepositoryStatus, OCIRepositoryStatus, BucketStatus, HelmChartStatus,
               ExternalArtifactStatus)  # the statuses with an artifact

@@ -1,6 +1,6 @@
 """The operator under the ServiceAccount and ClusterRole of deploy/helmop, with RBAC enforced:
-HelmRelease, GitRepository + ConfigSync, an ArtifactGenerator, a Receiver and Jenkins all work with exactly those
-rights (plus a ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
+HelmRelease, GitRepository + ConfigSync, an ArtifactGenerator, a Receiver, a Preview and Jenkins all work with exactly
+those rights (plus a ClusterRole for what the charts render, in place of the chart's default cluster-admin binding)."""
 
 from __future__ import annotations
 
@@ -112,6 +112,11 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
          "spec": {"providerRef": {"name": "chat"}, "eventSources": [{"kind": "HelmRelease", "name": "*"}]}}]))
     for kind, name in (("providers.helmop.dev", "chat"), ("alerts.helmop.dev", "releases")):
         eventually(lambda k=kind, n=name: condition(get(kube, ns, k, n)).get("status") == "True")
+    # a Preview: watched, its finalizer and status written (its Provider comments on no pull request: Stalled)
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "Preview", "metadata": {"name": "prs"},
+         "spec": {"sourceRef": {"name": "config"}, "providerRef": {"name": "chat"}}}))
+    eventually(lambda: condition(get(kube, ns, "previews.helmop.dev", "prs")).get("reason") == "InvalidProvider")
 
     # helm acting as a namespace's own ServiceAccount (spec.serviceAccountName)
     kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")

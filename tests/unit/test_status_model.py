@@ -14,6 +14,7 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
+from helmop.api.status.preview import PreviewStatus
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import (
@@ -31,7 +32,7 @@ TYPES = {"HelmRelease": HelmReleaseStatus, "GitRepository": GitRepositoryStatus,
          "OCIRepository": OCIRepositoryStatus, "Bucket": BucketStatus, "HelmChart": HelmChartStatus,
          "ExternalArtifact": ExternalArtifactStatus, "ArtifactGenerator": ArtifactGeneratorStatus,
          "ImageRepository": ImageRepositoryStatus, "ImagePolicy": ImagePolicyStatus,
-         "ImageUpdateAutomation": ImageUpdateAutomationStatus, "Receiver": ReceiverStatus}
+         "ImageUpdateAutomation": ImageUpdateAutomationStatus, "Receiver": ReceiverStatus, "Preview": PreviewStatus}
 JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
               "array": "array", "object": "object"}
 

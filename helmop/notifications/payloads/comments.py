@@ -5,7 +5,8 @@ each later event; an object without one is not commented on.
 The comment is found as Flux finds it: among the first 100 of the change request, the one written by the token's
 own user that carries the marker ``<!-- flux-pr-comment-key:<provider uid>/<kind>/<namespace>/<name> -->`` (GitLab:
 ``flux-mr-comment-key``), so a comment Flux's controller wrote is taken over after a migration. A conversation of
-requests, not one: the user, the comments, then the comment created or edited."""
+requests, not one: the user, the comments, then the comment created or edited. A Preview keeps its one comment on each
+pull request the same way (:func:`keep`, keyed by the Preview)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,14 @@ async def _get(send: Send, url: str, thread: Thread, reads: int) -> Any:
 
 async def converse(event: Event, target: Target, send: Send, thread: Thread) -> int:
     """The comment written or updated; the number of requests it took."""
-    marker = f"<!-- {thread.prefix}:{target.provider_uid}/{event.kind}/{event.namespace}/{event.name} -->"
-    body = {"body": f"{marker}\n\n{markdown_post(event)}"}
+    return await keep(target, send, thread, f"{event.kind}/{event.namespace}/{event.name}", markdown_post(event))
+
+
+async def keep(target: Target, send: Send, thread: Thread, key: str, text: str) -> int:
+    """The one comment of this Provider and ``key`` (kind/namespace/name of what it is about) on the change request:
+    created, or edited in place to say ``text``; the number of requests it took."""
+    marker = f"<!-- {thread.prefix}:{target.provider_uid}/{key} -->"
+    body = {"body": f"{marker}\n\n{text}"}
     me = _login(await _get(send, thread.user, thread, _USER), thread.login)
     if not me:
         raise PayloadError("the git host did not say who the token's user is")
@@ -78,41 +85,40 @@ async def converse(event: Event, target: Target, send: Send, thread: Thread) -> 
     return 3
 
 
-async def githubpullrequestcomment(event: Event, target: Target, send: Send) -> int:
-    number = _number(event)
-    if number is None:
-        return 0
+def _github(target: Target, number: int) -> Thread:
     api, repo = github_api(target)
-    return await converse(event, target, send, Thread(
-        f"{api}/user", f"{repo}/issues/{number}/comments?sort=created&direction=asc&per_page={LISTED}",
-        f"{repo}/issues/{number}/comments", f"{repo}/issues/comments/{{id}}", "PATCH", "user", "login",
-        github_auth(target), "flux-pr-comment-key"))
+    return Thread(f"{api}/user", f"{repo}/issues/{number}/comments?sort=created&direction=asc&per_page={LISTED}",
+                  f"{repo}/issues/{number}/comments", f"{repo}/issues/comments/{{id}}", "PATCH", "user", "login",
+                  github_auth(target), "flux-pr-comment-key")
 
 
-async def gitlabmergerequestcomment(event: Event, target: Target, send: Send) -> int:
-    number = _number(event)
-    if number is None:
-        return 0
+def _gitlab(target: Target, number: int) -> Thread:
     base, path = repository(needs_address(target))
     notes = f"{base}/api/v4/projects/{quote(path, safe='')}/merge_requests/{number}/notes"
-    return await converse(event, target, send, Thread(
-        f"{base}/api/v4/user", f"{notes}?sort=asc&order_by=created_at&per_page={LISTED}", notes, f"{notes}/{{id}}",
-        "PUT", "author", "username", {"PRIVATE-TOKEN": api_token(target), **target.headers}, "flux-mr-comment-key"))
+    return Thread(f"{base}/api/v4/user", f"{notes}?sort=asc&order_by=created_at&per_page={LISTED}", notes,
+                  f"{notes}/{{id}}", "PUT", "author", "username",
+                  {"PRIVATE-TOKEN": api_token(target), **target.headers}, "flux-mr-comment-key")
 
 
-async def giteapullrequestcomment(event: Event, target: Target, send: Send) -> int:
-    number = _number(event)
-    if number is None:
-        return 0
+def _gitea(target: Target, number: int) -> Thread:
     base, path = repository(needs_address(target))
     owner, name = owner_repo(path, target.address)
     repo = f"{base}/api/v1/repos/{quote(owner)}/{quote(name)}"
-    return await converse(event, target, send, Thread(
-        f"{base}/api/v1/user", f"{repo}/issues/{number}/comments?page=1&limit={LISTED}",
-        f"{repo}/issues/{number}/comments", f"{repo}/issues/comments/{{id}}", "PATCH", "user", "login",
-        {"Authorization": f"token {api_token(target)}", **target.headers}, "flux-pr-comment-key"))
+    return Thread(f"{base}/api/v1/user", f"{repo}/issues/{number}/comments?page=1&limit={LISTED}",
+                  f"{repo}/issues/{number}/comments", f"{repo}/issues/comments/{{id}}", "PATCH", "user", "login",
+                  {"Authorization": f"token {api_token(target)}", **target.headers}, "flux-pr-comment-key")
 
 
-DIALOGUES: dict[str, Callable[[Event, Target, Send], Awaitable[int]]] = {
-    "githubpullrequestcomment": githubpullrequestcomment, "gitlabmergerequestcomment": gitlabmergerequestcomment,
-    "giteapullrequestcomment": giteapullrequestcomment}
+THREADS: dict[str, Callable[[Target, int], Thread]] = {
+    "githubpullrequestcomment": _github, "gitlabmergerequestcomment": _gitlab, "giteapullrequestcomment": _gitea}
+
+
+async def _commented(event: Event, target: Target, send: Send) -> int:
+    """The event's comment on the change request its object names (none: nothing is sent)."""
+    number = _number(event)
+    if number is None:
+        return 0
+    return await converse(event, target, send, THREADS[target.type](target, number))
+
+
+DIALOGUES: dict[str, Callable[[Event, Target, Send], Awaitable[int]]] = dict.fromkeys(THREADS, _commented)

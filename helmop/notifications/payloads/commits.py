@@ -37,41 +37,46 @@ def _description(event: Event) -> str:
     return words(event.reason)[:_DESCRIPTION]
 
 
-def _status(event: Event, target: Target, *, failure: str = "failure", named: str = "context") -> dict[str, str]:
-    """A status body as GitHub and Gitea take it (GitLab says ``failed`` and names the status by ``name``)."""
-    return {"state": _state(event, "pending", "success", failure), named: target.status_id,
-            "description": _description(event)}
-
-
-def github(event: Event, target: Target) -> list[Request]:
+def _github(target: Target, sha: str, state: str, description: str) -> Request:
     """POST /repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    sha = commit_of(event.revision())
-    if not sha:
-        return []
-    return [json_request(f"{github_api(target)[1]}/statuses/{sha}", _status(event, target), github_auth(target))]
+    return json_request(f"{github_api(target)[1]}/statuses/{sha}",
+                        {"state": state, "context": target.status_id, "description": description},
+                        github_auth(target))
 
 
-def gitlab(event: Event, target: Target) -> list[Request]:
+def _gitlab(target: Target, sha: str, state: str, description: str) -> Request:
     """POST /api/v4/projects/{id}/statuses/{sha} (state pending|success|failed, name, description); the project
     by its path (URL-encoded) or its number."""
-    sha = commit_of(event.revision())
-    if not sha:
-        return []
     base, path = repository(needs_address(target))
-    return [json_request(f"{base}/api/v4/projects/{quote(path, safe='')}/statuses/{sha}",
-                         _status(event, target, failure="failed", named="name"),
-                         {"PRIVATE-TOKEN": api_token(target), **target.headers})]
+    return json_request(f"{base}/api/v4/projects/{quote(path, safe='')}/statuses/{sha}",
+                        {"state": "failed" if state == "failure" else state, "name": target.status_id,
+                         "description": description}, {"PRIVATE-TOKEN": api_token(target), **target.headers})
 
 
-def gitea(event: Event, target: Target) -> list[Request]:
+def _gitea(target: Target, sha: str, state: str, description: str) -> Request:
     """POST /api/v1/repos/{owner}/{repo}/statuses/{sha} (state pending|success|failure, context, description)."""
-    sha = commit_of(event.revision())
-    if not sha:
-        return []
     base, path = repository(needs_address(target))
     owner, repo = owner_repo(path, target.address)
-    return [json_request(f"{base}/api/v1/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}", _status(event, target),
-                         {"Authorization": f"token {needs_token(target)}", **target.headers})]
+    return json_request(f"{base}/api/v1/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}",
+                        {"state": state, "context": target.status_id, "description": description},
+                        {"Authorization": f"token {needs_token(target)}", **target.headers})
+
+
+STATUSES = {"github": _github, "gitlab": _gitlab, "gitea": _gitea}
+
+
+def status(target: Target, sha: str, state: str, description: str) -> Request:
+    """The commit status ``state`` (pending, success or failure) on a github, gitlab or gitea host, named by the
+    target's status id."""
+    return STATUSES[target.type](target, sha, state, description[:_DESCRIPTION])
+
+
+def _of_event(event: Event, target: Target) -> list[Request]:
+    """The event's commit marked: pending when an object starts applying it, failure on an error, else success."""
+    sha = commit_of(event.revision())
+    if not sha:
+        return []
+    return [status(target, sha, _state(event, "pending", "success", "failure"), _description(event))]
 
 
 def _basic(target: Target) -> str:
@@ -144,5 +149,5 @@ def azuredevops(event: Event, target: Target) -> list[Request]:
                          {"Authorization": basic("", needs_token(target)), **target.headers})]
 
 
-BUILDERS = {"github": github, "gitlab": gitlab, "gitea": gitea, "bitbucket": bitbucket,
+BUILDERS = {**dict.fromkeys(STATUSES, _of_event), "bitbucket": bitbucket,
             "bitbucketserver": bitbucketserver, "azuredevops": azuredevops}
