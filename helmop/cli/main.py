@@ -41,6 +41,7 @@ from . import (
     show,
     target,
     tenancy,
+    trying,
     verbs,
 )
 from .errors import Failed
@@ -582,6 +583,7 @@ def parser() -> argparse.ArgumentParser:
 
     artifacts.add_verbs(verbs_)
     preview.add_verb(verbs_)
+    trying.add_verb(verbs_)
 
     comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                              description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "
