@@ -6,6 +6,12 @@ ConfigSync owner mark, controller references).
 * up (trace): an object was deployed by the helm release its annotations name, which a HelmRelease
   makes; a HelmRelease may have been applied by a ConfigSync (its uid annotation) or made by an owner
   (Jenkins, app resource, Project), and a ConfigSync or git chart reads a GitRepository.
+
+Both follow ``spec.kubeConfig`` into the remote cluster a HelmRelease or ConfigSync delivers to
+(``views.remotes``: its kubeconfig Secret read with the user's own rights): ``tree`` reads the inventory's
+objects there, ``trace --cluster NAME`` starts from an object there and climbs to the management cluster's
+resources that delivered it. What cannot be followed is said in one line, and what the management cluster
+knows (status, inventory) is shown all the same.
 """
 
 from __future__ import annotations
@@ -17,23 +23,37 @@ from typing import Any
 from helmop.api.conditions import condition_of
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
-from helmop.api.kinds import CONFIGSYNC, GITREPOSITORY, HELMRELEASE, Kind, family_of
+from helmop.api.kinds import CONFIGSYNC, FLUX, GITREPOSITORY, HELMRELEASE, Kind, family_of
 from helmop.api.objects import Resource
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.helm.releases import release_of
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_UID
-from helmop.views.cells import last_seen, since
+from helmop.views.cells import LOCAL, cluster, is_remote, last_seen, since
+from helmop.views.remotes import Reach
 from helmop.views.statuses import artifact_of, status_of
-from helmop.views.tree import MAX_DEPTH, Node, Ref, fetch, is_helmop
+from helmop.views.tree import MAX_DEPTH, Node, Ref, children, fetch, is_helmop, tree
 
 from .errors import Failed
 from .show import table
 
+DELIVERERS = (HELMRELEASE, CONFIGSYNC, FLUX.helmrelease, FLUX.configsync)  # what may deliver to a remote
+
 
 def show_tree(node: Node) -> str:
-    return "\n".join([f"{node.title}  {node.health}", *node.lines()])
+    return "\n".join([node.line, *node.lines()])
+
+
+async def tree_of(kube: Kube, ref: Ref, reach: Reach) -> str:
+    """``helmop tree``: the object and what it manages, followed into remote clusters."""
+    try:
+        node = await tree(kube, ref, reach=reach.client)
+    finally:
+        await reach.close()
+    if node.obj is None:
+        raise Failed(f"{node.title} not found")
+    return show_tree(node)
 
 
 # --- trace: up the chain --------------------------------------------------------------------------
@@ -41,13 +61,19 @@ def show_tree(node: Node) -> str:
 
 async def _candidates(kube: Kube, kind: Kind, namespace: str) -> AsyncIterator[dict[str, Any]]:
     """Objects of ``kind`` in ``namespace`` first (where they usually are, and all a tenant may list), then in
-    every namespace when allowed (a targetNamespace points elsewhere)."""
-    for obj in await kube.list(kind.path(namespace)):
+    every namespace when allowed (a targetNamespace points elsewhere); none of a kind not served (Flux's)."""
+    try:
+        here = await kube.list(kind.path(namespace))
+    except KubeError as exc:
+        if exc.status not in (403, 404):
+            raise
+        return
+    for obj in here:
         yield obj
     try:
         everywhere = await kube.list(kind.path())
     except KubeError as exc:
-        if exc.status != 403:
+        if exc.status not in (403, 404):
             raise
         return
     for obj in everywhere:
@@ -55,15 +81,15 @@ async def _candidates(kube: Kube, kind: Kind, namespace: str) -> AsyncIterator[d
             yield obj
 
 
-async def _releasing(kube: Kube, release_namespace: str, release: str) -> dict[str, Any] | None:
-    """The HelmRelease whose helm release this is."""
+async def _releasing(kube: Kube, release_namespace: str, release: str, on: str) -> dict[str, Any] | None:
+    """The HelmRelease whose helm release this is, on cluster ``on``."""
     async for obj in _candidates(kube, HELMRELEASE, release_namespace):
         this = Resource(obj)
         try:
             spec = parse_spec(this.spec, this.name, this.namespace)
         except SpecError:
             continue
-        if (spec.target_namespace, spec.release_name) == (release_namespace, release):
+        if (spec.target_namespace, spec.release_name) == (release_namespace, release) and cluster(obj) == on:
             return obj
     return None
 
@@ -89,13 +115,15 @@ async def _owner(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-async def up(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The next helmop resource up the chain from ``obj``."""
+async def up(kube: Kube, obj: dict[str, Any], on: str = LOCAL) -> dict[str, Any] | None:
+    """The next helmop resource up the chain from ``obj``, an object of cluster ``on`` (helmop's resources are
+    on ``kube``'s)."""
     this = Resource(obj)
     release = release_of(obj)
     if release is not None and not is_helmop(this.api_version):
-        return await _releasing(kube, *release)
-    return await _applied_by(kube, obj) or await _owner(kube, obj)
+        return await _releasing(kube, *release, on)
+    # a remote object's owners are the remote cluster's own
+    return await _applied_by(kube, obj) or (await _owner(kube, obj) if on == LOCAL else None)
 
 
 def _ready(obj: dict[str, Any]) -> str:
@@ -118,6 +146,8 @@ def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
         out += [("URL" if this.spec.get("url") else "Source", str(where or "-")),
                 ("Revision", artifact.revision if artifact else "-"),
                 *([("Digest", artifact.digest)] if artifact and artifact.digest else [])]
+    if is_remote(obj):
+        out.append(("Cluster", cluster(obj)))
     if is_helmop(this.api_version):
         out.append(("Ready", _ready(obj)))
     return out
@@ -144,27 +174,71 @@ def _producer(spec: dict[str, Any]) -> str:
     return f"{ref.get('kind', '')}/{ref.get('name', '')}{chart}" if ref else ""
 
 
-async def trace(kube: Kube, ref: Ref) -> str:
-    obj = await fetch(kube, ref)
-    if obj is None:
-        raise Failed(f"{ref[1]} {ref[2] + '/' if ref[2] else ''}{ref[3]} not found")
-    chain = [obj]
-    while len(chain) < MAX_DEPTH and (parent := await up(kube, chain[-1])) is not None:
+async def trace(kube: Kube, ref: Ref, on: str = LOCAL, reach: Reach | None = None) -> str:
+    """``helmop trace``: the chain from the object (on cluster ``on``, reached with ``reach``) up to its source."""
+    if on == LOCAL:
+        return await _trace(kube, kube, ref, on, "")
+    reach = reach or Reach()
+    try:
+        got = await _remote(kube, ref[2], on, reach)
+        return await (_trace(kube, kube, ref, on, got) if isinstance(got, str) else _trace(kube, got, ref, on, ""))
+    finally:
+        await reach.close()
+
+
+async def _trace(kube: Kube, there: Kube, ref: Ref, on: str, note: str) -> str:
+    node = Node(ref, None, unread=True) if note else Node(ref, await fetch(there, ref))
+    where = f" on cluster {on}" if on != LOCAL else ""
+    if node.obj is None and not note:
+        raise Failed(f"{ref[1]} {ref[2] + '/' if ref[2] else ''}{ref[3]} not found{where}")
+    parent = await up(kube, node.obj, on) if node.obj is not None else await _listed_in(kube, ref, on)
+    chain = [] if parent is None else [parent]
+    while chain and len(chain) < MAX_DEPTH and (parent := await up(kube, chain[-1])) is not None:
         chain.append(parent)
-    for source in _sources(chain[-1]):
+    for source in _sources(chain[-1] if chain else node.obj or {}):
         found = await fetch(kube, source)
         if found is not None:
             chain.append(found)
-    if len(chain) == 1 and not is_helmop(ref[0]):
-        raise Failed(f"{ref[1]} {ref[2]}/{ref[3]} is not managed by helmop (no helm release, ConfigSync or "
-                     "owner of helmop's)")
-    if is_helmop(ref[0]):
-        blocks = [describe(o) for o in chain]
+    if not chain and not is_helmop(ref[0]):
+        raise Failed(f"{ref[1]} {ref[2]}/{ref[3]}{where} is not managed by helmop (no helm release, ConfigSync or "
+                     "owner of helmop's)" + (f"; {note}" if note else ""))
+    if is_helmop(ref[0]) and node.obj is not None and on == LOCAL:
+        blocks = [describe(node.obj), *(describe(o) for o in chain)]
     else:
-        node = Node(ref, obj)
-        blocks = [[("Object", node.title), ("Health", node.health)], *(describe(o) for o in chain[1:])]
+        blocks = [[("Object", node.title), *([("Cluster", on)] if where else []), ("Health", node.health)],
+                  *(describe(o) for o in chain)]
     width = max(len(key) for block in blocks for key, _ in block) + 2
-    return "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
+    text = "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
+    return (f"! {note}\n" if note else "") + text
+
+
+async def _remote(kube: Kube, namespace: str, on: str, reach: Reach) -> Kube | str:
+    """The client for cluster ``on``: through the kubeconfig of a resource the user may read that delivers there
+    (in ``namespace`` first), or why there is none."""
+    why = ""
+    for kind in DELIVERERS:
+        async for obj in _candidates(kube, kind, namespace):
+            if cluster(obj) == on:
+                got = await reach.client(kube, obj)
+                if not isinstance(got, str):
+                    return got
+                why = why or got
+    return why or f"no HelmRelease, ConfigSync or Kustomization you may read delivers to cluster {on}"
+
+
+async def _listed_in(kube: Kube, ref: Ref, on: str) -> dict[str, Any] | None:
+    """The resource delivering to cluster ``on`` whose inventory lists ``ref`` (what the management cluster knows
+    when the object itself cannot be read)."""
+    group = ref[0].rpartition("/")[0]
+    for kind in DELIVERERS:
+        async for obj in _candidates(kube, kind, ref[2] or "default"):
+            if cluster(obj) != on:
+                continue
+            listed = await children(kube, (Resource(obj).api_version, kind.kind, Resource(obj).namespace,
+                                           Resource(obj).name), obj)
+            if any(r[0].rpartition("/")[0] == group and r[1:] == ref[1:] for r in listed):
+                return obj
+    return None
 
 
 def _sources(obj: dict[str, Any]) -> list[Ref]:

@@ -24,6 +24,8 @@ from helmop.api.kinds import BUILTIN, IMAGES, Kind
 from helmop.api.redaction import redact, redact_data
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
+from helmop.views.cells import LOCAL
+from helmop.views.remotes import Reach
 from helmop.views.tree import Node, tree
 
 from . import (
@@ -108,11 +110,12 @@ async def _get(args: argparse.Namespace, where: target.Target) -> int:
     if args.watch and len(kinds) != 1:
         raise Failed("--watch takes one kind")
     version = await show.version_now(where, kinds[0]) if args.watch else ""
-    complete = await show.get(where, kinds, args.names, output=args.output or "", selector=args.selector or "")
+    listed = await show.get(where, kinds, args.names, output=args.output or "", selector=args.selector or "",
+                            cluster_name=args.cluster or "")
     if args.watch:
         await show.watch(where, kinds[0], args.names, version, output=args.output or "",
-                         selector=args.selector or "")
-    return OK if complete else ERROR
+                         selector=args.selector or "", cluster_name=args.cluster or "", clusters=listed.clusters)
+    return OK if listed.complete else ERROR
 
 
 async def _export(args: argparse.Namespace, where: target.Target) -> int:
@@ -143,13 +146,19 @@ async def _tree_of(args: argparse.Namespace, where: target.Target) -> Node:
     return node
 
 
+def _reach(args: argparse.Namespace) -> Reach:
+    return Reach(allow_exec=args.insecure_kubeconfig_exec, allow_insecure_tls=args.insecure_kubeconfig_tls)
+
+
 async def _tree(args: argparse.Namespace, where: target.Target) -> int:
-    print(explore.show_tree(await _tree_of(args, where)))
+    ref = await verbs.reference(where.kube, args.kind, where.namespace, args.name)
+    print(await explore.tree_of(where.kube, ref, _reach(args)))
     return OK
 
 
 async def _trace(args: argparse.Namespace, where: target.Target) -> int:
-    print(await explore.trace(where.kube, await verbs.reference(where.kube, args.kind, where.namespace, args.name)))
+    ref = await verbs.reference(where.kube, args.kind, where.namespace, args.name)
+    print(await explore.trace(where.kube, ref, args.cluster or LOCAL, _reach(args)))
     return OK
 
 
@@ -465,6 +474,9 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("--output", "-o", choices=show.OUTPUTS, help="wide, json, yaml or name (default: a table)")
     get.add_argument("--watch", "-w", action="store_true", help="after the listing, print each change")
     get.add_argument("--selector", "-l", help="label selector (app=web,tier!=db)")
+    get.add_argument("--cluster", metavar="NAME", help="only the HelmReleases, ConfigSyncs and Kustomizations that "
+                                                       "deliver to this cluster, named as the CLUSTER column names "
+                                                       "it (local: the operator's own)")
 
     export = cluster_verb("export", "print resources as clean YAML to apply elsewhere (no status or server "
                                     "fields)", _export, all_namespaces=True, kind="[KIND] (default: all)")
@@ -501,11 +513,20 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--default-service-account", metavar="NAME", default="",
                        help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")
 
-    cluster_verb("tree", "what a resource manages, down to each release's objects, with their health", _tree,
-                 kind="hr, csync, gitrepo, jk, proj, or any kind", name_arg="NAME")
-    cluster_verb("trace", "for any object: which release or ConfigSync manages it, from which source revision, "
-                          "chart version and values digest", _trace,
-                 kind="any kind (deploy, cm, hr, ...)", name_arg="NAME")
+    shown = cluster_verb("tree", "what a resource manages, down to each release's objects, with their health (on "
+                                 "the remote cluster a spec.kubeConfig names, read with its kubeconfig Secret)", _tree,
+                         kind="hr, csync, gitrepo, jk, proj, or any kind", name_arg="NAME")
+    traced = cluster_verb("trace", "for any object: which release or ConfigSync manages it, from which source "
+                                   "revision, chart version and values digest", _trace,
+                          kind="any kind (deploy, cm, hr, ...)", name_arg="NAME")
+    traced.add_argument("--cluster", metavar="NAME", help="the object is on this remote cluster (as `get` names it), "
+                                                          "reached with the kubeconfig of a resource delivering there")
+    for verb in (shown, traced):
+        verb.add_argument("--insecure-kubeconfig-exec", action="store_true",
+                          help="let a remote cluster's kubeconfig run its exec credential plugin (refused by default, "
+                               "as the operator's flag of the same name)")
+        verb.add_argument("--insecure-kubeconfig-tls", action="store_true",
+                          help="let a remote cluster's kubeconfig skip TLS verification (as the operator's flag)")
     cluster_verb("events", "Events of helmop's resources, or of one and everything it manages, in time order",
                  _events, all_namespaces=True, kind="[KIND]", name_arg="[NAME]")
     logs = cluster_verb("logs", "the operator's log lines (about one object, when named): from its pods, or "

@@ -1,12 +1,16 @@
 """``helmop get`` and ``helmop export``: helmop's resources as a table (kubectl's columns and ``-o`` forms)
-or as clean, re-appliable YAML."""
+or as clean, re-appliable YAML.
+
+The CLUSTER column (where a HelmRelease, ConfigSync or Kustomization delivers: ``views.cells.cluster``) is in
+``-o wide`` always, and in the default table only when a listed object delivers to a remote cluster: a
+single-cluster listing reads as it always has."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import yaml
 
@@ -15,7 +19,7 @@ from helmop.api.kinds import GROUP, Kind
 from helmop.api.objects import LAST_APPLIED, Resource
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.sync import OWNER_LABEL as CONFIGSYNC_LABEL
-from helmop.views.cells import revision, since, source
+from helmop.views.cells import DELIVERING, cluster, is_remote, revision, since, source
 
 from .errors import Failed
 from .target import Target
@@ -26,19 +30,28 @@ OUTPUTS = ("wide", "json", "yaml", "name")
 _BOOKKEEPING = f"{GROUP}/"
 
 
-def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool) -> list[str]:
+def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool, clusters: bool = False
+        ) -> list[str]:
     this, ready = Resource(obj), condition_of(obj, "Ready")
     cells = ([] if namespaced_listing else [this.namespace]) + [
         f"{kind.kind.lower()}/{this.name}", revision(obj), str(bool(this.spec.get("suspend"))),
         ready.get("status", "Unknown")]
     if wide:
         cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), source(obj)]
+    if wide or clusters:
+        cells.append(cluster(obj))
     return [*cells, ready.get("message", "")]
 
 
-def header(*, namespaced_listing: bool, wide: bool) -> list[str]:
+def header(*, namespaced_listing: bool, wide: bool, clusters: bool = False) -> list[str]:
     return (([] if namespaced_listing else ["NAMESPACE"]) + ["NAME", "REVISION", "SUSPENDED", "READY"]
-            + (["REASON", "AGE", "SOURCE"] if wide else []) + ["MESSAGE"])
+            + (["REASON", "AGE", "SOURCE"] if wide else []) + (["CLUSTER"] if wide or clusters else [])
+            + ["MESSAGE"])
+
+
+def on_cluster(found: list[tuple[Kind, dict[str, Any]]], name: str) -> list[tuple[Kind, dict[str, Any]]]:
+    """The objects that deliver to cluster ``name`` (``local``: the operator's own); other kinds are left out."""
+    return [(kind, obj) for kind, obj in found if kind.kind in DELIVERING and cluster(obj) == name]
 
 
 def table(rows: list[list[str]]) -> str:
@@ -63,9 +76,10 @@ def render(found: list[tuple[Kind, dict[str, Any]]], output: str, scope: str | N
     if output == "name":
         return "\n".join(name_of(kind, obj) for kind, obj in found)
     namespaced = scope is not None or all(not kind.namespaced for kind, _ in found)
-    wide = output == "wide"
-    return table([header(namespaced_listing=namespaced, wide=wide)]
-                 + [row(kind, obj, namespaced_listing=namespaced, wide=wide) for kind, obj in found])
+    wide, clusters = output == "wide", any(is_remote(obj) for obj in objects)
+    return table([header(namespaced_listing=namespaced, wide=wide, clusters=clusters)]
+                 + [row(kind, obj, namespaced_listing=namespaced, wide=wide, clusters=clusters)
+                    for kind, obj in found])
 
 
 async def collect(kube: Kube, kinds: list[Kind], scope: str | None, names: list[str], selector: str,
@@ -96,17 +110,25 @@ async def collect(kube: Kube, kinds: list[Kind], scope: str | None, names: list[
     return found, complete
 
 
+class Listed(NamedTuple):
+    complete: bool  # every object named was found
+    clusters: bool  # the table has the CLUSTER column (and so have the lines of a --watch after it)
+
+
 async def get(target: Target, kinds: list[Kind], names: list[str], *, output: str, selector: str,
-              out: TextIO = sys.stdout) -> bool:
-    """Print the objects; False when a named one is missing."""
+              cluster_name: str = "", out: TextIO = sys.stdout) -> Listed:
+    """Print the objects (``cluster_name``: only those delivering to that cluster)."""
     scope = target.scope
     found, complete = await collect(target.kube, kinds, scope, names, selector)
+    if cluster_name:
+        found = on_cluster(found, cluster_name)
     if found or output in ("json", "yaml"):
         print(render(found, output, scope, single=bool(names) and len(names) == 1), file=out, flush=True)
     elif complete:
         where = "any namespace" if scope is None else f"the {scope} namespace"
-        print(f"No resources found in {where}.", file=sys.stderr)
-    return complete
+        on = f" delivering to cluster {cluster_name}" if cluster_name else ""
+        print(f"No resources found in {where}{on}.", file=sys.stderr)
+    return Listed(complete, any(is_remote(obj) for _, obj in found))
 
 
 async def version_now(target: Target, kind: Kind) -> str:
@@ -117,12 +139,13 @@ async def version_now(target: Target, kind: Kind) -> str:
 
 
 async def watch(target: Target, kind: Kind, names: list[str], version: str, *, output: str, selector: str,
-                out: TextIO = sys.stdout) -> None:
+                cluster_name: str = "", clusters: bool = False, out: TextIO = sys.stdout) -> None:
     """One line (or document) per change after ``version`` (taken before the listing was printed), until
-    interrupted (kubectl get --watch)."""
+    interrupted (kubectl get --watch); with ``cluster_name``, of the objects delivering there only; ``clusters``:
+    with the CLUSTER column, as the listing had it."""
     scope = target.scope
     path = kind.path(scope if kind.namespaced else None)
-    show: Callable[[dict[str, Any]], str] = _watch_line(kind, output, scope)
+    show: Callable[[dict[str, Any]], str] = _watch_line(kind, output, scope, clusters)
     while True:
         params = {"resourceVersion": version, "allowWatchBookmarks": "true",
                   **({"labelSelector": selector} if selector else {})}
@@ -130,7 +153,8 @@ async def watch(target: Target, kind: Kind, names: list[str], version: str, *, o
             async for event in target.kube.watch(path, params):
                 obj = event.get("object") or {}
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if event.get("type") in ("BOOKMARK", "ERROR") or (names and Resource(obj).name not in names):
+                if event.get("type") in ("BOOKMARK", "ERROR") or (names and Resource(obj).name not in names) \
+                        or (cluster_name and not on_cluster([(kind, obj)], cluster_name)):
                     if event.get("type") == "ERROR":
                         raise KubeError(int(obj.get("code") or 500), str(obj.get("reason", "")),
                                         str(obj.get("message", "")))
@@ -142,7 +166,7 @@ async def watch(target: Target, kind: Kind, names: list[str], version: str, *, o
             version = await version_now(target, kind)
 
 
-def _watch_line(kind: Kind, output: str, scope: str | None) -> Callable[[dict[str, Any]], str]:
+def _watch_line(kind: Kind, output: str, scope: str | None, clusters: bool) -> Callable[[dict[str, Any]], str]:
     if output == "json":
         return lambda obj: json.dumps(obj, indent=2)
     if output == "yaml":
@@ -150,7 +174,7 @@ def _watch_line(kind: Kind, output: str, scope: str | None) -> Callable[[dict[st
     if output == "name":
         return lambda obj: name_of(kind, obj)
     namespaced, wide = scope is not None or not kind.namespaced, output == "wide"
-    return lambda obj: "  ".join(row(kind, obj, namespaced_listing=namespaced, wide=wide))
+    return lambda obj: "  ".join(row(kind, obj, namespaced_listing=namespaced, wide=wide, clusters=clusters))
 
 
 def clean(obj: dict[str, Any]) -> dict[str, Any]:

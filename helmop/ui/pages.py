@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 
 from helmop.api.conditions import condition_of
-from helmop.api.kinds import Kind, is_namespace_name, is_object_name
+from helmop.api.kinds import BUILTIN, Kind, is_namespace_name, is_object_name
 from helmop.api.objects import Resource
 from helmop.api.status import Status
 from helmop.api.status.helmrelease import HelmReleaseStatus
@@ -29,7 +29,8 @@ from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.infra.kube import KubeError
 from helmop.views import operator_logs, requests
-from helmop.views.cells import HEALTHS, health, last_seen, revision, since, source
+from helmop.views.cells import DELIVERING, HEALTHS, LOCAL, cluster, health, last_seen, revision, since, source
+from helmop.views.fleet import fleet
 from helmop.views.statuses import artifact_of, read, status_of
 from helmop.views.tree import tree
 from helmop.views.values_diff import values_diff
@@ -86,6 +87,10 @@ class Row:
     @property
     def changed(self) -> str:
         return str(self.ready.get("lastTransitionTime") or "")
+
+    @property
+    def cluster(self) -> str:
+        return cluster(self.obj)
 
 
 @dataclass
@@ -156,10 +161,15 @@ async def events(viewer: Viewer, kinds: list[Kind], namespace: str, field_select
     return sorted(found, key=last_seen, reverse=True)
 
 
-def _filtered(rows: list[Row], q: str, wanted: str) -> list[Row]:
+def _filtered(rows: list[Row], q: str, wanted: str, on: str) -> list[Row]:
     q = q.lower()
     return [r for r in rows if (not q or q in f"{r.this.namespace}/{r.this.name}".lower())
-            and (not wanted or r.health == wanted)]
+            and (not wanted or r.health == wanted) and (not on or r.cluster == on)]
+
+
+def _delivering(kind: Kind) -> bool:
+    """helmop's and Flux's kinds that act on a cluster, remote or not (an app kind of the same name does not)."""
+    return kind.kind in DELIVERING and (kind in BUILTIN or kind.flux)
 
 
 class Pages:
@@ -170,10 +180,11 @@ class Pages:
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("helmop.ui"), autoescape=True,
                                             trim_blocks=True, lstrip_blocks=True)
         self.templates.globals.update(healths=HEALTHS, since=since, last_seen=last_seen, url_of=url_of,
-                                      page_of=page_of, families=families)
+                                      page_of=page_of, families=families, local=LOCAL)
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self._page(self.overview)), web.get("/graph", self._page(self.graph)),
+                web.get("/fleet", self._page(self.fleet)),
                 web.get("/feed", self._page(self.live)),
                 web.get("/login", self.login_form), web.post("/login", self.login), web.post("/logout", self.logout),
                 web.get("/{plural}", self._page(self.kind_list)),
@@ -239,12 +250,17 @@ class Pages:
         kind = await self._kind(request)
         namespace, q, wanted, label = (_namespace(request), _text(request, "q"), _text(request, "health"),
                                        _text(request, "label"))
+        on = _text(request, "cluster") if _delivering(kind) else ""
         if wanted and wanted not in HEALTHS:
             raise web.HTTPBadRequest(text=f"?health= is one of {', '.join(HEALTHS)}")
         found = await listing(viewer, [kind], namespace, label)  # a bad selector: the API's 400 among `refused`
-        rows = sorted(_filtered(found.rows, q, wanted), key=lambda r: (r.this.namespace, r.this.name))
+        rows = sorted(_filtered(found.rows, q, wanted, on), key=lambda r: (r.this.namespace, r.this.name))
+        # the Cluster column and filter once anything of the kind delivers to a remote (as `helmop get`)
+        names = sorted({r.cluster for r in found.rows} | ({on} if on else set()))
+        remote = bool(on) or any(name != LOCAL for name in names)
         return self.render(request, viewer, "list.html", title=kind.kind, kind=kind, rows=rows,
-                           refused=found.refused, namespace=namespace, q=q, wanted=wanted, label=label)
+                           refused=found.refused, namespace=namespace, q=q, wanted=wanted, label=label, on=on,
+                           clusters=names if remote and _delivering(kind) else [])
 
     async def object(self, request: web.Request, viewer: Viewer, refused: str = "") -> web.StreamResponse:
         kind, namespace, name = await self._object_ref(request)
@@ -255,6 +271,7 @@ class Pages:
         row, state = Row(kind, obj), status_of(obj) or Status()
         selector = f"involvedObject.apiVersion={kind.api_version},involvedObject.kind={kind.kind}," \
                    f"involvedObject.name={name}"
+        # (a remote cluster's objects are not read by the UI: the inventory is shown as its status lists it)
         inventory, about = await asyncio.gather(tree(viewer.kube, (kind.api_version, kind.kind, namespace, name)),
                                                 events(viewer, [kind], namespace, selector) if namespace else _none())
         context: dict[str, Any] = {}
@@ -263,7 +280,7 @@ class Pages:
         return self.render(request, viewer, "object.html", status=403 if refused else 200,
                            title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
                            state=state, artifact=artifact_of(state), webhook=_webhook(state), source=source(obj),
-                           children=inventory.children, events=about,
+                           children=inventory.children, target=inventory.cluster, events=about,
                            logs=await self._logs(viewer, kind, namespace, name), spec=_spec(obj),
                            flash=_text(request, "done"), **context)
 
@@ -305,6 +322,14 @@ class Pages:
         return self.render(request, viewer, "graph.html", title="Dependencies", namespace=namespace,
                            layout=graph.layout([(r.kind, r.obj) for r in rows]), refused=found.refused,
                            box=(graph.BOX_W, graph.BOX_H), cut=len(found.rows) > graph.MAX_NODES)
+
+    async def fleet(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        """Each cluster the viewer's HelmReleases, ConfigSyncs and Kustomizations deliver to (views.fleet)."""
+        namespace = _namespace(request)
+        kinds = [k for k in (await self.registry.kinds()).values() if _delivering(k)]
+        found = await listing(viewer, kinds, namespace)
+        return self.render(request, viewer, "fleet.html", title="Fleet", namespace=namespace,
+                           clusters=fleet([(r.kind, r.obj) for r in found.rows]), refused=found.refused)
 
     async def live(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
         return await self.feed.stream(request, viewer)

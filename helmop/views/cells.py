@@ -1,5 +1,6 @@
 """The cells people read about one of helmop's resources, the same in ``helmop get`` and the web UI: what it
-deployed last (revision), where it deploys from (source), and kubectl's way of saying how long ago."""
+deployed last (revision), where it deploys from (source) and to which cluster (cluster), and kubectl's way of
+saying how long ago."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from helmop.api.conditions import condition_of
+from helmop.api.kinds import FLUX_GROUPS, GROUP
 from helmop.api.objects import Resource
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
@@ -52,6 +54,32 @@ def source(obj: dict[str, Any]) -> str:
         path = chart.get("path") or spec.get("path") or "."
         return f"{ref.get('kind', 'GitRepository')}/{ref.get('name', '')}:{path}"
     return str(spec.get("url") or spec.get("namespace") or "")
+
+
+LOCAL = "local"  # the operator's own cluster, in the cluster cell and its filters
+DELIVERING = ("HelmRelease", "ConfigSync", "Kustomization")  # the kinds that act on a cluster (spec.kubeConfig)
+
+
+def cluster(obj: dict[str, Any]) -> str:
+    """The cluster a HelmRelease, ConfigSync or Flux Kustomization delivers to: ``status.cluster`` (the kubeconfig
+    Secret's helmop.dev/cluster label, else the API server's host:port), ``local`` for the operator's own; ""
+    for any other kind. Flux's status schema has no such field (and an object not yet reconciled has none): the
+    name of the Secret (or ConfigMap) in ``spec.kubeConfig`` stands in."""
+    this = Resource(obj)
+    group = this.api_version.rpartition("/")[0]
+    if this.kind not in DELIVERING or not (group == GROUP or group.endswith(FLUX_GROUPS)):
+        return ""
+    status = status_of(obj)
+    named = status.cluster if isinstance(status, HelmReleaseStatus | ConfigSyncStatus) else ""
+    ref = this.spec.get("kubeConfig")
+    if not isinstance(ref, dict) or not ref:
+        return named or LOCAL  # (a status naming a remote the spec no longer does: until the next reconcile)
+    given = ref.get("secretRef") or ref.get("configMapRef") or {}
+    return named or (str(given.get("name") or "") if isinstance(given, dict) else "") or "?"
+
+
+def is_remote(obj: dict[str, Any]) -> bool:
+    return cluster(obj) not in ("", LOCAL)
 
 
 def since(stamp: Any, now: datetime | None = None) -> str:

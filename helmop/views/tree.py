@@ -5,11 +5,17 @@ ExternalArtifacts it made, a Jenkins or app resource its HelmRelease, a Project 
 source's readers are looked for in its own namespace); each status read through its typed model
 (``views.statuses``). Each object carries its health: Ready for
 helmop's resources, ``reconcile.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
-draws it."""
+draws it.
+
+What a HelmRelease or ConfigSync with ``spec.kubeConfig`` manages lives on the remote cluster it delivers to: it
+is read there with the client a ``Reach`` gives (``views.remotes``: the reader's own way in), and never looked
+for on the reader's cluster; without one, or when it cannot be had, the inventory is shown unread, with the one
+line saying why."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +31,14 @@ from helmop.helm.releases import inventory_objects
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile.health import CURRENT, judge
 
+from .cells import cluster, is_remote
 from .statuses import status_of
 
 MAX_DEPTH = 6  # Project > ConfigSync > HelmRelease > objects: a cycle of references cannot run away
 Ref = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+# The client for the remote cluster an object (read with the first client) delivers to, or why there is none.
+Reach = Callable[[Kube, dict[str, Any]], Awaitable[Kube | str]]
+NOT_READ = "NotRead"  # the health of an object on a remote cluster that was not read
 
 
 def is_helmop(api_version: str) -> bool:
@@ -40,6 +50,9 @@ class Node:
     ref: Ref
     obj: dict[str, Any] | None
     children: list[Node] = field(default_factory=list)
+    cluster: str = ""  # the remote cluster its children live on ("": the same as its own)
+    note: str = ""  # why they were not read there
+    unread: bool = False  # on a remote cluster that was not read
 
     @property
     def title(self) -> str:
@@ -48,6 +61,8 @@ class Node:
 
     @property
     def health(self) -> str:
+        if self.unread:
+            return NOT_READ
         if self.obj is None:
             return "NotFound"
         if is_helmop(self.ref[0]):
@@ -57,11 +72,16 @@ class Node:
         verdict, why = judge(self.obj)
         return verdict + (f": {why}" if why and verdict != CURRENT else "")
 
+    @property
+    def line(self) -> str:
+        return f"{self.title}  {self.health}" + (f"  → cluster {self.cluster}" if self.cluster else "")
+
     def lines(self, prefix: str = "") -> list[str]:
-        out = []
+        """The lines of what it manages (its own note first), drawn as a tree."""
+        out = [f"{prefix}! {self.note}"] if self.note else []
         for i, child in enumerate(self.children):
             last = i == len(self.children) - 1
-            out.append(f"{prefix}{'└── ' if last else '├── '}{child.title}  {child.health}")
+            out.append(f"{prefix}{'└── ' if last else '├── '}{child.line}")
             out += child.lines(prefix + ("    " if last else "│   "))
         return out
 
@@ -121,13 +141,23 @@ async def children(kube: Kube, ref: Ref, obj: dict[str, Any]) -> list[Ref]:
     return []
 
 
-async def tree(kube: Kube, ref: Ref, depth: int = 0, seen: set[Ref] | None = None) -> Node:
-    """The object and, recursively, what it manages (each object once)."""
+async def tree(kube: Kube, ref: Ref, depth: int = 0, seen: set[Ref] | None = None, reach: Reach | None = None
+               ) -> Node:
+    """The object and, recursively, what it manages (each object once), followed into remote clusters with
+    ``reach``."""
     seen = set() if seen is None else seen
     seen.add(ref)
     node = Node(ref, await fetch(kube, ref))
-    if node.obj is not None and depth < MAX_DEPTH:
-        below = [r for r in await children(kube, ref, node.obj) if r not in seen]
-        seen.update(below)
-        node.children = list(await asyncio.gather(*(tree(kube, r, depth + 1, seen) for r in below)))
+    if node.obj is None or depth >= MAX_DEPTH:
+        return node
+    below = [r for r in await children(kube, ref, node.obj) if r not in seen]
+    seen.update(below)
+    there: Kube | str = kube
+    if is_remote(node.obj):
+        node.cluster = cluster(node.obj)
+        there = await reach(kube, node.obj) if reach else f"cluster {node.cluster} is not read here"
+    if isinstance(there, str):
+        node.note, node.children = there, [Node(r, None, unread=True) for r in below]
+    else:
+        node.children = list(await asyncio.gather(*(tree(there, r, depth + 1, seen, reach) for r in below)))
     return node

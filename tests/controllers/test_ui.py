@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM, Ui, screenshot_path
@@ -379,3 +381,65 @@ def test_flux_kinds_and_app_kinds_have_pages_rows_and_a_graph(operator: Operator
     assert page.locator("path.e-sourceRef").count() == 2  # the Kustomization's GitRepository, the release's charts
     assert page.locator("path.e-release").count() == 1  # the Webapp's HelmRelease
     shoot(page, "flux-graph")
+
+
+def kubeconfig_secret(kube: Run, ns: str, name: str, text: str, cluster: str) -> None:
+    kube("kubectl", "-n", ns, "create", "secret", "generic", name, f"--from-literal=value={text}")
+    kube("kubectl", "-n", ns, "label", "secret", name, f"helmop.dev/cluster={cluster}")
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (a cluster that went away)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_fleet_page_shows_each_cluster_its_counts_and_who_answers(operator: Operator, kube: Run, ns: str,
+                                                                      chart_repo: ChartRepo, local_ui: Ui,
+                                                                      browser: Browser) -> None:
+    """A release here (and a failing one), one on a remote sandbox, one on a cluster that does not answer: a row
+    each, with its counts, its reachability and last error; from a cluster to its releases, and a remote release's
+    page naming its cluster."""
+    with Sandbox(ready_delay=0.05) as east:
+        config = east.kubeconfig.read_text()
+        kubeconfig_secret(kube, ns, "east", config, "east")
+        server = yaml.safe_load(config)["clusters"][0]["cluster"]["server"]
+        gone = f"https://127.0.0.1:{closed_port()}"
+        kubeconfig_secret(kube, ns, "gone", config.replace(server, gone), "gone")
+        apply(kube, ns, hr("far", chart_repo, version="0.1.0", kubeConfig={"secretRef": {"name": "east"}},
+                           targetNamespace=ns, install={"createNamespace": True}))
+        apply(kube, ns, hr("lost", chart_repo, version="0.1.0", kubeConfig={"secretRef": {"name": "gone"}}))
+        apply(kube, ns, hr("near", chart_repo, version="0.1.0"))
+        apply(kube, ns, hr("broken", chart_repo, version="9.9.9"))
+        ready(kube, ns, "far")
+        ready(kube, ns, "near")
+        failing(kube, ns, "broken", "VersionNotFound")
+        unreachable = condition(failing(kube, ns, "lost", "ClusterUnreachable"))
+
+        page = browser.new_page()
+        page.goto(f"{local_ui.url}fleet?namespace={ns}")
+        rows = "tr[data-cluster]"
+        assert page.eval_on_selector_all(rows, "rows => rows.map(r => r.dataset.cluster)") == ["local", "east", "gone"]
+        assert page.eval_on_selector_all(rows, "rows => rows.map(r => r.dataset.reachable)") == ["true", "true",
+                                                                                                  "false"]
+        counted = "tr[data-cluster={}] td.releases[data-health={}]"
+        assert [page.inner_text(counted.format(c, h)) for c, h in (("local", "ready"), ("local", "failed"),
+                                                                  ("east", "ready"), ("gone", "failed"))] == ["1"] * 4
+        assert gone.removeprefix("https://") in page.inner_text("tr[data-cluster=gone] td.reach .message")
+        assert page.inner_text("tr[data-cluster=gone] td.reach .message") == unreachable["message"]
+        assert "VersionNotFound" in page.inner_text("tr[data-cluster=local] td.last-error")
+        shoot(page, "fleet")
+
+        # from the cluster to its releases (the Cluster column and filter), to one of them
+        page.click("tr[data-cluster=east] .kinds a:has-text('HelmRelease')")
+        page.wait_for_url("**cluster=east**")
+        assert page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)") == ["far"]
+        assert page.inner_text("tr[data-name=far] td.cluster") == "east"
+        assert page.input_value("select[name=cluster]") == "east"
+        page.click("td a:has-text('far')")
+        assert page.inner_text("dd.cluster").startswith("east (kubeconfig in Secret east)")
+        assert "On cluster east" in page.inner_text("p.tree-cluster") and "NotRead" in page.inner_text("ul.tree")
+        # let go of the remotes before they go (one that does not answer: once its kubeconfig is gone)
+        kube("kubectl", "-n", ns, "delete", "secret", "gone")
+        kube("kubectl", "-n", ns, "delete", "hr", "far", "lost", "--wait=true", "--timeout=60s")
