@@ -52,7 +52,6 @@ class Remote:
     reachable: bool = True
     problem: str = ""  # why it was not reachable at the last probe
     probed_at: float = 0.0
-    last_ok: float = 0.0  # wall-clock time of the last answer
 
     async def probe(self) -> str:
         """"" when the API server answers (``/version``, one short try), else why not; a recent verdict stands."""
@@ -61,10 +60,10 @@ class Remote:
             return self.problem
         try:
             await asyncio.wait_for(self.kube.request("GET", "/version", attempts=1), PROBE_TIMEOUT)
-            self.problem, self.reachable, self.last_ok = "", True, time.time()
+            self.problem, self.reachable = "", True
         except KubeError as exc:
             if exc.status != 0:  # it answered (401, 403: the credentials' problem, said when they are used)
-                self.problem, self.reachable, self.last_ok = "", True, time.time()
+                self.problem, self.reachable = "", True
             else:
                 self.problem, self.reachable = exc.message, False
         except TimeoutError:

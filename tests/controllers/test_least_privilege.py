@@ -4,9 +4,11 @@ those rights (plus a ClusterRole for what the charts render, in place of the cha
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -126,11 +128,27 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
               "spec": {**release["spec"], "serviceAccountName": "deployer", "values": {"fullnameOverride": "scoped"}}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(scoped))
     eventually(lambda: condition(get(kube, ns, "hr", "scoped")).get("status") == "True")
+    _a_release_on_a_cluster_that_trusts_a_service_account(operator, kube, ns, release)
 
     kube("kubectl", "-n", ns, "delete", "jenkins", "ci", "--timeout=90s")
     kube("kubectl", "-n", ns, "delete", "hr", "web", "--timeout=60s")
     assert "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
     _every_rule_was_needed(operator.sandbox, kube)
+
+
+def _a_release_on_a_cluster_that_trusts_a_service_account(operator: Operator, kube: Run, ns: str,
+                                                          release: dict[str, Any]) -> None:
+    """spec.kubeConfig.configMapRef (provider generic): a token of the namespace's ServiceAccount asked for
+    (TokenRequest), for a cluster that trusts it: here this very one."""
+    config = yaml.safe_load(operator.sandbox.kubeconfig.read_text())["clusters"][0]["cluster"]
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "trusting"},
+         "data": {"provider": "generic", "address": config["server"], "serviceAccountName": "deployer",
+                  "ca.crt": base64.b64decode(config["certificate-authority-data"]).decode()}},
+        {**release, "metadata": {"name": "remote"},
+         "spec": {**release["spec"], "kubeConfig": {"configMapRef": {"name": "trusting"}},
+                  "values": {"fullnameOverride": "remote"}}}]))
+    eventually(lambda: condition(get(kube, ns, "hr", "remote")).get("status") == "True")
 
 
 def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: str) -> None:

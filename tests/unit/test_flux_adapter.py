@@ -56,11 +56,11 @@ def test_chart_forms_helmop_does_not_implement_are_refused_by_name(spec: dict, r
 
 @pytest.mark.parametrize(("kind", "spec", "named"), [
     (FLUX.helmrelease, {"chart": {"spec": {"chart": "a", "sourceRef": {"kind": "HelmRepository", "name": "r"}}},
-                        "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
+                        "kubeConfig": {"secretRef": {"name": "remote"}, "future": {}}}, "spec.kubeConfig.future"),
     (FLUX.helmrelease, {"chartRef": {"kind": "OCIRepository", "name": "o"}, "upgrade": {"keepValues": True}},
      "spec.upgrade.keepValues"),
     (FLUX.configsync, {"sourceRef": {"kind": "GitRepository", "name": "g"}, "path": "./", "prune": True,
-                       "kubeConfig": {"secretRef": {"name": "remote"}}}, "spec.kubeConfig"),
+                       "kubeConfig": {"secretRef": {"name": "remote"}}, "future": True}, "spec.future"),
     (FLUX.gitrepository, {"url": "https://x/y", "ref": {"branch": "main", "future": "x"}}, "spec.ref.future"),
 ])
 def test_flux_fields_helmop_does_not_implement_are_refused_by_name(kind: object, spec: dict, named: str) -> None:
