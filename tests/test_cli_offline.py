@@ -302,12 +302,12 @@ def test_convert_flux_manifests_to_helmops_kinds_and_back(tmp_path: Path) -> Non
 def test_convert_names_what_the_other_side_cannot_say(tmp_path: Path) -> None:
     flux = tmp_path / "flux.yaml"
     flux.write_text("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: remote}\n"
-                    "spec:\n  interval: 1h\n  kubeConfig: {secretRef: {name: cluster}}\n"
+                    "spec:\n  interval: 1h\n  futureField: {secretRef: {name: cluster}}\n"
                     "  chartRef: {kind: OCIRepository, name: x}\n---\n"
                     "apiVersion: source.toolkit.fluxcd.io/v1\nkind: Bucket\nmetadata: {name: b}\n")
     done = helmop("convert", "-f", str(flux))
     assert done.returncode == 1
-    assert f"error: {flux}:6: HelmRelease default/remote: UnsupportedField: spec.kubeConfig is not implemented" \
+    assert f"error: {flux}:6: HelmRelease default/remote: UnsupportedField: spec.futureField is not implemented" \
         in done.stderr
     assert "kind: Bucket" in done.stdout  # not a kind to convert: kept as it is
     ours = tmp_path / "ours.yaml"

@@ -17,11 +17,10 @@ from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import HELMRELEASE
-from helmop.helm import values as helm_values
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
 from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
-from helmop.helm.offline import Planned, manifest_objects, offline_chart, planned, tree_values
+from helmop.helm.offline import Planned, chart_and_values, manifest_objects, planned, tree_values
 from helmop.helm.releases import Gateway
 from helmop.helm.request import resolved, upgrade_request
 from helmop.infra.kube import Kube, KubeError
@@ -64,17 +63,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     for release in releases:
         spec = release.spec
         try:
-            pieces = []
-            for ref in spec.values_from:
-                data = values_of.get((ref.kind, release.namespace, ref.name))
-                if data is None or ref.values_key not in data:
-                    if ref.optional:
-                        continue
-                    raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
-                                                           f"{ref.values_key}) is not in the tree")
-                pieces.append((ref, data[ref.values_key]))
-            chart, base = await offline_chart(spec, root, repos, sources, release.namespace)
-            values = helm_values.compose(pieces, spec.values, base)
+            chart, values = await chart_and_values(release, root, values_of, sources, repos)
             request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
                                       action=Action.INSTALL)
             rendered = await engine.template(request)

@@ -122,6 +122,24 @@ async def offline_chart(spec: HelmReleaseSpec, root: Path, repos: Repositories,
 _SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
 
 
+async def chart_and_values(release: Planned, root: Path, values_of: dict[tuple[str, str, str], dict[str, str]],
+                           sources: dict[tuple[str, str, str], dict[str, Any]], repos: Repositories,
+                           where: str = "tree") -> tuple[Path, dict[str, Any]]:
+    """The chart and the values the operator would install ``release`` with, from what ``where`` holds (its
+    valuesFrom ConfigMaps and Secrets in ``values_of``, its chart sources in ``sources``)."""
+    pieces = []
+    for ref in release.spec.values_from:
+        data = values_of.get((ref.kind, release.namespace, ref.name))
+        if data is None or ref.values_key not in data:
+            if ref.optional:
+                continue
+            raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
+                                                   f"{ref.values_key}) is not in the {where}")
+        pieces.append((ref, data[ref.values_key]))
+    chart, base = await offline_chart(release.spec, root, repos, sources, release.namespace)
+    return chart, helm_values.compose(pieces, release.spec.values, base)
+
+
 def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str, str], str]:
     """Each object's text in a helm manifest, by (apiVersion, kind, namespace, name) (namespace
     ``namespace`` when it names none: the manifest does not say which kinds are cluster-scoped)."""

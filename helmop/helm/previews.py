@@ -31,7 +31,6 @@ from helmop.sources.repositories import Repositories
 from helmop.sources.trees import TreeArtifact
 
 from . import offline
-from . import values as helm_values
 from .engine import Engine
 from .errors import HelmError
 from .inputs import InputError
@@ -142,7 +141,7 @@ async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rende
     for release in planned:
         group = f"HelmRelease {release.namespace}/{release.name}"
         try:
-            chart, values = await _inputs(root, release, values_of, sources, given.repos)
+            chart, values = await offline.chart_and_values(release, root, values_of, sources, given.repos, "build")
             request = upgrade_request(release.spec, release.namespace, release.name, chart=chart, values=values,
                                       digest="", action=Action.INSTALL)
             rendered = await given.engine.template(request)
@@ -154,23 +153,6 @@ async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rende
         out.groups[group] = {name: as_yaml(obj, out.secrets, given.salt) for name, obj in docs.items() if obj}
         out.releases[group] = (_chart_digest(chart), digest(json.dumps(values, sort_keys=True).encode(), given.salt))
         out.stored[group] = (release.spec.release_name, release.spec.storage_namespace, release.spec.target_namespace)
-
-
-async def _inputs(root: Path, release: offline.Planned, values_of: dict[tuple[str, str, str], dict[str, str]],
-                  sources: dict[tuple[str, str, str], dict[str, Any]],
-                  repos: Repositories) -> tuple[Path, dict[str, Any]]:
-    """The chart and the values the operator would install ``release`` with (as ``helmop render``)."""
-    pieces = []
-    for ref in release.spec.values_from:
-        data = values_of.get((ref.kind, release.namespace, ref.name))
-        if data is None or ref.values_key not in data:
-            if ref.optional:
-                continue
-            raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
-                                                   f"{ref.values_key}) is not in the build")
-        pieces.append((ref, data[ref.values_key]))
-    chart, base = await offline.offline_chart(release.spec, root, repos, sources, release.namespace)
-    return chart, helm_values.compose(pieces, release.spec.values, base)
 
 
 def _load(text: str) -> dict[str, Any] | None:

@@ -111,18 +111,18 @@ def settled(kube: Run, ns: str, kind: str, name: str) -> None:
 
 def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str,
                                                                    chart_repo: ChartRepo) -> None:
-    # a local release of the same name (a HelmRelease with spec.kubeConfig means one in another cluster)
+    # a local release of the same name (a HelmRelease refused is never acted on, not even when deleted)
     kube("helm", "install", "remote", "demo", "--repo", chart_repo.url, "--version", "0.1.0", "-n", ns,
          "--set", "fullnameOverride=remote")
     apply(kube, ns, yaml.safe_dump({"apiVersion": KUSTOMIZE, "kind": "Kustomization", "metadata": {"name": "secret"},
                                     "spec": {"interval": "1h", "path": "./", "prune": True,
                                              "sourceRef": {"kind": "GitRepository", "name": "none"},
-                                             "kubeConfig": {"secretRef": {"name": "cluster"}}}}))
+                                             "futureField": {"secretRef": {"name": "cluster"}}}}))
     apply(kube, ns, yaml.safe_dump({"apiVersion": HELM, "kind": "HelmRelease", "metadata": {"name": "remote"},
-                                    "spec": {"interval": "1h", "kubeConfig": {"secretRef": {"name": "cluster"}},
+                                    "spec": {"interval": "1h", "futureField": {"secretRef": {"name": "cluster"}},
                                              "chartRef": {"kind": "OCIRepository", "name": "x"}}}))
-    for kind, name, field in (("kustomizations.kustomize.toolkit.fluxcd.io", "secret", "spec.kubeConfig"),
-                              ("helmreleases.helm.toolkit.fluxcd.io", "remote", "spec.kubeConfig")):
+    for kind, name, field in (("kustomizations.kustomize.toolkit.fluxcd.io", "secret", "spec.futureField"),
+                              ("helmreleases.helm.toolkit.fluxcd.io", "remote", "spec.futureField")):
         said = eventually(lambda kind=kind, name=name: condition(get(kube, ns, kind, name)).get("reason")
                           == "UnsupportedField" and condition(get(kube, ns, kind, name)))
         assert said["message"].startswith(f"{field} is not implemented by helmop")
