@@ -17,22 +17,13 @@ from tests.controllers.conftest import Operator, apply, condition, events, get, 
 from tests.controllers.test_notifications import operator, provider
 from tests.forges import Forge
 from tests.gitserver import Repo
+from tests.test_preview import CHART as PREVIEW_CHART
 from tests.tools import Run, eventually
 
 __all__ = ["operator"]  # this module's operator (allowed to notify 127.0.0.1)
 OLD_SECRET, NEW_SECRET = "hunter2-the-old-password", "hunter3-the-new-password"
-CHART = {"charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 1.0.0\n",
-         "charts/web/values.yaml": "replicaCount: 1\n",
-         "charts/web/templates/deployment.yaml": """apiVersion: apps/v1
-kind: Deployment
-metadata: {name: {{ .Release.Name }}}
-spec:
-  replicas: {{ .Values.replicaCount }}
-  selector: {matchLabels: {app: {{ .Release.Name }}}}
-  template:
-    metadata: {labels: {app: {{ .Release.Name }}}}
-    spec: {containers: [{name: web, image: nginx}]}
-"""}
+# the chart of helmop preview's tests, at charts/web of the config repository (its Deployment alone)
+CHART = {f"charts/web/{name}": text for name, text in PREVIEW_CHART.items() if name != "templates/service.yaml"}
 
 
 @pytest.fixture
