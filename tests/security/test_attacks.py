@@ -484,14 +484,14 @@ def test_flux_kinds_are_held_to_the_same_lockdown(target: Target) -> None:
                                 values={"data": {"who": "attacker"}}),
                  flux("HelmRelease", "borrowed-chart", chartRef={"kind": "OCIRepository", "name": "packaged",
                                                                  "namespace": victim}),
-                 flux("HelmRelease", "elsewhere", kubeConfig={"secretRef": {"name": "cluster"}},
+                 flux("HelmRelease", "elsewhere", futureField={"secretRef": {"name": "cluster"}},
                       chart={"spec": {"chart": "tiny", "sourceRef": {"kind": "HelmRepository", "name": "x"}}}))
     if target.mode == "lockdown":
         for name, field in (("takeover", "spec.chart.spec.sourceRef"), ("borrowed-chart", "spec.chartRef")):
             assert field in refused(target, attacker, FLUX_HR, name, "CrossNamespaceRef")
     else:
         refused(target, attacker, FLUX_HR, "takeover", "ReleaseOwnedElsewhere")
-    assert "spec.kubeConfig" in refused(target, attacker, FLUX_HR, "elsewhere", "UnsupportedField")
+    assert "spec.futureField" in refused(target, attacker, FLUX_HR, "elsewhere", "UnsupportedField")
     assert get(target.kube, victim, "cm", "owned")["data"] == {"greeting": "hello"}  # the victim's, untouched
 
     # a Kustomization without a ServiceAccount: Flux's rights without lockdown, the tenant's with it
