@@ -116,6 +116,21 @@ class Supersession(asyncio.Event):
     why: str = ""
 
 
+# How long a status written wins at most over watch events that do not show it yet: a bound for a write whose own
+# event never comes (the watch listed afresh, and someone else wrote the status meanwhile), not the watch's delay.
+WRITTEN_WINS = 60.0
+
+
+@dataclass(frozen=True)
+class Written:
+    """A status a turn wrote."""
+
+    status: dict[str, Any]
+    uid: str  # of the object written to
+    resource_version: str  # the object's after the write ("" when unknown)
+    at: float  # monotonic time of the write
+
+
 class Memory:
     """What the reconciles of one process know of each other between turns. ``wake`` gives an object a
     turn now (the scheduler's)."""
@@ -140,9 +155,9 @@ class Memory:
         # (apiVersion, kind) of what is observed: the referrer watches follow this set as it grows.
         self.observed_kinds: set[tuple[str, str]] = set()
         self.new_kinds = asyncio.Event()
-        # A status just written, and when: the next turn must read it even if the watch has not brought it yet
-        # (a ConfigSync's inventory is what it prunes from).
-        self.written: dict[Key, tuple[dict[str, Any], float]] = {}
+        # A status just written: the next turn must read it even if the watch has not brought it yet (a
+        # ConfigSync's inventory is what it prunes from, a release's what its drift checks observe).
+        self.written: dict[Key, Written] = {}
 
     def superseded(self, key: Key) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
@@ -203,8 +218,37 @@ class Memory:
         for key in self.observed_by(namespace, kind, name):
             self.wake(key)
 
-    def status_written(self, key: Key, status: dict[str, Any]) -> None:
-        self.written[key] = (status, time.monotonic())
+    def status_written(self, key: Key, status: dict[str, Any], uid: str = "", resource_version: str = "") -> None:
+        """``status`` was written to ``key`` (the object ``uid``), which then had ``resource_version``."""
+        self.written[key] = Written(status, uid, resource_version, time.monotonic())
+
+    def watched(self, key: Key, body: dict[str, Any]) -> None:
+        """``body`` came from the watch: if it shows the last write to ``key`` (the same status, or the
+        resourceVersion the write returned), the watch has caught up with it and its bodies count as they are
+        from now on; another object of that name (uid) ends it too. Events come in order, so one that shows
+        neither is from before the write, however late it comes (a watch seconds behind: many replicas each
+        follow every object's events)."""
+        written = self.written.get(key)
+        if written is None:
+            return
+        meta = body.get("metadata") or {}
+        if (body.get("status") == written.status
+                or (written.resource_version and meta.get("resourceVersion") == written.resource_version)
+                or (written.uid and meta.get("uid") and meta.get("uid") != written.uid)):
+            del self.written[key]
+
+    def with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` (as the watch last brought it) with the status last written to it, until the watch shows that
+        write (:meth:`watched`): a turn that read the status from before it would act on what the object was (a
+        release's drift checks observing an inventory of nothing, then comparing it all again at the next look).
+        At most WRITTEN_WINS seconds (a write whose event never comes)."""
+        written = self.written.get(key)
+        if written is None:
+            return body
+        if time.monotonic() - written.at > WRITTEN_WINS:
+            del self.written[key]
+            return body
+        return {**body, "status": written.status}
 
     def drop(self, key: Key) -> None:
         """An object is gone: forget everything kept for it."""

@@ -99,7 +99,6 @@ log = logging.getLogger(__name__)
 
 ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
 SOON = 1.0  # after a write of the finalizer lost a race: the winner's event is on its way
-WRITTEN_WINS = 5.0  # how long a status a turn wrote wins over watch events that do not show it yet
 
 
 def _interval(body: dict[str, Any], default: float) -> float:
@@ -170,18 +169,6 @@ class Dispatcher:
             if self.controllers[key[0]].resource.flux:
                 self.scheduler.wake(key)
 
-    def _with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
-        """The body with the status a turn wrote, whether or not its event came (an event of an earlier write
-        arriving after it does not take it back, for a few seconds)."""
-        written = self.ctx.memory.written
-        if key not in written:
-            return body
-        status, at = written[key]
-        if body.get("status") == status or time.monotonic() - at > WRITTEN_WINS:
-            del written[key]
-            return body
-        return {**body, "status": status}
-
     def owns(self, key: Key) -> bool:
         return self.acting is EVERYTHING or self._hash(key) in self.acting
 
@@ -221,7 +208,9 @@ class Dispatcher:
             self.scheduler.forget(key)
             self.ctx.services.metrics.forget_resource(*key)
             return
-        self.bodies[key] = packed(self._with_written(key, body))
+        # kept as the watch brought it: a turn adds the status it wrote last, until the watch shows that write
+        self.ctx.memory.watched(key, body)
+        self.bodies[key] = packed(body)
         self.uids[key] = str(meta.get("uid") or "")
         self.ctx.services.metrics.observe_resource(controller.resource.key, body)
         token = self._token(meta, controller.finalizer)
@@ -253,7 +242,7 @@ class Dispatcher:
         kept = self.bodies.get(key)
         if kept is None:
             return None
-        body = self._with_written(key, unpacked(kept))
+        body = self.ctx.memory.with_written(key, unpacked(kept))
         controller = self.controllers[key[0]]
         if controller.resource.flux and self.flux_gate is not None and self.flux_gate.holds(controller.resource.group):
             self.ctx.services.metrics.flux_held.labels(key[0]).inc()

@@ -62,14 +62,16 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: S
     if after == before:
         return False
     obj = Resource(body)
+    version = ""
     try:
-        await ctx.services.kube.merge_patch(kind.path(obj.namespace, obj.name) + "/status",
-                                            {"status": merge_patch(before, after)})
+        written = await ctx.services.kube.merge_patch(kind.path(obj.namespace, obj.name) + "/status",
+                                                      {"status": merge_patch(before, after)})
+        version = str((written.get("metadata") or {}).get("resourceVersion") or "")
     except KubeError as exc:
         if exc.status != 404:
             raise
     body["status"] = after
-    ctx.memory.status_written((kind.key, obj.namespace, obj.name), after)
+    ctx.memory.status_written((kind.key, obj.namespace, obj.name), after, obj.uid, version)
     ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)
     return True
 
