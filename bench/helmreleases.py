@@ -22,10 +22,13 @@ from one HelmRepository or OCIRepository per namespace (its index downloads or t
 Prints a table, then one JSON line per count (keys: count, replicas, layout, source, helmop_s,
 raw_helm_s, ratio, api_requests_per_release, noop_s, noop_cpu_s, noop_helm, noop_dry_runs (server-side
 dry runs of drift checks in the no-op), peak_rss_mib, max_loop_lag_ms, double_actions, source_fetches
-(over the run and its no-op), per_replica), and, for one-namespace runs from a URL against raw helm, draws
-docs/img/helmreleases-<helm>.png when matplotlib (the ``bench`` extra) is installed. ``--suspended N``: N
-suspended HelmReleases resident (no helm work), the operator's RSS before and after, and the memory per
-object. Not a test: it prints numbers.
+(over the run and its no-op), noop_max_loop_lag_ms (the largest loop lag during the no-op), burst_cpu_s,
+helm_cpu_s, sandbox_cpu_s (the CPU of the install burst: the operators', their helm processes', this
+process's: the sandbox), others_cpu_s (what the rest of the machine took meanwhile: other work sharing it),
+raw_others_cpu_s (the same during raw helm's run), per_replica), and, for one-namespace runs from a URL against
+raw helm, draws docs/img/helmreleases-<helm>.png when matplotlib (the ``bench`` extra) is installed.
+``--suspended N``: N suspended HelmReleases resident (no helm work), the operator's RSS before and after, and
+the memory per object. Not a test: it prints numbers.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,26 +62,31 @@ from tests.registry import Registry
 RESULTS = ROOT / "docs" / "img"  # the docs' Benchmarks page shows the chart
 KEYS = ("count", "replicas", "layout", "source", "helmop_s", "raw_helm_s", "ratio", "api_requests_per_release",
         "noop_s", "noop_cpu_s", "noop_helm", "noop_dry_runs", "peak_rss_mib", "max_loop_lag_ms", "double_actions",
-        "source_fetches", "per_replica")
+        "source_fetches", "noop_max_loop_lag_ms", "burst_cpu_s", "helm_cpu_s", "sandbox_cpu_s", "others_cpu_s",
+        "raw_others_cpu_s", "per_replica")
 
 
 _STATE = ('jsonpath={.metadata.namespace}/{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}|'
           '{.status.lastHandledReconcileAt}{"\\n"}')
 
 
-def wait_all(kubeconfig: Path, count: int, key: str = "") -> float:
-    """Until ``count`` HelmReleases are Ready (with ``key``: having handled that request), from one watch: a
-    list of 1000 HelmReleases every half second took a third of a core from the operator being measured."""
+def wait_all(kubeconfig: Path, count: int, key: str = "", times: dict[str, float] | None = None,
+             kind: str = "hr") -> float:
+    """Until ``count`` HelmReleases (or objects of ``kind``) are Ready (with ``key``: having handled that request),
+    from one watch: a list of 1000 HelmReleases every half second took a third of a core from the operator being
+    measured. ``times``: filled with the seconds each one ("namespace/name") took to be Ready first."""
     start = time.perf_counter()
     done: set[str] = set()
     while len(done) < count:  # a watch the server ends is started again (its list says all anew)
-        with subprocess.Popen([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), "get", "hr", "-A",
+        with subprocess.Popen([str(TOOLS / "kubectl"), "--kubeconfig", str(kubeconfig), "get", kind, "-A",
                                "--watch", "--chunk-size=0", "-o", _STATE], stdout=subprocess.PIPE, text=True) as watch:
             assert watch.stdout is not None
             for line in watch.stdout:
                 name, ready, handled = [*line.strip().split("|"), "", ""][:3]
                 if ready == "True" and (not key or handled == key):
                     done.add(name)
+                    if times is not None:
+                        times.setdefault(name, time.perf_counter() - start)
                 else:
                     done.discard(name)
                 if len(done) >= count:
@@ -86,9 +95,40 @@ def wait_all(kubeconfig: Path, count: int, key: str = "") -> float:
     return time.perf_counter() - start
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """A process's CPU time; ``children``: that of its children it waited for (the operator's helm processes)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    first = 13 if children else 11  # cutime + cstime, or utime + stime
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time every process of the machine used since boot (all cores; /proc/stat's busy columns): what other
+    work took during a run is this, less what the run's own processes took."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class Ours:
+    """What the rest of the machine took since this was made, beside this process and the children it waited for
+    (raw helm's processes, kubectl): machine_cpu_seconds less theirs."""
+
+    def __init__(self) -> None:
+        self.machine, self.ours = machine_cpu_seconds(), self._ours()
+
+    @staticmethod
+    def _ours() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def others(self) -> float:
+        return machine_cpu_seconds() - self.machine - (self._ours() - self.ours)
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU time: the sandbox it runs, mostly."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -118,6 +158,35 @@ def metric(port: int, name: str) -> float:
     raise LookupError(name)
 
 
+class LagWatch:
+    """The operators' event-loop lag while a phase runs (the no-op): their gauge of the last lag (measured every
+    0.1 s) read every second, the largest kept, and their maximum since the start if it grew meanwhile (a spike
+    between two reads is then still counted). Not more often: rendering /metrics costs the operator time in
+    proportion to its objects (series of each), and read ten times a second it inflated the no-op's CPU."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.worst_ms, self._stop = ports, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            lag = max(metric(port, "helmop_event_loop_lag_seconds") for port in self.ports)
+            self.worst_ms = max(self.worst_ms, 1000 * lag)
+
+    def __enter__(self) -> LagWatch:
+        self._max = [metric(port, "helmop_event_loop_lag_max_seconds") for port in self.ports]
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        for port, was in zip(self.ports, self._max, strict=True):
+            now = metric(port, "helmop_event_loop_lag_max_seconds")
+            if now > was:
+                self.worst_ms = max(self.worst_ms, 1000 * now)
+
+
 def idle(ports: list[int], timeout: float = 300) -> None:
     """Until no operator has a turn running or waiting: what the burst left to do (the first release looked at
     again once its kinds' watches listed, queued behind the others) is the burst's, not the no-op's."""
@@ -128,10 +197,12 @@ def idle(ports: list[int], timeout: float = 300) -> None:
         time.sleep(0.2)
 
 
-async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubeconfig: Path, ns: str,
+async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubeconfig: Path | list[Path], ns: str,
                    per_namespace: int = 0) -> float:
-    """``per_namespace``: releases per namespace ``<ns>-<k>`` (0: all in ``ns``)."""
+    """``per_namespace``: releases per namespace ``<ns>-<k>`` (0: all in ``ns``); ``kubeconfig`` a list: release
+    ``i`` goes to the cluster of ``kubeconfig[i % len(kubeconfig)]`` (a fleet)."""
     slots = asyncio.Semaphore(concurrency)
+    clusters = kubeconfig if isinstance(kubeconfig, list) else [kubeconfig]
 
     async def one(i: int) -> None:
         async with slots:
@@ -139,7 +210,7 @@ async def raw_helm(count: int, concurrency: int, helm: str, chart: Path, kubecon
             proc = await asyncio.create_subprocess_exec(
                 str(TOOLS / helm), "upgrade", "--install", f"raw{i}", str(chart), "-n", where, "--wait",
                 "--create-namespace",
-                "--kubeconfig", str(kubeconfig), "--set", f"fullnameOverride=raw{i}",
+                "--kubeconfig", str(clusters[i % len(clusters)]), "--set", f"fullnameOverride=raw{i}",
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
             _, err = await proc.communicate()
             assert proc.returncode == 0, err.decode()
@@ -220,6 +291,38 @@ def members_settled(kubeconfig: Path, replicas: int) -> None:
         time.sleep(0.5)
 
 
+def helm_wrapper(work: Path, tag: str, helm: str) -> tuple[Path, Path]:
+    """The helm the operator runs: ``helm`` that logs each call's arguments first; (the wrapper, its log). Also
+    points HELM_CACHE_HOME into ``work``."""
+    calls = work / f"helm-calls-{tag}.log"
+    wrapper = work / f"helm-{tag}"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
+    wrapper.chmod(0o755)
+    calls.write_text("")
+    os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
+    return wrapper, calls
+
+
+def noop(kubeconfig: Path, namespaces: list[str], count: int, kind: str = "hr") -> float:
+    """Every HelmRelease (or object of ``kind``) of ``namespaces`` asked to reconcile (a requestedAt annotation),
+    until ``count`` have handled it and are Ready: the seconds that took."""
+    stamp = datetime.now(UTC).isoformat()
+    start = time.perf_counter()
+    for namespace in namespaces:
+        kubectl(kubeconfig, "-n", namespace, "annotate", kind, "--all", "--overwrite",
+                f"helmop.dev/requestedAt={stamp}")
+    wait_all(kubeconfig, count, stamp, kind=kind)
+    return time.perf_counter() - start
+
+
+def bench_chart(work: Path) -> ChartRepo:
+    """`helm create`'s chart as bench@1.0.0, served from a loopback chart repository."""
+    subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
+    repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
+    repo.publish("bench", "1.0.0")
+    return repo
+
+
 def double_actions(calls: Path) -> int:
     """helm installs and upgrades beyond the one each release needs (two replicas acting on one release)."""
     per_release: dict[str, int] = {}
@@ -236,12 +339,7 @@ def measure(count: int, concurrency: int, helm: str, source: Source, work: Path,
     """One run; with ``replicas`` > 1, that many operators with ``--shards auto`` (raw helm is not run: the
     ratio is a one-replica figure)."""
     repo = source.repo
-    calls = work / f"helm-calls-{count}.log"
-    wrapper = work / f"helm-{count}"
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {TOOLS / helm} "$@"\n')
-    wrapper.chmod(0o755)
-    calls.write_text("")
-    os.environ["HELM_CACHE_HOME"] = str(work / "helm-cache")
+    wrapper, calls = helm_wrapper(work, str(count), helm)
     sharded = ["--shards", "auto", "--leader-election-namespace", "default"] if replicas > 1 else []
     with Sandbox(ready_delay=0.05) as sandbox:
         kc = sandbox.kubeconfig
@@ -254,24 +352,26 @@ def measure(count: int, concurrency: int, helm: str, source: Source, work: Path,
                 members_settled(kc, replicas)
             namespaces, docs = releases(count, per_namespace, source, drift)
             served, fetched = sandbox.requests_served, source.fetches()
+            pids = [operator.pid for operator, _ in operators]
+            cpu0 = [(cpu_seconds(pid), cpu_seconds(pid, children=True)) for pid in pids], own_cpu_seconds()
+            ours = Ours()
             start = time.perf_counter()
             apply(kc, namespaces, docs)
             wait_all(kc, count)
             helmop_s = time.perf_counter() - start  # from the apply
+            burst = {"burst_cpu_s": sum(cpu_seconds(pid) - own for pid, (own, _) in zip(pids, cpu0[0], strict=True)),
+                     "helm_cpu_s": sum(cpu_seconds(pid, children=True) - kids
+                                       for pid, (_, kids) in zip(pids, cpu0[0], strict=True)),
+                     "sandbox_cpu_s": own_cpu_seconds() - cpu0[1]}
+            burst["others_cpu_s"] = ours.others() - burst["burst_cpu_s"] - burst["helm_cpu_s"]
             requests_per_release = (sandbox.requests_served - served) / count  # the bench's own polls included
             doubles = double_actions(calls)
 
             idle([port for _, port in operators])
-            pids = [operator.pid for operator, _ in operators]
             before, cpu_before = len(calls.read_text().splitlines()), [cpu_seconds(pid) for pid in pids]
             compared = sum(metric_sum(port, "helmop_drift_checks_total", 'result="compared"') for _, port in operators)
-            stamp = datetime.now(UTC).isoformat()
-            start = time.perf_counter()
-            for namespace in namespaces:
-                kubectl(kc, "-n", namespace, "annotate", "hr", "--all", "--overwrite",
-                        f"helmop.dev/requestedAt={stamp}")
-            wait_all(kc, count, stamp)
-            noop_s = time.perf_counter() - start
+            with LagWatch([port for _, port in operators]) as lag:
+                noop_s = noop(kc, namespaces, count)
             cpu = [cpu_seconds(pid) - was for pid, was in zip(pids, cpu_before, strict=True)]
             figures = {"noop_s": noop_s, "noop_cpu_s": sum(cpu),
                        "noop_helm": len(calls.read_text().splitlines()) - before,
@@ -281,7 +381,7 @@ def measure(count: int, concurrency: int, helm: str, source: Source, work: Path,
                        "max_loop_lag_ms": 1000 * max(metric(port, "helmop_event_loop_lag_max_seconds")
                                                      for _, port in operators),
                        "api_requests_per_release": requests_per_release, "double_actions": doubles,
-                       "source_fetches": source.fetches() - fetched}
+                       "source_fetches": source.fetches() - fetched, "noop_max_loop_lag_ms": lag.worst_ms, **burst}
             if replicas > 1:
                 figures["per_replica"] = [
                     {"peak_rss_mib": round(peak_rss_mib(pid), 1), "cpu_s": round(cpu_seconds(pid), 1),
@@ -295,8 +395,10 @@ def measure(count: int, concurrency: int, helm: str, source: Source, work: Path,
         raw_s: float | None = None
         if replicas == 1 and raw:
             kubectl(kc, "create", "namespace", "raw")
+            ours = Ours()
             raw_s = asyncio.run(raw_helm(count, concurrency, helm, next(repo.dir.glob("*.tgz")), kc, "raw",
                                          per_namespace))
+            figures["raw_others_cpu_s"] = ours.others()
     layout = f"per-namespace:{per_namespace}" if per_namespace else "one-namespace"
     return {"count": count, "replicas": replicas, "layout": layout, "source": source.kind, "helmop_s": helmop_s,
             "raw_helm_s": raw_s, "ratio": helmop_s / raw_s if raw_s else None, **figures}
@@ -430,9 +532,7 @@ def main() -> None:
                         help="only N suspended HelmReleases resident: the operator's memory per idle object")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helmop-bench-"))
-    subprocess.run([str(TOOLS / "helm"), "create", str(work / "src")], check=True, capture_output=True)
-    repo = ChartRepo(work, work / "src", str(TOOLS / "helm"))
-    repo.publish("bench", "1.0.0")
+    repo = bench_chart(work)
     if args.suspended:
         figures = measure_suspended(args.suspended, repo, work)
         repo.close()

@@ -29,10 +29,14 @@ def free_port() -> int:
 
 def start_operator(kubeconfig: Path, log: Path, *args: str, helm: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`helmop run` with its CRDs installed and /metrics on a free port; returns (process, that port)
-    once /readyz answers 200."""
+    once /readyz answers 200. With HELMOP_BENCH_SAMPLES (a folder), its stacks are sampled into
+    ``<folder>/<log's name>.stacks`` (``python bench/stack_sampler.py --report FILE`` reads them)."""
     port = free_port()
+    samples = os.environ.get("HELMOP_BENCH_SAMPLES")  # a folder: the operator's stacks sampled (stack_sampler.py)
+    python = [sys.executable, *([str(Path(__file__).with_name("stack_sampler.py")),
+                                 str(Path(samples) / f"{log.stem}.stacks")] if samples else [])]
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "helmop.cli", "run", "--kubeconfig", str(kubeconfig),
+        proc = subprocess.Popen([*python, "-m", "helmop.cli", "run", "--kubeconfig", str(kubeconfig),
                                  "--install-crds", "--metrics-port", str(port), "--bind-address", "127.0.0.1",
                                  *args], env={**os.environ, "HELMOP_HELM": str(helm)}, stdout=out, stderr=out)
     while True:
