@@ -34,6 +34,7 @@ from helmop.infra.probes import Probes
 from helmop.infra.receivers import Receivers
 from helmop.infra.serving import Server, serve
 from helmop.infra.termination import handle_signals
+from helmop.sources.buildcache import BuildOutputs
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
@@ -178,8 +179,9 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             # A standby is ready when the API is: it answers webhooks, and a rollout must not wait for it.
             return probes.api_ready() if ready.is_set() or standing_by else "starting"
 
-        repos = services.repos
-        services.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches))
+        repos, builds = services.repos, services.kustomize.outputs
+        services.metrics.count_caches(lambda: CacheCounts(repos.hits, repos.misses, repos.index_fetches,
+                                                          builds.hits if builds else 0, builds.misses if builds else 0))
         servers: list[Server] = []
         receivers: Receivers | None = None
         try:
@@ -248,7 +250,7 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
                          mirrors=cfg.chart_mirrors)
     git = GitCache(cfg.cache_dir, file_roots=cfg.allow_file_git, mirrors=cfg.git_mirrors)
     kustomize = Kustomize(shutil.which(cfg.kubectl) or cfg.kubectl, cfg.cache_dir / "kustomize",
-                          confined=not cfg.unconfined_builds)
+                          confined=not cfg.unconfined_builds, outputs=BuildOutputs())
     if kustomize.confined and confine.landlock_abi() < 1:
         log.error("kustomize builds will be refused (ConfinementUnavailable): this kernel offers no Landlock to "
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")

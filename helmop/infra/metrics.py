@@ -25,6 +25,8 @@ class CacheCounts:
     hits: int
     misses: int
     index_fetches: int
+    build_hits: int = 0  # kustomize outputs reused (sources.buildcache)
+    build_misses: int = 0
 
 
 class _CacheCollector(Collector):
@@ -33,9 +35,12 @@ class _CacheCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         counts = self.read()
-        family = CounterMetricFamily("helmop_cache_requests", "Chart cache lookups.", labels=["cache", "result"])
+        family = CounterMetricFamily("helmop_cache_requests", "Lookups in the chart cache (cache=\"charts\") and "
+                                     "of kept kustomize builds (\"kustomize-builds\").", labels=["cache", "result"])
         family.add_metric(["charts", "hit"], counts.hits)
         family.add_metric(["charts", "miss"], counts.misses)
+        family.add_metric(["kustomize-builds", "hit"], counts.build_hits)
+        family.add_metric(["kustomize-builds", "miss"], counts.build_misses)
         yield family
         yield CounterMetricFamily("helmop_repository_index_fetches", "Requests for chart repository indexes "
                                   "(revalidations included; the rest were answered from the cache).",

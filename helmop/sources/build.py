@@ -40,6 +40,7 @@ class Built:
 class Builder:
     kustomize: kustomize.Kustomize
     yaml: Worker | None = None  # large YAML loaded there (None: here)
+    scope: str | None = None  # the namespace of the object building: its builds may be kept (kustomize.Kustomize)
 
     async def build(self, artifact: Artifact, spec: ConfigSyncSpec, variables: Mapping[str, str], *,
                     strict: bool = False, keys: Keys | None = None) -> Built:
@@ -73,7 +74,8 @@ class Builder:
             if decryptor is not None:
                 roots = [folder, *(posixpath.normpath(posixpath.join(folder, c)) for c in spec.build.components)]
                 tree = await asyncio.to_thread(decryptor.tree, tree, roots)
-            text = await self.kustomize.build(tree, folder, spec.build, spec.deadline)
+            scope = self.scope if decryptor is None else None  # a decrypted build is never kept
+            text = await self.kustomize.build(tree, folder, spec.build, spec.deadline, scope)
             found = await self._parsed({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
             if spec.build.build_metadata:
                 found = [manifests.Manifest(origins.relocated(m.obj, folder, kustomize.OVERLAY_REPO), m.origin)

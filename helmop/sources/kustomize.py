@@ -34,6 +34,7 @@ from helmop.api import k8syaml, yamlc
 from helmop.api.sources import Build
 from helmop.infra import confine
 
+from .buildcache import BuildOutputs, key_of
 from .errors import SourceError
 from .generated import FILES, Generated, generate
 from .git import write_tree
@@ -283,10 +284,14 @@ class Kustomize:
     workdir: Path
     limits: Limits = Limits()
     confined: bool = True
+    outputs: BuildOutputs | None = None  # builds kept by their inputs (None: every build runs)
 
-    async def build(self, files: dict[str, bytes], folder: str, build: Build, timeout: float = 0.0) -> str:
+    async def build(self, files: dict[str, bytes], folder: str, build: Build, timeout: float = 0.0,
+                    scope: str | None = None) -> str:
         """The YAML kustomize builds from ``folder`` of the repository ``files`` (all of its tree), with the
-        ConfigSync's ``build`` fields over it; ``timeout``: the spec's, within the limit."""
+        ConfigSync's ``build`` fields over it; ``timeout``: the spec's, within the limit. ``scope``: the namespace
+        of the object building, whose builds of the same inputs may reuse this one's output (None: not kept; a
+        decrypted tree)."""
         folder = folder_of(folder)
         generated = None if kustomization_of(files, folder) else generate(files, folder)
         for root in [folder] if generated is None else sorted(generated.folders):
@@ -296,21 +301,30 @@ class Kustomize:
             check(files, _resolve(files, folder, component, f"spec.components[{i}]")[0])
         if generated is not None and not generated.resources and not components:
             return ""  # nothing to build (Flux's build of its generated kustomization yields no object either)
+        over = (k8syaml.dump_all([overlay(files, folder, build, OVERLAY_REPO, generated)])
+                if build or generated is not None else "")
+        key = ""
+        if self.outputs is not None and scope is not None:
+            key = await asyncio.to_thread(key_of, scope, self.kubectl, folder, over, files)
+            kept = self.outputs.get(key)
+            if kept is not None:
+                return kept
+        limit = min(timeout, self.limits.timeout) if timeout > 0 else self.limits.timeout
+        text = await self._built(files, folder, over, limit)
+        if key and self.outputs is not None:
+            self.outputs.put(key, text)
+        return text
+
+    async def _built(self, files: dict[str, bytes], folder: str, over: str, timeout: float) -> str:
+        """kustomize's output over a private copy of ``files``, with the kustomization ``over`` ("": none) over
+        ``folder``. The copy is written and removed in a thread: thousands of files, not the event loop's work."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="build-", dir=self.workdir))
         try:
-            (scratch / "repo").mkdir()
-            write_tree(files, scratch / "repo")
-            target = scratch / "repo" / folder
-            if build or generated is not None:
-                (scratch / "overlay").mkdir()
-                text = k8syaml.dump_all([overlay(files, folder, build, OVERLAY_REPO, generated)])
-                (scratch / "overlay" / "kustomization.yaml").write_text(text)
-                target = scratch / "overlay"
-            limit = min(timeout, self.limits.timeout) if timeout > 0 else self.limits.timeout
-            return await self._run(scratch, target, limit)
+            target = await asyncio.to_thread(_write, scratch, files, folder, over)
+            return await self._run(scratch, target, timeout)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
 
     async def _run(self, scratch: Path, target: Path, timeout: float) -> str:
         readable = [str(scratch / name) for name in ("repo", "overlay") if (scratch / name).is_dir()]
@@ -379,6 +393,18 @@ async def _head(stream: asyncio.StreamReader, limit: int) -> bytes:
     while chunk := await stream.read(1 << 16):
         kept += chunk[:max(0, limit - len(kept))]
     return kept
+
+
+def _write(scratch: Path, files: dict[str, bytes], folder: str, over: str) -> Path:
+    """The build's folders under ``scratch``: the repository's copy and, with a kustomization ``over``, the overlay
+    holding it; the folder kustomize builds."""
+    (scratch / "repo").mkdir()
+    write_tree(files, scratch / "repo")
+    if not over:
+        return scratch / "repo" / folder
+    (scratch / "overlay").mkdir()
+    (scratch / "overlay" / "kustomization.yaml").write_text(over)
+    return scratch / "overlay"
 
 
 class _TooLarge(Exception):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get, settled
 from tests.controllers.test_gitops import setup_source
 from tests.gitserver import Repo
 from tests.tools import Run, tool
@@ -136,6 +136,11 @@ def test_the_configsyncs_own_build_fields_and_common_metadata(operator: Operator
     labels = deploy["metadata"]["labels"]
     assert deploy["spec"]["replicas"] == 3 and labels["app"] == "web" and labels["team"] == "shop"
     assert deploy["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == "us-east-1"
+    # the same revision built again at the next reconcile: kustomize's output of the first build is reused
+    hits = operator.metric("helmop_cache_requests_total", cache="kustomize-builds", result="hit")
+    settled(kube, ns, "csync", "own")
+    assert operator.metric("helmop_cache_requests_total", cache="kustomize-builds", result="hit") > hits
+    assert condition(get(kube, ns, "csync", "own")).get("status") == "True"
 
 
 @pytest.mark.parametrize(("extra", "reason", "said"), [

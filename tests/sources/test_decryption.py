@@ -16,6 +16,7 @@ import yaml
 
 from helmop.api.sources import parse_config_sync
 from helmop.sources.build import Builder
+from helmop.sources.buildcache import BuildOutputs
 from helmop.sources.decryption import sops, stores
 from helmop.sources.decryption.keys import MAX_ENTRY, KeyInvalid, Keys
 from helmop.sources.decryption.repository import Decryptor
@@ -212,10 +213,12 @@ async def test_a_build_applies_plaintext_and_refuses_what_it_cannot_decrypt(age:
             "app/secret.yaml": Sops(age=[age[1]], regex="^(data|stringData)$").yaml(
                 {**SECRET, "stringData": {"password": "${prefix}-hunter2"}}).encode(),
             "app/db.env": Sops(age=[age[1]]).dotenv({"DB_PASS": "s3cret-env-value"}).encode()}
-    builder = Builder(Kustomize(tool("kubectl"), tmp_path))
+    outputs = BuildOutputs()
+    builder = Builder(Kustomize(tool("kubectl"), tmp_path, outputs=outputs), scope="team")
     spec = parse_config_sync({"sourceRef": {"name": "x"}, "path": "app", "decryption": {"provider": "sops"},
                               "postBuild": {"substitute": {"prefix": "pre"}}})
     built = await builder.build(TreeArtifact(tree), spec, dict(spec.post_build.substitute), keys=age_keys(age[0]))
+    assert (outputs.hits, outputs.misses) == (0, 0), "a build of decrypted files is never kept"
     objects = {m.name: m.obj for m in built.objects}
     assert objects["db"]["stringData"]["password"] == "pre-hunter2"
     generated = next(obj for name, obj in objects.items() if name.startswith("env-"))

@@ -15,6 +15,7 @@ import yaml
 
 from helmop.api.sources import parse_config_sync
 from helmop.sources import kustomize
+from helmop.sources.buildcache import BuildOutputs, key_of
 from helmop.sources.errors import SourceError
 from helmop.sources.git import write_tree
 from helmop.sources.kustomize import Kustomize, Limits
@@ -229,3 +230,73 @@ async def test_a_build_starts_no_git_even_when_one_is_on_its_path(tmp_path: Path
     with pytest.raises(SourceError):
         await Kustomize(tool("kubectl"), tmp_path / "work", confined=False).build(tree, "g", NOTHING)
     assert marker.exists(), "the unconfined build did not start git: this test proves nothing"
+
+
+# Kept builds: kustomize runs once for the same inputs and scope, and again for anything else.
+@pytest.fixture
+def counted(tmp_path: Path) -> tuple[str, Path]:
+    """A kubectl that appends a line to a file each time it runs (run unconfined: the confinement executes no
+    program but kubectl itself)."""
+    runs = tmp_path / "runs"
+    runs.touch()
+    wrapper = tmp_path / "kubectl"
+    wrapper.write_text(f"#!/bin/sh\necho run >> {runs}\nexec {tool('kubectl')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper), runs
+
+
+def runs_of(runs: Path) -> int:
+    return len(runs.read_text().splitlines())
+
+
+async def test_the_same_build_in_the_same_namespace_runs_kustomize_once(counted: tuple[str, Path],
+                                                                        tmp_path: Path) -> None:
+    wrapper, runs = counted
+    builder = Kustomize(wrapper, tmp_path / "work", confined=False, outputs=BuildOutputs())
+    prefixed = parse_config_sync({"sourceRef": {"name": "x"}, "namePrefix": "p-"}).build
+    first = await builder.build(files(), "staging", prefixed, scope="team-a")
+    assert await builder.build(files(), "./staging", prefixed, scope="team-a") == first
+    assert runs_of(runs) == 1 and builder.outputs is not None
+    assert (builder.outputs.hits, builder.outputs.misses) == (1, 1)
+    # anything the output depends on, and another namespace, builds again
+    again = [(files(), "staging", prefixed, "team-b"),
+             (files({"base/deploy.yaml": BASE["base/deploy.yaml"].replace("nginx:1", "nginx:2")}), "staging",
+              prefixed, "team-a"),
+             (files({"unread.txt": "a file no kustomization names"}), "staging", prefixed, "team-a"),
+             (files(), "base", prefixed, "team-a"),
+             (files(), "staging", NOTHING, "team-a")]
+    for tree, folder, build, scope in again:
+        await builder.build(tree, folder, build, scope=scope)
+    assert runs_of(runs) == 1 + len(again)
+    assert "nginx:2" in await builder.build(again[1][0], "staging", prefixed, scope="team-a")
+    assert runs_of(runs) == 1 + len(again)
+    # no scope (a decrypted tree): built every time, never kept
+    for _ in range(2):
+        await builder.build(files(), "staging", prefixed)
+    assert runs_of(runs) == 3 + len(again)
+
+
+async def test_a_failed_build_is_not_kept(counted: tuple[str, Path], tmp_path: Path) -> None:
+    wrapper, runs = counted
+    builder = Kustomize(wrapper, tmp_path / "work", confined=False, outputs=BuildOutputs())
+    broken = files({"b/kustomization.yaml": "resources: [cm.yaml]\n", "b/cm.yaml": "kind: [unclosed\n"})
+    for _ in range(2):
+        with pytest.raises(SourceError, match="kustomize build failed"):
+            await builder.build(broken, "b", NOTHING, scope="team-a")
+    assert runs_of(runs) == 2
+
+
+def test_kept_outputs_are_bounded_by_bytes_least_recently_used_first() -> None:
+    outputs = BuildOutputs(budget=10, largest=6)
+    outputs.put("a", "aaaa")
+    outputs.put("b", "bbbb")
+    assert outputs.get("a") == "aaaa"  # a is now the most recent
+    outputs.put("c", "cccc")
+    assert (outputs.get("a"), outputs.get("b"), outputs.get("c")) == ("aaaa", None, "cccc")
+    outputs.put("huge", "x" * 7)
+    assert outputs.get("huge") is None
+
+
+def test_a_build_key_tells_apart_what_concatenation_would_not() -> None:
+    assert key_of("ab", "k", "f", "", {}) != key_of("a", "bk", "f", "", {})
+    assert key_of("s", "k", "f", "", {"a": b"bc"}) != key_of("s", "k", "f", "", {"ab": b"c"})

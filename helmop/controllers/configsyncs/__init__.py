@@ -125,7 +125,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     try:
         variables, ctx.memory.secrets[turn.key] = await observe.variables(ctx, turn.this.namespace, spec)
         keys = await observe.decryption_keys(ctx, turn.this.namespace, spec)
-        built = await Builder(ctx.services.kustomize, ctx.services.yaml).build(
+        built = await Builder(ctx.services.kustomize, ctx.services.yaml, turn.this.namespace).build(
             artifact, spec, variables, strict=ctx.tunables.strict_substitution, keys=keys)
         ctx.memory.secrets[turn.key] += built.plaintexts
     except SubstitutionError as exc:

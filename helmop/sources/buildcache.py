@@ -1,0 +1,61 @@
+"""kustomize's output kept by what it was built from, so the same build is not run again.
+
+A ConfigSync at an unchanged revision builds again at every interval, as Flux's kustomize-controller does, and
+many ConfigSyncs often build one folder of one revision (a fleet's per-cluster ConfigSyncs, differing only in
+their postBuild variables, which apply after the build). kustomize's output depends on nothing but the files it
+reads, the kustomization helmop writes over them and the kubectl that runs it, so the key is a digest of all of
+them: content, not names or revisions, and a cached output is exactly what a new build would print.
+
+The key also holds the namespace of the object that built it: a tenant never reads an entry another tenant's
+build wrote. Decrypted trees are never kept (the caller passes no scope), nor failed builds (a timeout may pass).
+Bounded by bytes, least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping
+
+BUDGET = 32 << 20  # bytes of output kept, all entries together
+LARGEST = 4 << 20  # a larger output is not kept
+
+
+def key_of(scope: str, tool: str, folder: str, overlay: str, files: Mapping[str, bytes]) -> str:
+    """The digest of everything a build's output depends on (lengths first: no two inputs hash alike)."""
+    digest = hashlib.sha256()
+    for part in (scope, tool, folder, overlay):
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "big") + data)
+    for name in sorted(files):
+        data = files[name]
+        digest.update(len(name.encode()).to_bytes(8, "big") + name.encode() + len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+class BuildOutputs:
+    """Outputs by key, at most ``budget`` bytes of them."""
+
+    def __init__(self, budget: int = BUDGET, largest: int = LARGEST) -> None:
+        self.budget, self.largest = budget, largest
+        self._kept: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self.hits = self.misses = 0
+
+    def get(self, key: str) -> str | None:
+        text = self._kept.get(key)
+        if text is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+            self._kept.move_to_end(key)
+        return text
+
+    def put(self, key: str, text: str) -> None:
+        if len(text) > self.largest or key in self._kept:
+            return
+        self._kept[key] = text
+        self._size += len(text)
+        while self._size > self.budget:
+            _, dropped = self._kept.popitem(last=False)
+            self._size -= len(dropped)
