@@ -314,10 +314,18 @@ class _Command(Command):  # type: ignore[misc]
         return stdout
 
 
+# Go's garbage collector in a process that lives a fraction of a second: at Go's default (100) a helm install
+# collects a few-MiB heap over and over, about a fifth of its CPU (measured: 110-118 -> 90-101 ms per install of
+# `helm create`'s chart); at 400 a heap may grow to five times what is live before a collection, not two.
+HELM_GOGC = "400"
+
+
 def helm_env(home: Path, **extra: str) -> dict[str, str]:
     """What a helm process sees: the minimal environment, helm's own settings the operator was started
-    with (``HELM_*``), its cache/config/data under ``home`` unless those name other places, and ``extra``."""
-    settings = {k: v for k, v in os.environ.items() if k.startswith("HELM_")}
+    with (``HELM_*``, and Go's ``GOGC``/``GOMEMLIMIT``, else :data:`HELM_GOGC`), its cache/config/data under
+    ``home`` unless those name other places, and ``extra``."""
+    settings = {k: v for k, v in os.environ.items() if k.startswith("HELM_") or k in ("GOGC", "GOMEMLIMIT")}
+    settings.setdefault("GOGC", HELM_GOGC)
     for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
         settings.setdefault(var, str(home / sub))
     return minimal_env(str(home / "home"), **settings, **extra)

@@ -18,7 +18,7 @@ from helmop.api import bounded, yamlc
 from helmop.api.kinds import is_namespace_name, is_object_name
 from helmop.api.process import minimal_env
 from helmop.helm import chartdeps, storage
-from helmop.helm.engine import helm_env
+from helmop.helm.engine import HELM_GOGC, helm_env
 from helmop.helm.errors import HelmError
 from helmop.infra.kube import KubeError, _check_path
 from helmop.sources.decryption.keys import KeyInvalid, Keys
@@ -203,6 +203,11 @@ def test_helm_and_git_get_a_minimal_environment(monkeypatch: pytest.MonkeyPatch,
     helm = helm_env(tmp_path, HELM_PLUGINS="/plugins")
     assert "AWS_SECRET_ACCESS_KEY" not in helm and helm["HELM_DRIVER"] == "secret"
     assert helm["HELM_CACHE_HOME"].startswith(str(tmp_path)) and helm["HOME"] != os.environ.get("HOME")
+    # Go's collector: helmop's default for a short-lived helm, unless the operator's environment says otherwise
+    monkeypatch.delenv("GOGC", raising=False)
+    assert helm_env(tmp_path)["GOGC"] == HELM_GOGC and "GOGC" not in minimal_env(str(tmp_path))
+    monkeypatch.setenv("GOGC", "50")
+    assert helm_env(tmp_path)["GOGC"] == "50"
 
 
 def test_sops_files_whose_keys_name_paths_write_nothing_but_themselves() -> None:
