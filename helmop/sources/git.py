@@ -43,6 +43,7 @@ from helmop.api.redaction import redact, safe_url
 from helmop.infra import addresses
 
 from .errors import SourceError
+from .gitobjects import Objects
 from .mirrors import mirrored
 from .proxies import Proxy
 from .secrets import decoded
@@ -234,6 +235,7 @@ class GitCache:
     policy: Policy = field(default_factory=Policy.sources)  # the addresses a remote may be at
     mirrors: tuple[tuple[str, str], ...] = ()  # --git-mirror FROM=TO: where a URL is fetched from
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _known: Objects = field(default_factory=Objects)  # what the mirrors' objects answered (immutable answers)
     _home: str = ""
 
     def _mirrors(self, url: str) -> Path:
@@ -431,7 +433,7 @@ class GitCache:
         mirror = self.mirror(url, auth)
         sub = clean_path(path)
         limits = self.limits
-        async with _Batch(mirror, self._env(auth), self.timeout) as batch:
+        async with _Batch(mirror, self._env(auth), self.timeout, self._known) as batch:
             root = await batch.info(f"{sha}:{sub}" if sub else f"{sha}:")
             if root is None:
                 raise SourceError("PathNotFound", f"path {path!r} does not exist at {sha[:12]}", transient=False)
@@ -486,7 +488,7 @@ class GitCache:
     async def read(self, url: str, sha: str, path: str, auth: GitAuth) -> bytes:
         """One file at commit ``sha`` (within the per-file limit)."""
         where = clean_path(path)
-        async with _Batch(self.mirror(url, auth), self._env(auth), self.timeout) as batch:
+        async with _Batch(self.mirror(url, auth), self._env(auth), self.timeout, self._known) as batch:
             found = await batch.info(f"{sha}:{where}")
             if found is None or found[0] != "blob":
                 raise SourceError("PathNotFound", f"file {path!r} does not exist at {sha[:12]}", transient=False)
@@ -519,7 +521,7 @@ class GitCache:
         records but .gitmodules does not name is refused (git itself could not fetch it)."""
         mirror, env = self.mirror(url, auth), self._env(auth)
         links: list[tuple[str, str]] = []
-        async with _Batch(mirror, env, self.timeout) as batch:
+        async with _Batch(mirror, env, self.timeout, self._known) as batch:
             root = await batch.info(f"{sha}:")
             pending, entries = [("", root[2] if root else "")], 0
             while pending:
@@ -557,12 +559,16 @@ class GitCache:
 
     async def has_commit(self, url: str, sha: str, auth: GitAuth) -> bool:
         mirror = self.mirror(url, auth)
+        if self._known.has_commit(str(mirror), sha):
+            return True
         if not (mirror / "HEAD").exists():
             return False
         try:
             await self._git(["cat-file", "-e", f"{sha}^{{commit}}"], self._env(auth), cwd=mirror)
         except SourceError:
             return False
+        if _SHA.match(sha):
+            self._known.keep_commit(str(mirror), sha)
         return True
 
     async def merge_base(self, url: str, a: str, b: str, auth: GitAuth) -> str:
@@ -578,29 +584,29 @@ class GitCache:
 
     def forget(self, url: str) -> None:
         """Drop every mirror of ``url`` (whatever credentials fetched it)."""
+        self._known.forget(str(self._mirrors(url)))
         shutil.rmtree(self._mirrors(url), ignore_errors=True)
 
 
 class _Batch:
     """One ``git cat-file --batch-command`` process, asked for one object at a time: its type and size
     first (``info``, which does not inflate it), then its content only if within a limit. A tree read costs
-    one process instead of one per file. Killed (with its process group) on any exit."""
+    one process instead of one per file, and none when ``known`` answers every question (a revision read
+    before): the process starts at the first question it does not. Killed (with its process group) on any
+    exit."""
 
-    def __init__(self, mirror: Path, env: dict[str, str], timeout: float) -> None:
-        self.mirror, self.env, self.timeout = mirror, env, timeout
+    def __init__(self, mirror: Path, env: dict[str, str], timeout: float, known: Objects | None = None) -> None:
+        self.mirror, self.env, self.timeout, self.known = mirror, env, timeout, known
         self.proc: asyncio.subprocess.Process | None = None
         self.id_width = 20  # bytes of an object id in tree objects, from the ids git answers with
 
     async def __aenter__(self) -> _Batch:
         _fetched(self.mirror)
-        self.proc = await asyncio.create_subprocess_exec(
-            *niced(), "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            process_group=0)
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        assert self.proc is not None
+        if self.proc is None:
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         await self.proc.wait()
@@ -609,12 +615,16 @@ class _Batch:
         """(type, size, object id) of what ``spec`` names (an id, or ``<commit>:<path>``); None if missing."""
         if "\n" in spec:
             raise SourceError("InvalidPath", "a path with a line break cannot be read", transient=False)
-        header = await self._ask(f"info {spec}")
-        if len(header) != 3:  # "<spec> missing", "<spec> ambiguous", or git ended
-            return None
-        oid, kind, size = header
-        self.id_width = len(oid) // 2
-        return kind, int(size), oid
+        found = self.known.info(str(self.mirror), spec) if self.known is not None else None
+        if found is None:
+            header = await self._ask(f"info {spec}")
+            if len(header) != 3:  # "<spec> missing", "<spec> ambiguous", or git ended
+                return None
+            found = (header[1], int(header[2]), header[0])
+            if self.known is not None:
+                self.known.keep_info(str(self.mirror), spec, found)
+        self.id_width = len(found[2]) // 2
+        return found
 
     async def contents(self, oid: str, limit: int, where: str) -> bytes:
         """The content of object ``oid``, refused (unread) when larger than ``limit``."""
@@ -624,6 +634,9 @@ class _Batch:
         if found[1] > limit:
             raise SourceError("FileTooLarge", f"{where} is {found[1] >> 20} MiB, more than the {limit >> 20} MiB "
                                               "a file may have", transient=False)
+        kept = self.known.contents(str(self.mirror), oid) if self.known is not None else None
+        if kept is not None:
+            return kept
         header = await self._ask(f"contents {oid}")
         if len(header) != 3:
             raise SourceError("PathNotFound", f"{where}: object {oid[:12]} is missing", transient=False)
@@ -633,10 +646,17 @@ class _Batch:
         except TimeoutError:
             raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
                               transient=True) from None
+        if self.known is not None:
+            self.known.keep_contents(str(self.mirror), oid, data[:-1])
         return data[:-1]  # the content and a newline
 
     async def _ask(self, command: str) -> list[str]:
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        if self.proc is None:
+            self.proc = await asyncio.create_subprocess_exec(
+                *niced(), "git", "cat-file", "--batch-command", cwd=self.mirror, env=self.env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                process_group=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(command.encode(errors="surrogateescape") + b"\n")
         try:
             await self.proc.stdin.drain()

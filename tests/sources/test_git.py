@@ -12,6 +12,7 @@ import pytest
 from helmop.sources import git as git_source
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitCache, GitRef, check_url, clean_path
+from helmop.sources.gitobjects import Objects
 from tests.gitserver import GitServer, Repo
 
 ANON = GitAuth()
@@ -186,7 +187,7 @@ async def test_clear_messages_for_dns_and_authentication(tmp_path: Path) -> None
         server.close()
 
 
-async def test_a_tree_is_read_by_one_git_process(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_tree_is_read_by_one_git_process_and_again_by_none(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = {f"chart/templates/t{i}.yaml": f"n: {i}\n" for i in range(20)}
     files |= {"chart/Chart.yaml": "name: c\n", "chart/sub/deeper/x.txt": "x\n", "elsewhere.txt": "no\n"}
     sha = repo.commit(files)
@@ -203,6 +204,41 @@ async def test_a_tree_is_read_by_one_git_process(repo: Repo, tmp_path: Path, mon
     assert read == {path.removeprefix("chart/"): text.encode() for path, text in files.items()
                     if path.startswith("chart/")}
     assert log.read_text().split() == ["cat-file"]
+    # read again, and its commit asked for twice: answered from what the mirror answered before
+    assert await cache.files(repo.url, sha, "chart", ANON) == read
+    assert await cache.has_commit(repo.url, sha, ANON) and await cache.has_commit(repo.url, sha, ANON)
+    assert log.read_text().split() == ["cat-file"] * 2  # the tree's first read, and the first commit check
+    # a path not asked before is resolved by git once; a branch name (it moves) every time
+    for _ in range(2):
+        assert await cache.files(repo.url, sha, "chart/sub", ANON) == {"deeper/x.txt": b"x\n"}
+    assert log.read_text().split() == ["cat-file"] * 3
+    for _ in range(2):
+        assert await cache.read(repo.url, "main", "elsewhere.txt", ANON) == b"no\n"
+    assert log.read_text().split() == ["cat-file"] * 5
+    # a mirror dropped takes its answers along
+    cache.forget(repo.url)
+    assert not await cache.has_commit(repo.url, sha, ANON)
+    with pytest.raises(SourceError, match="has not been fetched"):
+        await cache.files(repo.url, sha, "chart", ANON)
+
+
+def test_kept_git_answers_are_per_mirror_immutable_and_bounded() -> None:
+    sha, oid = "a" * 40, "b" * 40
+    known = Objects(budget=400, largest=100)
+    known.keep_info("/m/one/x", f"{sha}:chart", ("tree", 10, oid))
+    known.keep_info("/m/one/x", "main:chart", ("tree", 10, oid))  # a branch moves: not kept
+    known.keep_contents("/m/one/x", oid, b"tree bytes")
+    known.keep_contents("/m/one/x", "c" * 40, b"x" * 101)  # too large to keep
+    assert known.info("/m/one/x", f"{sha}:chart") == ("tree", 10, oid) and known.info("/m/one/x", "main:chart") is None
+    assert known.contents("/m/one/x", oid) == b"tree bytes" and known.contents("/m/one/x", "c" * 40) is None
+    assert known.info("/m/two/x", f"{sha}:chart") is None and known.contents("/m/two/x", oid) is None
+    known.keep_commit("/m/two/y", sha)
+    known.forget("/m/one")
+    assert known.contents("/m/one/x", oid) is None and known.has_commit("/m/two/y", sha)
+    for i in range(10):  # the oldest answers go first once the budget is spent
+        known.keep_contents("/m/two/y", f"{i:040d}", b"y" * 50)
+    assert known.contents("/m/two/y", f"{9:040d}") == b"y" * 50 and known.contents("/m/two/y", f"{0:040d}") is None
+    assert not known.has_commit("/m/two/y", sha)
 
 
 @pytest.mark.parametrize("url", [
