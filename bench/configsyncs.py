@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 from helmop_sandbox import Sandbox
-from helmreleases import Ours, cpu_seconds, idle, metric, noop, own_cpu_seconds, peak_rss_mib, wait_all
+from helmreleases import Ours, cpu_seconds, idle, metric, metric_sum, noop, own_cpu_seconds, peak_rss_mib, wait_all
 from operator_process import TOOLS, kubectl, start_operator
 
 from tests.gitserver import GitServer, Repo
@@ -126,6 +126,12 @@ def objects(count: int, sources: int, url: str) -> list[dict[str, Any]]:
     return docs
 
 
+def builds(port: int) -> dict[str, int]:
+    """kustomize builds so far: run, and reused (the same files, folder and build fields built before)."""
+    return {"run": int(metric_sum(port, "helmop_cache_requests_total", 'cache="kustomize-builds",result="miss"')),
+            "reused": int(metric_sum(port, "helmop_cache_requests_total", 'cache="kustomize-builds",result="hit"'))}
+
+
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     server, repo = repository(work, args.kustomize)
     fetches = Fetches(server)
@@ -151,6 +157,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     "api_requests_per_sync": round((sandbox.requests_served - served) / args.count, 1),
                     "git_requests": fetches.count - git0}
                 figures["others_cpu_s"] = round(ours.others() - figures["cpu_s"] - figures["children_cpu_s"])
+                figures["builds"] = builds(port)
                 idle([port])
                 cpu0, served, git0 = cpu_seconds(operator.pid), sandbox.requests_served, fetches.count
                 figures["noop_s"] = round(noop(kc, ["bench"], args.count, kind="configsync"), 1)
@@ -160,6 +167,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     "noop_api_requests": sandbox.requests_served - served,
                     "noop_applied_objects": dict(Counter(a.verb for _, a in asked if a.resource in APPLIED)),
                     "noop_git_requests": fetches.count - git0,
+                    "noop_builds": {k: n - figures["builds"][k] for k, n in builds(port).items()},
                     "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
                     "max_loop_lag_ms": round(1000 * metric(port, "helmop_event_loop_lag_max_seconds"))})
                 return figures
@@ -182,9 +190,11 @@ def main() -> None:
     print(f"{args.count} ConfigSyncs ({args.sources} GitRepositor{'y' if args.sources == 1 else 'ies'}"
           f"{', kustomize' if args.kustomize else ''}): all Ready in {f['helmop_s']} s; CPU: the operator "
           f"{f['cpu_s']} s, its children {f['children_cpu_s']} s, the sandbox {f['sandbox_cpu_s']} s, other work "
-          f"{f['others_cpu_s']} s; peak RSS {f['peak_rss_mib']} MiB, {f['api_requests_per_sync']} API requests each")
+          f"{f['others_cpu_s']} s; peak RSS {f['peak_rss_mib']} MiB, {f['api_requests_per_sync']} API requests each; "
+          f"kustomize builds {f['builds']}")
     print(f"no-op: {f['noop_s']} s, CPU {f['noop_cpu_s']} s, {f['noop_api_requests']} API requests (on the applied "
-          f"objects, by verb: {f['noop_applied_objects']}), {f['noop_git_requests']} git fetches; max loop lag "
+          f"objects, by verb: {f['noop_applied_objects']}), {f['noop_git_requests']} git fetches, kustomize builds "
+          f"{f['noop_builds']}; max loop lag "
           f"{f['max_loop_lag_ms']} ms")
     print(json.dumps(figures))
 

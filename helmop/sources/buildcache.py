@@ -8,14 +8,16 @@ them: content, not names or revisions, and a cached output is exactly what a new
 
 The key also holds the namespace of the object that built it: a tenant never reads an entry another tenant's
 build wrote. Decrypted trees are never kept (the caller passes no scope), nor failed builds (a timeout may pass).
-Bounded by bytes, least recently used dropped first.
+Bounded by bytes, least recently used dropped first. Builds of one key asked for at once run once: a burst of
+ConfigSyncs at one revision would otherwise all miss while the first build runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 BUDGET = 32 << 20  # bytes of output kept, all entries together
 LARGEST = 4 << 20  # a larger output is not kept
@@ -39,19 +41,37 @@ class BuildOutputs:
     def __init__(self, budget: int = BUDGET, largest: int = LARGEST) -> None:
         self.budget, self.largest = budget, largest
         self._kept: OrderedDict[str, str] = OrderedDict()
+        self._running: dict[str, asyncio.Future[str | None]] = {}
         self._size = 0
         self.hits = self.misses = 0
 
-    def get(self, key: str) -> str | None:
-        text = self._kept.get(key)
-        if text is None:
-            self.misses += 1
-        else:
+    async def built(self, key: str, build: Callable[[], Awaitable[str]]) -> str:
+        """The output kept for ``key``, else what ``build()`` prints (kept); callers asking while it runs wait
+        for it, and build themselves if it fails (its time limit was another object's)."""
+        kept = self._kept.get(key)
+        running = self._running.get(key)
+        if kept is not None or running is not None:
             self.hits += 1
-            self._kept.move_to_end(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return kept
+            assert running is not None
+            shared = await asyncio.shield(running)
+            return shared if shared is not None else await build()
+        self.misses += 1
+        self._running[key] = future = asyncio.get_running_loop().create_future()
+        try:
+            text = await build()
+        except BaseException:
+            future.set_result(None)
+            raise
+        finally:
+            del self._running[key]
+        future.set_result(text)
+        self._put(key, text)
         return text
 
-    def put(self, key: str, text: str) -> None:
+    def _put(self, key: str, text: str) -> None:
         if len(text) > self.largest or key in self._kept:
             return
         self._kept[key] = text

@@ -303,17 +303,11 @@ class Kustomize:
             return ""  # nothing to build (Flux's build of its generated kustomization yields no object either)
         over = (k8syaml.dump_all([overlay(files, folder, build, OVERLAY_REPO, generated)])
                 if build or generated is not None else "")
-        key = ""
-        if self.outputs is not None and scope is not None:
-            key = await asyncio.to_thread(key_of, scope, self.kubectl, folder, over, files)
-            kept = self.outputs.get(key)
-            if kept is not None:
-                return kept
         limit = min(timeout, self.limits.timeout) if timeout > 0 else self.limits.timeout
-        text = await self._built(files, folder, over, limit)
-        if key and self.outputs is not None:
-            self.outputs.put(key, text)
-        return text
+        if self.outputs is None or scope is None:
+            return await self._built(files, folder, over, limit)
+        key = await asyncio.to_thread(key_of, scope, self.kubectl, folder, over, files)
+        return await self.outputs.built(key, lambda: self._built(files, folder, over, limit))
 
     async def _built(self, files: dict[str, bytes], folder: str, over: str, timeout: float) -> str:
         """kustomize's output over a private copy of ``files``, with the kustomization ``over`` ("": none) over

@@ -187,7 +187,8 @@ async def test_clear_messages_for_dns_and_authentication(tmp_path: Path) -> None
         server.close()
 
 
-async def test_a_tree_is_read_by_one_git_process_and_again_by_none(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_tree_is_read_by_one_git_process_and_again_by_none(repo: Repo, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     files = {f"chart/templates/t{i}.yaml": f"n: {i}\n" for i in range(20)}
     files |= {"chart/Chart.yaml": "name: c\n", "chart/sub/deeper/x.txt": "x\n", "elsewhere.txt": "no\n"}
     sha = repo.commit(files)

@@ -286,15 +286,26 @@ async def test_a_failed_build_is_not_kept(counted: tuple[str, Path], tmp_path: P
     assert runs_of(runs) == 2
 
 
-def test_kept_outputs_are_bounded_by_bytes_least_recently_used_first() -> None:
-    outputs = BuildOutputs(budget=10, largest=6)
-    outputs.put("a", "aaaa")
-    outputs.put("b", "bbbb")
-    assert outputs.get("a") == "aaaa"  # a is now the most recent
-    outputs.put("c", "cccc")
-    assert (outputs.get("a"), outputs.get("b"), outputs.get("c")) == ("aaaa", None, "cccc")
-    outputs.put("huge", "x" * 7)
-    assert outputs.get("huge") is None
+async def test_builds_asked_for_at_once_run_once(counted: tuple[str, Path], tmp_path: Path) -> None:
+    wrapper, runs = counted
+    builder = Kustomize(wrapper, tmp_path / "work", confined=False, outputs=BuildOutputs())
+    prefixed = parse_config_sync({"sourceRef": {"name": "x"}, "namePrefix": "p-"}).build
+    built = await asyncio.gather(*(builder.build(files(), "staging", prefixed, scope="team-a") for _ in range(5)))
+    assert len(set(built)) == 1 and "p-stg-web" in built[0] and runs_of(runs) == 1
+
+
+async def test_kept_outputs_are_bounded_by_bytes_least_recently_used_first() -> None:
+    outputs, made = BuildOutputs(budget=10, largest=6), []
+
+    async def keep(key: str, text: str) -> str:
+        async def build() -> str:
+            made.append(key)
+            return text
+        return await outputs.built(key, build)
+
+    for key in ("a", "b", "a", "c", "a", "b", "huge", "huge"):  # a used again, so b is the one dropped for c
+        await keep(key, "x" * 7 if key == "huge" else key * 4)
+    assert made == ["a", "b", "c", "b", "huge", "huge"]
 
 
 def test_a_build_key_tells_apart_what_concatenation_would_not() -> None:
