@@ -49,13 +49,13 @@ class BuildOutputs:
         """The output kept for ``key``, else what ``build()`` prints (kept); callers asking while it runs wait
         for it, and build themselves if it fails (its time limit was another object's)."""
         kept = self._kept.get(key)
-        running = self._running.get(key)
-        if kept is not None or running is not None:
+        if kept is not None:
             self.hits += 1
-            if kept is not None:
-                self._kept.move_to_end(key)
-                return kept
-            assert running is not None
+            self._kept.move_to_end(key)
+            return kept
+        running = self._running.get(key)
+        if running is not None:
+            self.hits += 1
             shared = await asyncio.shield(running)
             return shared if shared is not None else await build()
         self.misses += 1

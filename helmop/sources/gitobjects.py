@@ -15,17 +15,17 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-BUDGET = 32 << 20
+BUDGET = 32 << 20  # bytes of answers kept, all mirrors together
 LARGEST = 1 << 20  # a larger object's content is read again each time
 _IMMUTABLE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})(:|$)")  # an object id, or <commit id>:<path>
 
 Info = tuple[str, int, str]  # type, size, object id
-
-
-Value = Info | bytes | bool
+Value = Info | bytes | bool  # an object's info, its content, or that a commit is present
 
 
 class Objects:
+    """Immutable answers by (mirror, question), at most ``budget`` bytes of them."""
+
     def __init__(self, budget: int = BUDGET, largest: int = LARGEST) -> None:
         self.budget, self.largest = budget, largest
         self._kept: OrderedDict[tuple[str, str, str], tuple[Value, int]] = OrderedDict()  # (value, its size)
