@@ -322,8 +322,8 @@ HELM_GOGC = "400"
 
 def helm_env(home: Path, **extra: str) -> dict[str, str]:
     """What a helm process sees: the minimal environment, helm's own settings the operator was started
-    with (``HELM_*``, and Go's ``GOGC``/``GOMEMLIMIT``, else :data:`HELM_GOGC`), its cache/config/data under
-    ``home`` unless those name other places, and ``extra``."""
+    with (``HELM_*``, Go's ``GOMEMLIMIT``, and ``GOGC``, by default :data:`HELM_GOGC`), its cache/config/data
+    under ``home`` unless those name other places, and ``extra``."""
     settings = {k: v for k, v in os.environ.items() if k.startswith("HELM_") or k in ("GOGC", "GOMEMLIMIT")}
     settings.setdefault("GOGC", HELM_GOGC)
     for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
