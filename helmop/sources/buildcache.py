@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+
+from helmop.api.kept import Kept
 
 BUDGET = 32 << 20  # bytes of output kept, all entries together
 LARGEST = 4 << 20  # a larger output is not kept
@@ -39,10 +40,9 @@ class BuildOutputs:
     """Outputs by key, at most ``budget`` bytes of them."""
 
     def __init__(self, budget: int = BUDGET, largest: int = LARGEST) -> None:
-        self.budget, self.largest = budget, largest
-        self._kept: OrderedDict[str, str] = OrderedDict()
+        self.largest = largest
+        self._kept: Kept[str, str] = Kept(budget)
         self._running: dict[str, asyncio.Future[str | None]] = {}
-        self._size = 0
         self.hits = self.misses = 0
 
     async def built(self, key: str, build: Callable[[], Awaitable[str]]) -> str:
@@ -51,7 +51,6 @@ class BuildOutputs:
         kept = self._kept.get(key)
         if kept is not None:
             self.hits += 1
-            self._kept.move_to_end(key)
             return kept
         running = self._running.get(key)
         if running is not None:
@@ -68,14 +67,6 @@ class BuildOutputs:
         finally:
             del self._running[key]
         future.set_result(text)
-        self._put(key, text)
+        if len(text) <= self.largest:
+            self._kept.put(key, text, len(text))
         return text
-
-    def _put(self, key: str, text: str) -> None:
-        if len(text) > self.largest or key in self._kept:
-            return
-        self._kept[key] = text
-        self._size += len(text)
-        while self._size > self.budget:
-            _, dropped = self._kept.popitem(last=False)
-            self._size -= len(dropped)

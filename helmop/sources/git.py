@@ -597,6 +597,7 @@ class _Batch:
 
     def __init__(self, mirror: Path, env: dict[str, str], timeout: float, known: Objects | None = None) -> None:
         self.mirror, self.env, self.timeout, self.known = mirror, env, timeout, known
+        self.known_as = str(mirror)  # what ``known`` keeps this mirror's answers under
         self.proc: asyncio.subprocess.Process | None = None
         self.id_width = 20  # bytes of an object id in tree objects, from the ids git answers with
 
@@ -615,14 +616,14 @@ class _Batch:
         """(type, size, object id) of what ``spec`` names (an id, or ``<commit>:<path>``); None if missing."""
         if "\n" in spec:
             raise SourceError("InvalidPath", "a path with a line break cannot be read", transient=False)
-        found = self.known.info(str(self.mirror), spec) if self.known is not None else None
+        found = self.known.info(self.known_as, spec) if self.known is not None else None
         if found is None:
             header = await self._ask(f"info {spec}")
             if len(header) != 3:  # "<spec> missing", "<spec> ambiguous", or git ended
                 return None
             found = (header[1], int(header[2]), header[0])
             if self.known is not None:
-                self.known.keep_info(str(self.mirror), spec, found)
+                self.known.keep_info(self.known_as, spec, found)
         self.id_width = len(found[2]) // 2
         return found
 
@@ -634,7 +635,7 @@ class _Batch:
         if found[1] > limit:
             raise SourceError("FileTooLarge", f"{where} is {found[1] >> 20} MiB, more than the {limit >> 20} MiB "
                                               "a file may have", transient=False)
-        kept = self.known.contents(str(self.mirror), oid) if self.known is not None else None
+        kept = self.known.contents(self.known_as, oid) if self.known is not None else None
         if kept is not None:
             return kept
         header = await self._ask(f"contents {oid}")
@@ -647,7 +648,7 @@ class _Batch:
             raise SourceError("Timeout", f"git cat-file did not answer within {self.timeout:.0f}s",
                               transient=True) from None
         if self.known is not None:
-            self.known.keep_contents(str(self.mirror), oid, data[:-1])
+            self.known.keep_contents(self.known_as, oid, data[:-1])
         return data[:-1]  # the content and a newline
 
     async def _ask(self, command: str) -> list[str]:

@@ -13,7 +13,8 @@ is never answered from another mirror's objects. Bounded by bytes; large content
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+
+from helmop.api.kept import Kept
 
 BUDGET = 32 << 20  # bytes of answers kept, all mirrors together
 LARGEST = 1 << 20  # a larger object's content is read again each time
@@ -27,12 +28,11 @@ class Objects:
     """Immutable answers by (mirror, question), at most ``budget`` bytes of them."""
 
     def __init__(self, budget: int = BUDGET, largest: int = LARGEST) -> None:
-        self.budget, self.largest = budget, largest
-        self._kept: OrderedDict[tuple[str, str, str], tuple[Value, int]] = OrderedDict()  # (value, its size)
-        self._size = 0
+        self.largest = largest
+        self._kept: Kept[tuple[str, str, str], Value] = Kept(budget)
 
     def info(self, mirror: str, spec: str) -> Info | None:
-        found = self._get((mirror, "info", spec))
+        found = self._kept.get((mirror, "info", spec))
         return found if isinstance(found, tuple) else None
 
     def keep_info(self, mirror: str, spec: str, answer: Info) -> None:
@@ -40,7 +40,7 @@ class Objects:
             self._put((mirror, "info", spec), answer, len(spec) + len(answer[2]))
 
     def contents(self, mirror: str, oid: str) -> bytes | None:
-        found = self._get((mirror, "contents", oid))
+        found = self._kept.get((mirror, "contents", oid))
         return found if isinstance(found, bytes) else None
 
     def keep_contents(self, mirror: str, oid: str, data: bytes) -> None:
@@ -48,28 +48,14 @@ class Objects:
             self._put((mirror, "contents", oid), data, len(oid) + len(data))
 
     def has_commit(self, mirror: str, sha: str) -> bool:
-        return self._get((mirror, "commit", sha)) is True
+        return self._kept.get((mirror, "commit", sha)) is True
 
     def keep_commit(self, mirror: str, sha: str) -> None:
         self._put((mirror, "commit", sha), True, len(sha))
 
     def forget(self, mirrors: str) -> None:
         """Drop what the mirrors under the folder ``mirrors`` answered (they are being removed)."""
-        for key in [k for k in self._kept if k[0].startswith(mirrors + "/")]:
-            self._size -= self._kept.pop(key)[1]
-
-    def _get(self, key: tuple[str, str, str]) -> Value | None:
-        found = self._kept.get(key)
-        if found is None:
-            return None
-        self._kept.move_to_end(key)
-        return found[0]
+        self._kept.drop(lambda key: key[0].startswith(mirrors + "/"))
 
     def _put(self, key: tuple[str, str, str], value: Value, size: int) -> None:
-        if key in self._kept:
-            return
-        size += 64  # the entry itself
-        self._kept[key] = (value, size)
-        self._size += size
-        while self._size > self.budget:
-            self._size -= self._kept.popitem(last=False)[1][1]
+        self._kept.put(key, value, size + 64)  # 64: the entry itself
