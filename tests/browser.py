@@ -1,5 +1,5 @@
 """The web UI as its users meet it: ``helmop ui`` as a process of its own, and Debian's chromium driven by
-Playwright (its own browser download is not reachable here; scripts/setup installs chromium as root)."""
+Playwright (its own browser download is not reachable here; scripts/setup --test installs chromium as root)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 CHROMIUM = os.environ.get("HELMOP_CHROMIUM") or shutil.which("chromium")
-NO_CHROMIUM = "no chromium on this machine: scripts/setup installs Debian's as root (apt-get install chromium)"
+NO_CHROMIUM = "no chromium on this machine: scripts/setup --test installs Debian's as root (apt-get install chromium)"
 # Without these, chromium reaches for Google's services at every start, and this machine's network refuses them.
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]

@@ -1,5 +1,5 @@
 """An S3-compatible server on 127.0.0.1 for the tests: moto's server mode (a PyPI package that answers S3's API as
-AWS documents it), run as a process from its own folder (``.tools/moto``, installed by scripts/setup: its
+AWS documents it), run as a process from its own folder (``.tools/moto``, installed by scripts/setup --test: its
 botocore pins a python-dateutil older than the Kubernetes client's). Buckets and objects are written with plain
 S3 requests, signed as the bucket's owner (moto does not check signatures; helmop's signer is checked against
 AWS's published example)."""
@@ -29,7 +29,7 @@ ACCESS, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 class S3:
     def __init__(self) -> None:
         if not (MOTO / ".installed-5").exists():
-            pytest.skip("moto's S3 server is not in .tools/moto: scripts/setup installs it")
+            pytest.skip("moto's S3 server is not in .tools/moto: scripts/setup --test installs it")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
