@@ -1,7 +1,8 @@
 """A small SOPS encryptor for the tests' fixtures, written from the format (AES-256-GCM values bound to their
-key path, the data key wrapped for age recipients with pyrage and for OpenPGP certificates with Sequoia, a
-SHA-512 MAC over the plaintext values): files that helmop must decrypt, and tampered copies of them. Files made
-by the real sops come only from the folder named by HELMOP_SOPS_FILES (set by .ci/run when it has them)."""
+key path, the data key wrapped for age recipients with pyrage, for OpenPGP certificates with Sequoia, and for
+keys made by Debian's gpg with gpg itself, as SOPS does; a SHA-512 MAC over the plaintext values): files that
+helmop must decrypt, and tampered copies of them. Files made by the real sops come only from the folder named
+by HELMOP_SOPS_FILES (set by .ci/run when it has them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyrage
@@ -45,6 +52,7 @@ class Sops:
 
     age: list[str] = field(default_factory=list)
     pgp: list[pysequoia.Cert] = field(default_factory=list)
+    gpg: list[GpgKey] = field(default_factory=list)  # wrapped by gpg itself, for the key's primary fingerprint
     regex: str = ""
     key: bytes = field(default_factory=lambda: os.urandom(32))
 
@@ -77,10 +85,11 @@ class Sops:
         if self.age:
             encrypted = pyrage.encrypt(self.key, [pyrage.x25519.Recipient.from_str(r) for r in self.age])
             meta["age"] = [{"recipient": r, "enc": armor_age(encrypted)} for r in self.age]
-        if self.pgp:
+        if self.pgp or self.gpg:
             meta["pgp"] = [{"created_at": STAMP, "fp": c.fingerprint.upper(),
                             "enc": pysequoia.encrypt(recipients=[c], bytes=self.key).decode().strip()}
                            for c in self.pgp]
+            meta["pgp"] += [{"created_at": STAMP, "fp": k.fingerprint, "enc": k.encrypt(self.key)} for k in self.gpg]
         meta["lastmodified"] = STAMP
         meta["mac"] = self._mac(mac.hexdigest().upper())
         meta["encrypted_regex" if self.regex else "unencrypted_suffix"] = self.regex or "_unencrypted"
@@ -140,3 +149,71 @@ def pgp_key(user: str = "helmop test <test@helmop.dev>") -> tuple[str, pysequoia
     """A new OpenPGP key: (its armored private key, its certificate)."""
     tsk = pysequoia.Tsk.generate(user)
     return str(tsk), tsk.extract_certificate()
+
+
+GPG_SHAPES = {
+    # (primary: algorithm, usage), then the subkeys gpg --quick-add-key adds (algorithm, usage)
+    "primary-only": (("rsa2048", "cert,sign,encr"), ()),
+    "primary-and-subkey": (("rsa2048", "cert,sign,encr"), (("rsa2048", "encr"),)),  # Flux's own test key's shape
+    "subkey-only": (("ed25519", "cert,sign"), (("cv25519", "encr"),)),  # gpg's default shape
+}
+
+
+@dataclass(frozen=True)
+class GpgKey:
+    """A key Debian's gpg made, in a GNUPGHOME of its own: what gpg users export and encrypt with."""
+
+    home: Path
+    fingerprint: str  # the primary's, upper case: what SOPS records as ``fp``
+
+    def gpg(self, *args: str, data: bytes = b"") -> bytes:
+        found = shutil.which("gpg")
+        assert found, "gpg (Debian's gnupg package) is needed by these tests"
+        return subprocess.run([found, "--batch", "--no-tty", "--pinentry-mode", "loopback", "--trust-model",
+                               "always", *args], input=data, capture_output=True, check=True, timeout=60,
+                              env={"GNUPGHOME": str(self.home), "PATH": os.environ.get("PATH", "")}).stdout
+
+    def secret(self, passphrase: str = "", *, subkeys_only: bool = False) -> bytes:
+        """The armored private key, as `gpg --export-secret-keys --armor` writes it (``subkeys_only``: as
+        --export-secret-subkeys does, the primary's secret left out)."""
+        how = "--export-secret-subkeys" if subkeys_only else "--export-secret-keys"
+        return self.gpg("--passphrase", passphrase, how, "--armor", self.fingerprint)
+
+    def encrypt(self, data: bytes, *, when: str = "", hidden: bool = False) -> str:
+        """``data`` encrypted by gpg for this key (to the encryption key gpg chooses, as SOPS's gpg does;
+        ``hidden``: its key id left out of the message, gpg's --hidden-recipient)."""
+        faked = ["--faked-system-time", when] if when else []
+        recipient = "--hidden-recipient" if hidden else "--recipient"
+        return self.gpg(*faked, "--encrypt", "--armor", recipient, self.fingerprint, data=data).decode().strip()
+
+    def key_ids(self) -> list[str]:
+        """The key ids of its primary and subkeys, in gpg's order (lower-case hex)."""
+        listed = self.gpg("--with-colons", "--list-secret-keys", self.fingerprint).decode().splitlines()
+        return [line.split(":")[4].lower() for line in listed if line.startswith(("sec:", "ssb:"))]
+
+
+@contextmanager
+def gpg_keys(*shapes: str, passphrase: str = "", when: str = "", expire: str = "never") -> Iterator[list[GpgKey]]:
+    """New keys of these GPG_SHAPES made by gpg --quick-gen-key and --quick-add-key in a temporary GNUPGHOME
+    (``when``: gpg's clock then, for keys made in the past); its agent stopped afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="gpg"))  # short: the agent's socket path is bounded
+    home.chmod(0o700)
+    try:
+        keys = []
+        for i, shape in enumerate(shapes):
+            (algorithm, usage), subkeys = GPG_SHAPES[shape]
+            maker = GpgKey(home, "")
+            faked = ["--faked-system-time", when] if when else []
+            maker.gpg(*faked, "--passphrase", passphrase, "--quick-gen-key", f"helmop {shape} <k{i}@helmop.dev>",
+                      algorithm, usage, expire)
+            listed = maker.gpg("--with-colons", "--list-keys", f"k{i}@helmop.dev").decode().splitlines()
+            key = GpgKey(home, next(line.split(":")[9] for line in listed if line.startswith("fpr:")))
+            for sub_algorithm, sub_usage in subkeys:
+                key.gpg(*faked, "--passphrase", passphrase, "--quick-add-key", key.fingerprint, sub_algorithm,
+                        sub_usage, expire)
+            keys.append(key)
+        yield keys
+    finally:
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"], env={"GNUPGHOME": str(home), "PATH": os.environ["PATH"]},
+                       capture_output=True, timeout=30, check=False)
+        shutil.rmtree(home, ignore_errors=True)

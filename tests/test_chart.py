@@ -78,6 +78,10 @@ def test_chart_mounts_the_operators_decryption_keys_only_when_named(run: Run) ->
     assert volume["secret"] == {"secretName": "sops-keys", "defaultMode": 0o440}
     mount = next(m for m in keyed["containers"][0]["volumeMounts"] if m["name"] == "decryption-keys")
     assert mount["readOnly"] is True and mount["mountPath"] == "/etc/helmop/decryption-keys"
+    # the namespaces they serve: the operator's default unless listed (none under multitenancy: docs)
+    assert not any(a.startswith("--decryption-keys-namespaces") for a in keyed["containers"][0]["args"])
+    listed = pod("--set", "decryption.keysSecret=k", "--set", "decryption.namespaces={team-a,team-b}")
+    assert "--decryption-keys-namespaces=team-a,team-b" in listed["containers"][0]["args"]
 
 
 def test_chart_crds_are_helmops_own() -> None:

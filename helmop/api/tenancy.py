@@ -3,9 +3,12 @@ made with, and whether a resource may reference objects in another namespace. Pu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import SpecError
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,25 @@ class Tenancy:
     default_service_account: str = ""
     # --no-cross-namespace-refs: every reference stays inside the referring resource's namespace
     no_cross_namespace_refs: bool = False
+    # --decryption-keys-namespaces: the namespaces whose objects may decrypt with the operator's own SOPS keys
+    # ("*": all); None: all, or none under either lockdown flag (a tenant would open what another encrypted)
+    decryption_keys_namespaces: frozenset[str] | None = None
+
+    def operator_keys_serve(self, namespace: str) -> bool:
+        """Whether objects of ``namespace`` that name no key Secret may decrypt with --decryption-keys."""
+        listed = self.decryption_keys_namespaces
+        if listed is None:
+            return not (self.no_cross_namespace_refs or self.default_service_account)
+        return "*" in listed or namespace in listed
+
+    @staticmethod
+    def namespaces(values: list[str]) -> frozenset[str]:
+        """The namespaces of --decryption-keys-namespaces (repeated, comma-separated; "" for none), checked."""
+        listed = frozenset(name.strip() for value in values for name in value.split(",") if name.strip())
+        bad = sorted(name for name in listed if name != "*" and not _NAMESPACE.fullmatch(name))
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a namespace name")
+        return listed
 
     def acting_as(self, namespace: str, service_account: str) -> str:
         """The user to impersonate for a resource in ``namespace`` naming ``service_account`` ("" = the

@@ -397,6 +397,10 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--decryption-keys", metavar="DIR",
                      help="SOPS keys (*.agekey, *.asc files) for ConfigSyncs whose spec.decryption names no Secret "
                           "(Flux's controller-wide decryption; chart value decryption.keysSecret)")
+    run.add_argument("--decryption-keys-namespaces", metavar="NS,...", action="append",
+                     help="the namespaces whose objects may use the --decryption-keys (repeatable, comma-separated; "
+                          "'*': all; '': none). Default: all, or none with --no-cross-namespace-refs or "
+                          "--default-service-account (a tenant must not open what another encrypted for these keys)")
     run.add_argument("--unconfined-builds", action="store_true",
                      help="run kustomize builds without the kernel's confinement (Landlock and seccomp: reads beneath "
                           "the repository only, no program, no socket) where the kernel has none; their boundary is "

@@ -84,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
     cfg.unconfined_builds = args.unconfined_builds
     cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
+    if args.decryption_keys_namespaces is not None:
+        try:
+            cfg.tenancy = replace(cfg.tenancy, decryption_keys_namespaces=Tenancy.namespaces(
+                args.decryption_keys_namespaces))
+        except ValueError as exc:
+            raise SystemExit(f"helmop: --decryption-keys-namespaces: {exc}") from None
     cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)

@@ -1,7 +1,8 @@
 """SOPS secrets in a config repository, end to end: git on disk over loopback HTTP, the operator, real kustomize
 and the sandbox. The plaintext reaches the cluster's objects and nothing else (status, Events, the operator's
 log, its cache folder, in every encoding it could take there); a tampered file or one for another tenant's key
-is refused by reason with nothing applied."""
+is refused by reason with nothing applied; a key gpg made decrypts what gpg wrapped for it; the operator's own
+keys serve only the namespaces they are for."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ import base64
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
-from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
-from tests.gitserver import Repo
-from tests.sops import Sops, age_identity, pgp_key
+from helmop.api.tenancy import Tenancy
+from tests.conftest import _runner
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
+from tests.gitserver import GitServer, Repo
+from tests.sops import Sops, age_identity, gpg_keys, pgp_key
 from tests.tools import Run
 
 GROUP = "helmop.dev/v1alpha1"
@@ -132,3 +137,73 @@ def test_objects_that_name_no_secret_use_the_operators_key_folder(operator: Oper
     kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", "app", f"helmop.dev/requestedAt={uuid.uuid4()}")
     outcome(kube, ns, "app", "ReconciliationSucceeded")
     assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == value
+
+
+def test_a_file_gpg_wrapped_for_a_key_whose_primary_can_encrypt_applies(operator: Operator, kube: Run, ns: str,
+                                                                      repo: Repo) -> None:
+    """Flux's own test key's shape (gpg: a primary that can encrypt, and an encryption subkey, which gpg wraps
+    the data key for), its private key exported by gpg into the key Secret."""
+    value = f"gpg-{uuid.uuid4().hex}"
+    with gpg_keys("primary-and-subkey") as (key,):
+        repo.commit({"app/secret.yaml": Sops(gpg=[key], regex=FLUX_REGEX).yaml(secret("db", value))})
+        armored = key.secret().decode()
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "pgp-keys", f"--from-literal=team.asc={armored}")
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=source(repo.url))
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=sync("app", "app", "pgp-keys"))
+    outcome(kube, ns, "app", "ReconciliationSucceeded")
+    assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == value
+
+
+LISTED = "platform-apps"  # the one namespace the administrator lists for the operator's keys
+
+
+@pytest.fixture(scope="module")
+def listing(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Operator]:
+    """An operator with --no-cross-namespace-refs and --decryption-keys-namespaces platform-apps."""
+    workdir = tmp_path_factory.mktemp("listing")
+    with Sandbox(ready_delay=0.05) as sandbox:
+        op = Operator(sandbox, "helm", workdir, chart_repo)
+        op.config.tenancy = Tenancy(no_cross_namespace_refs=True, decryption_keys_namespaces=frozenset({LISTED}))
+        op.start()
+        yield op
+        op.close()
+
+
+def test_the_operators_keys_serve_only_the_namespaces_listed(listing: Operator, git_server: GitServer,
+                                                            tmp_path: Path) -> None:
+    """Under lockdown, the same file and ConfigSync (naming no key Secret) in the listed namespace and in another:
+    decrypted in the first, refused in the second with its own reason, naming no other namespace."""
+    kube = _runner(listing.sandbox)
+    identity, recipient = age_identity()
+    assert listing.config.decryption_keys is not None
+    (listing.config.decryption_keys / "platform.agekey").write_text(identity + "\n")
+    value = f"platform-{uuid.uuid4().hex}"
+    repo = Repo(git_server, f"r-{uuid.uuid4().hex[:6]}", tmp_path / "work")
+    repo.commit({"app/secret.yaml": Sops(age=[recipient], regex=FLUX_REGEX).yaml(secret("db", value))})
+    other = f"team-{uuid.uuid4().hex[:5]}"
+    for where in (LISTED, other):
+        kube("kubectl", "create", "namespace", where)
+        kube("kubectl", "-n", where, "apply", "-f", "-", stdin=source(repo.url))
+        kube("kubectl", "-n", where, "apply", "-f", "-", stdin=sync("app", "app", ""))
+    outcome(kube, LISTED, "app", "ReconciliationSucceeded")
+    assert base64.b64decode(get(kube, LISTED, "secret", "db")["data"]["password"]).decode() == value
+    refused = condition(outcome(kube, other, "app", "DecryptionKeysNotAllowed"))["message"]
+    assert f"not for namespace {other}" in refused and LISTED not in refused and value not in refused
+    eventually(lambda: any(e["reason"] == "DecryptionKeysNotAllowed" and e["type"] == "Warning"
+                           for e in get(kube, other, "events")["items"]), timeout=15)
+    assert not get(kube, other, "secret", "db")
+
+
+@pytest.mark.parametrize(("tenancy", "served"), [
+    (Tenancy(), True),  # no lockdown flag: every namespace (Flux's controller-wide decryption)
+    (Tenancy(no_cross_namespace_refs=True), False),  # either lockdown flag: none unless listed
+    (Tenancy("helmop-tenant"), False),
+    (Tenancy("helmop-tenant", True, Tenancy.namespaces(["team-b, team-a", "platform"])), True),
+    (Tenancy("helmop-tenant", True, Tenancy.namespaces(["team-b"])), False),
+    (Tenancy("helmop-tenant", True, Tenancy.namespaces(["*"])), True),
+    (Tenancy(decryption_keys_namespaces=Tenancy.namespaces([""])), False),  # '': none, without lockdown too
+])
+def test_which_namespaces_the_operators_keys_serve(tenancy: Tenancy, served: bool) -> None:
+    assert tenancy.operator_keys_serve("team-a") is served
+    with pytest.raises(ValueError, match="'Team_A' is not a namespace name"):
+        Tenancy.namespaces(["ok,Team_A"])

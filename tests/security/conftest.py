@@ -286,7 +286,8 @@ def target(request: pytest.FixtureRequest, workbench: dict[str, Any]) -> Iterato
         admin = _runner(sandbox)
         # Flux's kinds served too (as a cluster moving from Flux has them), their CRDs installed by the admin
         admin("kubectl", "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(flux_crds.definitions()))
-        args = ["--allow-file-git", str(allowed), "--flux-api"]
+        (work / "decryption-keys").mkdir()  # the operator's SOPS keys (--decryption-keys): a test puts them there
+        args = ["--allow-file-git", str(allowed), "--flux-api", "--decryption-keys", str(work / "decryption-keys")]
         kubeconfig = None
         if mode == "lockdown":
             kubeconfig = _lockdown_kubeconfig(sandbox, admin, work)

@@ -1,6 +1,7 @@
 """SOPS decryption (helmop.sources.decryption): files the real sops wrote (the folder HELMOP_SOPS_FILES names),
-files the tests' own encryptor writes for age and OpenPGP keys in every store, and what is refused: a value
-changed or moved, a foreign key, a cloud KMS, Shamir groups, keys and documents past their bounds."""
+files the tests' own encryptor writes for age and OpenPGP keys in every store, OpenPGP keys of every shape
+Debian's gpg makes with their data keys wrapped by gpg itself, and what is refused: a value changed or moved, a
+foreign key, a cloud KMS, Shamir groups, keys and documents past their bounds."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pysequoia
 import pytest
 import yaml
+from pysequoia.packet import PacketPile, Tag
 
 from helmop.api.sources import parse_config_sync
 from helmop.sources.build import Builder
@@ -23,7 +27,7 @@ from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.trees import TreeArtifact
-from tests.sops import Sops, age_identity, armor_age, pgp_key
+from tests.sops import GpgKey, Sops, age_identity, armor_age, gpg_keys, pgp_key
 from tests.tools import tool
 
 SHARED = os.environ.get("HELMOP_SOPS_FILES", "")
@@ -82,6 +86,97 @@ def test_age_and_openpgp_in_every_store(age: tuple[str, str], pgp: tuple[str, ob
         assert decrypt(both.dotenv({"USER": "app", "PASSWORD": "p@ss=word\nline"}), stores.Format.DOTENV,
                        keys) == b"USER=app\nPASSWORD=p@ss=word\\nline\n"
         assert decrypt(both.binary(b"raw \x01 bytes"), stores.Format.BINARY, keys) == b"raw \x01 bytes"
+
+
+@pytest.fixture(scope="module")
+def gpg() -> Iterator[dict[str, GpgKey]]:
+    """One key of each shape gpg users have, made by gpg (--quick-gen-key, --quick-add-key)."""
+    shapes = ("primary-only", "primary-and-subkey", "subkey-only")
+    with gpg_keys(*shapes) as keys:
+        yield dict(zip(shapes, keys, strict=True))
+
+
+def pkesk_ids(armored: str) -> list[str]:
+    """The key ids a message's PKESK packets name (lower-case hex; zeros: a hidden recipient)."""
+    return [bytes(p.body)[1:9].hex() for p in PacketPile.from_bytes(armored.encode()) if p.tag == Tag.PKESK]
+
+
+@pytest.mark.parametrize(("shape", "encrypted_to"), [("primary-only", 0), ("primary-and-subkey", 1),
+                                                     ("subkey-only", 1)])
+def test_keys_gpg_made_decrypt_what_gpg_encrypted_for_them(gpg: dict[str, GpgKey], shape: str,
+                                                          encrypted_to: int) -> None:
+    """SOPS's pgp entry names the primary's fingerprint; gpg wraps the data key for the key it chooses (the
+    newest encryption subkey, else the primary): whichever it is, its secret key decrypts, as with gpg. A key whose
+    primary can encrypt and that has an encryption subkey (Flux's own test key) is the case Sequoia's one
+    decryptor per certificate misses."""
+    key = gpg[shape]
+    text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
+    entry = yaml.safe_load(text)["sops"]["pgp"][0]
+    assert entry["fp"] == key.fingerprint
+    assert pkesk_ids(entry["enc"]) == [key.key_ids()[encrypted_to]]  # gpg chose this one
+    assert len(key.gpg("--decrypt", data=entry["enc"].encode())) == 32  # gpg opens it with the same key
+    keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
+    assert [k.key_id for k in keys.pgp] == key.key_ids()
+    assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+    # gpg --export-secret-subkeys (the primary's secret kept offline): the subkey alone still decrypts
+    if encrypted_to:
+        only_subkeys = Keys.of_entries({"team.asc": key.secret(subkeys_only=True)}, "Secret shop/keys")
+        assert yaml.safe_load(decrypt(text, stores.Format.YAML, only_subkeys)) == SECRET
+    # the MAC is still checked
+    with pytest.raises(SourceError, match="MAC does not match"):
+        decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+
+
+def test_every_key_of_an_entry_is_tried_for_the_one_gpg_named(gpg: dict[str, GpgKey]) -> None:
+    """One .asc entry holding three keys; files for each of them, for a hidden recipient (gpg tries every secret
+    key then), and for a key the entry does not hold (named in the refusal by SOPS's fingerprint)."""
+    both = b"".join(key.secret() for key in gpg.values())
+    keys = Keys.of_entries({"all.asc": both}, "Secret shop/keys")
+    for key in gpg.values():
+        assert yaml.safe_load(decrypt(Sops(gpg=[key]).yaml(SECRET), stores.Format.YAML, keys)) == SECRET
+    hidden = yaml.safe_load(Sops(gpg=[gpg["primary-and-subkey"]]).yaml(SECRET))
+    hidden["sops"]["pgp"][0]["enc"] = gpg["primary-and-subkey"].encrypt(b"x", hidden=True)  # a wrong data key
+    assert pkesk_ids(hidden["sops"]["pgp"][0]["enc"]) == ["0" * 16]
+    with pytest.raises(SourceError, match="32-byte data key"):  # opened: by trying each key, as gpg does
+        decrypt(yaml.safe_dump(hidden), stores.Format.YAML, keys)
+    only_one = Keys.of_entries({"one.asc": gpg["primary-only"].secret()}, "Secret shop/keys")
+    with pytest.raises(SourceError, match=f"pgp {gpg['subkey-only'].fingerprint}.*Secret shop/keys"):
+        decrypt(Sops(gpg=[gpg["subkey-only"]]).yaml(SECRET), stores.Format.YAML, only_one)
+
+
+def test_a_named_key_that_cannot_decrypt_says_why() -> None:
+    """gpg asks for a passphrase, and decrypts with expired keys; helmop has no one to ask, and Sequoia's policy
+    refuses an expired key: the refusal says which of the keys it holds, and why."""
+    with gpg_keys("primary-and-subkey", passphrase="pass-phrase-1") as (locked,):
+        text = Sops(gpg=[locked]).yaml(SECRET)
+        keys = Keys.of_entries({"k.asc": locked.secret("pass-phrase-1")}, "Secret shop/keys")
+        with pytest.raises(SourceError, match=f"{locked.key_ids()[1].upper()} is held but cannot decrypt: its secret "
+                                              "is protected by a passphrase") as refused:
+            decrypt(text, stores.Format.YAML, keys)
+        assert "pass-phrase-1" not in str(refused.value)
+    with gpg_keys("primary-only", when="20200101T000000", expire="1d") as (expired,):
+        key = Keys.of_entries({"k.asc": expired.secret()}, "Secret shop/keys")
+        old = yaml.safe_load(Sops(age=[age_identity()[1]]).yaml(SECRET))
+        old["sops"]["pgp"] = [{"fp": expired.fingerprint, "created_at": "2020-01-01T00:00:00Z",
+                               "enc": expired.encrypt(b"k" * 32, when="20200101T000000")}]
+        with pytest.raises(SourceError, match="is held but cannot decrypt: it is expired, revoked"):
+            decrypt(yaml.safe_dump(old), stores.Format.YAML, key)
+
+
+def test_a_wrapped_key_for_too_many_hidden_recipients_is_refused_at_once(gpg: dict[str, GpgKey]) -> None:
+    """Hidden recipients name no key: each is tried with every secret key. Past 64 attempts the file is refused
+    before any private-key operation."""
+    key = gpg["primary-and-subkey"]
+    packets = list(PacketPile.from_bytes(key.encrypt(b"k" * 32, hidden=True).encode()))
+    pkesk = next(bytes(p) for p in packets if p.tag == Tag.PKESK)
+    message = pkesk * 40 + b"".join(bytes(p) for p in packets if p.tag != Tag.PKESK)
+    doc = yaml.safe_load(Sops(gpg=[key]).yaml(SECRET))
+    doc["sops"]["pgp"][0]["enc"] = pysequoia.armor(message, pysequoia.ArmorKind.Message)
+    keys = Keys.of_entries({"k.asc": key.secret()}, "Secret shop/keys")
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"40 recipients.*2 OpenPGP keys.*more than 64 attempts"):
+        decrypt(yaml.safe_dump(doc), stores.Format.YAML, keys)
+    assert time.monotonic() - started < 2
 
 
 def test_flux_usual_regex_leaves_metadata_in_clear_and_still_binds_it(age: tuple[str, str]) -> None:

@@ -53,6 +53,10 @@ async def decryption_keys(ctx: Context, namespace: str, spec: ConfigSyncSpec) ->
     name = spec.decryption.secret_ref
     if not name:
         folder = ctx.services.keys_folder
+        if folder and not ctx.tenancy.operator_keys_serve(namespace):
+            return Keys(refusal=f"the operator's decryption keys are not for namespace {namespace} (an administrator "
+                                "lists the namespaces they serve: --decryption-keys-namespaces); name a Secret of "
+                                "this namespace's own keys in spec.decryption.secretRef")
         return Keys.of_folder(folder) if folder else Keys(source="no keys (spec.decryption names no Secret, and "
                                                                   "the operator has no --decryption-keys folder)")
     try:

@@ -33,8 +33,13 @@ DISABLED = "kustomize.toolkit.fluxcd.io/decrypt"
 MAX_FILE = 5 << 20
 
 
-def _refused(where: str, why: str) -> SourceError:
-    return SourceError("DecryptionFailed", f"{where}: {why}", transient=False)
+def _refused(where: str, why: str, reason: str = "DecryptionFailed") -> SourceError:
+    return SourceError(reason, f"{where}: {why}", transient=False)
+
+
+def _not_decrypted(where: str, exc: stores.StoreError | sops.SopsError) -> SourceError:
+    return _refused(where, f"not decrypted: {exc}", exc.reason if isinstance(exc, sops.SopsError) else
+                    "DecryptionFailed")
 
 
 def disabled(obj: Any) -> bool:
@@ -65,7 +70,7 @@ class Decryptor:
             self.plaintexts += plain
             return stores.emit(branches, out or fmt)
         except (stores.StoreError, sops.SopsError) as exc:
-            raise _refused(where, f"not decrypted: {exc}") from None
+            raise _not_decrypted(where, exc) from None
 
     def tree(self, files: dict[str, bytes], folders: list[str] | None = None) -> dict[str, bytes]:
         """``files`` with what a build reads of them decrypted: the files the kustomizations of ``folders`` read
@@ -105,7 +110,7 @@ class Decryptor:
             try:
                 branches, plain = sops.decrypt(loaded, self.keys.data_key)
             except (stores.StoreError, sops.SopsError) as exc:
-                raise _refused(path, f"not decrypted: {exc}") from None
+                raise _not_decrypted(path, exc) from None
             self.plaintexts += plain
             for i, branch in zip(members, branches, strict=True):
                 replaced[i] = stores.emit([branch], stores.Format.YAML if not path.endswith(".json")

@@ -38,6 +38,8 @@ _SOPS_HASH_START = hashlib.sha256(b"sops").digest()  # mac_only_encrypted: what 
 class SopsError(ValueError):
     """The file cannot be decrypted (the message names why, never a value)."""
 
+    reason = "DecryptionFailed"  # the condition's reason
+
 
 @dataclass(frozen=True)
 class MasterKey:
