@@ -45,6 +45,35 @@ def test_a_missing_kubeconfig_is_named() -> None:
         assert "Traceback" not in done.stderr
 
 
+
+def test_a_missing_helm_kubectl_or_git_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Whichever verb starts it, a program that is not there is named with the verb, never a traceback."""
+    repo = tmp_path / "repo"
+    (repo / "overlay").mkdir(parents=True)
+    (repo / "overlay" / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
+    (repo / "overlay" / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+    subprocess.run([tool("helm"), "create", str(repo / "web")], check=True, capture_output=True)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=a", "-c", "user.email=a@x", "commit",
+                                                               "-qm", "one"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    only = tmp_path / "bin"  # a PATH with git alone, or helm alone
+    only.mkdir()
+    (only / "git").symlink_to(subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip())
+    no_helm = {"PATH": str(only), "HELMOP_HELM": ""}
+    cases = [(["render", str(repo / "web")], no_helm, "helmop render needs helm: helm is not on the PATH"),
+             (["render", str(repo / "overlay")], no_helm, "helmop render needs kubectl: kubectl is not on the PATH"),
+             (["render", str(repo / "web")], {"HELMOP_HELM": str(tmp_path / "nothing")},
+              f"helmop render needs helm: $HELMOP_HELM names {tmp_path / 'nothing'}, which does not exist"),
+             (["preview", "--repo", str(repo), "--base", "main", "--head", "main"], no_helm,
+              "helmop preview needs helm: helm is not on the PATH"),
+             (["preview", "--repo", str(repo), "--base", "main", "--head", "main"], {"PATH": str(TOOLS)},
+              "helmop preview needs git: git is not on the PATH")]
+    for args, env, said in cases:
+        done = helmop(*args, env=env)
+        assert (done.returncode, done.stderr.strip()) == (2, f"✗ {said} (scripts/setup puts helm and kubectl in "
+                                                              ".tools/bin)"), (args, done.stderr)
+
+
 def _release(spec: dict[str, object]) -> dict[str, object]:
     return {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
             "metadata": {"name": "web", "namespace": "shop"}, "spec": spec}

@@ -5,7 +5,6 @@ post-build variables (from ``--substitute`` and ``--substitute-from-file``) and 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
@@ -19,7 +18,7 @@ from helmop.sources.git import Limits
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.trees import TreeArtifact
 
-from .errors import Failed
+from .errors import Failed, program
 
 
 def is_overlay(path: Path) -> bool:
@@ -105,9 +104,8 @@ async def build(path: Path, values: dict[str, str], cache: Path, *, strict: bool
     folder = kustomize.folder_of(path.resolve().relative_to(root).as_posix())
     spec = ConfigSyncSpec(source_name="", path=folder, post_build=PostBuild(substitute=tuple(values.items())),
                           decryption=Decryption() if keys is not None else None)
-    kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
     # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
-    builder = Kustomize(shutil.which(kubectl) or kubectl, cache / "kustomize", confined=confine.landlock_abi() > 0)
+    builder = Kustomize(program("kubectl"), cache / "kustomize", confined=confine.landlock_abi() > 0)
     try:
         return await Builder(builder).build(TreeArtifact(read_repository(root)), spec, values, strict=strict, keys=keys)
     except (SourceError, SubstitutionError) as exc:

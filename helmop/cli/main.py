@@ -46,7 +46,7 @@ from . import (
     trying,
     verbs,
 )
-from .errors import Failed
+from .errors import Failed, missing_tool
 
 T = TypeVar("T")
 OK, FAILED, ERROR = 0, 1, 2
@@ -623,7 +623,14 @@ def main(argv: list[str] | None = None) -> int:
     top = parser()
     completion.complete(top)
     args = top.parse_args(images.normalized(sys.argv[1:] if argv is None else argv))
-    result: int = args.run(args)
+    try:
+        result: int = args.run(args)
+    except FileNotFoundError as exc:  # whichever verb, wherever it starts helm, kubectl or git
+        said = missing_tool(args.verb, exc)
+        if said is None:
+            raise
+        print(said, file=sys.stderr)
+        return ERROR
     return result
 
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import posixpath
 import secrets
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +21,7 @@ from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
 from . import builds, revisions, target
-from .errors import Failed
+from .errors import Failed, program
 
 if TYPE_CHECKING:
     from helmop.api.rendered import Rendering
@@ -124,9 +122,8 @@ async def _against_cluster(args: argparse.Namespace, head: Tree, paths: list[str
 
 
 def _builder(work: Path) -> Builder:
-    kubectl = os.environ.get("HELMOP_KUBECTL", "kubectl")
     # confined where the kernel can (a pull request's repository is anyone's); elsewhere as kustomize itself would
-    return Builder(Kustomize(shutil.which(kubectl) or kubectl, work / "kustomize", confined=confine.landlock_abi() > 0))
+    return Builder(Kustomize(program("kubectl"), work / "kustomize", confined=confine.landlock_abi() > 0))
 
 
 def _checkout(repo: Path, ref: str, into: Path) -> Tree:

@@ -332,8 +332,9 @@ def helm_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def default_executable() -> str:
-    """The helm binary to run: ``$HELMOP_HELM``, else ``helm`` on the PATH (read when asked, not at import)."""
-    return os.environ.get("HELMOP_HELM", "helm")
+    """The helm binary to run: ``$HELMOP_HELM`` (unless empty), else ``helm`` on the PATH (read when asked, not at
+    import)."""
+    return os.environ.get("HELMOP_HELM") or "helm"
 
 
 class Engine:
