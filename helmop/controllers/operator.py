@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -88,24 +90,19 @@ class OperatorConfig:
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
+_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_DEFINITION = "helmop.dev/definition"  # the digest of the definition helmop last applied to a CRD
+
+
 async def install_crds(kube: Kube, flux: bool = False) -> None:
     """Create or update helmop's CRDs (server-side apply) and wait until they are served; and the ClusterRoles
     that aggregate its kinds into the user-facing roles. With ``flux``, Flux's CRDs too where the cluster has
-    none (a cluster moving from Flux keeps Flux's own)."""
-    for crd in crds.definitions() + (flux_crds.definitions() if flux else []):
-        name = crd["metadata"]["name"]
-        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        if crd["spec"]["group"].endswith(FLUX_GROUPS) and await _foreign(kube, path):
-            log.info("CRD %s is Flux's own: kept", name)
-            continue
-        await kube.apply(path, crd, MANAGER)
-        for _ in range(100):
-            live = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (live.get("status") or {}).get("conditions") or []):
-                break
-            await asyncio.sleep(0.1)
-        log.info("CRD %s applied", name)
+    none (a cluster moving from Flux keeps Flux's own). The CRDs are read in one list and applied at once, each
+    only where it differs from what helmop applied last: an operator restarting on a cluster that has them writes
+    nothing."""
+    live = {c["metadata"]["name"]: c for c in ((await kube.get(_CRDS)) or {}).get("items") or []}
+    wanted = crds.definitions() + (flux_crds.definitions() if flux else [])
+    await asyncio.gather(*(_install_crd(kube, crd, live.get(crd["metadata"]["name"])) for crd in wanted))
     for role in roles.definitions():  # helmop's kinds in the cluster's admin, edit and view roles
         try:
             await kube.apply(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role['metadata']['name']}", role,
@@ -117,11 +114,29 @@ async def install_crds(kube: Kube, flux: bool = False) -> None:
             log.info("ClusterRole %s left to the installation: %s", role["metadata"]["name"], exc.message)
 
 
-async def _foreign(kube: Kube, path: str) -> bool:
-    """Whether the CRD at ``path`` exists and was not written by helmop."""
-    live = await kube.get(path)
+async def _install_crd(kube: Kube, crd: dict[str, Any], live: dict[str, Any] | None) -> None:
+    name = crd["metadata"]["name"]
     managers = {m.get("manager") for m in ((live or {}).get("metadata") or {}).get("managedFields") or []}
-    return live is not None and MANAGER not in managers
+    if live is not None and crd["spec"]["group"].endswith(FLUX_GROUPS) and MANAGER not in managers:
+        log.info("CRD %s is Flux's own: kept", name)
+        return
+    digest = hashlib.sha256(json.dumps(crd, sort_keys=True).encode()).hexdigest()[:16]
+    if live is not None and _established(live) and \
+            ((live.get("metadata") or {}).get("annotations") or {}).get(_DEFINITION) == digest:
+        log.info("CRD %s unchanged", name)
+        return
+    metadata = {**crd["metadata"], "annotations": {**(crd["metadata"].get("annotations") or {}), _DEFINITION: digest}}
+    await kube.apply(f"{_CRDS}/{name}", {**crd, "metadata": metadata}, MANAGER)
+    for _ in range(100):
+        if _established(await kube.get(f"{_CRDS}/{name}") or {}):
+            break
+        await asyncio.sleep(0.1)
+    log.info("CRD %s applied", name)
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
