@@ -2,9 +2,9 @@
 served to the operator from a private copy (:mod:`.repository`); the cluster folder's objects are applied as ``flux
 bootstrap`` applies them (:mod:`.plan`); ``helmop run --sandbox`` runs as a child process (:mod:`.processes`, with
 ``--flux-api`` when the tree holds Flux's kinds); every object helmop reconciles is followed until all are Ready or
-stuck (:mod:`.cluster`, :mod:`.states`), live, then reported (:mod:`.report`). Exit codes: 0 everything Ready; 1
-not (a Stalled or failing object, the cluster folder does not build, the time ran out); 2 an error before anything
-was tried (no such folder or revision, helm missing, the sandbox did not start)."""
+stuck or failing alike for a while (:mod:`.cluster`, :mod:`.states`), live, then reported (:mod:`.report`). Exit
+codes: 0 everything Ready; 1 not (a Stalled or failing object, the cluster folder does not build, the time ran out);
+2 an error before anything was tried (no such folder or revision, helm missing, the sandbox did not start)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     what = "try a config repository on an embedded sandbox, no cluster needed"
     sub = verbs.add_parser("try", help=what, description=what + ": the sandbox and the operator started, the "
                            "repository served to it from a private copy, the cluster folder's objects applied, and "
-                           "everything followed until Ready or stuck; exit 0 when all is Ready, 1 when not, 2 on an "
-                           "error before anything was tried")
+                           "everything followed until Ready, stuck, or failing alike for a minute; exit 0 when all "
+                           "is Ready, 1 when not, 2 on an error before anything was tried")
     sub.add_argument("source", metavar="PATH|GIT_URL", help="a local folder (a git working tree, a bare repository "
                      "or a plain folder) or a git URL")
     sub.add_argument("--path", metavar="DIR", help="the cluster folder to apply (default: the folder given inside "
@@ -46,6 +46,10 @@ def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                      "branch; a working tree as it is, uncommitted changes included)")
     sub.add_argument("--timeout", type=_duration, default=600.0, metavar="DURATION",
                      help="how long to wait for everything to be Ready (default 10m)")
+    sub.add_argument("--wait-for-transient", action="store_true",
+                     help="wait the whole --timeout even when nothing can progress (by default it ends once every "
+                          "object not Ready has failed with the same reason for 60s, or two of its retryIntervals, "
+                          "or waits for one that has)")
     sub.add_argument("--output", "-o", choices=("table", "json"), default="table", help="the report's form")
     sub.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
                      help="fetch charts whose URL starts with FROM from TO instead (repeatable; the operator's flag)")
@@ -139,7 +143,7 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
         return result
     planned = plan.plan(served, found, path, objects, plan.key_entries(args.decrypt))
     repository.publish(served, planned.branches, planned.tags, planned.refs)
-    result.flux, result.made = planned.flux, planned.made
+    result.flux, result.made, result.left_out = planned.flux, planned.made, planned.left_out
     _say(f"▶ the cluster folder {path or '.'}: {len(objects)} objects; the sandbox and the operator"
          f"{' (--flux-api: the tree holds Flux kinds)' if planned.flux else ''} starting")
     processes.start_operator(children, processes.Options(planned.flux, args.chart_mirror, planned.git_mirrors,
@@ -150,20 +154,22 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
         _say(f"▶ the web UI: {children.ui}")
     _say(f"▶ applying, then following (at most {args.timeout:.0f}s); KUBECONFIG={children.kubeconfig}")
     try:
-        result.table, result.verdict = asyncio.run(_follow(children.kubeconfig, planned, args.timeout))
+        result.table, result.verdict = asyncio.run(_follow(children.kubeconfig, planned, args.timeout,
+                                                           args.wait_for_transient))
     except Failed as exc:  # the sandbox went away: what the operator's process said last
         raise Failed(f"{exc}\n{children.tail('operator')}") from None
     result.seconds = time.monotonic() - started
     return result
 
 
-async def _follow(kubeconfig: Path, planned: plan.Plan, timeout: float) -> tuple[dict[str, Tracked], str]:
+async def _follow(kubeconfig: Path, planned: plan.Plan, timeout: float,
+                  patient: bool) -> tuple[dict[str, Tracked], str]:
     kube = Kube(Connection.from_kubeconfig(str(kubeconfig), None))
     try:
         started = time.monotonic()
         refused = await cluster.apply(kube, planned.applied)
         return await cluster.follow(kube, cluster.followed_kinds(planned.flux), refused, started, timeout,
-                                    Live(sys.stderr))
+                                    Live(sys.stderr), patient)
     except KubeError as exc:
         raise Failed(f"the sandbox's API said: {exc.message}") from None
     finally:

@@ -1,6 +1,7 @@
 """``helmop try`` against the sandbox, through the API client: the cluster folder's objects applied server-side
 (their namespaces made when missing, as a cluster would already have them), then every object helmop reconciles
-followed until all are Ready or what is not can no longer become so, or the time is up."""
+followed until all are Ready, or what is not can no longer become so (stuck) or has failed alike for its patience
+(failing: :mod:`.states`; unless --wait-for-transient), or the time is up."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from helmop.api.kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, JENKINS, Kind
 from helmop.api.manifests import Manifest
 from helmop.infra.kube import Kube, KubeError
 
-from .states import Tracked, applied_by, block, observe, verdict, waits_for
+from .states import Tracked, applied_by, block, failing, observe, patience, verdict, waits_for
 
 MANAGER = "helmop-try"
 POLL = 0.5  # seconds between two looks at the sandbox (a local API server)
-FIRST = {"Namespace": 0, "CustomResourceDefinition": 1}  # applied first, in this order
+# Applied first, in this order: identities before the syncs that take them (a first reconcile is not Forbidden)
+FIRST = {"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 2, "Role": 2,
+         "ClusterRoleBinding": 3, "RoleBinding": 3}
 
 
 def followed_kinds(flux: bool) -> list[Kind]:
@@ -29,7 +32,7 @@ async def apply(kube: Kube, objects: list[Manifest]) -> list[Tracked]:
     """Apply every object (Namespaces, then CRDs, then the rest); those the API refused, as Refused."""
     refused = []
     made: set[str] = set()
-    for item in sorted(objects, key=lambda i: FIRST.get(i.kind, 2)):
+    for item in sorted(objects, key=lambda i: FIRST.get(i.kind, 4)):
         obj = item.obj
         meta = dict(obj.get("metadata") or {})
         try:
@@ -90,6 +93,11 @@ def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: f
         item.state, item.reason, item.message = observe(obj)
         item.after, item.needs = waits_for(obj)
         item.parent = applied_by(obj)
+        item.patience = patience(obj)
+        item.seen, item.since = (meta.get("generation"), item.state, item.reason), elapsed
+        if before is not None and before.seen[:1] == item.seen[:1] and \
+                (item.state == "Progressing" or before.seen == item.seen):
+            item.seen, item.since = before.seen, before.since  # a retry in progress does not reset the clock
         if item.ok:
             item.ready_after = before.ready_after if before is not None and before.ok else round(elapsed, 1)
         table[item.key] = item
@@ -99,18 +107,25 @@ def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: f
 
 
 async def follow(kube: Kube, kinds: list[Kind], refused: list[Tracked], started: float, timeout: float,
-                 show: Callable[[dict[str, Tracked], float], None]) -> tuple[dict[str, Tracked], str]:
-    """Follow until a verdict ("converged", "stuck") holds for two looks in a row, or "timeout"."""
+                 show: Callable[[dict[str, Tracked], float], None],
+                 patient: bool = False) -> tuple[dict[str, Tracked], str]:
+    """Follow until a verdict ("converged", "stuck", "failing" unless ``patient``) holds for two looks in a row,
+    or "timeout"."""
     table: dict[str, Tracked] = {item.key: item for item in refused}
     last: set[tuple[str, str]] | None = None
     while True:
         elapsed = time.monotonic() - started
         _update(table, await _listed(kube, kinds), elapsed)
-        block(table)
+        failed = set() if patient else failing(table, elapsed)
+        block(table, failed)
         show(table, elapsed)
-        found = verdict(table) if table else "empty"  # none of what was applied is followed
+        found = verdict(table, failed) if table else "empty"  # none of what was applied is followed
         states = {(k, item.state) for k, item in table.items()}
         if found and states == last:
+            for name in failed:
+                item = table[name]
+                item.message = f"the same for {elapsed - item.since:.0f}s ({item.state}: {item.reason or '-'}): " \
+                               f"{item.message}"
             return table, found
         if elapsed > timeout:
             for item in table.values():

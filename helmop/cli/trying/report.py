@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .states import SETTLED, Tracked, ordered, titles
+from .states import PATIENCE, SETTLED, Tracked, ordered, titles
 
 ICONS = {"Ready": "✔", "Suspended": "‖", "Progressing": "…", "Waiting": "…"}  # anything else: ✗
 MESSAGE = 160  # characters of a message in a progress line or a table cell (the failures say it whole)
@@ -64,10 +65,11 @@ class Result:
     commit: str
     path: str  # the cluster folder
     flux: bool
-    verdict: str  # converged, stuck, timeout, empty (nothing followed), broken (the cluster folder)
+    verdict: str  # converged, stuck, failing (ended early), timeout, empty (nothing followed), broken (the folder)
     seconds: float
     table: dict[str, Tracked] = field(default_factory=dict)
     made: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # the objects of Flux's install not applied
     broken: str = ""  # why the cluster folder does not build
     kept: dict[str, str] = field(default_factory=dict)  # --keep: kubeconfig, log file, stop script
     ui: str = ""
@@ -75,6 +77,17 @@ class Result:
     @property
     def converged(self) -> bool:
         return self.verdict == "converged"
+
+    @property
+    def ended_early(self) -> str | None:
+        """Why it ended before the timeout while objects could still be retried (verdict "failing")."""
+        if self.verdict != "failing":
+            return None
+        roots = [item.title for item in ordered(self.table) if item.state in ("Failed", "Waiting")]
+        return (f"ended before the timeout: nothing could progress. {', '.join(roots)} kept failing (or waiting for "
+                f"what the cluster does not have) with the same reason for {PATIENCE:.0f}s or more (two of its "
+                "retryIntervals when longer), and everything else not Ready waits for it or is stuck; "
+                "--wait-for-transient waits for the whole --timeout instead")
 
     def failures(self) -> list[dict[str, str]]:
         """What is not Ready, the causes first (what is Blocked waits for one of them)."""
@@ -102,7 +115,7 @@ def as_json(result: Result) -> str:
     out: dict[str, Any] = {"source": result.source, "commit": result.commit, "path": result.path or ".",
                            "fluxApi": result.flux, "converged": result.converged, "verdict": result.verdict,
                            "seconds": round(result.seconds, 1), "objects": objects, "failures": result.failures(),
-                           "made": result.made}
+                           "endedEarly": result.ended_early, "made": result.made, "leftOut": result.left_out}
     if result.ui:
         out["ui"] = result.ui
     if result.kept:
@@ -128,9 +141,15 @@ def _summary(result: Result) -> str:
         text = f"\n✔ {total} objects Ready in {result.seconds:.1f}s ({where})\n"
     else:
         failures = result.failures()
-        text = f"\n✗ not converged ({result.verdict}, {result.seconds:.1f}s; {where}):\n" + "".join(
+        text = f"\n✗ not converged ({result.verdict}, {result.seconds:.1f}s; {where}):\n"
+        text += f"  {result.ended_early}\n" if result.ended_early else ""
+        text += "".join(
             f"  ✗ {f['object']}: {f['state']} {f['reason']}: {f['message']}\n" for f in failures)
     text += "".join(f"  (made: {made})\n" for made in result.made)
+    if result.left_out:
+        kinds = Counter(title.partition(" ")[0] for title in result.left_out)
+        text += (f"  (left out of Flux's install: {', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}: "
+                 "helmop replaces Flux's controllers and serves Flux's kinds)\n")
     if result.ui:
         text += f"web UI: {result.ui}\n"
     return text

@@ -4,8 +4,13 @@ and whether the whole has converged or is stuck. Pure: no I/O.
 An object is Ready (its Ready condition true, for its current generation), Suspended (spec.suspend: left alone,
 and counted as settled), Progressing (no verdict yet for its generation, or the operator is at work), Waiting (for
 a dependency), Failed (the operator will try again), Stalled (it will not, until the spec changes: Stalled=True),
-Blocked (it waits for something Stalled, Blocked or Refused), Refused (the API server refused to create it) or
-TimedOut (not Ready when --timeout ran out)."""
+Blocked (it waits for something Stalled, Blocked, Refused or failing), Refused (the API server refused to create it)
+or TimedOut (not Ready when --timeout ran out).
+
+Failing: Failed with the same reason (for the same generation) for its patience - the longer of PATIENCE and two of
+its retryIntervals - or Waiting that long for an object the cluster does not have. The operator retries a failure
+with a backoff from 2 s doubling, so PATIENCE sees four retries or more say the same: transient failures (an API
+server starting, a race between two syncs) are over by then, and what is left needs a change."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from helmop.api.durations import parse_duration
 from helmop.api.kinds import FLUX_GROUPS, FLUX_KUSTOMIZE, FLUX_SOURCE, GROUP
 from helmop.reconcile.sync import OWNER_LABEL
 
@@ -20,6 +26,8 @@ SETTLED = ("Ready", "Suspended")
 TERMINAL = ("Stalled", "Blocked", "Refused", "TimedOut")
 WAITING_REASONS = ("DependencyNotReady", "DependencyNotFound", "SourceNotReady")
 SOURCES = ("GitRepository", "HelmRepository", "OCIRepository", "Bucket", "HelmChart", "ExternalArtifact")
+PATIENCE = 60.0  # seconds an unchanged failure is given before it counts as failing (see the module's rule)
+RETRY_ON_FAILURE = 300.0  # a HelmRelease's retryInterval under RetryOnFailure when it gives none (Flux's 5m)
 
 
 @dataclass
@@ -35,6 +43,9 @@ class Tracked:
     needs: tuple[str, ...] = ()  # keys of what it waits for: its dependsOn and its source
     parent: str = ""  # the key of the ConfigSync or Kustomization that applied it
     ready_after: float | None = None  # seconds from the apply to when it (last) became Ready
+    seen: tuple[Any, ...] = ()  # (generation, state, reason) last observed other than Progressing
+    since: float = 0.0  # seconds from the apply to when ``seen`` was first observed
+    patience: float = PATIENCE
 
     @property
     def key(self) -> str:
@@ -119,27 +130,62 @@ def applied_by(obj: dict[str, Any]) -> str:
     return key(*(("Kustomization", FLUX_KUSTOMIZE) if flux else ("ConfigSync", GROUP)), namespace, name)
 
 
-def block(table: dict[str, Tracked]) -> None:
-    """Mark Blocked what waits, directly or not, for something that will not become Ready by itself."""
+def patience(obj: dict[str, Any]) -> float:
+    """How long an unchanged failure of ``obj`` is waited for: PATIENCE, or two of its retryIntervals (a
+    Kustomization's or ConfigSync's; a HelmRelease's under the RetryOnFailure strategy) when longer."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    intervals = [spec.get("retryInterval")]
+    for action in ("install", "upgrade"):
+        strategy = (spec.get(action) or {}).get("strategy") if isinstance(spec.get(action), dict) else None
+        if isinstance(strategy, dict) and strategy.get("name") == "RetryOnFailure":
+            intervals.append(strategy.get("retryInterval") or RETRY_ON_FAILURE)
+    seconds = [PATIENCE]
+    for interval in intervals:
+        try:
+            seconds.append(2 * (interval if isinstance(interval, float) else parse_duration(str(interval))))
+        except ValueError:  # none, or not a duration: the operator says so on the object
+            continue
+    return max(seconds)
+
+
+def failing(table: dict[str, Tracked], elapsed: float) -> set[str]:
+    """The keys of what has failed with an unchanged reason for its patience, or waited that long for an object
+    the cluster does not have (see the module's rule)."""
+    out = set()
+    for name, item in table.items():
+        missing = item.state == "Waiting" and any(k not in table for k in item.needs)
+        if (item.state == "Failed" or missing) and elapsed - item.since >= item.patience:
+            out.add(name)
+    return out
+
+
+def block(table: dict[str, Tracked], failed: set[str] | None = None) -> None:
+    """Mark Blocked what waits, directly or not, for something that will not become Ready by itself (``failed``:
+    the keys of what is failing, see :func:`failing`)."""
+    failed = failed or set()
     changed = True
     while changed:
         changed = False
         for item in table.values():
-            if item.ok or item.state in TERMINAL:
+            if item.ok or item.state in TERMINAL or item.key in failed:
                 continue
-            stuck = [table[k] for k in item.needs if k in table and table[k].state in TERMINAL]
+            stuck = [table[k] for k in item.needs if k in table and (table[k].state in TERMINAL or k in failed)]
             if stuck:
                 item.state, item.reason = "Blocked", "DependencyStuck"
                 item.message = f"waits for {stuck[0].title}, which is {stuck[0].state}"
                 changed = True
 
 
-def verdict(table: dict[str, Tracked]) -> str:
-    """"converged" (everything Ready or Suspended), "stuck" (what is not can no longer become so), or ""."""
+def verdict(table: dict[str, Tracked], failed: set[str] | None = None) -> str:
+    """"converged" (everything Ready or Suspended), "stuck" (what is not can no longer become so), "failing" (what
+    is not is stuck or failing: nothing can progress), or ""."""
     if all(item.ok for item in table.values()):
         return "converged"
     if all(item.ok or item.state in TERMINAL for item in table.values()):
         return "stuck"
+    if failed and all(item.ok or item.state in TERMINAL or item.key in failed for item in table.values()):
+        return "failing"
     return ""
 
 
