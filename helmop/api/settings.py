@@ -49,6 +49,9 @@ class Tunables:
     retry_period: float = 2.0
     api_check: float = 5.0  # how often readiness asks the API server
     flux_check: float = 10.0  # --flux-api: how often Flux's leader Leases are read (controllers.fluxgate)
+    # --flux-api: the versions Flux has removed are served too, their fields read as the served version's
+    # (api.flux.upgrade); False with --flux-api=current
+    flux_removed_versions: bool = True
     termination_deadline: float = 4.5  # after SIGTERM; a pod's default grace period is 30 s
     cel_timeout: float = 1.0  # one object's health expressions
     yaml_timeout: float = 30.0  # one large YAML document (a few MiB of dense YAML take a few seconds)

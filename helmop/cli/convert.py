@@ -25,7 +25,7 @@ import yaml
 
 from helmop.api import k8syaml, yamlc
 from helmop.api.flux.convert import Refused, convert
-from helmop.api.flux.spec import FieldPath
+from helmop.api.flux.paths import FieldPath
 from helmop.api.manifests import YamlProblem, is_manifest
 from helmop.sources.git import Limits
 

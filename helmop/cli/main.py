@@ -381,10 +381,12 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--git-mirror", action="append", metavar="FROM=TO", default=[],
                      help="fetch git repositories whose URL starts with FROM from TO instead (repeatable): "
                           "GitRepositories written for a public host, unchanged behind a mirror")
-    run.add_argument("--flux-api", action="store_true",
+    run.add_argument("--flux-api", nargs="?", const="all", choices=("all", "current"), metavar="current",
                      help="serve and reconcile Flux's kinds too (HelmRelease v2, GitRepository, HelmRepository, "
                           "OCIRepository, Kustomization; Provider and Alert v1beta3) with Flux's semantics: a Flux "
-                          "cluster moves over unchanged")
+                          "cluster moves over unchanged. The versions Flux has removed (HelmRelease v2beta1, "
+                          "Kustomization v1beta2, ...) are served too, read as the current ones with a Warning; "
+                          "--flux-api=current serves only the versions Flux serves")
     run.add_argument("--flux-namespace", metavar="NAMESPACE", default="flux-system",
                      help="with --flux-api: the namespace of Flux's controllers, whose leader Leases say whether they "
                           "still run (Flux's kinds are not served until they stop; default: flux-system)")

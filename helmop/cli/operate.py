@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
                          leader_election_namespace=args.leader_election_namespace or _own_namespace())
     cfg.chart_mirrors = _mirrors(args.chart_mirror, "--chart-mirror")
     cfg.git_mirrors = _mirrors(args.git_mirror, "--git-mirror")
-    cfg.flux_api = args.flux_api
+    cfg.flux_api = args.flux_api is not None
+    if args.flux_api == "current":
+        cfg.tunables = replace(cfg.tunables, flux_removed_versions=False)
     cfg.flux_namespace = args.flux_namespace
     try:
         cfg.allow_notify_cidrs = tuple(str(Policy.notifications([c]).allowed[0]) for c in args.allow_notify_cidr)

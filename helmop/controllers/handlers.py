@@ -76,6 +76,7 @@ from . import (
     buckets,
     chartsources,
     configsyncs,
+    fluxversions,
     generators,
     gitrepositories,
     helmcharts,
@@ -362,7 +363,7 @@ def _notification_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: 
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.key}-seen")
     async def seen(body: kopf.Body, type: str, **_: Any) -> None:
-        await notifications.seen(ctx, kind, slim(dict(body)), type)
+        await notifications.seen(ctx, kind, slim(fluxversions.noted(kind, dict(body))), type)
 
     del seen  # registered; kept only by kopf
 
@@ -372,9 +373,10 @@ FLUX_REQUESTS = {FLUX_REQUESTED_AT: REQUESTED_AT, FLUX_RESET_AT: RESET_AT, FLUX_
 
 def _as_read(controller: Controller, body: dict[str, Any]) -> dict[str, Any]:
     """An object as kept and reconciled (:func:`slim`); a Flux object with the requests `flux reconcile` makes
-    (``reconcile.fluxcd.io/requestedAt``, ``resetAt``, ``forceAt``) under helmop's names. In memory only:
-    nothing writes an object's annotations back."""
-    body = slim(body)
+    (``reconcile.fluxcd.io/requestedAt``, ``resetAt``, ``forceAt``) under helmop's names, and the removed
+    versions it was written in (:func:`fluxversions.noted`). In memory only: nothing writes an object's
+    annotations back."""
+    body = slim(fluxversions.noted(controller.resource, body))
     annotations = body["metadata"].get("annotations") or {}
     asked = {ours: annotations[theirs] for theirs, ours in FLUX_REQUESTS.items()
              if controller.resource.flux and theirs in annotations}
@@ -439,6 +441,7 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
     may be elsewhere: ``spec.kubeConfig``'s cluster)."""
     async def reconcile(body: dict[str, Any]) -> Outcome:
         try:
+            body = await fluxversions.read(ctx, controller.resource, body, warn=False)
             flux_spec.check(controller.resource, body.get("spec") or {})
         except SpecError as exc:
             status = read_status(controller.resource, controller.status, body)
@@ -448,6 +451,7 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
 
     async def finalize(body: dict[str, Any]) -> Outcome:
         try:
+            body = await fluxversions.read(ctx, controller.resource, body)
             flux_spec.check(controller.resource, body.get("spec") or {})
         except SpecError as exc:
             this = Resource(body)

@@ -18,6 +18,7 @@ from helmop.infra.addresses import check_url
 from helmop.reconcile.health import check_expression
 from helmop.reconcile.settle import outcome
 
+from . import fluxversions
 from .context import Context
 from .status import read_status, write_status
 
@@ -32,6 +33,7 @@ async def seen(ctx: Context, kind: Kind, body: dict[str, Any], event: str) -> No
         return
     try:
         if kind.flux:
+            body = await fluxversions.read(ctx, kind, body)
             flux_spec.check(kind, body.get("spec") or {})
         if provider:
             provider_spec = _provider(ctx, body)

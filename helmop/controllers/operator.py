@@ -94,14 +94,14 @@ _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 _DEFINITION = "helmop.dev/definition"  # the digest of the definition helmop last applied to a CRD
 
 
-async def install_crds(kube: Kube, flux: bool = False) -> None:
+async def install_crds(kube: Kube, flux: bool = False, removed: bool = True) -> None:
     """Create or update helmop's CRDs (server-side apply) and wait until they are served; and the ClusterRoles
     that aggregate its kinds into the user-facing roles. With ``flux``, Flux's CRDs too where the cluster has
-    none (a cluster moving from Flux keeps Flux's own). The CRDs are read in one list and applied at once, each
-    only where it differs from what helmop applied last: an operator restarting on a cluster that has them writes
-    nothing."""
+    none (a cluster moving from Flux keeps Flux's own), with the versions Flux has removed if ``removed``. The
+    CRDs are read in one list and applied at once, each only where it differs from what helmop applied last: an
+    operator restarting on a cluster that has them writes nothing."""
     live = {c["metadata"]["name"]: c for c in ((await kube.get(_CRDS)) or {}).get("items") or []}
-    wanted = crds.definitions() + (flux_crds.definitions() if flux else [])
+    wanted = crds.definitions() + (flux_crds.definitions(removed) if flux else [])
     await asyncio.gather(*(_install_crd(kube, crd, live.get(crd["metadata"]["name"])) for crd in wanted))
     for role in roles.definitions():  # helmop's kinds in the cluster's admin, edit and view roles
         try:
@@ -178,7 +178,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
     background = [asyncio.create_task(_forward(stop_flag, halt))]
     try:
         if cfg.install_crds:
-            await install_crds(kube, cfg.flux_api)
+            await install_crds(kube, cfg.flux_api, cfg.tunables.flux_removed_versions)
         services = await _services(cfg, kube, helm)
         ready = ready_flag if ready_flag is not None else asyncio.Event()
         probes = Probes(kube, services.metrics, api_every=cfg.tunables.api_check)

@@ -8,6 +8,9 @@ webhook's Service must select a workload the sandbox reports Ready, and then the
 with a warning, provided the two versions' schemas agree (else the sandbox cannot stand in for the
 conversion, and says so). A webhook given by ``url`` is not called either. Failures are worded as
 kube-apiserver words a failed conversion (an error that is not a Status: 500, no reason).
+
+A request in a version the CRD marks ``deprecated`` gets that version's ``deprecationWarning`` as a Warning
+(every verb, as kube-apiserver's custom resource handler adds it), or kube-apiserver's own wording without one.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from .apiserver import CRD_KEY
 from .errors import ApiError
-from .kinds import ResourceType
+from .kinds import ResourceType, version_priority
 from .network import Network, Unreachable
 from .store import Store
 
@@ -25,6 +28,20 @@ TIMEOUT = 30  # seconds: kube-apiserver's fixed timeout for conversion webhooks
 
 def _schema(version: dict[str, Any]) -> Any:
     return (version.get("schema") or {}).get("openAPIV3Schema")
+
+
+def deprecation(store: Store, rt: ResourceType) -> list[str]:
+    """The Warning of a request in ``rt``'s version, if its CRD marks that version deprecated."""
+    spec = (store.get(CRD_KEY, "", f"{rt.plural}.{rt.group}") or {}).get("spec") or {}
+    versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
+    this: dict[str, Any] = next((v for v in versions if v.get("name") == rt.version), {})
+    if not this.get("deprecated"):
+        return []
+    if this.get("deprecationWarning") is not None:
+        return [str(this["deprecationWarning"])]
+    said = f"{rt.group}/{rt.version} {rt.kind} is deprecated"
+    current = sorted((str(v.get("name")) for v in versions if not v.get("deprecated")), key=version_priority)
+    return [f"{said}; use {rt.group}/{current[0]} {rt.kind}" if current else said]
 
 
 def check(store: Store, network: Network, rt: ResourceType, method: str) -> list[str]:

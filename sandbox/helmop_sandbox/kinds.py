@@ -191,7 +191,7 @@ class Registry:
             if rt.version not in versions:
                 versions.append(rt.version)
         for group, versions in out.items():
-            versions.sort(key=_version_priority)
+            versions.sort(key=version_priority)
             out[group] = versions
         # kube-apiserver lists groups in its APIServices' order: priority first (every built-in group's is above
         # the 1000 each CRD group gets), then the APIService's name, "<version>.<group>". So kubectl resolves a
@@ -202,7 +202,7 @@ class Registry:
         return builtin | {g: out[g] for g in ranked}
 
 
-def _version_priority(version: str) -> tuple[int, int, int]:
+def version_priority(version: str) -> tuple[int, int, int]:
     """Kubernetes version ordering: GA before beta before alpha, higher numbers first."""
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
     if not m:

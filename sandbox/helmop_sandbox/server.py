@@ -266,8 +266,9 @@ class HttpApi:
         attributes = self._attributes(request, target)
         if who is not None:
             self.authz.check(who, attributes)
-        converted = conversion.check(self.api.store, self.network, target.rt, request.method) if target.rt.custom \
-            else []
+        converted = [*conversion.deprecation(self.api.store, target.rt),
+                     *conversion.check(self.api.store, self.network, target.rt, request.method)] \
+            if target.rt.custom else []
         if self.faults is None:
             response = await self._serve(request, target, who)
         else:

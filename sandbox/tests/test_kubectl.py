@@ -291,3 +291,38 @@ def test_crd_validation_rules_with_cel(run: Run, namespace: str) -> None:
         .replace("plural: pools", "plural: broken")
     refused = run("kubectl", "apply", "-f", "-", stdin=broken, check=False)
     assert refused.returncode != 0 and "compilation failed" in refused.stderr
+
+
+def test_a_deprecated_version_warns_on_every_request_in_it(run: Run, namespace: str) -> None:
+    """kube-apiserver's custom resource handler: a request in a version marked ``deprecated`` gets its
+    ``deprecationWarning``, or "<group>/<version> <Kind> is deprecated; use <group>/<newest> <Kind>" without one;
+    the object is stored once (strategy None: only the apiVersion differs) and managedFields say what was used."""
+    group = f"{namespace}.deprecation.test"
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"size": {"type": "integer"}}}}}}
+    said = f"{group}/v1beta1 Widget is deprecated (removed in 2.0): use {group}/v1"
+    versions = [{"name": "v1", "served": True, "storage": True, "schema": schema},
+                {"name": "v1beta1", "served": True, "storage": False, "schema": schema, "deprecated": True,
+                 "deprecationWarning": said},
+                {"name": "v1alpha1", "served": True, "storage": False, "schema": schema, "deprecated": True}]
+    run("kubectl", "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "versions": versions,
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"}}}))
+    kubectl = ("kubectl", "-n", namespace)
+    try:
+        widget = {"apiVersion": f"{group}/v1beta1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}}
+        applied = run(*kubectl, "apply", "--server-side", "-f", "-", stdin=json.dumps(widget))
+        assert f"Warning: {said}" in applied.stderr
+        read = run(*kubectl, "get", f"widgets.v1beta1.{group}", "w", "-o", "json")
+        assert f"Warning: {said}" in read.stderr and json.loads(read.stdout)["apiVersion"] == f"{group}/v1beta1"
+        alpha = run(*kubectl, "get", f"widgets.v1alpha1.{group}", "w")
+        assert f"Warning: {group}/v1alpha1 Widget is deprecated; use {group}/v1 Widget" in alpha.stderr
+        current = run(*kubectl, "get", f"widgets.v1.{group}", "w", "-o", "json", "--show-managed-fields")
+        assert "Warning" not in current.stderr
+        stored = json.loads(current.stdout)
+        assert stored["apiVersion"] == f"{group}/v1" and stored["spec"] == {"size": 3}
+        assert [e["apiVersion"] for e in stored["metadata"]["managedFields"]] == [f"{group}/v1beta1"]
+    finally:
+        run("kubectl", "delete", "crd", f"widgets.{group}")

@@ -4,6 +4,12 @@ Made from helmop's own CRDs of the same kinds (the one internal model uses Flux'
 groups, versions and names. Their spec keeps unknown fields, so that a field of Flux's API helmop does not
 implement reaches the adapter (:mod:`helmop.api.flux.spec`), which refuses it by name, rather than being
 pruned by the API server unseen; their status is Flux's shape (:mod:`helmop.api.flux.status`).
+
+The versions Flux has removed are served too (unless ``removed`` is False: ``--flux-api=current``), deprecated,
+with the same schema and no conversion but the apiVersion's (``strategy: None``, as Flux's own CRDs converted
+between versions). The fields only they had survive storage (the storage version's schema prunes what it does
+not name, at any depth: each object that held one keeps its unknown fields too), and the adapter reads them
+(:mod:`helmop.api.flux.upgrade`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from typing import Any
 
 from helmop.api import crds, kinds
 from helmop.api.kinds import ALERT, FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, HELMOP, PROVIDER, RECEIVER, Kind
+
+from . import versions
 
 PAIRS = tuple(zip(
     (HELMOP.helmrelease, HELMOP.gitrepository, HELMOP.helmrepository, HELMOP.ocirepository, HELMOP.configsync,
@@ -35,7 +43,8 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
     return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
-def definitions() -> list[dict[str, Any]]:
+def definitions(removed: bool = True) -> list[dict[str, Any]]:
+    """The CRDs, each with the version Flux serves and (``removed``) those Flux has removed."""
     out = []
     for ours, theirs in PAIRS:
         crd = copy.deepcopy(next(c for c in crds.definitions() if c["spec"]["names"]["kind"] == ours.kind
@@ -52,8 +61,33 @@ def definitions() -> list[dict[str, Any]]:
         _open_kinds(schema["properties"]["spec"])
         schema["properties"]["status"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
                                           "description": f"Flux's {theirs.kind} status, as Flux writes it."}
+        if removed:
+            _keep_removed_fields(theirs, schema["properties"]["spec"])
+            crd["spec"]["versions"] += _removed_versions(theirs, version)
+            crd["spec"]["conversion"] = {"strategy": "None"}
         out.append(crd)
     return out
+
+
+def _removed_versions(kind: Kind, served: dict[str, Any]) -> list[dict[str, Any]]:
+    """The versions of ``kind`` Flux has removed, served as ``served`` is, deprecated, never stored."""
+    known = versions.flux_kind(kind.api_version, kind.kind)
+    if known is None:  # every kind of PAIRS is in the table (a unit test says so)
+        return []
+    return [{**copy.deepcopy(served), "name": version, "served": True, "storage": False, "deprecated": True,
+             "deprecationWarning": versions.deprecation(known, version)} for version, _ in known.removed]
+
+
+def _keep_removed_fields(kind: Kind, spec: dict[str, Any]) -> None:
+    """Every object of ``spec``'s schema that held a field of a removed version keeps its unknown fields."""
+    known = versions.flux_kind(kind.api_version, kind.kind)
+    for pattern, _ in known.gone if known else ():
+        node = spec
+        for part in pattern.removeprefix("spec.").split(".")[:-1]:
+            node = node.get("properties", {}).get(part.removesuffix("[]")) or {}
+            node = (node.get("items") or {}) if part.endswith("[]") else node
+        if "properties" in node:
+            node["x-kubernetes-preserve-unknown-fields"] = True
 
 
 def _open_kinds(node: dict[str, Any]) -> None:

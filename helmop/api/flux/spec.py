@@ -10,8 +10,7 @@ from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
 
 from .crds import PAIRS, spec_schema
-
-FieldPath = tuple[str | int, ...]  # ("spec", "postRenderers", 0, "kustomize"): keys and list indexes
+from .paths import FieldPath, dotted
 
 
 def check(kind: Kind, spec: dict[str, Any]) -> None:
@@ -31,11 +30,6 @@ def unknown_fields(kind: Kind, spec: dict[str, Any]) -> list[FieldPath]:
 
 def unsupported(kind: Kind, path: FieldPath) -> str:
     return f"{dotted(path)} is not implemented by helmop; remove it, or keep this {kind.kind} on Flux's controllers"
-
-
-def dotted(path: FieldPath) -> str:
-    """``spec.postRenderers[0].kustomize``, as Flux's documentation writes a field."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
 
 
 def _unknown(value: Any, schema: dict[str, Any], at: FieldPath) -> list[FieldPath]:

@@ -1,10 +1,11 @@
 """The API versions of Flux's kinds: the one Flux serves today, those it has removed (and in which release), and
 the fields that did not survive into the served version. Pure.
 
-A manifest of a removed version (``helm.toolkit.fluxcd.io/v2beta1``) is no object of a cluster's Flux any more,
-nor one helmop serves: ``helmop convert`` names it as such, where it would otherwise pass it over as not being
-Flux's. Rewriting the apiVersion (what ``flux migrate -f`` does) is not always enough: a field the served version
-has no more (a HelmRelease's ``valuesFile``) would be pruned by Flux's CRD unseen, so each is named too.
+A manifest of a removed version (``helm.toolkit.fluxcd.io/v2beta1``) is no object of a cluster's Flux any more:
+``helmop convert`` names it as such, where it would otherwise pass it over as not being Flux's. Rewriting the
+apiVersion (what ``flux migrate -f`` does) is not always enough: a field the served version has no more (a
+HelmRelease's ``valuesFile``) would be pruned by Flux's CRD unseen, so each is named too. The operator serves
+the removed versions all the same (``--flux-api``, unless ``=current``): :mod:`.upgrade` reads their fields.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 
 from helmop.api.kinds import FLUX, FLUX_ALERT, FLUX_IMAGES, FLUX_PROVIDER, FLUX_RECEIVER, Kind
 
-from .spec import FieldPath, dotted
+from .paths import FieldPath, dotted
 
 _BETAS_2_7_AND_2_8 = (("v1beta1", "2.7"), ("v1beta2", "2.8"))
 _BETAS_2_7_AND_2_9 = (("v1beta1", "2.7"), ("v1beta2", "2.9"))
 _PATCHES = "use spec.patches (each with its patch and an optional target)"
+_NEVER_USED = "remove it: it was never used"
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,11 @@ KINDS = (
         ("spec.patchesStrategicMerge", _PATCHES), ("spec.patchesJson6902", _PATCHES))),
     _served(FLUX.gitrepository, _BETAS_2_7_AND_2_8, (
         ("spec.gitImplementation", "remove it: go-git is the only implementation"),
-        ("spec.accessFrom", "remove it: it was never used"))),
+        ("spec.accessFrom", _NEVER_USED))),
     _served(FLUX.helmrepository, _BETAS_2_7_AND_2_8),
-    _served(FLUX.helmchart, _BETAS_2_7_AND_2_8, (("spec.valuesFile", "use spec.valuesFiles, a list"),)),
-    _served(FLUX.bucket, _BETAS_2_7_AND_2_8),
+    _served(FLUX.helmchart, _BETAS_2_7_AND_2_8, (("spec.valuesFile", "use spec.valuesFiles, a list"),
+                                                 ("spec.accessFrom", _NEVER_USED))),
+    _served(FLUX.bucket, _BETAS_2_7_AND_2_8, (("spec.accessFrom", _NEVER_USED),)),
     _served(FLUX.ocirepository, (("v1beta2", "2.8"),)),
     _served(FLUX.externalartifact, ()),
     _served(FLUX.artifactgenerator, ()),
@@ -106,6 +109,13 @@ def refusals(obj: dict[str, Any]) -> list[Refusal]:
     return [removed, *(Refusal("RemovedField", f"{dotted(path)} is not in {known.served_api_version}: {instead}", path)
                        for pattern, instead in known.gone
                        for path in _present(obj, pattern.replace("[]", ".[]").split(".")))]
+
+
+def deprecation(known: FluxKind, version: str) -> str:
+    """What the API server says of each request in ``version``, one of ``known``'s removed versions (its CRD's
+    ``deprecationWarning``)."""
+    return (f"{known.group}/{version} {known.kind} is deprecated (removed in Flux {dict(known.removed)[version]}): "
+            f"use {known.served_api_version}")
 
 
 def note(api_version: str, kind: str) -> str:

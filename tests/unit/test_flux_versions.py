@@ -1,0 +1,217 @@
+"""Flux's removed API versions, served (--flux-api): each CRD serves them deprecated beside the current version,
+and every field only they had is read as the current version's (Flux's deprecation notes) or dropped where the
+last Flux serving it ignored it, never lost unsaid; the object's managedFields say which version it was written
+in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from helmop.api.errors import SpecError
+from helmop.api.flux import convert, upgrade, versions
+from helmop.api.flux import crds as flux_crds
+from helmop.api.flux import spec as flux_spec
+from helmop.api.flux.crds import PAIRS
+from helmop.api.helmrelease import parse_spec
+from helmop.api.kinds import FLUX, HELMOP
+from helmop.api.objects import slim
+from helmop.api.specs import PARSERS
+from helmop.cli.main import parser
+from helmop.controllers import fluxversions
+from tests.tools import ROOT, tool
+
+HELM = "helm.toolkit.fluxcd.io"
+DEPLOYMENT_PATCH = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web.app"},
+                    "spec": {"replicas": 2}}
+LABEL_PATCH = {"target": {"kind": "Service", "name": "web"},
+               "patch": [{"op": "add", "path": "/metadata/labels/tier", "value": "front"}]}
+
+
+def test_each_crd_serves_flux_s_removed_versions_deprecated_beside_the_current_one() -> None:
+    for crd in flux_crds.definitions():
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        known = versions.flux_kind(f"{group}/x", kind)
+        assert known is not None
+        current, *removed = crd["spec"]["versions"]
+        assert (current["name"], current["storage"]) == (known.served, True)
+        assert [v["name"] for v in removed] == [version for version, _ in known.removed]
+        for version in removed:
+            assert version["served"] and not version["storage"] and version["deprecated"]
+            assert version["schema"] == current["schema"]  # so the fields only they had survive storage
+            assert version["deprecationWarning"] == (
+                f"{group}/{version['name']} {kind} is deprecated (removed in Flux "
+                f"{dict(known.removed)[version['name']]}): use {known.served_api_version}")
+        assert crd["spec"].get("conversion", {"strategy": "None"}) == {"strategy": "None"}
+    by_name = {c["metadata"]["name"]: c for c in flux_crds.definitions()}
+    assert [v["name"] for v in by_name[f"helmreleases.{HELM}"]["spec"]["versions"]] == ["v2", "v2beta1", "v2beta2"]
+    assert [len(c["spec"]["versions"]) for c in flux_crds.definitions(removed=False)] == [1] * len(PAIRS)
+
+
+def test_a_v2beta1_helmrelease_is_read_as_v2() -> None:
+    spec: dict[str, Any] = {"chart": {"spec": {"chart": "demo", "version": "0.1.x", "valuesFile": "values-prod.yaml",
+                               "valuesFiles": ["values-eu.yaml"],
+                               "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+            "postRenderers": [{"kustomize": {"patchesStrategicMerge": [DEPLOYMENT_PATCH],
+                                             "patches": [{"patch": "metadata: {labels: {a: b}}"}],
+                                             "patchesJson6902": [LABEL_PATCH]}}]}
+    read, said = upgrade.upgrade("HelmRelease", spec)
+    assert read["chart"]["spec"]["valuesFiles"] == ["values-prod.yaml", "values-eu.yaml"]  # Flux merged it first
+    assert "valuesFile" not in read["chart"]["spec"] and "valuesFile" in spec["chart"]["spec"]  # a copy
+    assert read["postRenderers"] == [{"kustomize": {"patches": [
+        # a strategic merge targets the object it names (a selector's fields are patterns)
+        {"patch": json.dumps(DEPLOYMENT_PATCH),
+         "target": {"group": "apps", "version": "v1", "kind": "Deployment", "name": "web\\.app"}},
+        {"patch": "metadata: {labels: {a: b}}"},
+        {"patch": json.dumps(LABEL_PATCH["patch"]), "target": {"kind": "Service", "name": "web"}}]}}]
+    assert said == ["spec.chart.spec.valuesFile read as spec.chart.spec.valuesFiles[0]",
+                    "spec.postRenderers[0].kustomize.patchesStrategicMerge read as "
+                    "spec.postRenderers[0].kustomize.patches",
+                    "spec.postRenderers[0].kustomize.patchesJson6902 read as spec.postRenderers[0].kustomize.patches"]
+    kind = next(theirs for _, theirs in PAIRS if theirs.kind == "HelmRelease")
+    flux_spec.check(kind, read)  # nothing left that helmop does not implement
+    chart = parse_spec(read, "web", "apps").chart
+    assert getattr(chart, "values_files", None) == ("values-prod.yaml", "values-eu.yaml")
+
+
+def test_a_v1beta2_kustomization_is_read_as_v1() -> None:
+    spec = {"interval": "10m", "path": "./apps", "prune": True, "validation": "client",
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+            "patchesStrategicMerge": [DEPLOYMENT_PATCH], "patchesJson6902": [LABEL_PATCH]}
+    read, said = upgrade.upgrade("Kustomization", spec)
+    assert "validation" not in read and [p["target"]["kind"] for p in read["patches"]] == ["Deployment", "Service"]
+    assert said == ["spec.patchesStrategicMerge read as spec.patches", "spec.patchesJson6902 read as spec.patches",
+                    "spec.validation ignored, as the last Flux that served it did (remove it)"]
+    kind = next(theirs for _, theirs in PAIRS if theirs.kind == "Kustomization")
+    flux_spec.check(kind, read)
+    PARSERS["ConfigSync"](read, "apps", "flux-system")  # helmop's kind of the same model
+
+
+@pytest.mark.parametrize("kind", [k for k in versions.KINDS if k.gone])
+def test_every_field_flux_removed_is_read_or_dropped_and_said(kind: versions.FluxKind) -> None:
+    """versions.KINDS lists what each kind lost; each such field, written, is gone after the upgrade (read as its
+    replacement or dropped) and named: none reaches the adapter to be refused as unknown."""
+    for pattern, _ in kind.gone:
+        spec: dict[str, Any] = {}
+        _put(spec, pattern.removeprefix("spec.").replace("[]", ".[]").split("."))
+        read, said = upgrade.upgrade(kind.kind, spec)
+        assert not list(versions._present({"spec": read}, pattern.replace("[]", ".[]").split("."))), pattern
+        assert len(said) == 1 and said[0].startswith(pattern.replace("[]", "[0]")), (pattern, said)
+
+
+def _put(node: dict[str, Any], parts: list[str]) -> None:
+    """A value of the shape a removed version had at ``parts``."""
+    name, rest = parts[0], parts[1:]
+    if rest and rest[0] == "[]":
+        node[name] = [{}]
+        _put(node[name][0], rest[1:])
+    elif rest:
+        node[name] = {}
+        _put(node[name], rest)
+    else:
+        node[name] = {"valuesFile": "values.yaml", "patchesStrategicMerge": [DEPLOYMENT_PATCH],
+                      "patchesJson6902": [LABEL_PATCH]}.get(name, "go-git")
+
+
+@pytest.mark.parametrize(("kind", "spec", "said"), [
+    ("Kustomization", {"patchesStrategicMerge": "kind: Deployment"},
+     "spec.patchesStrategicMerge must be a list of objects"),
+    ("Kustomization", {"patchesStrategicMerge": [{"spec": {"replicas": 2}}]},
+     "spec.patchesStrategicMerge[0] must name the object it patches"),
+    ("Kustomization", {"patchesJson6902": [{"target": "web", "patch": []}]},
+     "spec.patchesJson6902[0] must have a target (an object) and a patch"),
+    ("Kustomization", {"patchesJson6902": [LABEL_PATCH], "patches": {"patch": "x"}}, "spec.patches must be a list"),
+    ("HelmChart", {"valuesFile": ["a.yaml"]}, "spec.valuesFile must be a path"),
+    ("HelmRelease", {"chart": {"spec": {"valuesFile": "a.yaml", "valuesFiles": "b.yaml"}}},
+     "spec.chart.spec.valuesFile must be a path, and valuesFiles a list"),
+])
+def test_a_removed_field_not_of_its_version_s_shape_is_refused_by_name(kind: str, spec: dict[str, Any],
+                                                                       said: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        upgrade.upgrade(kind, spec)
+    assert caught.value.reason == "InvalidSpec" and str(caught.value).startswith(said)
+
+
+def test_the_version_an_object_was_written_in_is_read_from_its_managed_fields() -> None:
+    def body(*entries: Any) -> dict[str, Any]:
+        return {"apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {"managedFields": list(entries)}}
+
+    written = body({"manager": "kubectl", "apiVersion": f"{HELM}/v2beta1", "operation": "Apply"},
+                   {"manager": "helmop", "apiVersion": f"{HELM}/v2beta2", "subresource": "status"},
+                   {"manager": "other", "apiVersion": f"{HELM}/v2"}, "garbage", 7)
+    assert upgrade.written_as(written) == [f"{HELM}/v2beta1"]  # a status write says nothing of the spec
+    assert upgrade.written_as(body({"apiVersion": f"{HELM}/v2"})) == []
+    assert upgrade.written_as({"apiVersion": f"{HELM}/v2", "kind": "HelmRelease",
+                               "metadata": {"managedFields": "x"}}) == []
+    assert upgrade.written_as({"apiVersion": "v1", "kind": "ConfigMap", "metadata": written["metadata"]}) == []
+    assert upgrade.written_as(body(*[{"apiVersion": f"{HELM}/v2"}] * upgrade.MAX_MANAGERS,
+                                   {"apiVersion": f"{HELM}/v2beta1"})) == []  # bounded
+
+
+def test_the_warning_names_the_version_what_was_read_and_the_replacement() -> None:
+    known = versions.flux_kind(f"{HELM}/v2", "HelmRelease")
+    assert known is not None
+    assert upgrade.notes(known, [f"{HELM}/v2beta1"], ["spec.chart.spec.valuesFile read as "
+                                                      "spec.chart.spec.valuesFiles[0]"]) == (
+        f"written as {HELM}/v2beta1 (removed in Flux 2.7), served as {HELM}/v2: spec.chart.spec.valuesFile read as "
+        f"spec.chart.spec.valuesFiles[0]. Rewrite it as {HELM}/v2 (flux migrate -f does) with these fields as "
+        "they are read")
+    assert upgrade.notes(known, [f"{HELM}/v2beta2"], []) == (
+        f"written as {HELM}/v2beta2 (removed in Flux 2.8), served as {HELM}/v2. Rewrite it as {HELM}/v2 "
+        "(flux migrate -f does)")
+
+
+def test_flux_api_serves_the_removed_versions_unless_current() -> None:
+    def flux_api(*args: str) -> str | None:
+        value: str | None = parser().parse_args(["run", *args]).flux_api
+        return value
+
+    assert (flux_api(), flux_api("--flux-api"), flux_api("--flux-api=current")) == (None, "all", "current")
+    assert flux_api("--flux-api", "--flux-namespace", "gitops") == "all"
+    with pytest.raises(SystemExit):
+        flux_api("--flux-api=v1beta2")
+
+
+def test_the_chart_passes_its_flux_api_versions_on() -> None:
+    def args(*values: str) -> list[str]:
+        rendered = subprocess.run([tool("helm"), "template", "helmop", str(ROOT / "deploy" / "helmop"), "--set",
+                                   "fluxAPI.enabled=true", *(f"--set={v}" for v in values)],
+                                  capture_output=True, text=True)
+        if rendered.returncode:
+            return [rendered.stderr.strip()]
+        deployment = next(d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Deployment")
+        return [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"] if "--flux-api" in a]
+
+    assert args() == ["--flux-api=all"]
+    assert args("fluxAPI.versions=current") == ["--flux-api=current"]
+    assert "fluxAPI.versions must be all or current" in args("fluxAPI.versions=v1beta2")[0]
+
+
+def test_helmop_convert_still_names_the_replacement() -> None:
+    """Served by the operator, a removed version is still no manifest for a Flux of today: convert says so."""
+    old = {"apiVersion": f"{HELM}/v2beta1", "kind": "HelmRelease", "metadata": {"name": "web"},
+           "spec": {"chart": {"spec": {"chart": "demo", "valuesFile": "values-prod.yaml",
+                                       "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}}
+    with pytest.raises(convert.Refused) as caught:
+        convert.convert(old, to_flux=False)
+    assert [r.message for r in caught.value.refusals] == [
+        f"{HELM}/v2beta1 was removed in Flux 2.7: rewrite it as {HELM}/v2 (flux migrate -f does)",
+        f"spec.chart.spec.valuesFile is not in {HELM}/v2: use spec.chart.spec.valuesFiles, a list"]
+
+
+def test_the_version_written_is_kept_past_slimming_and_cannot_be_forged() -> None:
+    written = {"apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {
+        "name": "web", "managedFields": [{"manager": "kubectl", "apiVersion": f"{HELM}/v2beta2"}]}}
+    noted = slim(fluxversions.noted(FLUX.helmrelease, written))
+    assert noted["metadata"]["annotations"] == {fluxversions.WRITTEN_AS: f"{HELM}/v2beta2"}
+    assert "annotations" not in written["metadata"]  # the watched body is not changed
+    forged = {**written, "metadata": {"name": "web", "annotations": {fluxversions.WRITTEN_AS: f"{HELM}/v2beta1",
+                                                                     "team": "a"}}}
+    assert fluxversions.noted(FLUX.helmrelease, forged)["metadata"]["annotations"] == {"team": "a"}
+    plain = {**written, "metadata": {"name": "web"}}
+    assert fluxversions.noted(FLUX.helmrelease, plain) is plain
+    assert fluxversions.noted(HELMOP.helmrelease, written) is written
