@@ -568,6 +568,12 @@ def _patch(patch: Any, where: str) -> dict[str, Any]:
                                                "a JSON6902 patch (a list of operations)")
     target = (patch or {}).get("target")
     parse_selector(target, f"{where}.target")  # refused here, with where it stands, rather than in helm's run
+    if not target and isinstance(body, list):
+        raise SpecError("InvalidPostRenderer", f"{where}.target is required for a JSON6902 patch (as kustomize "
+                                               "requires it)")
+    if not target and not (isinstance(body, dict) and body.get("kind") and (body.get("metadata") or {}).get("name")):
+        raise SpecError("InvalidPostRenderer", f"{where}: a strategic-merge patch without a target names the object "
+                                               "it patches: kind and metadata.name (as kustomize requires)")
     return {"target": dict(target or {}), "patch": text}
 
 

@@ -115,13 +115,24 @@ def apply(obj: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
         if config.get(field):
             meta[field] = {**(meta.get(field) or {}), **config[field]}
     for patch in config.get("patches") or []:
-        if not parse_selector(patch.get("target"), "target").matches(out):
-            continue
         body = yamlc.load(patch["patch"])
+        if not (parse_selector(patch["target"], "target").matches(out) if patch.get("target")
+                else isinstance(body, dict) and names(body, out)):
+            continue
         out = jsonpatch.apply_patch(out, body) if isinstance(body, list) else _strategic(out, body)
     if config.get("images"):
         _images(out, config["images"])
     return out
+
+
+def names(patch: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """Whether a strategic-merge patch without a target is for ``obj``: kustomize applies one to the object of
+    its own kind and name (and group, and namespace, where it says them), not to every object."""
+    meta, ours = patch.get("metadata") or {}, obj.get("metadata") or {}
+    group = str(patch.get("apiVersion") or "").rpartition("/")[0]
+    return (patch.get("kind"), meta.get("name")) == (obj.get("kind"), ours.get("name")) \
+        and (not patch.get("apiVersion") or group == str(obj.get("apiVersion") or "").rpartition("/")[0]) \
+        and (not meta.get("namespace") or meta.get("namespace") == ours.get("namespace"))
 
 
 def render(text: str, config: dict[str, Any]) -> str:

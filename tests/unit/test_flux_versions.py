@@ -57,7 +57,8 @@ def test_a_v2beta1_helmrelease_is_read_as_v2() -> None:
                                "valuesFiles": ["values-eu.yaml"],
                                "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
             "postRenderers": [{"kustomize": {"patchesStrategicMerge": [DEPLOYMENT_PATCH],
-                                             "patches": [{"patch": "metadata: {labels: {a: b}}"}],
+                                             "patches": [{"patch": "metadata: {labels: {a: b}}",
+                                                          "target": {"kind": "Service"}}],
                                              "patchesJson6902": [LABEL_PATCH]}}]}
     read, said = upgrade.upgrade("HelmRelease", spec)
     assert read["chart"]["spec"]["valuesFiles"] == ["values-prod.yaml", "values-eu.yaml"]  # Flux merged it first
@@ -66,7 +67,7 @@ def test_a_v2beta1_helmrelease_is_read_as_v2() -> None:
         # a strategic merge targets the object it names (a selector's fields are patterns)
         {"patch": json.dumps(DEPLOYMENT_PATCH),
          "target": {"group": "apps", "version": "v1", "kind": "Deployment", "name": "web\\.app"}},
-        {"patch": "metadata: {labels: {a: b}}"},
+        {"patch": "metadata: {labels: {a: b}}", "target": {"kind": "Service"}},
         {"patch": json.dumps(LABEL_PATCH["patch"]), "target": {"kind": "Service", "name": "web"}}]}}]
     assert said == ["spec.chart.spec.valuesFile read as spec.chart.spec.valuesFiles[0]",
                     "spec.postRenderers[0].kustomize.patchesStrategicMerge read as "

@@ -37,3 +37,23 @@ def test_bad_patches_are_refused_at_parse_time() -> None:
     with pytest.raises(SpecError) as bad:
         parse_spec({**base, "postRenderers": [{"kustomize": {"patches": [{"patch": "just text"}]}}]}, "w", "ns")
     assert bad.value.reason == "InvalidPostRenderer" and "patches[0]" in str(bad.value)
+
+
+def test_a_strategic_merge_patch_without_a_target_patches_the_object_it_names() -> None:
+    """As kustomize: by its own kind, name (and group and namespace where given), never every object."""
+    other = {**CM, "metadata": {"name": "other"}}
+    patch = {"patch": yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
+                                      "data": {"a": "patched"}})}
+    cm, untouched, deploy = yaml.safe_load_all(render(yaml.safe_dump_all([CM, other, DEPLOY]), {"patches": [patch]}))
+    assert cm["data"] == {"a": "patched"} and untouched == other and deploy == DEPLOY
+    elsewhere = {"patch": yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "x"},
+                                          "data": {"a": "patched"}})}
+    assert yaml.safe_load(render(yaml.safe_dump(CM), {"patches": [elsewhere]})) == CM
+
+
+def test_patches_without_a_target_must_say_what_they_patch() -> None:
+    base = {"chart": {"repository": {"url": "https://c.example.com", "name": "web"}}}
+    for patch, said in (("- {op: add, path: /a, value: 1}", "target is required for a JSON6902 patch"),
+                        ("{data: {a: b}}", "names the object it patches: kind and metadata.name")):
+        with pytest.raises(SpecError, match=said):
+            parse_spec({**base, "postRenderers": [{"kustomize": {"patches": [{"patch": patch}]}}]}, "w", "ns")
