@@ -106,3 +106,16 @@ def test_the_chart_grants_reading_flux_leases_only_with_the_flux_api(run: Run) -
     assert "--flux-namespace=gitops" in rendered
     plain = run("helm", "template", "helmop", str(CHART)).stdout
     assert "leader-election]" not in plain and "flux-namespace" not in plain
+
+
+def test_chart_passes_the_addresses_tokens_may_go_to_only_when_listed(run: Run) -> None:
+    def args(*flags: str) -> list[str]:
+        rendered = run("helm", "template", "h", str(CHART), *flags).stdout
+        deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    # unset: the operator's default (any, or none under multitenancy: docs)
+    assert not any(a.startswith("--kubeconfig-token-addresses") for a in args("--set", "multitenancy.enabled=true"))
+    listed = args("--set", "remoteClusters.tokenAddresses={api.east.example,https://10.0.0.7:6443}")
+    assert "--kubeconfig-token-addresses=api.east.example,https://10.0.0.7:6443" in listed
+    assert "--kubeconfig-token-addresses=" in args("--set-json", "remoteClusters.tokenAddresses=[]"), "none"

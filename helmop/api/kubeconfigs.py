@@ -6,15 +6,24 @@ disk (a ``tokenFile`` or ``certificate-authority`` path would hand the operator'
 account token among them, to a server of the tenant's choosing), runs no program unless the operator allows
 exec plugins (``--insecure-kubeconfig-exec``, Flux's flag), skips no TLS verification unless allowed
 (``--insecure-kubeconfig-tls``), and carries nothing the helm process and helmop's client would read
-differently (a proxy, an impersonation, a TLS server name): one identity, one server, for both."""
+differently (a proxy, an impersonation, a TLS server name): one identity, one server, for both. Its server is
+an http(s) URL of a host name or address and a port, at the root (a path prefix, as a proxy's, is refused: helmop
+asks the API at the server's root), and its certificates and key are PEM: a kubeconfig helmop cannot build a
+client of is ``InvalidKubeConfig``, never an error of the client's.
+
+A ServiceAccount token minted for a remote (``configMapRef``, Flux 2.7's workload identity) is sent only over
+https, and only to an address the operator allows (:class:`TokenAddresses`, ``--kubeconfig-token-addresses``):
+the token leaves the cluster, so under multi-tenancy an administrator, not a tenant, says where it may go."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
@@ -30,6 +39,13 @@ _UNSUPPORTED = {"proxy-url": "a proxy", "tls-server-name": "a TLS server name", 
                 "as-uid": "an impersonated uid", "as-groups": "impersonated groups",
                 "as-user-extra": "impersonation extras", "auth-provider": "an auth-provider (removed from kubectl)",
                 "username": "basic authentication", "password": "basic authentication"}
+# PEM blocks each *-data field must hold (client-go reads PEM only)
+_PEM = {"certificate-authority-data": ("CERTIFICATE",), "client-certificate-data": ("CERTIFICATE",),
+        "client-key-data": ("PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY")}
+# scheme, host (a DNS name, an IPv4 address or a bracketed IPv6 one), port, and what follows
+_URL = re.compile(r"(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?)"
+                  r"(?::(?P<port>[0-9]{1,5}))?(?P<rest>[/?#].*)?", re.IGNORECASE | re.DOTALL)
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -98,9 +114,9 @@ def check(text: str, *, allow_exec: bool, allow_insecure: bool, where: str) -> C
     if user.get("exec") and not allow_exec:
         raise _invalid(where, "runs an exec credential plugin, which this operator refuses (--insecure-kubeconfig-exec "
                               "allows it); give a token or a client certificate")
-    _base64(cluster, "certificate-authority-data", where)
-    _base64(user, "client-certificate-data", where)
-    _base64(user, "client-key-data", where)
+    _pem(cluster, "certificate-authority-data", where)
+    _pem(user, "client-certificate-data", where)
+    _pem(user, "client-key-data", where)
     return _server(str(cluster.get("server") or ""), bool(user.get("exec")), where)
 
 
@@ -126,25 +142,104 @@ def _refuse_fields(entry: dict[str, Any], section: str, where: str) -> None:
                                   "kubeconfig")
 
 
-def _base64(entry: dict[str, Any], field: str, where: str) -> None:
-    if entry.get(field):
-        try:
-            base64.b64decode(str(entry[field]), validate=True)
-        except (binascii.Error, ValueError):
-            raise _invalid(where, f"{field} is not base64") from None
+def _pem(entry: dict[str, Any], name: str, where: str) -> None:
+    """``name`` (a *-data field), when set, is base64 of the PEM block a TLS library will be given."""
+    if not entry.get(name):
+        return
+    try:
+        text = base64.b64decode(str(entry[name]), validate=True).decode("ascii", errors="replace")
+    except (binascii.Error, ValueError):
+        raise _invalid(where, f"{name} is not base64") from None
+    if not any(f"-----BEGIN {block}-----" in text and f"-----END {block}-----" in text for block in _PEM[name]):
+        raise _invalid(where, f"{name} is not a PEM {_PEM[name][0].lower()}")
 
 
 def _server(server: str, exec_plugin: bool, where: str) -> Checked:
-    try:
-        url = urlsplit(server)
-        port = url.port or (443 if url.scheme == "https" else 80)
-    except ValueError:
-        raise _invalid(where, f"server {server[:200]!r} is not a URL") from None
-    if url.scheme not in ("https", "http") or not url.hostname:
-        raise _invalid(where, f"server {server[:200]!r} is not an http(s) URL")
-    if url.username or url.password or url.query or url.fragment:
-        raise _invalid(where, "server carries credentials, a query or a fragment")
-    return Checked(server=server.rstrip("/"), host=url.hostname, port=port, exec_plugin=exec_plugin)
+    if not server:
+        raise _invalid(where, "names no server (its context's cluster)")
+    shown = repr(server[:200])
+    url = _URL.fullmatch(server)
+    if url is None or not url["scheme"]:
+        raise _invalid(where, f"server {shown} is not an http(s) URL of a host")
+    scheme, host, port = url["scheme"].lower(), _host(url["host"]), int(url["port"] or 0)
+    if scheme not in ("https", "http"):
+        raise _invalid(where, f"server {shown} is not an http(s) URL")
+    if not host or (url["port"] is not None and not 0 < port < 65536):
+        raise _invalid(where, f"server {shown} names no valid host and port")
+    if (url["rest"] or "/") != "/":
+        raise _invalid(where, f"server {shown} has a path, a query or a fragment: helmop asks the API server at "
+                              "its root (a proxy's path prefix is not supported)")
+    port = port or (443 if scheme == "https" else 80)
+    return Checked(server=server.rstrip("/"), host=host, port=port, exec_plugin=exec_plugin)
+
+
+def _host(raw: str) -> str:
+    """The host of a URL, checked: an IP address or a DNS name ("" when it is neither)."""
+    if raw.startswith("["):
+        try:
+            return str(ipaddress.IPv6Address(raw[1:-1]))
+        except ValueError:
+            return ""
+    if raw.replace(".", "").isdigit():
+        try:
+            return str(ipaddress.IPv4Address(raw))
+        except ValueError:
+            return ""
+    return raw.lower() if all(_LABEL.fullmatch(label) for label in raw.split(".")) else ""
+
+
+def token_server(address: str, where: str) -> Checked:
+    """The API server a minted token is sent to, read from a workload identity's ``address`` as Flux reads it (no
+    scheme: https; only its host and port are kept, the default port 443), https only: a token never travels in
+    the clear. SpecError InvalidKubeConfig otherwise."""
+    shown = repr(address[:200])
+    url = _URL.fullmatch(address.strip())
+    host = _host(url["host"]) if url else ""
+    if url is None or not host or not 0 < int(url["port"] or 443) < 65536:
+        raise SpecError("InvalidKubeConfig", f"{where}: address {shown} is not a host or an https URL")
+    if (url["scheme"] or "https").lower() != "https":
+        raise SpecError("InvalidKubeConfig", f"{where}: address {shown} must use https (a ServiceAccount token is "
+                                             "never sent in the clear)")
+    port = int(url["port"] or 443)
+    shown_host = f"[{host}]" if ":" in host else host
+    return Checked(server=f"https://{shown_host}:{port}", host=host, port=port, exec_plugin=False)
+
+
+@dataclass(frozen=True)
+class TokenAddresses:
+    """``--kubeconfig-token-addresses``: where ServiceAccount tokens minted for remote clusters may be sent. Each
+    entry is a host (any port), a host:port or an https URL of one; ``*`` is any address. Unset: any, as Flux, or
+    none under multi-tenancy (--no-cross-namespace-refs or --default-service-account), as a tenant would send its
+    namespace's tokens out of the cluster to an address of its choosing."""
+
+    entries: frozenset[tuple[str, int]] = frozenset()
+    everywhere: bool = False  # '*'
+
+    @classmethod
+    def parse(cls, values: Iterable[str]) -> TokenAddresses:
+        """From the flag's values (repeated, comma-separated; "" for none); ValueError for an entry that is not
+        an address."""
+        entries: set[tuple[str, int]] = set()
+        listed = [item.strip() for value in values for item in value.split(",") if item.strip()]
+        for item in listed:
+            if item == "*":
+                continue
+            url = _URL.fullmatch(item)
+            host = _host(url["host"]) if url else ""
+            if url is None or not host or (url["rest"] or "/") != "/" or (url["scheme"] or "https").lower() != "https" \
+                    or (url["port"] is not None and not 0 < int(url["port"]) < 65536):
+                raise ValueError(f"{item[:200]!r} is not a host, host:port or https URL")
+            entries.add((host, int(url["port"] or (443 if url["scheme"] else 0))))
+        return cls(frozenset(entries), "*" in listed)
+
+    def allows(self, server: Checked) -> bool:
+        return self.everywhere or (server.host, 0) in self.entries or (server.host, server.port) in self.entries
+
+    def describe(self) -> str:
+        if self.everywhere:
+            return "any address"
+        shown = sorted(f"{host}:{port}" if port else host for host, port in self.entries)
+        return ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "") if shown else "none"
 
 
 def _invalid(where: str, why: str) -> SpecError:

@@ -413,6 +413,11 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.add_argument("--insecure-kubeconfig-tls", action="store_true",
                      help="let kubeconfigs of spec.kubeConfig skip TLS verification (insecure-skip-tls-verify; Flux's "
                           "flag)")
+    run.add_argument("--kubeconfig-token-addresses", metavar="HOST|URL,...", action="append",
+                     help="where ServiceAccount tokens minted for spec.kubeConfig.configMapRef (workload identity) "
+                          "may be sent: hosts (any port), host:port or https URLs (repeatable, comma-separated; "
+                          "'*': any; '': none). Default: any, as Flux, or none with --no-cross-namespace-refs or "
+                          "--default-service-account (a tenant would send its namespace's tokens where it likes)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                      help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
                           "(default: on in a pod, where replicas are likely; off elsewhere)")

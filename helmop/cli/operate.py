@@ -16,6 +16,7 @@ from pathlib import Path
 
 from helmop.api.addresses import Policy
 from helmop.api.apps import parse_apps
+from helmop.api.kubeconfigs import TokenAddresses
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kubeconfig import KubeconfigError, in_cluster_namespace
 
@@ -93,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise SystemExit(f"helmop: --decryption-keys-namespaces: {exc}") from None
     cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
+    if args.kubeconfig_token_addresses is not None:
+        try:
+            cfg.kubeconfig_token_addresses = TokenAddresses.parse(args.kubeconfig_token_addresses)
+        except ValueError as exc:
+            raise SystemExit(f"helmop: --kubeconfig-token-addresses: {exc}") from None
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if (problem := _unwritable(cfg.cache_dir)) is not None:

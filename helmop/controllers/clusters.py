@@ -18,6 +18,7 @@ import yaml
 
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kubeconfigs import CLUSTER_LABEL, SECRET_KEYS, KubeConfigRef
+from helmop.api.names import problem
 from helmop.api.tenancy import Tenancy
 from helmop.helm.releases import Gateway
 from helmop.infra.clusters import Holder, Remote
@@ -54,6 +55,16 @@ class ClusterUnreachable(HelmopError):
         super().__init__("ClusterUnreachable", f"cluster {remote.name} ({remote.server}) does not answer: "
                                                f"{remote.problem.removeprefix(remote.server + ': ')}", transient=True)
         self.cluster = remote.name
+
+
+def retried_on_deletion(exc: HelmopError) -> bool:
+    """Whether a deleted object whose target could not be had (``exc``, from :func:`target`) waits for it. A
+    remote that does not answer now, or the operator's limit of remotes, is tried again (as Flux does: the
+    cluster may come back). One that cannot be built at all (its kubeconfig gone, invalid or refused, no token
+    for its ServiceAccount or its address) would hold the object's finalizer until someone changes a
+    tenant's Secret or patches the finalizer away: the object goes, its objects are left there, said in a
+    Warning Event. (Flux's controllers let go only when the kubeconfig's Secret is gone.)"""
+    return exc.reason in ("ClusterUnreachable", "ClusterLimit")
 
 
 def local(ctx: Context) -> Cluster:
@@ -107,10 +118,13 @@ async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -
     if provider != "generic" or not data.get("address") or not data.get("serviceAccountName"):
         raise SpecError("InvalidKubeConfig", f"{where} must set provider (generic), address and serviceAccountName "
                                              "(helmop lends no token of its own)")
+    if problem(data["serviceAccountName"]):  # a path of the TokenRequest: a bent one would be an API error
+        raise SpecError("InvalidKubeConfig", f"{where}: serviceAccountName {data['serviceAccountName'][:80]!r} "
+                                             f"{problem(data['serviceAccountName'])}")
     audiences = tuple(line.strip() for line in data.get("audiences", "").splitlines() if line.strip())
-    token = await ctx.services.remotes.service_account_token(ctx.services.kube, namespace, data["serviceAccountName"],
-                                                             audiences or (data["address"],))
-    cluster: dict[str, Any] = {"server": data["address"]}
+    server, token = await ctx.services.remotes.service_account_token(
+        ctx.services.kube, namespace, data["serviceAccountName"], audiences, address=data["address"], where=where)
+    cluster: dict[str, Any] = {"server": server}
     if data.get("ca.crt"):
         cluster["certificate-authority-data"] = base64.b64encode(data["ca.crt"].encode()).decode()
     text = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "remote",

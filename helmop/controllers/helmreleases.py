@@ -110,13 +110,14 @@ class Reconciler:
         return outcome
 
     async def _unreachable_on_deletion(self, body: dict[str, Any], exc: HelmopError) -> Outcome:
-        """The remote cluster does not answer: tried again later. A kubeConfig that is gone or unusable leaves the
-        release where it is, said in an Event, as Flux lets such an object go (a namespace being deleted takes
-        the kubeconfig Secret with it)."""
-        if exc.transient and exc.reason != "KubeConfigNotFound":
+        """The remote cluster does not answer: tried again later. A remote that cannot be built (its kubeConfig
+        gone, invalid or refused) leaves the release where it is, said in an Event
+        (:func:`clusters.retried_on_deletion`)."""
+        if clusters.retried_on_deletion(exc):
             await self.ctx.services.events.post(body, "Warning", exc.reason, str(exc))
             return FAILED
-        await self.ctx.services.events.post(body, "Warning", "UninstallSkipped", f"release not uninstalled: {exc}")
+        await self.ctx.services.events.post(body, "Warning", "UninstallSkipped", "release left on the remote cluster "
+                                                                                 f"(not uninstalled): {exc}")
         await self.ctx.services.remotes.release(Resource(body).key)
         return DONE
 

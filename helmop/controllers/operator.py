@@ -22,6 +22,7 @@ from helmop.api.addresses import Policy
 from helmop.api.apps import AppKind
 from helmop.api.flux import crds as flux_crds
 from helmop.api.kinds import FINALIZER, FLUX_GROUPS, FLUX_RECEIVER, RECEIVER
+from helmop.api.kubeconfigs import TokenAddresses
 from helmop.api.settings import Tunables
 from helmop.api.shards import NOTHING
 from helmop.api.tenancy import Tenancy
@@ -87,6 +88,8 @@ class OperatorConfig:
     decryption_keys: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret
     kubeconfig_exec: bool = False  # --insecure-kubeconfig-exec: exec plugins in kubeconfigs of spec.kubeConfig
     kubeconfig_tls: bool = False  # --insecure-kubeconfig-tls: insecure-skip-tls-verify in those kubeconfigs
+    # --kubeconfig-token-addresses: where minted ServiceAccount tokens may go; None: any, or none under lockdown
+    kubeconfig_token_addresses: TokenAddresses | None = None
     tunables: Tunables = field(default_factory=Tunables)  # every wait and backoff (tests shorten them)
 
 
@@ -271,7 +274,16 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
                   "confine them; start helmop with --unconfined-builds to build with checks of the text only")
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
                        notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys,
-                       remotes=RemoteOptions(allow_exec=cfg.kubeconfig_exec, allow_insecure_tls=cfg.kubeconfig_tls))
+                       remotes=RemoteOptions(allow_exec=cfg.kubeconfig_exec, allow_insecure_tls=cfg.kubeconfig_tls,
+                                             token_addresses=_token_addresses(cfg)))
+
+
+def _token_addresses(cfg: OperatorConfig) -> TokenAddresses:
+    """--kubeconfig-token-addresses, else Flux's default (any address), or none under either lockdown flag."""
+    if cfg.kubeconfig_token_addresses is not None:
+        return cfg.kubeconfig_token_addresses
+    lockdown = cfg.tenancy.no_cross_namespace_refs or bool(cfg.tenancy.default_service_account)
+    return TokenAddresses(everywhere=not lockdown)
 
 
 def _receivers(cfg: OperatorConfig, services: Services) -> Receivers:

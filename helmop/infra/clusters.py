@@ -8,7 +8,12 @@ two tenants never share a client, even with the same kubeconfig, and a rotated c
 ``--kubeconfig`` helm is run with. The server it names is judged by the sources' address policy, as it
 resolves, at every connection helmop makes; helm resolves it again itself (a window for DNS rebinding, as for
 chart dependencies). Reachability is probed at most every :data:`PROBE_EVERY` seconds, so an unreachable
-cluster costs its own objects one short failed request each, not the operator's request retries."""
+cluster costs its own objects one short failed request each, not the operator's request retries.
+
+A kubeconfig whose client cannot be built (a certificate TLS cannot load, a URL the HTTP client refuses) is
+``InvalidKubeConfig`` when it is first acquired, not an error of a later request. A ServiceAccount token for a
+workload identity is minted only after its address is checked (https, allowed by the operator's
+:class:`~helmop.api.kubeconfigs.TokenAddresses`, and by the address policy): a refused address never gets one."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import HelmopError, SpecError, describe
-from helmop.api.kubeconfigs import Checked, check
+from helmop.api.kubeconfigs import Checked, TokenAddresses, check, token_server
 
 from .kube import Connection, Kube, KubeError
 from .kubeconfig import KubeconfigError
@@ -86,6 +91,8 @@ class Options:
     policy: Policy = field(default_factory=lambda: replace(Policy.sources(), rule="helmop connects to no cluster "
                                                                                   "there"))
     limit: int = MAX_REMOTES
+    # --kubeconfig-token-addresses: where minted ServiceAccount tokens may go (the CLI resolves its default)
+    token_addresses: TokenAddresses = field(default_factory=lambda: TokenAddresses(everywhere=True))
 
 
 class Remotes:
@@ -131,13 +138,17 @@ class Remotes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        kube = None
         try:  # an exec plugin (when allowed) runs here: off the loop
             conn = await asyncio.to_thread(Connection.from_kubeconfig, path)
-        except KubeconfigError as exc:
+            kube = Kube(conn, policy=self.options.policy)
+            kube.session()  # its TLS context and base URL: what the tenant wrote fails here, not in a request
+        except (KubeconfigError, ValueError, TypeError, OSError) as exc:  # ssl.SSLError is an OSError
+            if kube is not None:
+                await kube.close()
             path.unlink()
             raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} cannot be used: "
-                                                 f"{describe(exc).replace(str(path), 'it')}") from None
-        kube = Kube(conn, policy=self.options.policy)
+                                                 f"{describe(exc).replace(str(path), 'it')}"[:1024]) from None
         return Remote(digest=key[1], namespace=key[0], name=name or f"{checked.host}:{checked.port}",
                       server=checked.server, kubeconfig=path, kube=kube, collections=Collections(kube))
 
@@ -160,15 +171,35 @@ class Remotes:
                 del self.by_key[before]
                 await remote.close()
 
-    async def service_account_token(self, kube: Kube, namespace: str, name: str, audiences: tuple[str, ...]) -> str:
-        """A token of ServiceAccount ``namespace/name`` for ``audiences`` (TokenRequest), reused until 80% of its
-        life: the kubeconfig made of it, and so the remote's client, changes only when it is renewed."""
-        key = (namespace, name, audiences)
+    def token_server(self, address: str, where: str) -> Checked:
+        """The server a workload identity's ``address`` names, if a token may be sent there (checked before one is
+        minted): https, allowed by --kubeconfig-token-addresses, and by the address policy. SpecError
+        InvalidKubeConfig, or TokenAddressNotAllowed, otherwise."""
+        server = token_server(address, where)
+        allowed = self.options.token_addresses
+        if not allowed.allows(server):
+            raise SpecError("TokenAddressNotAllowed", f"{where}: no ServiceAccount token is sent to {server.server}: "
+                                                      "this operator sends them only to "
+                                                      f"{allowed.describe()} (--kubeconfig-token-addresses)")
+        try:
+            self.options.policy.check_host(server.host)
+        except AddressRefused as exc:
+            raise SpecError("InvalidKubeConfig", f"{where} names address {server.server}: {exc}") from None
+        return server
+
+    async def service_account_token(self, kube: Kube, namespace: str, name: str, audiences: tuple[str, ...], *,
+                                    address: str, where: str) -> tuple[str, str]:
+        """(server, token): the server ``address`` names, and a token of ServiceAccount ``namespace/name`` for
+        ``audiences`` (or the server) to send there (TokenRequest), minted only once the address is allowed
+        (:meth:`token_server`), and reused until 80% of its life: the kubeconfig made of it, and so the remote's
+        client, changes only when it is renewed."""
+        server = self.token_server(address, where).server
+        key = (namespace, name, audiences or (address,))
         cached = self._tokens.get(key)
         if cached is not None and time.monotonic() < cached[1]:
-            return cached[0]
+            return server, cached[0]
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"audiences": list(audiences), "expirationSeconds": TOKEN_LIFE}}
+                "spec": {"audiences": list(key[2]), "expirationSeconds": TOKEN_LIFE}}
         try:
             answer = await kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)
         except KubeError as exc:
@@ -180,7 +211,7 @@ class Remotes:
         now = time.monotonic()
         self._tokens = {k: v for k, v in self._tokens.items() if v[1] > now}  # those past renewal are not kept
         self._tokens[key] = (token, now + TOKEN_LIFE * 0.8)
-        return token
+        return server, token
 
     def unanswered(self, server: str, problem: str) -> bool:
         """A request to ``server`` got no answer: its remotes are unreachable until their next probe says otherwise.

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox.tls import make_serving_cert
 
 from helmop.api.errors import SpecError
-from helmop.api.kubeconfigs import KubeConfigRef, check, parse_ref
+from helmop.api.kubeconfigs import KubeConfigRef, TokenAddresses, check, parse_ref, token_server
 from helmop.infra.clusters import Options, Remotes
 
-CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+PEM = make_serving_cert()
+CA = base64.b64encode(PEM.ca_pem).decode()
 
 
 def kubeconfig(cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None, **top: Any) -> str:
@@ -48,12 +51,46 @@ def test_a_self_contained_kubeconfig_is_accepted() -> None:
     (None, {"auth-provider": {"name": "gcp"}}, "auth-provider"),
     (None, {"username": "a", "password": "b"}, "basic authentication"),
     ({"server": "file:///etc/passwd"}, None, "not an http(s) URL"),
-    ({"server": "https://user:pw@k"}, None, "credentials"),
+    ({"server": "https://user:pw@k"}, None, "not an http(s) URL of a host"),
     (None, {"client-key-data": "not base64!"}, "not base64"),
+    # what a client would be built of and fail on (aiohttp: "base_url must have a trailing '/'"; ssl: no
+    # certificate): said of the kubeconfig, never a client's error
+    ({"server": "https://127.0.0.1:6443/etc/passwd"}, None, "has a path"),
+    ({"server": "https://k/api/v1/namespaces/kube-system/secrets"}, None, "has a path"),
+    ({"server": "https://k?x=1"}, None, "has a path, a query or a fragment"),
+    ({"server": "https://k#frag"}, None, "has a path, a query or a fragment"),
+    ({"server": "https://k\n/x"}, None, "not an http(s) URL of a host"),
+    ({"server": "https://ho st"}, None, "not an http(s) URL of a host"),
+    ({"server": "https://a..b"}, None, "no valid host"),
+    ({"server": "https://-a.b"}, None, "not an http(s) URL of a host"),
+    ({"server": "https://999.1.1.1"}, None, "no valid host"),
+    ({"server": "https://[::1"}, None, "not an http(s) URL of a host"),
+    ({"server": "https://k:99999"}, None, "no valid host and port"),
+    ({"server": "https://k:0"}, None, "no valid host and port"),
+    ({"server": "/var/run/secrets/kubernetes.io/serviceaccount"}, None, "not an http(s) URL"),
+    ({"server": "k:6443"}, None, "not an http(s) URL"),
+    ({"server": "ftp://k"}, None, "not an http(s) URL"),
+    ({"server": ""}, None, "names no server"),
+    ({"server": "https://k", "certificate-authority-data": base64.b64encode(b"not a certificate").decode()}, None,
+     "certificate-authority-data is not a PEM certificate"),
+    ({"server": "https://k", "certificate-authority-data": base64.b64encode(b"\xff\xfe").decode()}, None,
+     "certificate-authority-data is not a PEM certificate"),
+    (None, {"client-certificate-data": CA, "client-key-data": CA}, "client-key-data is not a PEM private key"),
 ])
 def test_what_a_tenant_kubeconfig_may_not_carry(cluster: dict[str, Any] | None, user: dict[str, Any] | None,
                                                 said: str) -> None:
     assert said in refusal(kubeconfig(cluster, user))
+
+
+@pytest.mark.parametrize(("server", "host", "port"), [
+    ("https://api.east.example", "api.east.example", 443),
+    ("https://API.East.example:6443/", "api.east.example", 6443),
+    ("http://10.0.0.1", "10.0.0.1", 80),
+    ("https://[fd00::1]:6443", "fd00::1", 6443),
+])
+def test_servers_at_their_root_are_accepted(server: str, host: str, port: int) -> None:
+    found = check(kubeconfig({"server": server}), allow_exec=False, allow_insecure=False, where="w")
+    assert (found.host, found.port) == (host, port)
 
 
 def test_the_operators_flags_allow_exec_plugins_and_insecure_tls() -> None:
@@ -100,6 +137,86 @@ def test_remotes_are_kept_per_namespace_and_dropped_with_their_last_holder(tmp_p
         with pytest.raises(SpecError):
             await remotes.acquire(("HelmRelease", "team-a", "z"), kubeconfig({"server": "https://169.254.169.254"}),
                                   where="w")
+        await remotes.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("address", "server"), [
+    ("api.east.example", "https://api.east.example:443"),  # as Flux reads it: no scheme is https
+    ("https://API.east.example:6443", "https://api.east.example:6443"),
+    ("https://10.0.0.1:6443/some/path", "https://10.0.0.1:6443"),  # Flux keeps the host only
+    ("[fd00::1]:6443", "https://[fd00::1]:6443"),
+])
+def test_a_workload_identitys_address(address: str, server: str) -> None:
+    assert token_server(address, "ConfigMap a/b").server == server
+
+
+@pytest.mark.parametrize(("address", "said"), [
+    ("http://127.0.0.1:8080", "must use https"),
+    ("ftp://k", "must use https"),
+    ("https://ho st", "not a host"),
+    ("https://k:99999", "not a host"),
+    ("", "not a host"),
+])
+def test_a_workload_identity_address_that_gets_no_token(address: str, said: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        token_server(address, "ConfigMap a/b")
+    assert caught.value.reason == "InvalidKubeConfig" and said in str(caught.value) and "ConfigMap a/b" in str(
+        caught.value)
+
+
+def test_the_addresses_tokens_may_go_to() -> None:
+    listed = TokenAddresses.parse(["api.east.example, 10.0.0.7:6443", "https://api.west.example"])
+    allowed = {address: listed.allows(token_server(address, "w")) for address in (
+        "https://api.east.example:6443", "api.east.example", "https://10.0.0.7:6443", "https://10.0.0.7:443",
+        "https://api.west.example", "https://api.west.example:6443", "https://evil.example")}
+    assert allowed == {"https://api.east.example:6443": True, "api.east.example": True,  # a host: any port
+                       "https://10.0.0.7:6443": True, "https://10.0.0.7:443": False,  # host:port: that port
+                       "https://api.west.example": True, "https://api.west.example:6443": False,  # a URL: its port
+                       "https://evil.example": False}
+    assert TokenAddresses.parse(["*"]).allows(token_server("evil.example", "w"))
+    assert not TokenAddresses.parse([""]).allows(token_server("api.east.example", "w"))
+    assert not TokenAddresses().allows(token_server("api.east.example", "w")), "nothing listed: none"
+    assert TokenAddresses.parse([""]).describe() == "none"
+    for bad in ("http://api.east.example", "https://a/path", "a b", "k:99999", "k:0", "user@k"):
+        with pytest.raises(ValueError):
+            TokenAddresses.parse([bad])
+
+
+def test_no_token_is_minted_for_an_address_not_allowed() -> None:
+    """The address is judged before the TokenRequest: a client that must never be asked shows it."""
+
+    class Never:
+        async def request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            raise AssertionError("a token was asked for")
+
+    async def scenario() -> None:
+        for allowed, address, reason in ((TokenAddresses(), "https://api.east.example", "TokenAddressNotAllowed"),
+                                         (TokenAddresses(everywhere=True), "http://127.0.0.1:1", "InvalidKubeConfig"),
+                                         (TokenAddresses(everywhere=True), "https://169.254.169.254",
+                                          "InvalidKubeConfig")):
+            remotes = Remotes(Options(token_addresses=allowed))
+            with pytest.raises(SpecError) as caught:
+                await remotes.service_account_token(Never(), "team-a", "deployer", (),  # type: ignore[arg-type]
+                                                    address=address, where="ConfigMap team-a/far")
+            assert caught.value.reason == reason and "ConfigMap team-a/far" in str(caught.value), caught.value
+
+    asyncio.run(scenario())
+
+
+def test_a_client_that_cannot_be_built_is_an_invalid_kubeconfig() -> None:
+    """What passes the text's checks but no TLS library loads (a PEM block holding garbage) is said of the
+    kubeconfig when the remote is acquired, not as an error of a later request."""
+    garbage = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode()
+
+    async def scenario() -> None:
+        remotes = Remotes(Options())
+        text = kubeconfig({"server": "https://127.0.0.1:1", "certificate-authority-data": garbage})
+        with pytest.raises(SpecError) as caught:
+            await remotes.acquire(("HelmRelease", "team-a", "x"), text, where="Secret team-a/k (key 'value')")
+        assert caught.value.reason == "InvalidKubeConfig" and "Secret team-a/k" in str(caught.value)
+        assert not remotes.by_key and not list(remotes._private().iterdir()), "nothing kept of it"
         await remotes.close()
 
     asyncio.run(scenario())

@@ -276,12 +276,14 @@ async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcom
 
 
 async def _unreachable_on_deletion(turn: _Turn, exc: HelmopError) -> Outcome:
-    """The remote cluster does not answer: tried again later; a kubeConfig gone or unusable lets the ConfigSync
-    go with its objects left in place, said in an Event (as Flux's kustomize-controller does)."""
-    if exc.transient and exc.reason != "KubeConfigNotFound":
+    """The remote cluster does not answer: tried again later; a remote that cannot be built (its kubeConfig gone,
+    invalid or refused) lets the ConfigSync go with its objects left in place, said in an Event
+    (:func:`clusters.retried_on_deletion`)."""
+    if clusters.retried_on_deletion(exc):
         await turn.ctx.services.events.post(turn.body, "Warning", exc.reason, str(exc))
         return FAILED
-    await turn.ctx.services.events.post(turn.body, "Warning", "PruneSkipped", f"objects not deleted: {exc}")
+    await turn.ctx.services.events.post(turn.body, "Warning", "PruneSkipped", "objects left on the remote cluster "
+                                                                              f"(not deleted): {exc}")
     await turn.ctx.services.remotes.release(turn.key)
     return DONE
 
