@@ -7,8 +7,9 @@ account token among them, to a server of the tenant's choosing), runs no program
 exec plugins (``--insecure-kubeconfig-exec``, Flux's flag), skips no TLS verification unless allowed
 (``--insecure-kubeconfig-tls``), and carries nothing the helm process and helmop's client would read
 differently (a proxy, an impersonation, a TLS server name): one identity, one server, for both. Its server is
-an http(s) URL of a host name or address and a port, at the root (a path prefix, as a proxy's, is refused: helmop
-asks the API at the server's root), and its certificates and key are PEM: a kubeconfig helmop cannot build a
+an http(s) URL of a host name or address and a port, with at most a plain path prefix (a proxy's, as Rancher's
+``/k8s/clusters/<id>``: helmop puts it before every request's path, as client-go does), and its certificates and
+key are PEM: a kubeconfig helmop cannot build a
 client of is ``InvalidKubeConfig``, never an error of the client's.
 
 A ServiceAccount token minted for a remote (``configMapRef``, Flux 2.7's workload identity) is sent only over
@@ -45,6 +46,7 @@ _PEM = {"certificate-authority-data": ("CERTIFICATE",), "client-certificate-data
 # scheme, host (a DNS name, an IPv4 address or a bracketed IPv6 one), port, and what follows
 _URL = re.compile(r"(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?)"
                   r"(?::(?P<port>[0-9]{1,5}))?(?P<rest>[/?#].*)?", re.IGNORECASE | re.DOTALL)
+_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)*/?")  # a proxy's prefix: plain segments (and none "." or "..")
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
 
 
@@ -166,9 +168,10 @@ def _server(server: str, exec_plugin: bool, where: str) -> Checked:
         raise _invalid(where, f"server {shown} is not an http(s) URL")
     if not host or (url["port"] is not None and not 0 < port < 65536):
         raise _invalid(where, f"server {shown} names no valid host and port")
-    if (url["rest"] or "/") != "/":
-        raise _invalid(where, f"server {shown} has a path, a query or a fragment: helmop asks the API server at "
-                              "its root (a proxy's path prefix is not supported)")
+    path = url["rest"] or ""
+    if not _PATH.fullmatch(path) or {".", ".."} & set(path.split("/")):
+        raise _invalid(where, f"server {shown} has a query, a fragment or a path that is not a plain prefix (a "
+                              "proxy's, as /k8s/clusters/c-1)")
     port = port or (443 if scheme == "https" else 80)
     return Checked(server=server.rstrip("/"), host=host, port=port, exec_plugin=exec_plugin)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yarl
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base, wait_exponential_jitter
 
@@ -197,11 +198,16 @@ class Kube:
             headers = ([("Impersonate-User", self.impersonate), *(("Impersonate-Group", g) for g in self.groups)]
                        if self.impersonate else [])
             session = self._sessions[streaming] = aiohttp.ClientSession(
-                self._root.conn.server.rstrip("/"), headers=headers, trust_env=False,
+                str(yarl.URL(self._root.conn.server).origin()), headers=headers, trust_env=False,
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if streaming else REQUEST_CONNECTIONS,
                                                resolver=Resolver(self.policy) if self.policy else None),
                 timeout=aiohttp.ClientTimeout(total=60, connect=10))
         return session
+
+    def _prefix(self) -> str:
+        """The server's path, before every request's (a proxy's, as Rancher's /k8s/clusters/<id>): client-go
+        puts it there too."""
+        return yarl.URL(self._root.conn.server).path.rstrip("/")
 
     def _token(self) -> str:
         root = self._root
@@ -264,7 +270,7 @@ class Kube:
                     headers: dict[str, str]) -> dict[str, Any]:
         for reauthenticated in (False, True):
             try:
-                async with self.session().request(method, path, data=data, params=params,
+                async with self.session().request(method, self._prefix() + path, data=data, params=params,
                                                   headers={**headers, **self._auth()}) as r:
                     status, text = r.status, await r.text()
                     retry_after = r.headers.get("Retry-After", "")
@@ -298,7 +304,7 @@ class Kube:
         headers = {**self._auth(), **({"Accept": accept} if accept else {})}
         try:
             async with self.session(streaming=True).get(
-                    path, params=params, headers=headers,
+                    self._prefix() + path, params=params, headers=headers,
                     timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=idle)) as r:
                 if r.status >= 400:
                     raise _answered(r.status, r.reason or "", _reply(await r.text()), r.headers.get("Retry-After", ""))

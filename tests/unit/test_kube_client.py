@@ -101,3 +101,15 @@ def test_retry_rules() -> None:
     assert not retryable(Unreachable("x", sent=True), "POST", "/p")  # may have created it
     assert retryable(Unreachable("x", sent=True), "GET", "/p")
     assert retryable(KubeError(500, "", ""), "POST", "/p") and not retryable(KubeError(422, "", ""), "PATCH", "/p")
+
+
+async def test_a_servers_path_prefix_comes_before_every_request(server: tuple[Server, str]) -> None:
+    """A proxy's prefix (Rancher's /k8s/clusters/<id>) as client-go puts it: before the API path, for requests and
+    for streams alike."""
+    srv, url = server
+    kube = Kube(Connection(f"{url}/k8s/clusters/c-1/", token="t"))
+    srv.answer = lambda request, n: web.json_response({"path": request.path})
+    assert await kube.request("GET", "/api/v1/namespaces/x") == {"path": "/k8s/clusters/c-1/api/v1/namespaces/x"}
+    assert [line async for line in kube.stream("/api/v1/pods", {})] == [
+        b'{"path": "/k8s/clusters/c-1/api/v1/pods"}']
+    await kube.close()

@@ -38,6 +38,11 @@ def test_a_self_contained_kubeconfig_is_accepted() -> None:
     found = check(kubeconfig(), allow_exec=False, allow_insecure=False, where="Secret a/b")
     assert (found.server, found.host, found.port, found.exec_plugin) == ("https://10.0.0.1:6443", "10.0.0.1", 6443,
                                                                          False)
+    # a proxy's path prefix (Rancher's), put before every request's path by the client
+    proxied = kubeconfig({"server": "https://rancher.example/k8s/clusters/c-1/", "certificate-authority-data": CA})
+    found = check(proxied, allow_exec=False, allow_insecure=False, where="Secret a/b")
+    assert (found.server, found.host, found.port) == ("https://rancher.example/k8s/clusters/c-1", "rancher.example",
+                                                      443)
 
 
 @pytest.mark.parametrize(("cluster", "user", "said"), [
@@ -55,10 +60,11 @@ def test_a_self_contained_kubeconfig_is_accepted() -> None:
     (None, {"client-key-data": "not base64!"}, "not base64"),
     # what a client would be built of and fail on (aiohttp: "base_url must have a trailing '/'"; ssl: no
     # certificate): said of the kubeconfig, never a client's error
-    ({"server": "https://127.0.0.1:6443/etc/passwd"}, None, "has a path"),
-    ({"server": "https://k/api/v1/namespaces/kube-system/secrets"}, None, "has a path"),
-    ({"server": "https://k?x=1"}, None, "has a path, a query or a fragment"),
-    ({"server": "https://k#frag"}, None, "has a path, a query or a fragment"),
+    ({"server": "https://127.0.0.1:6443/a/../etc/passwd"}, None, "not a plain prefix"),
+    ({"server": "https://k/./api"}, None, "not a plain prefix"),
+    ({"server": "https://k/a%2f..%2fb"}, None, "not a plain prefix"),
+    ({"server": "https://k?x=1"}, None, "a query, a fragment"),
+    ({"server": "https://k#frag"}, None, "a query, a fragment"),
     ({"server": "https://k\n/x"}, None, "not an http(s) URL of a host"),
     ({"server": "https://ho st"}, None, "not an http(s) URL of a host"),
     ({"server": "https://a..b"}, None, "no valid host"),
