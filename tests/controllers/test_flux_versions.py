@@ -207,7 +207,8 @@ def test_with_flux_api_current_the_removed_versions_are_refused(
         said = condition(get(kube, ns, KUSTOMIZATIONS, "flux-system"))
         return said if said.get("status") == "False" and f"{KUSTOMIZE}/v1beta2" in said.get("message", "") else {}
     said = eventually(failed, timeout=90)
-    assert (f"Kustomization/{ns}/apps dry-run failed (NotFound): the server could not find the requested resource "
+    assert (f"Kustomization/{ns}/apps dry-run failed (NotFound): the server could not find the requested resource: "
+            f"{KUSTOMIZE}/v1beta2 was removed in Flux 2.8: rewrite it as {KUSTOMIZE}/v1 (flux migrate -f does) "
             f"(apiVersion {KUSTOMIZE}/v1beta2, clusters/legacy/apps.yaml:1)") in said["message"]
     assert f"OCIRepository/{ns}/app dry-run failed (NotFound)" in said["message"]
     crd = json.loads(kube("kubectl", "get", "crd", KUSTOMIZATIONS, "-o", "json").stdout)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.flux import versions
 from helmop.api.ignorerules import IgnoreRule, ignored
 from helmop.infra.kube import Kube, KubeError
 from helmop.reconcile import fieldowners, ssa
@@ -94,7 +95,10 @@ async def _plan(kube: Kube, oid: ObjectId, obj: dict[str, Any], live: dict[str, 
         path = await path_of(kube, oid)
         live = live if live is not None else await kube.get(path)
     except KubeError as exc:
-        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}") from None
+        # a version of Flux's that Flux removed, where it is not served (--flux-api=current): what to write instead
+        removed = [r.message for r in versions.refusals(obj) if r.reason == "RemovedAPIVersion"]
+        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}"
+                       + "".join(f": {message}" for message in removed if exc.status == 404)) from None
     why = ssa.skipped(obj, live)
     if why:
         log.debug("%s: not applied (%s)", oid, why)
