@@ -64,6 +64,17 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRepo]:
     repo.close()
 
 
+@pytest.fixture
+def own_repo(tmp_path: Path) -> Iterator[ChartRepo]:
+    """A chart repository of this test alone (what is asked of it is this test's doing), its chart with a
+    values-prod.yaml (for valuesFiles to name)."""
+    subprocess.run([tool("helm"), "create", str(tmp_path / "src")], check=True, capture_output=True)
+    repo = ChartRepo(tmp_path, tmp_path / "src", tool("helm"))
+    repo.publish("demo", "0.1.0", files={"values-prod.yaml": "replicaCount: 2\n"})
+    yield repo
+    repo.close()
+
+
 def helm_wrapper(path: Path, helm: Path, log: Path, values_log: Path) -> Path:
     """A helm that logs its arguments (one line per process) and, for upgrade/template, the values it
     was given on stdin (a line "<args><TAB><values JSON>"), then runs the real helm."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,6 @@ from tests.registry import Registry
 from tests.signing import NotationCA, cosign_key, cosign_sign, trust_policy
 from tests.sigstore import GITHUB, WORKFLOW, Sigstore
 from tests.tools import Run, eventually, tool
-
-
-@pytest.fixture
-def own_repo(tmp_path: Path) -> Iterator[ChartRepo]:
-    """A chart repository of this test alone: what is asked of it is this test's doing."""
-    subprocess.run([tool("helm"), "create", str(tmp_path / "src")], check=True, capture_output=True)
-    repo = ChartRepo(tmp_path, tmp_path / "src", tool("helm"))
-    repo.publish("demo", "0.1.0", files={"values-prod.yaml": "replicaCount: 2\n"})
-    yield repo
-    repo.close()
 
 
 def release(name: str, chart_spec: dict[str, object] | None = None, **spec: object) -> str:

@@ -35,18 +35,8 @@ COVERAGE = ROOT.parent / "shared" / "tools" / "flux-coverage"
 
 
 @pytest.fixture
-def charts(tmp_path: Path) -> Iterator[ChartRepo]:
-    """A chart repository of this test alone, its chart with a values-prod.yaml for valuesFile to name."""
-    subprocess.run([tool("helm"), "create", str(tmp_path / "src")], check=True, capture_output=True)
-    repo = ChartRepo(tmp_path, tmp_path / "src", tool("helm"))
-    repo.publish("demo", "0.1.0", files={"values-prod.yaml": "replicaCount: 2\n"})
-    yield repo
-    repo.close()
-
-
-@pytest.fixture
-def registry(tmp_path: Path, charts: ChartRepo) -> Iterator[Registry]:
-    """An OCI registry on loopback, serving the same chart as charts/app:1.1.0."""
+def registry(tmp_path: Path, own_repo: ChartRepo) -> Iterator[Registry]:
+    """An OCI registry on loopback, serving own_repo's chart as charts/app:1.1.0."""
     subprocess.run([tool("helm"), "package", str(tmp_path / "src"), "--version", "1.1.0", "-d", str(tmp_path / "oci")],
                    check=True, capture_output=True)
     served = Registry({"1.1.0": next((tmp_path / "oci").glob("*.tgz")).read_bytes()})
@@ -113,8 +103,8 @@ def warned(kube: Run, ns: str, name: str, *said: str) -> str:
 
 
 def test_an_old_flux_repository_reconciles_as_its_current_versions_would(
-        operator: Operator, kube: Run, ns: str, repo: Repo, charts: ChartRepo, registry: Registry) -> None:
-    repo.commit(old_flux_repository(ns, charts, registry))
+        operator: Operator, kube: Run, ns: str, repo: Repo, own_repo: ChartRepo, registry: Registry) -> None:
+    repo.commit(old_flux_repository(ns, own_repo, registry))
     kubectl = bootstrap(kube, ns, repo, source_version="v1beta2")
     assert (f"Warning: {SOURCE}/v1beta2 GitRepository is deprecated (removed in Flux 2.8): use {SOURCE}/v1"
             in kubectl.stderr)
@@ -192,10 +182,10 @@ def current_only(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo
 
 
 def test_with_flux_api_current_the_removed_versions_are_refused(
-        current_only: Run, repo: Repo, charts: ChartRepo, registry: Registry) -> None:
+        current_only: Run, repo: Repo, own_repo: ChartRepo, registry: Registry) -> None:
     kube, ns = current_only, "legacy"
     kube("kubectl", "create", "namespace", ns)
-    repo.commit(old_flux_repository(ns, charts, registry))
+    repo.commit(old_flux_repository(ns, own_repo, registry))
     refused = kube("kubectl", "-n", ns, "apply", "-f", "-", check=False,
                    stdin=yaml.safe_dump({"apiVersion": f"{SOURCE}/v1beta2", "kind": "GitRepository",
                                          "metadata": {"name": "old"}, "spec": {"url": repo.url}}))
