@@ -151,8 +151,8 @@ def tokens_minted(target: Target, ns: str) -> list[str]:
 def test_a_kubeconfig_helmop_cannot_build_a_client_of_is_refused_and_deletable(
         target: Target, recorders: tuple[Recorder, Recorder]) -> None:
     """A server with a path that is no plain prefix (aiohttp refused to build a client of any path: ReconcileError,
-    and a finalizer that never went), files of the operator's, a CA that is no certificate TLS loads, a URL of no host: InvalidKubeConfig,
-    naming the Secret and its key, and nothing reaches the tenant's server."""
+    and a finalizer that never went), files of the operator's, a CA that is no certificate TLS loads, a URL of no
+    host: InvalidKubeConfig, naming the Secret and its key, and nothing reaches the tenant's server."""
     secure, _ = recorders
     ns = target.namespace("kubeconfigs")
     token = f"tenant-token-{uuid.uuid4().hex}"
