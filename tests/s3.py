@@ -6,16 +6,22 @@ AWS's published example)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 import pytest
@@ -80,3 +86,87 @@ def s3() -> Iterator[S3]:
     server = S3()
     yield server
     server.stop()
+
+
+class Listings:
+    """An S3 endpoint on 127.0.0.1 whose listings are what a bucket's name says, counted per bucket (hostile
+    servers, no moto needed): ``loop-*`` answers "truncated" with the same keys and the same token forever,
+    ``notoken-*`` "truncated" with no token, ``rekeyed-*`` the same keys under a new token each time,
+    ``endless-*`` a new key and a new token each time (``slow-*``: the same, each page after ``delay`` seconds),
+    ``retoken-*`` a new key and the same token each time,
+    anything else one page of one object, ``config.yaml``, which it serves."""
+
+    PAGE = 1000  # keys a page of ``loop`` and ``rekeyed`` holds, as S3's pages
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self.delay = delay
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Listing, self))
+        self.endpoint = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def count(self, bucket: str) -> int:
+        with self.lock:
+            return self.counts.get(bucket, 0)
+
+    def page(self, bucket: str, token: str) -> bytes:
+        mode = bucket.split("-", 1)[0]
+        number = int(token[1:]) if token[1:].isdigit() else 0
+        if mode in ("loop", "rekeyed"):
+            keys = [f"k{i:04d}.yaml" for i in range(self.PAGE)]
+            after = "t0" if mode == "loop" else f"t{number + 1}"
+        elif mode in ("endless", "slow"):
+            keys, after = [f"k{number:06d}.yaml"], f"t{number + 1}"
+        elif mode == "retoken":
+            keys, after = [f"k{self.count(bucket):06d}.yaml"], "t1"
+        elif mode == "notoken":
+            keys, after = ["k.yaml"], ""
+        else:
+            keys, after = ["config.yaml"], None
+        contents = "".join(f"<Contents><Key>{k}</Key><ETag>&quot;{ETAG}&quot;</ETag><Size>{len(CONFIG)}</Size>"
+                           "</Contents>" for k in keys)
+        more = "<IsTruncated>false</IsTruncated>" if after is None else (
+            "<IsTruncated>true</IsTruncated>" + (f"<NextContinuationToken>{after}</NextContinuationToken>"
+                                                 if after else ""))
+        return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
+                f'2006-03-01/"><Name>{bucket}</Name>{more}{contents}</ListBucketResult>').encode()
+
+
+CONFIG = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-listing}\ndata: {value: listed}\n"
+ETAG = hashlib.md5(CONFIG).hexdigest()  # S3's etag of a single-part object
+
+
+class _Listing(http.server.BaseHTTPRequestHandler):
+    def __init__(self, listings: Listings, *args: Any) -> None:
+        self.listings = listings
+        super().__init__(*args)
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        bucket, _, key = url.path.lstrip("/").partition("/")
+        with self.listings.lock:
+            self.listings.counts[bucket] = self.listings.counts.get(bucket, 0) + 1
+        if key:
+            body, headers = CONFIG, {"ETag": f'"{ETAG}"'}
+        else:
+            if bucket.startswith("slow-"):
+                time.sleep(self.listings.delay)
+            token = urllib.parse.parse_qs(url.query).get("continuation-token", [""])[0]
+            body, headers = self.listings.page(bucket, token), {"Content-Type": "application/xml"}
+        self.send_response(200)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def listings() -> Iterator[Listings]:
+    server = Listings()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()

@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import SpecError
 from .kinds import is_object_name
-from .names import check_references
+from .names import check_references, problem
 
 GENERATOR_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")  # HelmChart: not here
 STRATEGIES = ("Overwrite", "Merge", "Extract")
@@ -81,7 +81,11 @@ def _source(raw: Any, where: str) -> SourceRef:
         raise SpecError("ValidationFailed", f"{where}.kind must be one of {', '.join(GENERATOR_SOURCES)}")
     if not is_object_name(name):
         raise SpecError("ValidationFailed", f"{where}.name {name[:70]!r} is not an object's name")
-    return SourceRef(alias, kind, name, str(raw.get("namespace") or ""))
+    namespace = str(raw.get("namespace") or "")
+    if namespace and problem(namespace, namespace=True):  # "..": a request path bent elsewhere
+        raise SpecError("ValidationFailed", f"{where}.namespace {namespace[:70]!r} "
+                                            f"{problem(namespace, namespace=True)}")
+    return SourceRef(alias, kind, name, namespace)
 
 
 def _copy(raw: Any, where: str, aliases: set[str]) -> Copy:

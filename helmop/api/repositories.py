@@ -91,12 +91,9 @@ class HelmRepositorySpec:
     insecure: bool = False  # plain HTTP for an OCI registry
     suspend: bool = False
     pass_credentials: bool = False  # the credentials also go to chart URLs on another host than the index's
-    # accessFrom: the namespaces (label selectors, any one) whose objects may name it; None: not set
+    # accessFrom: the namespaces (label selectors, any one) whose objects may name it; None: not set (checked by
+    # every reader of a source: helmop.sources.readers.referenced)
     access_from: tuple[tuple[tuple[str, str], ...], ...] | None = None
-
-    def grants(self, labels: Mapping[str, str]) -> bool:
-        """Whether spec.accessFrom lets a namespace with ``labels`` name this repository (an empty selector: any)."""
-        return any(all(labels.get(k) == v for k, v in selector) for selector in self.access_from or ())
 
 
 @dataclass(frozen=True)
@@ -155,6 +152,11 @@ def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
                               insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
                               pass_credentials=bool(spec.get("passCredentials", False)),
                               access_from=access_from_selectors(spec.get("accessFrom")))
+
+
+def grants(selectors: tuple[tuple[tuple[str, str], ...], ...], labels: Mapping[str, str]) -> bool:
+    """Whether spec.accessFrom's ``selectors`` let a namespace with ``labels`` name an object (an empty one: any)."""
+    return any(all(labels.get(k) == v for k, v in selector) for selector in selectors)
 
 
 def access_from_selectors(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] | None:

@@ -13,7 +13,7 @@ from .errors import SpecError
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
-from .names import check_references
+from .names import check_references, problem
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
 
@@ -230,6 +230,8 @@ def _includes(raw: Any) -> tuple[Include, ...]:
         name = str(repository.get("name") or "") if isinstance(repository, dict) else ""
         if not name:
             raise SpecError("InvalidSpec", f"spec.include[{i}].repository.name is required")
+        if problem(name):  # a name the API refuses ("..") would bend the request path, and be the mount folder
+            raise SpecError("InvalidSpec", f"spec.include[{i}].repository.name: {name[:80]!r} {problem(name)}")
         include = Include(name, relative_path(item.get("fromPath"), f"spec.include[{i}].fromPath"),
                           relative_path(item.get("toPath"), f"spec.include[{i}].toPath"))
         if not include.target:
@@ -291,6 +293,7 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
     target_namespace = str(spec.get("targetNamespace") or "")
     metadata = _map(spec, "commonMetadata")
     policy = str(spec.get("deletionPolicy") or "MirrorPrune")
+    relative_path(spec.get("path"), "spec.path")  # checked here, kept as written (Flux's "./apps")
     if policy not in DELETION_POLICIES:
         raise SpecError("InvalidSpec", f"spec.deletionPolicy must be one of {', '.join(DELETION_POLICIES)}")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),

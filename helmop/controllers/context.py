@@ -55,6 +55,7 @@ class Services:
     collections: Collections  # what releases' readiness is judged from, watched once
     notifier: Notifier  # Alerts and Providers: the Events posted, sent on
     keys_folder: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret of their own
+    tenancy: Tenancy = field(default_factory=Tenancy)  # the Context's: what source readers judge references by
     images: Scanner = field(default_factory=Scanner)  # image repositories' tags, per image and credentials
     remotes: Remotes = field(default_factory=Remotes)  # remote clusters objects name in spec.kubeConfig
     # helm's storage on each remote (its parsed manifests cached), for as long as the remote's client lives
@@ -64,7 +65,7 @@ class Services:
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
            concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
            notify: Policy | None = None, keys_folder: Path | None = None,
-           remotes: Options | None = None) -> Services:
+           remotes: Options | None = None, tenancy: Tenancy | None = None) -> Services:
         events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
         notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
         events.listeners.append(notifier.observe)
@@ -72,7 +73,7 @@ class Services:
                    slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
                    yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
                    collections=Collections(kube), notifier=notifier, keys_folder=keys_folder,
-                   remotes=Remotes(remotes, metrics))
+                   remotes=Remotes(remotes, metrics), tenancy=tenancy or Tenancy())
 
     async def close(self) -> None:
         await self.notifier.close()

@@ -48,6 +48,9 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     try:
         trees, sources_digest = await generator_trees(ctx.services, family, this.namespace, spec)
     except SourceError as exc:
+        if exc.reason == "CrossNamespaceRef":  # met on the way (a source's own reference): refused as the spec's
+            await report(ctx, kind, body, status, False, "AccessDenied", str(exc), stalled=True)
+            return DONE
         await report(ctx, kind, body, status, False, "SourceFetchFailed", f"get sources failed: {exc}")
         return FAILED
     try:

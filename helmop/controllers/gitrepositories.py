@@ -21,7 +21,7 @@ from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, Ob
 from helmop.reconcile.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_ref
-from helmop.sources.readers import MAX_INCLUDE_DEPTH, fetched_refs, git_auth, git_ref, git_source, shaped
+from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_ref, git_source, shaped
 from helmop.sources.secrets import secret_entries
 from helmop.sources.trees import GitArtifact, Mount
 from helmop.sources.verification.commits import TrustedKeys, verify
@@ -105,9 +105,10 @@ async def _includes(ctx: Context, kind: Kind, namespace: str, name: str,
     artifact yet is said by reason: IncludeCycle, IncludeUnavailable)."""
     await _no_cycle(ctx, kind, namespace, name, spec, (name,))
     mounts = []
-    for include in spec.include:
+    for i, include in enumerate(spec.include):
         try:
-            inner = await git_source(ctx.services, kind, namespace, include.repository, depth=1)
+            inner = await git_source(ctx.services, kind, namespace, include.repository,
+                                     Referrer(namespace, f"spec.include[{i}]"), depth=1)
         except SourceError as exc:
             if exc.reason == "IncludeCycle":
                 raise

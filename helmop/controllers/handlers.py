@@ -12,6 +12,7 @@ in the context bounds helm actions across objects.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -163,6 +164,7 @@ class Dispatcher:
         self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
+        self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended
 
     def serve_flux(self) -> None:
         """Flux's controllers stopped: every Flux object gets its turn now."""
@@ -223,6 +225,8 @@ class Dispatcher:
             # a new generation of the spec (deleting one is one too): stop acting on the old one
             self.ctx.memory.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
                                       else f"generation {token[0]} of its spec arrived")
+            if meta.get("deletionTimestamp") or (body.get("spec") or {}).get("suspend") is True:
+                self._interrupt(key, "is being deleted" if meta.get("deletionTimestamp") else "is suspended")
         else:
             self.scheduler.wake(key)
 
@@ -232,11 +236,31 @@ class Dispatcher:
         return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
                 finalizer in (meta.get("finalizers") or []))
 
+    def _interrupt(self, key: Key, why: str) -> None:
+        """Stop the turn running for an object that is being deleted or suspended (``why``): a listing, a fetch, a
+        build that may take minutes (or, from a hostile server, forever) is for nothing now, and holds its
+        clean-up back. A turn in a helm action is left to stop as its supersession tells helm to."""
+        task = self.scheduler.running.get(key)
+        if task is not None and key not in self.ctx.memory.committed:
+            self.interrupted[key] = why
+            task.cancel()
+
     async def turn(self, key: Key) -> float | None:
         """Reconcile the object, or clean up after it; the delay to its next turn (None: it has none)."""
         try:
             return await self._turn(key)
+        except asyncio.CancelledError:
+            why, task = self.interrupted.pop(key, None), asyncio.current_task()
+            if why is None or task is None or task.uncancel() > 0:
+                raise  # the operator stopping, a shard moving
+            kept = self.bodies.get(key)
+            if kept is not None:
+                await self.ctx.services.events.normal(unpacked(kept), "ReconcileInterrupted",
+                                                      f"the reconcile under way was stopped: the "
+                                                      f"{self.controllers[key[0]].resource.kind} {why}")
+            return 0.0  # the next turn, at once, sees the deletion or the suspension
         finally:
+            self.interrupted.pop(key, None)
             self.ctx.memory.turn_ended(key)
 
     async def _turn(self, key: Key) -> float | None:
@@ -441,7 +465,7 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
     may be elsewhere: ``spec.kubeConfig``'s cluster)."""
     async def reconcile(body: dict[str, Any]) -> Outcome:
         try:
-            body = await fluxversions.read(ctx, controller.resource, body, warn=False)
+            body = await fluxversions.read(ctx, controller.resource, body)
             flux_spec.check(controller.resource, body.get("spec") or {})
         except SpecError as exc:
             status = read_status(controller.resource, controller.status, body)
@@ -451,7 +475,7 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
 
     async def finalize(body: dict[str, Any]) -> Outcome:
         try:
-            body = await fluxversions.read(ctx, controller.resource, body)
+            body = await fluxversions.read(ctx, controller.resource, body, warn=False)
             flux_spec.check(controller.resource, body.get("spec") or {})
         except SpecError as exc:
             this = Resource(body)

@@ -275,7 +275,8 @@ async def _services(cfg: OperatorConfig, kube: Kube, processes: Processes) -> Se
     return Services.of(kube, engine, repos, git, kustomize, concurrency=cfg.concurrency, tunables=cfg.tunables,
                        notify=Policy.notifications(cfg.allow_notify_cidrs), keys_folder=cfg.decryption_keys,
                        remotes=RemoteOptions(allow_exec=cfg.kubeconfig_exec, allow_insecure_tls=cfg.kubeconfig_tls,
-                                             token_addresses=_token_addresses(cfg)))
+                                             token_addresses=_token_addresses(cfg)),
+                       tenancy=cfg.tenancy)
 
 
 def _token_addresses(cfg: OperatorConfig) -> TokenAddresses:

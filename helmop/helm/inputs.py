@@ -35,12 +35,12 @@ from helmop.api.kinds import HELMOP, Family, Kind
 from helmop.api.manifests import YamlProblem
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import (
-    HelmRepositorySpec,
     Verification,
     parse_helm_repository,
     parse_oci_repository,
 )
 from helmop.api.settings import Tunables
+from helmop.api.tenancy import Tenancy
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
 from helmop.helm.engine import Engine
@@ -52,7 +52,7 @@ from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
-from helmop.sources.readers import read_file, source_artifact, unpublished
+from helmop.sources.readers import Referrer, read_file, referenced, source_artifact, unpublished
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
 from helmop.sources.trees import GitArtifact
@@ -73,6 +73,8 @@ class Readers(Protocol):
     def engine(self) -> Engine: ...
     @property
     def yaml(self) -> Worker: ...
+    @property
+    def tenancy(self) -> Tenancy: ...
 
 
 @dataclass
@@ -84,6 +86,7 @@ class StandaloneReaders:
     git: GitCache
     engine: Engine
     yaml: Worker = field(default_factory=lambda: Worker(timeout=Tunables().yaml_timeout))
+    tenancy: Tenancy = field(default_factory=Tenancy)  # the CLI reads with its user's own rights
 
 
 class InputError(HelmopError):
@@ -263,7 +266,7 @@ async def helm_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: F
     """spec.chartRef to a HelmChart: the chart it published (its version pinned: what it resolved is what the
     release takes, whatever its HelmRepository lists by now), with its values files."""
     where = ref.namespace or namespace
-    obj = await _source(ctx, family.helmchart, where, ref.name)
+    obj = await _source(ctx, family.helmchart, where, ref.name, Referrer(namespace, "spec.chartRef"))
     revision = str(((obj.get("status") or {}).get("artifact") or {}).get("revision") or "")
     if not revision:
         why = unpublished(obj, family.helmchart, where, ref.name)
@@ -283,7 +286,8 @@ async def external_chart(ctx: Readers, namespace: str, ref: ArtifactChart, famil
     """spec.chartRef to an ExternalArtifact: its archive holds a chart in a folder at its top (as Helm packages
     one), taken as a chart from files at every change of the artifact."""
     where = ref.namespace or namespace
-    artifact = await source_artifact(ctx, family, "ExternalArtifact", where, ref.name)
+    artifact = await source_artifact(ctx, family, "ExternalArtifact", where, ref.name,
+                                     Referrer(namespace, "spec.chartRef"))
     tops = sorted({name.split("/", 1)[0] for name in await artifact.files("", lambda rel: rel.endswith("/Chart.yaml")
                                                                           and rel.count("/") == 1)})
     if len(tops) != 1:
@@ -293,11 +297,12 @@ async def external_chart(ctx: Readers, namespace: str, ref: ArtifactChart, famil
     return await git_chart(ctx, where, source, family)
 
 
-async def _source(ctx: Readers, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
-    obj = await ctx.kube.get(kind.path(namespace, name))
-    if obj is None:
-        raise InputError("SourceNotFound", f"{kind.kind} {namespace}/{name} does not exist", transient=True)
-    return obj
+async def _source(ctx: Readers, kind: Kind, namespace: str, name: str, by: Referrer) -> dict[str, Any]:
+    """A source object as ``by`` names it (the tenancy policy's check, as every source reader's)."""
+    try:
+        return await referenced(ctx, kind, namespace, name, by)
+    except SourceError as exc:
+        raise InputError(exc.reason, str(exc), transient=exc.transient) from None
 
 
 async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChart,
@@ -305,14 +310,13 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
     """A chart by name and version from a HelmRepository, resolved from the index its reconcile keeps fresh
     (read here only when the cache has none: after a restart, or before the repository's first turn)."""
     where = chart.namespace or namespace
-    repo = await _source(ctx, family.helmrepository, where, chart.repository)
+    repo = await _source(ctx, family.helmrepository, where, chart.repository,
+                         Referrer(namespace, "spec.chart.spec.sourceRef"))
     try:
         source = parse_helm_repository(repo.get("spec") or {})
     except SpecError as exc:
         raise InputError("SourceNotReady", f"HelmRepository {where}/{chart.repository}: {exc}",
                          transient=True) from None
-    if where != namespace and source.access_from is not None:
-        await _granted(ctx, namespace, where, chart.repository, source)
     creds = await credentials(ctx.kube, where, source.secret_ref, f"HelmRepository {where}/{chart.repository}",
                               source.cert_secret_ref)
     # An OCI HelmRepository names a registry path; its charts are repositories under it, as Flux reads it
@@ -326,17 +330,6 @@ async def shared_chart(ctx: Readers, namespace: str, chart: SharedRepositoryChar
         resolved = replace(resolved, manifest=manifest)
     path = await ctx.repos.fetch(resolved, url, creds, source.insecure, pass_credentials=source.pass_credentials)
     return resolved, path, creds
-
-
-async def _granted(ctx: Readers, namespace: str, where: str, name: str, source: HelmRepositorySpec) -> None:
-    """spec.accessFrom of a HelmRepository named from another namespace: that namespace's labels must match one of
-    its selectors (AccessDenied otherwise). --no-cross-namespace-refs refuses such a reference before, whatever
-    accessFrom says: the repository's owner cannot widen the operator's lockdown."""
-    found = await ctx.kube.get(f"/api/v1/namespaces/{namespace}")
-    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-    if not source.grants({str(k): str(v) for k, v in labels.items()}):
-        raise InputError("AccessDenied", f"HelmRepository {where}/{name} does not grant namespace {namespace} access "
-                                         "(its spec.accessFrom selects no namespace with its labels)", transient=False)
 
 
 async def _signed(ctx: Readers, namespace: str, verify: Verification, url: str, version: str, creds: Credentials,
@@ -357,7 +350,7 @@ async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
                          family: Family) -> tuple[ResolvedChart, Path, Credentials]:
     """The chart an OCIRepository's artifact holds (its layer, from the cache or the registry by digest)."""
     where = chart.namespace or namespace
-    repo = await _source(ctx, family.ocirepository, where, chart.name)
+    repo = await _source(ctx, family.ocirepository, where, chart.name, Referrer(namespace, "spec.chartRef"))
     revision = str(((repo.get("status") or {}).get("artifact") or {}).get("revision") or "")
     if not revision:
         why = unpublished(repo, family.ocirepository, where, chart.name)
@@ -422,7 +415,8 @@ async def git_chart(ctx: Readers, namespace: str, chart: SourceChart, family: Fa
     an upgrade is the files' (reconcileStrategy Revision) or the chart's version and the values files'
     (ChartVersion)."""
     where = chart.namespace or namespace
-    source = await source_artifact(ctx, family, chart.kind, where, chart.name)
+    source = await source_artifact(ctx, family, chart.kind, where, chart.name,
+                                   Referrer(namespace, "spec.chart.sourceRef"))
     files = await source.files(chart.path)
     if "Chart.yaml" not in files:
         raise SourceError("ChartNotFound", f"{chart.path} has no Chart.yaml", transient=False)

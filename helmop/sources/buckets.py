@@ -11,7 +11,9 @@ so an unchanged listing is an unchanged revision and nothing is downloaded. Obje
 root ``.sourceignore`` and ``spec.ignore`` (no default exclusions, as Flux's Bucket). A listing of more keys
 than a tree may hold, an object larger than a file may be, or a key that is not a path inside the artifact
 (``..``, absolute, control characters) is refused by name; objects are fetched a few at a time, each checked
-against the listing's etag."""
+against the listing's etag. A listing is bounded in pages and in time (spec.timeout), and one that cannot be an
+S3 server's (a key or a continuation token again, truncated with no token to go on) is refused: a server that
+answers "more" forever keeps no turn busy for longer than that."""
 
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ from .secrets import decoded
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 MAX_PAGE = 8 << 20  # one listing page's XML (S3 sends at most 1000 keys a page)
+MAX_PAGES = 1000  # pages of one listing: the entry limit's keys in pages of 20 or more
+MAX_TOKEN = 1024  # a continuation token's length (S3's are a few hundred characters)
 PARALLEL = 8  # objects fetched at once
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -144,27 +148,41 @@ class Bucket:
                                                        "ArtifactTooLarge"), dict(response.headers)
 
     async def index(self) -> dict[str, Object]:
-        """Every object under spec.prefix that the ignore rules keep, by key."""
-        async with self.repos.session(self.creds, basic=False) as http:
-            listed = await self._list(http)
-            rules = await self._ignore(http, listed)
+        """Every object under spec.prefix that the ignore rules keep, by key; listed within spec.timeout."""
+        try:
+            async with asyncio.timeout(self.spec.timeout), self.repos.session(self.creds, basic=False) as http:
+                listed = await self._list(http)
+                rules = await self._ignore(http, listed)
+        except TimeoutError:  # a request's own timeout is said by _request: this is the listing's
+            raise SourceError("ListingTooLong", f"the listing of {self.what} took longer than spec.timeout "
+                                                f"({self.spec.timeout:.0f}s)", transient=True) from None
         return {key: found for key, found in listed.items()
                 if not key.endswith("/") and key != FILE and not rules.excludes(key)}
 
     async def _list(self, http: aiohttp.ClientSession) -> dict[str, Object]:
         listed: dict[str, Object] = {}
         token = ""
-        while True:
+        tokens: set[str] = set()  # every token answered so far (S3 never gives one twice in a listing)
+        for number in range(1, MAX_PAGES + 1):
             query = {"list-type": "2", **({"prefix": self.spec.prefix} if self.spec.prefix else {}),
                      **({"continuation-token": token} if token else {})}
             _, body, _ = await self._request(http, "", query, MAX_PAGE)
-            page, token = _page(body, self.what)
+            page, truncated, token = _page(body, self.what)
+            again = next((key for key in page if key in listed), None)
+            if again is not None:
+                raise _invalid(self.what, f"page {number} lists {again[:200]!r} again")
             listed.update(page)
             if len(listed) > self.limits.max_entries:
                 raise SourceError("TooManyFiles", f"{self.what} lists more than {self.limits.max_entries} objects",
                                   transient=False)
-            if not token:
+            if not truncated:
                 return listed
+            if not token or len(token) > MAX_TOKEN or token in tokens:
+                said = "repeats a continuation token" if token in tokens else "gives no usable continuation token"
+                raise _invalid(self.what, f"page {number} is truncated but {said}")
+            tokens.add(token)
+        raise SourceError("ListingTooLong", f"the listing of {self.what} goes on past {MAX_PAGES} pages; refused",
+                          transient=False)
 
     async def _request(self, http: aiohttp.ClientSession, key: str, query: dict[str, str], limit: int,
                        headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
@@ -194,7 +212,7 @@ class Bucket:
 
     async def fetch(self, index: dict[str, Object]) -> tarballs.Tree:
         """The objects of ``index``, each checked against its etag; bounded in size and count (as listed, before
-        anything is fetched, and as received)."""
+        anything is fetched, and as received) and in time (spec.timeout)."""
         for key, found in index.items():
             _check_key(key, self.what)
             if found.size > self.limits.max_file:
@@ -222,13 +240,23 @@ class Bucket:
                                                   f"{self.limits.max_total >> 20} MiB", transient=False)
             files[key] = data
 
-        async with self.repos.session(self.creds, basic=False) as http:
-            await asyncio.gather(*(one(http, key) for key in sorted(index)))
+        try:
+            async with asyncio.timeout(self.spec.timeout), self.repos.session(self.creds, basic=False) as http:
+                await asyncio.gather(*(one(http, key) for key in sorted(index)))
+        except TimeoutError:
+            raise SourceError("BucketOperationFailed", f"fetching the objects of {self.what} took longer than "
+                                                       f"spec.timeout ({self.spec.timeout:.0f}s)",
+                              transient=True) from None
         return tarballs.Tree(files)
 
 
-def _page(body: bytes, what: str) -> tuple[dict[str, Object], str]:
-    """(key -> object, next continuation token) of a ListObjectsV2 answer."""
+def _invalid(what: str, why: str) -> SourceError:
+    return SourceError("InvalidListing", f"the listing of {what} cannot be an S3 server's: {why}; refused",
+                       transient=False)
+
+
+def _page(body: bytes, what: str) -> tuple[dict[str, Object], bool, str]:
+    """(key -> object, whether the listing goes on, the continuation token) of a ListObjectsV2 answer."""
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError:
@@ -238,7 +266,7 @@ def _page(body: bytes, what: str) -> tuple[dict[str, Object], str]:
         key, etag, size = (item.findtext(f"{_NS}{n}") or "" for n in ("Key", "ETag", "Size"))
         found[key] = Object(etag.strip('"'), int(size) if size.isdigit() else 0)
     truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
-    return found, (root.findtext(f"{_NS}NextContinuationToken") or "") if truncated else ""
+    return found, truncated, (root.findtext(f"{_NS}NextContinuationToken") or "") if truncated else ""
 
 
 def _cache_path(repos: Repositories, spec: BucketSpec, creds: Credentials, keys: Keys, revision: str) -> Path:

@@ -1,8 +1,9 @@
 """A Bucket's objects over S3's API (helmop.sources.buckets) against a real S3-compatible server on loopback
 (moto's): Flux's revision of keys and etags, the root .sourceignore and spec.ignore, a prefix, an unchanged
 listing that fetches nothing, the cache keyed by what was read and with which keys; a key that leaves the
-artifact, a listing past the limits and an object larger than a file may be, refused by reason. The request
-signature is checked against AWS's own published example."""
+artifact, a listing past the limits and an object larger than a file may be, refused by reason; listings no S3
+server gives (a key or a token again, "truncated" with no token, pages or time without end) refused by reason
+against hostile servers. The request signature is checked against AWS's own published example."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from helmop.sources.buckets import Bucket, Keys, signed_headers
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Limits
 from helmop.sources.repositories import Credentials, Repositories
-from tests.s3 import ACCESS, S3, SECRET, s3  # noqa: F401 - the fixture
+from tests.s3 import ACCESS, S3, SECRET, Listings, listings, s3  # noqa: F401 - the fixtures
 
 KEYS = Keys(ACCESS, SECRET)
 
@@ -108,3 +109,44 @@ def test_buckets_helmop_cannot_read_are_refused_by_name() -> None:
                          ({"bucketName": "A_B"}, "not an S3 bucket name"), ({"prefix": "../up"}, "spec.prefix")):
         with pytest.raises(SpecError, match=said):
             parse_bucket({"bucketName": "cfg", "endpoint": "s3.example.com", **fields})
+
+
+def hostile(server: Listings, mode: str, **fields: object) -> tuple[str, BucketSpec]:
+    name = f"{mode}-{uuid.uuid4().hex[:8]}"
+    return name, parse_bucket({"bucketName": name, "endpoint": server.endpoint, "insecure": True, **fields})
+
+
+@pytest.mark.parametrize(("mode", "said", "requests"), [
+    ("loop", "page 2 lists 'k0000.yaml' again", 2),  # the same keys and token forever
+    ("rekeyed", "page 2 lists 'k0000.yaml' again", 2),  # the same keys under new tokens
+    ("notoken", "page 1 is truncated but gives no usable continuation token", 1)])
+async def test_a_listing_no_s3_server_gives_is_refused(listings: Listings, tmp_path: Path, mode: str,  # noqa: F811
+                                                       said: str, requests: int) -> None:
+    name, found = hostile(listings, mode)
+    with pytest.raises(SourceError, match=said) as refused:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert (refused.value.reason, refused.value.transient) == ("InvalidListing", False)
+    assert listings.count(name) == requests
+
+
+async def test_a_listing_that_repeats_a_token_is_refused(listings: Listings, tmp_path: Path) -> None:  # noqa: F811
+    name, found = hostile(listings, "retoken")  # new keys, but the token of page 1 again from page 2 on
+    with pytest.raises(SourceError, match="page 2 is truncated but repeats a continuation token") as refused:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert refused.value.reason == "InvalidListing" and listings.count(name) == 2
+
+
+async def test_a_listing_is_bounded_in_pages_and_time(listings: Listings, tmp_path: Path,  # noqa: F811
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buckets, "MAX_PAGES", 30)
+    name, found = hostile(listings, "endless")  # a new key and token each page, forever
+    with pytest.raises(SourceError, match="goes on past 30 pages") as pages:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert (pages.value.reason, pages.value.transient) == ("ListingTooLong", False)
+    assert listings.count(name) == 30
+    name, found = hostile(listings, "slow", timeout="1s")  # 50 pages a second at most: past 30 pages otherwise
+    monkeypatch.setattr(buckets, "MAX_PAGES", 10_000)
+    with pytest.raises(SourceError, match=r"took longer than spec.timeout \(1s\)") as slow:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert (slow.value.reason, slow.value.transient) == ("ListingTooLong", True)
+    assert 0 < listings.count(name) <= 60

@@ -43,7 +43,7 @@ from helmop.reconcile.settle import configsync as settle
 from helmop.reconcile.settle import progressing
 from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
-from helmop.sources.readers import source_artifact
+from helmop.sources.readers import Referrer, source_artifact
 
 from .. import clusters, dependencies
 from ..clusters import Cluster
@@ -117,7 +117,8 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
     turn.status = turn.status.but(cluster=cluster.name)
     source_namespace = spec.source_namespace or turn.this.namespace
     try:
-        artifact = await source_artifact(ctx.services, family, spec.source_kind, source_namespace, spec.source_name)
+        artifact = await source_artifact(ctx.services, family, spec.source_kind, source_namespace, spec.source_name,
+                                         Referrer(turn.this.namespace, "spec.sourceRef"))
     except (InputError, SourceError) as exc:
         await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
