@@ -1,5 +1,6 @@
-"""What every reconcile of one operator process shares, in three parts: the settings (tunables and the
-tenancy policy, fixed at start), the :class:`Services` (clients, workers, caches: the I/O), and the
+"""What every reconcile of one operator process shares, in three parts: the settings (tunables, fixed at start;
+the tenancy policy, held by the services, whose readers judge references by it), the :class:`Services` (clients,
+workers, caches: the I/O), and the
 :class:`Memory` of what reconciles learned about each other (who reads what, who is superseded), which
 lets a change to one object wake the reconcilers of the objects that depend on it."""
 
@@ -55,7 +56,7 @@ class Services:
     collections: Collections  # what releases' readiness is judged from, watched once
     notifier: Notifier  # Alerts and Providers: the Events posted, sent on
     keys_folder: Path | None = None  # --decryption-keys: SOPS keys for objects that name no Secret of their own
-    tenancy: Tenancy = field(default_factory=Tenancy)  # the Context's: what source readers judge references by
+    tenancy: Tenancy = field(default_factory=Tenancy)  # what references may name, what identity acts
     images: Scanner = field(default_factory=Scanner)  # image repositories' tags, per image and credentials
     remotes: Remotes = field(default_factory=Remotes)  # remote clusters objects name in spec.kubeConfig
     # helm's storage on each remote (its parsed manifests cached), for as long as the remote's client lives
@@ -263,6 +264,10 @@ class Memory:
 @dataclass(frozen=True)
 class Context:
     tunables: Tunables
-    tenancy: Tenancy
     services: Services
     memory: Memory
+
+    @property
+    def tenancy(self) -> Tenancy:
+        """The tenancy policy (fixed at start), held by the services whose source readers judge references by it."""
+        return self.services.tenancy

@@ -70,7 +70,6 @@ from helmop.api.status.sources import (
     HelmRepositoryStatus,
     OCIRepositoryStatus,
 )
-from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError
 
 from . import (
@@ -149,7 +148,7 @@ class Controller:
 class Dispatcher:
     """Every object of helmop's kinds this operator sees: its latest body, its turns, its failures."""
 
-    def __init__(self, services: Services, tunables: Tunables, tenancy: Tenancy) -> None:
+    def __init__(self, services: Services, tunables: Tunables) -> None:
         self.controllers: dict[str, Controller] = {}
         # Every object of helmop's kinds, as its watch last brought it: packed (compact JSON, a third of the
         # memory of its dicts); a turn reads a copy of its own.
@@ -161,7 +160,7 @@ class Dispatcher:
         self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
         services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
         services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
-        self.ctx = Context(tunables, tenancy, services, Memory(wake=self.scheduler.wake))
+        self.ctx = Context(tunables, services, Memory(wake=self.scheduler.wake))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
         self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended

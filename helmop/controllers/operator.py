@@ -217,7 +217,7 @@ async def run(cfg: OperatorConfig, *, stop_flag: threading.Event | asyncio.Event
             standing_by, lost = False, asyncio.Event()
             if election is not None:
                 background.append(asyncio.create_task(_hold(election, halt, lost)))
-            dispatcher = Dispatcher(services, cfg.tunables, cfg.tenancy)
+            dispatcher = Dispatcher(services, cfg.tunables)
             if cfg.flux_api:  # known before any Flux object gets a turn
                 gate = dispatcher.flux_gate = FluxGate(kube, cfg.flux_namespace, services.metrics,
                                                        dispatcher.serve_flux)

@@ -13,7 +13,6 @@ from typing import Any
 from helmop.api.kinds import FINALIZER, HELMOP
 from helmop.api.settings import Tunables
 from helmop.api.status.sources import BucketStatus
-from helmop.api.tenancy import Tenancy
 from helmop.controllers.handlers import Controller, Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
 from helmop.infra.metrics import Metrics
@@ -61,7 +60,7 @@ def _dispatcher() -> tuple[Dispatcher, Controller, list[dict[str, Any]], _Events
     events = _Events()
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), events=events,
                                kube=SimpleNamespace(merge_patch=_patched))
-    dispatcher = Dispatcher(services, Tunables(), Tenancy())  # type: ignore[arg-type]
+    dispatcher = Dispatcher(services, Tunables())  # type: ignore[arg-type]
     controller = dispatcher.controllers[KIND.key] = Controller(KIND, BucketStatus, 600.0, reconcile, finalize)
     return dispatcher, controller, started, events
 
