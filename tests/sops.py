@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 import pyrage
 import pysequoia
 import yaml
+from cryptography.hazmat.decrepit.ciphers.modes import CFB
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 STAMP = "2026-11-01T10:00:00Z"
@@ -145,9 +148,10 @@ def age_identity() -> tuple[str, str]:
     return str(identity), str(identity.to_public())
 
 
-def pgp_key(user: str = "helmop test <test@helmop.dev>") -> tuple[str, pysequoia.Cert]:
-    """A new OpenPGP key: (its armored private key, its certificate)."""
-    tsk = pysequoia.Tsk.generate(user)
+def pgp_key(user: str = "helmop test <test@helmop.dev>",
+            profile: pysequoia.Profile | None = None) -> tuple[str, pysequoia.Cert]:
+    """A new OpenPGP key (``profile``: RFC9580 for a v6 key): (its armored private key, its certificate)."""
+    tsk = pysequoia.Tsk.generate(user, profile=profile)
     return str(tsk), tsk.extract_certificate()
 
 
@@ -186,10 +190,49 @@ class GpgKey:
         recipient = "--hidden-recipient" if hidden else "--recipient"
         return self.gpg(*faked, "--encrypt", "--armor", recipient, self.fingerprint, data=data).decode().strip()
 
+    def session_key(self, message: str) -> bytes:
+        """The session key gpg finds in ``message`` (--show-session-key): what its encrypted data is sealed with."""
+        status = self.gpg("--status-fd", "1", "--show-session-key", "--output", "/dev/null", "--decrypt",
+                          data=message.encode()).decode()
+        return bytes.fromhex(re.search(r"SESSION_KEY \d+:([0-9A-Fa-f]+)", status)[1])  # type: ignore[index]
+
+    def revoke(self) -> None:
+        """Revoke the whole key with the certificate gpg made with it (its openpgp-revocs.d)."""
+        made = (self.home / "openpgp-revocs.d" / f"{self.fingerprint}.rev").read_text()
+        self.gpg("--import", data=made.replace(":-----BEGIN", "-----BEGIN").encode())
+
     def key_ids(self) -> list[str]:
         """The key ids of its primary and subkeys, in gpg's order (lower-case hex)."""
         listed = self.gpg("--with-colons", "--list-secret-keys", self.fingerprint).decode().splitlines()
         return [line.split(":")[4].lower() for line in listed if line.startswith(("sec:", "ssb:"))]
+
+
+def packet(tag: int, body: bytes) -> bytes:
+    """An OpenPGP packet in the new format (RFC 9580 §4.2), its length in five octets."""
+    return bytes([0xC0 | tag, 0xFF]) + len(body).to_bytes(4, "big") + body
+
+
+def zeros_compressed(mib: int, layers: int) -> bytes:
+    """A literal data packet of ``mib`` MiB of zeros inside ``layers`` nested compressed packets: a compression
+    bomb of a few KiB. The innermost is raw DEFLATE (ZIP), a MiB of zeros' block repeated, so it is made at once."""
+    raw = zlib.compressobj(9, zlib.DEFLATED, -15)
+    header = bytes([0xCB, 0xFF]) + ((mib << 20) + 6).to_bytes(4, "big") + b"b" + bytes(5)
+    head = raw.compress(header) + raw.flush(zlib.Z_FULL_FLUSH)
+    block = raw.compress(bytes(1 << 20)) + raw.flush(zlib.Z_FULL_FLUSH)
+    out = packet(8, b"\x01" + head + block * mib + raw.flush())
+    for _ in range(layers - 1):
+        out = packet(8, b"\x02" + zlib.compress(out, 9))
+    return out
+
+
+def seipd(session_key: bytes, content: bytes) -> bytes:
+    """A version 1 SEIPD packet of ``content`` sealed with ``session_key``, as gpg writes one (RFC 9580
+    §5.13.1): AES in CFB mode from a zero IV, a random prefix repeating its last two octets, and a modification
+    detection code (SHA-1 of all of it)."""
+    prefix = os.urandom(16)
+    plain = prefix + prefix[-2:] + content + b"\xd3\x14"
+    sealer = Cipher(algorithms.AES(session_key), CFB(bytes(16))).encryptor()
+    return packet(18, b"\x01" + sealer.update(plain + hashlib.sha1(plain).digest()) + sealer.finalize())
 
 
 @contextmanager

@@ -119,3 +119,16 @@ def test_chart_passes_the_addresses_tokens_may_go_to_only_when_listed(run: Run) 
     listed = args("--set", "remoteClusters.tokenAddresses={api.east.example,https://10.0.0.7:6443}")
     assert "--kubeconfig-token-addresses=api.east.example,https://10.0.0.7:6443" in listed
     assert "--kubeconfig-token-addresses=" in args("--set-json", "remoteClusters.tokenAddresses=[]"), "none"
+
+
+def test_chart_refuses_decryption_namespaces_given_as_a_string(run: Run) -> None:
+    """`--set decryption.namespaces=team-a` is a string, not a list: rendered as none it would leave the keys
+    serving every namespace (broader than asked), so the install fails saying how to list them."""
+    refused = run("helm", "template", "h", str(CHART), "--set", "decryption.keysSecret=k",
+                  "--set", "decryption.namespaces=team-a", check=False)
+    assert refused.returncode != 0
+    assert "decryption.namespaces must be null or a list of namespaces" in refused.stderr
+    for flags, listed in ((["--set", "decryption.namespaces={team-a}"], "team-a"),
+                          (["--set-json", "decryption.namespaces=[]"], "")):
+        rendered = run("helm", "template", "h", str(CHART), "--set", "decryption.keysSecret=k", *flags).stdout
+        assert f"--decryption-keys-namespaces={listed}\n" in rendered

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from helmop.api.addresses import Policy
 from helmop.api.apps import parse_apps
@@ -21,6 +22,9 @@ from helmop.api.tenancy import Tenancy
 from helmop.infra.kubeconfig import KubeconfigError, in_cluster_namespace
 
 from . import logsetup
+
+if TYPE_CHECKING:  # the operator is imported by the verb that runs it
+    from helmop.controllers.operator import OperatorConfig
 
 
 def sandbox_verb(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +44,8 @@ def _no_sandbox() -> int:
     return 2
 
 
-def run(args: argparse.Namespace) -> int:
+def _tune_process() -> None:
+    """This process's settings for running the operator, made before anything imports kopf or starts a loop."""
     # kopf imports the `kubernetes` client whenever it is installed, only to recognise that client's objects,
     # which helmop never hands it: 12 MiB of the operator's memory. helmop does not depend on it (the sandbox's
     # client tests do); marked absent here, this process runs as it does in the operator's image.
@@ -53,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     # requests and a watch per kind and namespace, the largest part of the operator's memory under load. What the
     # API server sends (watch events, list pages) is read as fast 64 KiB at a time.
     asyncio.sslproto.SSLProtocol.max_size = 64 * 1024
+
+
+def run(args: argparse.Namespace) -> int:
+    _tune_process()
     # The operator (kopf, the controllers) is imported by the verb that runs it, not by every CLI command.
     from helmop.controllers.operator import OperatorConfig
     from helmop.controllers.operator import run as run_operator
@@ -79,26 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.flux_api == "current":
         cfg.tunables = replace(cfg.tunables, flux_removed_versions=False)
     cfg.flux_namespace = args.flux_namespace
-    try:
-        cfg.allow_notify_cidrs = tuple(str(Policy.notifications([c]).allowed[0]) for c in args.allow_notify_cidr)
-    except ValueError as exc:
-        raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
     if args.strict_substitution:
         cfg.tunables = replace(cfg.tunables, strict_substitution=True)
-    cfg.unconfined_builds = args.unconfined_builds
-    cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
-    if args.decryption_keys_namespaces is not None:
-        try:
-            cfg.tenancy = replace(cfg.tenancy, decryption_keys_namespaces=Tenancy.namespaces(
-                args.decryption_keys_namespaces))
-        except ValueError as exc:
-            raise SystemExit(f"helmop: --decryption-keys-namespaces: {exc}") from None
-    cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
-    if args.kubeconfig_token_addresses is not None:
-        try:
-            cfg.kubeconfig_token_addresses = TokenAddresses.parse(args.kubeconfig_token_addresses)
-        except ValueError as exc:
-            raise SystemExit(f"helmop: --kubeconfig-token-addresses: {exc}") from None
+    _tenancy(args, cfg)
     if args.cache_dir:
         cfg.cache_dir = Path(args.cache_dir)
     if (problem := _unwritable(cfg.cache_dir)) is not None:
@@ -126,6 +118,30 @@ def run(args: argparse.Namespace) -> int:
         cfg.kubeconfig = sandbox.kubeconfig
         asyncio.run(run_operator(cfg))
     return 0
+
+
+def _tenancy(args: argparse.Namespace, cfg: OperatorConfig) -> None:
+    """What tenants' objects may reach through the operator: addresses notifications may go to, unconfined
+    builds, its own SOPS keys (--decryption-keys and the namespaces they serve), remote clusters' kubeconfigs
+    (exec plugins, TLS, where tokens may be sent). A flag that does not parse ends the process, naming it."""
+    try:
+        cfg.allow_notify_cidrs = tuple(str(Policy.notifications([c]).allowed[0]) for c in args.allow_notify_cidr)
+    except ValueError as exc:
+        raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
+    cfg.unconfined_builds = args.unconfined_builds
+    cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
+    if args.decryption_keys_namespaces is not None:
+        try:
+            cfg.tenancy = replace(cfg.tenancy, decryption_keys_namespaces=Tenancy.namespaces(
+                args.decryption_keys_namespaces))
+        except ValueError as exc:
+            raise SystemExit(f"helmop: --decryption-keys-namespaces: {exc}") from None
+    cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
+    if args.kubeconfig_token_addresses is not None:
+        try:
+            cfg.kubeconfig_token_addresses = TokenAddresses.parse(args.kubeconfig_token_addresses)
+        except ValueError as exc:
+            raise SystemExit(f"helmop: --kubeconfig-token-addresses: {exc}") from None
 
 
 def _unwritable(directory: Path) -> str | None:

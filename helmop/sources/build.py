@@ -84,8 +84,8 @@ class Builder:
         if len(found) > limit:
             raise SourceError("BuildTooLarge", f"{folder or '.'} holds {len(found)} objects (at most {limit})",
                               transient=False)
-        if decryptor is not None:
-            found = decryptor.secret_entries(found)
+        if decryptor is not None:  # off the loop: a wrapped OpenPGP key is opened by a child process
+            found = await asyncio.to_thread(decryptor.secret_entries, found)
         still_encrypted(found, decrypting=decryptor is not None)
         return found
 

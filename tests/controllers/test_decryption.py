@@ -133,6 +133,19 @@ def test_objects_that_name_no_secret_use_the_operators_key_folder(operator: Oper
     missing = outcome(kube, ns, "app", "DecryptionFailed")
     assert "operator's key folder" in condition(missing)["message"]
     assert operator.config.decryption_keys is not None
+    # a file of the folder that is no key: its own reason, naming the file and not what it holds
+    broken = operator.config.decryption_keys / "broken.asc"
+    broken.write_text("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nc2VjcmV0LXZhbHVl\n"
+                      "-----END PGP PRIVATE KEY BLOCK-----\n")
+    try:
+        kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", "app", f"helmop.dev/requestedAt={uuid.uuid4()}")
+        said = eventually(lambda: "broken.asc" in (m := condition(get(kube, ns, "csync", "app")).get("message", ""))
+                          and m, timeout=60)
+        assert "--decryption-keys: the operator's key folder: broken.asc: not an OpenPGP key" in said
+        assert condition(get(kube, ns, "csync", "app"))["reason"] == "DecryptionFailed"
+        assert "c2VjcmV0LXZhbHVl" not in said
+    finally:
+        broken.unlink()
     (operator.config.decryption_keys / "platform.agekey").write_text(identity + "\n")
     kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", "app", f"helmop.dev/requestedAt={uuid.uuid4()}")
     outcome(kube, ns, "app", "ReconciliationSucceeded")
@@ -205,5 +218,9 @@ def test_the_operators_keys_serve_only_the_namespaces_listed(listing: Operator, 
 ])
 def test_which_namespaces_the_operators_keys_serve(tenancy: Tenancy, served: bool) -> None:
     assert tenancy.operator_keys_serve("team-a") is served
+
+
+def test_a_listed_name_that_is_no_namespace_is_refused() -> None:
     with pytest.raises(ValueError, match="'Team_A' is not a namespace name"):
         Tenancy.namespaces(["ok,Team_A"])
+    assert Tenancy.namespaces(["team-a, *", ""]) == frozenset({"team-a", "*"})

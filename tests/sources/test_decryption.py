@@ -21,13 +21,13 @@ from pysequoia.packet import PacketPile, Tag
 from helmop.api.sources import parse_config_sync
 from helmop.sources.build import Builder
 from helmop.sources.buildcache import BuildOutputs
-from helmop.sources.decryption import sops, stores
+from helmop.sources.decryption import openpgp, sops, stores
 from helmop.sources.decryption.keys import MAX_ENTRY, KeyInvalid, Keys
 from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.trees import TreeArtifact
-from tests.sops import GpgKey, Sops, age_identity, armor_age, gpg_keys, pgp_key
+from tests.sops import GpgKey, Sops, age_identity, armor_age, gpg_keys, packet, pgp_key
 from tests.tools import tool
 
 SHARED = os.environ.get("HELMOP_SOPS_FILES", "")
@@ -145,8 +145,9 @@ def test_every_key_of_an_entry_is_tried_for_the_one_gpg_named(gpg: dict[str, Gpg
 
 
 def test_a_named_key_that_cannot_decrypt_says_why() -> None:
-    """gpg asks for a passphrase, and decrypts with expired keys; helmop has no one to ask, and Sequoia's policy
-    refuses an expired key: the refusal says which of the keys it holds, and why."""
+    """gpg asks for a passphrase, and decrypts with expired and revoked keys; helmop has no one to ask, and
+    Sequoia's decryptor takes only keys valid now (pysequoia offers no other time or policy): the refusal says
+    which of the keys it holds, and why: for an expired one, when it expired."""
     with gpg_keys("primary-and-subkey", passphrase="pass-phrase-1") as (locked,):
         text = Sops(gpg=[locked]).yaml(SECRET)
         keys = Keys.of_entries({"k.asc": locked.secret("pass-phrase-1")}, "Secret shop/keys")
@@ -154,29 +155,86 @@ def test_a_named_key_that_cannot_decrypt_says_why() -> None:
                                               "is protected by a passphrase") as refused:
             decrypt(text, stores.Format.YAML, keys)
         assert "pass-phrase-1" not in str(refused.value)
-    with gpg_keys("primary-only", when="20200101T000000", expire="1d") as (expired,):
+    with gpg_keys("subkey-only", when="20200101T000000", expire="1d") as (expired,):
         key = Keys.of_entries({"k.asc": expired.secret()}, "Secret shop/keys")
         old = yaml.safe_load(Sops(age=[age_identity()[1]]).yaml(SECRET))
         old["sops"]["pgp"] = [{"fp": expired.fingerprint, "created_at": "2020-01-01T00:00:00Z",
                                "enc": expired.encrypt(b"k" * 32, when="20200101T000000")}]
-        with pytest.raises(SourceError, match="is held but cannot decrypt: it is expired, revoked"):
+        with pytest.raises(SourceError, match=f"{expired.key_ids()[1].upper()} is held but cannot decrypt: it "
+                                              r"expired on 2020-01-02 00:00 UTC; gpg \(and so Flux's SOPS\) still "
+                                              "decrypts with an expired key"):
             decrypt(yaml.safe_dump(old), stores.Format.YAML, key)
+    with gpg_keys("primary-only") as (revoked,):
+        text = Sops(gpg=[revoked]).yaml(SECRET)  # encrypted before the key was revoked
+        revoked.revoke()
+        key = Keys.of_entries({"k.asc": revoked.secret()}, "Secret shop/keys")
+        with pytest.raises(SourceError, match=f"{revoked.key_ids()[0].upper()} is held but cannot decrypt: it is "
+                                              "revoked"):
+            decrypt(text, stores.Format.YAML, key)
 
 
-def test_a_wrapped_key_for_too_many_hidden_recipients_is_refused_at_once(gpg: dict[str, GpgKey]) -> None:
-    """Hidden recipients name no key: each is tried with every secret key. Past 64 attempts the file is refused
-    before any private-key operation."""
+def test_a_v6_key_is_named_by_its_fingerprint() -> None:
+    """An RFC 9580 (v6) key, made by Sequoia: its messages' PKESK packets (version 6) name the encryption subkey
+    by its fingerprint, and the file decrypts with that key alone; another v6 key is not tried."""
+    armored, cert = pgp_key(profile=pysequoia.Profile.RFC9580)
+    text = Sops(pgp=[cert], regex="^(data|stringData)$").yaml(SECRET)
+    pkesks = [bytes(p.body) for p in PacketPile.from_bytes(yaml.safe_load(text)["sops"]["pgp"][0]["enc"].encode())
+              if p.tag == Tag.PKESK]
+    keys = Keys.of_entries({"v6.asc": armored.encode()}, "Secret shop/keys")
+    assert [body[:1] for body in pkesks] == [b"\x06"]
+    assert pkesks[0][3:3 + 32].hex() in [k.fingerprint for k in keys.pgp if len(k.fingerprint) == 64]
+    assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+    other = Keys.of_entries({"other.asc": pgp_key(profile=pysequoia.Profile.RFC9580)[0].encode()}, "Secret shop/keys")
+    with pytest.raises(SourceError, match=f"pgp {cert.fingerprint.upper()}"):
+        decrypt(text, stores.Format.YAML, other)
+
+
+def test_a_wrapped_key_for_too_many_hidden_recipients_is_passed_over(gpg: dict[str, GpgKey]) -> None:
+    """Hidden recipients name no key: each is tried with every secret key. Past 64 attempts a wrapped key is
+    passed over before any private-key operation, with a note; a later master key the keys open still decrypts
+    the file, as SOPS tries each in turn."""
     key = gpg["primary-and-subkey"]
     packets = list(PacketPile.from_bytes(key.encrypt(b"k" * 32, hidden=True).encode()))
     pkesk = next(bytes(p) for p in packets if p.tag == Tag.PKESK)
     message = pkesk * 40 + b"".join(bytes(p) for p in packets if p.tag != Tag.PKESK)
-    doc = yaml.safe_load(Sops(gpg=[key]).yaml(SECRET))
+    writer = Sops(gpg=[key])
+    doc = yaml.safe_load(writer.yaml(SECRET))
     doc["sops"]["pgp"][0]["enc"] = pysequoia.armor(message, pysequoia.ArmorKind.Message)
     keys = Keys.of_entries({"k.asc": key.secret()}, "Secret shop/keys")
     started = time.monotonic()
     with pytest.raises(SourceError, match=r"40 recipients.*2 OpenPGP keys.*more than 64 attempts"):
         decrypt(yaml.safe_dump(doc), stores.Format.YAML, keys)
     assert time.monotonic() - started < 2
+    doc["sops"]["pgp"].append({**doc["sops"]["pgp"][0], "enc": key.encrypt(writer.key)})
+    assert yaml.safe_load(decrypt(yaml.safe_dump(doc), stores.Format.YAML, keys)) == SECRET
+
+
+def esk(version: int = 3) -> bytes:
+    """A PKESK packet's body for a hidden recipient (its key material one octet)."""
+    return bytes([version]) + bytes(8) + b"\x01\x00\x08\xff" if version == 3 else b"\x06\x00\x01\x00\x08\xff"
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    (packet(1, esk()) + packet(18, b"\x01sealed"), None),
+    (b"\x84\x0d" + esk() + b"\xd2\x07\x01sealed", None),  # the legacy format, one-octet lengths
+    (packet(1, esk(6)) * 64 + b"\xd2" + b"\xe1\x01\x02" + b"\x03" + b"sea", None),  # a partial body length
+    (packet(1, esk()) + b"\xcb\x06b" + bytes(5), "not an OpenPGP encrypted message"),  # literal data
+    (packet(1, esk()) + packet(8, b"\x02x"), "not an OpenPGP encrypted message"),  # compressed
+    (packet(18, b"\x01sealed"), "not an OpenPGP encrypted message"),  # no session key
+    (packet(1, esk()) * 65 + packet(18, b"\x01"), "more than 64 encrypted session keys"),
+    (b"\xc1\xe1" + esk() + packet(18, b"\x01"), "not an OpenPGP encrypted message"),  # an ESK in parts
+    (packet(1, esk()) + packet(18, b"\x01") + packet(8, b"\x02x"), "packets follow its encrypted data"),
+    (packet(1, esk()) + packet(18, b"\x01sealed")[:-2], "ends inside a packet"),
+    (b"\x40" + packet(18, b""), "does not start an OpenPGP packet"),
+])
+def test_a_wrapped_key_is_read_by_its_packet_headers(message: bytes, said: str | None) -> None:
+    armored = pysequoia.armor(message, pysequoia.ArmorKind.Message).encode()
+    if said is None:
+        assert openpgp.encrypted_message(armored)[0] == message
+        assert openpgp.encrypted_message(armored.replace(b"\n\n", b"\nComment: made by hand\n\n", 1))[0] == message
+        return
+    with pytest.raises(openpgp.FramingError, match=said):
+        openpgp.encrypted_message(armored)
 
 
 def test_flux_usual_regex_leaves_metadata_in_clear_and_still_binds_it(age: tuple[str, str]) -> None:
@@ -232,6 +290,29 @@ def test_key_entries_that_cannot_be_used_are_named(entries: dict[str, bytes], sa
     with pytest.raises(KeyInvalid, match=said) as refused:
         Keys.of_entries(entries, "Secret shop/keys")
     assert "Secret shop/keys" in str(refused.value)
+
+
+def test_the_operators_key_folder_is_parsed_again_only_when_a_file_changed(tmp_path: Path) -> None:
+    """Every reconcile of an object naming no Secret reads the folder: unchanged, the keys parsed before serve; a
+    file added or removed is seen; a bad one is named (never its content) until it is fixed."""
+    (tmp_path / "a.agekey").write_text(age_identity()[0] + "\n")
+    (tmp_path / "README").write_text("not a key: left alone\n")
+    first = Keys.of_folder(tmp_path)
+    assert Keys.of_folder(tmp_path) is first and len(first.age) == 1
+    (tmp_path / "b.agekey").write_text(age_identity()[0] + "\n")
+    second = Keys.of_folder(tmp_path)
+    assert second is not first and len(second.age) == 2
+    (tmp_path / "broken.asc").write_text("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nc2VjcmV0LXZhbHVl\n"
+                                         "-----END PGP PRIVATE KEY BLOCK-----\n")
+    for _ in range(2):
+        with pytest.raises(KeyInvalid, match=r"the operator's key folder: broken\.asc: not an OpenPGP key") as bad:
+            Keys.of_folder(tmp_path)
+        assert "c2VjcmV0LXZhbHVl" not in str(bad.value) and "secret-value" not in str(bad.value)
+    (tmp_path / "broken.asc").write_bytes(b"x" * (MAX_ENTRY + 1))
+    with pytest.raises(KeyInvalid, match=r"broken\.asc is larger than 256 KiB"):
+        Keys.of_folder(tmp_path)
+    (tmp_path / "broken.asc").unlink()
+    assert len(Keys.of_folder(tmp_path).age) == 2
 
 
 def test_an_age_stanza_bomb_is_refused_at_once(age: tuple[str, str]) -> None:

@@ -3,6 +3,7 @@ kinds its objects are of (namespaced or not) and the objects as they are now."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -47,7 +48,7 @@ async def variables(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> tuple
 
 async def decryption_keys(ctx: Context, namespace: str, spec: ConfigSyncSpec) -> Keys | None:
     """The keys spec.decryption asks for: its Secret's (of the ConfigSync's own namespace), else the operator's
-    key folder; None when it asks for no decryption."""
+    key folder; None when it asks for no decryption. Keys are parsed off the event loop (RSA keys take a while)."""
     if spec.decryption is None:
         return None
     name = spec.decryption.secret_ref
@@ -57,11 +58,19 @@ async def decryption_keys(ctx: Context, namespace: str, spec: ConfigSyncSpec) ->
             return Keys(refusal=f"the operator's decryption keys are not for namespace {namespace} (an administrator "
                                 "lists the namespaces they serve: --decryption-keys-namespaces); name a Secret of "
                                 "this namespace's own keys in spec.decryption.secretRef")
-        return Keys.of_folder(folder) if folder else Keys(source="no keys (spec.decryption names no Secret, and "
-                                                                  "the operator has no --decryption-keys folder)")
+        if not folder:
+            return Keys(source="no keys (spec.decryption names no Secret, and the operator has no "
+                               "--decryption-keys folder)")
+        try:
+            return await asyncio.to_thread(Keys.of_folder, folder)
+        except KeyInvalid as exc:  # the administrator's to fix: tried again at the interval
+            raise InputError("DecryptionFailed", f"--decryption-keys: {exc}", transient=True) from None
+        except OSError as exc:
+            raise InputError("DecryptionFailed", f"--decryption-keys: the operator's key folder cannot be read "
+                                                 f"({exc.strerror or type(exc).__name__})", transient=True) from None
     try:
         entries = await secret_entries(ctx.services.kube, namespace, name, "spec.decryption.secretRef")
-        return Keys.of_entries(entries, f"Secret {namespace}/{name}")
+        return await asyncio.to_thread(Keys.of_entries, entries, f"Secret {namespace}/{name}")
     except SourceError as exc:
         raise InputError("DecryptionFailed", str(exc), transient=exc.transient) from None
     except KeyInvalid as exc:

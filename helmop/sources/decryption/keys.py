@@ -2,7 +2,8 @@
 ``spec.decryption.secretRef``: entries named ``*.agekey`` (age X25519 identities, one or more per entry, ``#``
 comments) and ``*.asc`` (armored OpenPGP private keys, one or more per entry); or, for objects that name no
 Secret, the operator's own key folder (``--decryption-keys``). Held in memory only: an age identity in pyrage,
-an OpenPGP key in Sequoia, in this process (no keyring or agent on disk, no child process given a key).
+an OpenPGP key in Sequoia (no keyring or agent on disk; a secret key goes, over a pipe, only to helmop's own
+bounded child process that opens one wrapped data key with it).
 
 A file is decrypted with the first of its master keys these keys open (age first, then OpenPGP, as SOPS
 orders them). One encrypted only for a cloud KMS, Vault/OpenBao, or with Shamir key groups is refused by name;
@@ -13,19 +14,26 @@ when the message's recipients (its PKESK packets) name its key id, or name none 
 ``Tsk.decryptor()`` uses only the first encryption-capable secret key of a certificate: for a key made by gpg
 whose primary can encrypt and which has an encryption subkey, that is the primary, while gpg (and SOPS through
 it) encrypts to the subkey. Each secret key is therefore held as a certificate whose only secret it is. SOPS's
-``fp`` (the key it was told to encrypt for, often the primary's) only names the key in messages."""
+``fp`` (the key it was told to encrypt for, often the primary's) only names the key in messages. A key entry and
+a wrapped key are read by their packet headers before Sequoia parses them, and the wrapped key is opened in a
+bounded child process (:mod:`.openpgp`: compressed data is inflated by parsing). Unlike gpg, an expired or
+revoked key does not decrypt: Sequoia's decryptor takes only keys valid now, and pysequoia offers no other time
+or policy; the refusal names the key and when it expired."""
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyrage
 import pysequoia
-from pysequoia.packet import Packet, PacketPile, Tag
+from pysequoia.packet import Packet, PacketPile, SignatureType, Tag
 
+from . import openpgp
 from .sops import MasterKey, Metadata, SopsError
 
 MAX_ENTRY = 256 << 10  # one *.agekey or *.asc entry
@@ -37,6 +45,11 @@ MAX_ATTEMPTS = 64  # secret keys tried on one wrapped key, times its recipients 
 _UNSUPPORTED = {"kms": "AWS KMS", "gcp_kms": "GCP KMS", "azure_kv": "Azure Key Vault", "hc_vault": "Vault/OpenBao",
                 "hckms": "Huawei Cloud KMS"}
 _ARMOR = re.compile(rb"-----BEGIN PGP [A-Z ]+-----.*?-----END PGP [A-Z ]+-----", re.S)
+# The operator's key folder as last parsed: (its files' name, inode, mtime and size; what they gave). A reconcile
+# of every object naming no Secret reads it: parsed again only when a file changed (a mounted Secret's update
+# replaces its files).
+_FOLDERS: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], Keys | KeyInvalid]] = {}
+_FOLDERS_LOCK = threading.Lock()
 
 
 class KeyInvalid(ValueError):
@@ -55,7 +68,9 @@ class SecretKey:
 
     key_id: str  # 16 lower-case hex digits, as a v3 PKESK names its recipient
     fingerprint: str  # lower-case hex, as a v6 PKESK names it
-    tsk: pysequoia.Tsk
+    tsk: bytes  # that certificate, binary: what the child that opens a wrapped key is given
+    expires: datetime | None = None  # when it (or its primary) expires, by its self-signatures
+    revoked: bool = False  # it or its primary, by a revocation signature of its own
 
 
 @dataclass(frozen=True)
@@ -85,12 +100,30 @@ class Keys:
 
     @classmethod
     def of_folder(cls, folder: Path) -> Keys:
-        """The operator's own keys: the ``*.agekey`` and ``*.asc`` files of a folder (a mounted Secret's)."""
-        entries = {}
+        """The operator's own keys: the ``*.agekey`` and ``*.asc`` files of a folder (a mounted Secret's), parsed
+        again only when one of them changed; KeyInvalid names the file. Blocking: call it off the event loop."""
+        files = []
         for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            if path.name.endswith((".agekey", ".asc")) and path.is_file() and path.stat().st_size <= MAX_ENTRY:
-                entries[path.name] = path.read_bytes()
-        return cls.of_entries(entries, "the operator's key folder")
+            if path.name.endswith((".agekey", ".asc")) and path.is_file():
+                stat = path.stat()
+                files.append((path, (path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size)))
+        stamp = tuple(found for _path, found in files)
+        with _FOLDERS_LOCK:
+            cached = _FOLDERS.get(folder)
+        if cached is None or cached[0] != stamp:
+            entries = {}
+            for path, _found in files:
+                with path.open("rb") as f:
+                    entries[path.name] = f.read(MAX_ENTRY + 1)  # one larger is named, not read whole
+            try:
+                parsed: Keys | KeyInvalid = cls.of_entries(entries, "the operator's key folder")
+            except KeyInvalid as exc:
+                parsed = exc
+            with _FOLDERS_LOCK:
+                cached = _FOLDERS[folder] = (stamp, parsed)
+        if isinstance(cached[1], KeyInvalid):
+            raise KeyInvalid(str(cached[1]))
+        return cached[1]
 
     def __bool__(self) -> bool:
         return bool(self.age or self.pgp)
@@ -126,7 +159,7 @@ class Keys:
             if master.type == "age" and self.age:
                 key = pyrage.decrypt(master.enc.encode(), list(self.age))
             elif master.type == "pgp" and self.pgp:
-                key = _pgp_unwrap(master.enc.encode(), self.pgp, notes) or b""
+                key = _pgp_unwrap(master, self.pgp, notes) or b""
             else:
                 return None
         except pyrage.DecryptError:
@@ -136,45 +169,56 @@ class Keys:
         return key or None
 
 
-def _pgp_unwrap(message: bytes, keys: tuple[SecretKey, ...], notes: list[str]) -> bytes | None:
-    """The message's content, opened by the first secret key among ``keys`` its recipients name, as gpg does
-    (every one of them: primary and subkeys alike); ``notes`` gets why a named key could not be used."""
-    named, recipients = _recipients(message)
-    tried = [k for k in keys if "*" in named or k.key_id in named or k.fingerprint in named]
-    if len(tried) * recipients > MAX_ATTEMPTS:
-        raise SopsError(f"its pgp key is for {recipients} recipients, hidden or named, that {len(tried)} OpenPGP "
-                        f"keys of this build would each be tried on: more than {MAX_ATTEMPTS} attempts")
-    for key in tried:
-        try:
-            decryptor = key.tsk.decryptor()
-        except Exception as exc:  # Sequoia's: no usable secret (a passphrase, expired, revoked, policy)
-            notes.append(f"OpenPGP key {key.key_id.upper()} is held but cannot decrypt: "
-                         + ("its secret is protected by a passphrase, which helmop does not use, or is not there "
-                            "(gpg --export-secret-subkeys leaves the primary's out)" if "encrypted" in str(exc).lower()
-                            else "it is expired, revoked or not valid for encryption under Sequoia's standard policy"))
-            continue
-        try:
-            return bytes(pysequoia.decrypt(message, decryptor=decryptor).bytes or b"")
-        except Exception:  # Sequoia raises plain exceptions: not this key, or not a message it can read
-            continue
-    return None
-
-
-def _recipients(message: bytes) -> tuple[set[str], int]:
-    """The key ids and fingerprints (lower-case hex) a message's PKESK packets name ("*": a hidden recipient),
-    and how many PKESK packets it has."""
+def _pgp_unwrap(master: MasterKey, keys: tuple[SecretKey, ...], notes: list[str]) -> bytes | None:
+    """The wrapped key's content, opened by the first secret key among ``keys`` its recipients name, as gpg does
+    (every one of them: primary and subkeys alike), in the bounded child; ``notes`` gets why it was not: the
+    message is not one, it would take too many attempts, a named key cannot decrypt."""
     try:
-        packets = [p for p in PacketPile.from_bytes(message) if p.tag == Tag.PKESK]
-    except Exception:  # not an OpenPGP message: nothing opens it
-        return set(), 0
+        message, pkesks = openpgp.encrypted_message(master.enc.encode())
+    except openpgp.FramingError as exc:
+        notes.append(f"its pgp key for {master.recipient} is not opened: {exc}")
+        return None
+    named = _recipients(pkesks)
+    tried = [k for k in keys if "*" in named or k.key_id in named or k.fingerprint in named]
+    if len(tried) * len(pkesks) > MAX_ATTEMPTS:
+        notes.append(f"its pgp key for {master.recipient} is for {len(pkesks)} recipients, hidden or named, that "
+                     f"{len(tried)} OpenPGP keys of this build would each be tried on: more than {MAX_ATTEMPTS} "
+                     "attempts, not tried")
+        return None
+    if not tried:
+        return None
+    try:
+        opened = openpgp.open_message(message, [k.tsk for k in tried])
+    except openpgp.UnwrapFailed as exc:  # hostile: a bomb encrypted for one of the keys
+        raise SopsError(f"its pgp key for {master.recipient} {exc}: refused") from None
+    notes += [_cannot_decrypt(tried[i], why) for i, why in sorted(opened.refused.items()) if i < len(tried)]
+    return opened.key
+
+
+def _cannot_decrypt(key: SecretKey, why: str) -> str:
+    """Why a secret key a message names cannot decrypt: ``why`` is the child's "locked" or "unusable"."""
+    held = f"OpenPGP key {key.key_id.upper()} is held but cannot decrypt: "
+    if why == "locked":
+        return held + ("its secret is protected by a passphrase, which helmop does not use, or is not there (gpg "
+                       "--export-secret-subkeys leaves the primary's out)")
+    if key.revoked:
+        return held + "it is revoked (gpg would still decrypt with it, helmop does not)"
+    if key.expires is not None and key.expires <= datetime.now(UTC):
+        return held + (f"it expired on {key.expires:%Y-%m-%d %H:%M} UTC; gpg (and so Flux's SOPS) still decrypts "
+                       "with an expired key, helmop cannot (Sequoia takes only keys valid now): extend it (gpg "
+                       "--quick-set-expire FINGERPRINT 1y '*') and give the key again")
+    return held + "it is not valid for encryption under Sequoia's standard policy (a weak algorithm?)"
+
+
+def _recipients(pkesks: list[bytes]) -> set[str]:
+    """The key ids and fingerprints (lower-case hex) PKESK packets name ("*": a hidden recipient)."""
     named: set[str] = set()
-    for packet in packets:
-        body = bytes(packet.body)
+    for body in pkesks:
         if body[:1] == b"\x03" and len(body) >= 9:  # v3: the recipient's key id, zeros when hidden
             named.add(body[1:9].hex() if any(body[1:9]) else "*")
         elif body[:1] == b"\x06" and len(body) >= 2:  # v6: a length, then key version and fingerprint
             named.add(body[3:2 + body[1]].hex() if body[1] else "*")
-    return named, len(packets)
+    return named
 
 
 def _age(data: bytes, where: str) -> list[pyrage.x25519.Identity]:
@@ -199,7 +243,9 @@ def _openpgp(data: bytes, where: str) -> list[list[SecretKey]]:
     out = []
     for block in _ARMOR.findall(data) or [data]:
         try:
-            packets = list(PacketPile.from_bytes(block))
+            packets = list(PacketPile.from_bytes(openpgp.uncompressed(block)))
+        except openpgp.FramingError as exc:
+            raise KeyInvalid(f"{where}: not an OpenPGP key: {exc}") from None
         except Exception:  # Sequoia's parse errors
             raise KeyInvalid(f"{where}: not an OpenPGP key") from None
         keys: list[list[Packet]] = []
@@ -219,7 +265,8 @@ def _openpgp(data: bytes, where: str) -> list[list[SecretKey]]:
 def _secret_keys(packets: list[Packet], where: str) -> list[SecretKey]:
     """One OpenPGP key's secret keys, each alone: its certificate with only that key's packet secret."""
     try:
-        public = list(PacketPile.from_bytes(bytes(pysequoia.Tsk.from_packets(packets).extract_certificate())))
+        cert = pysequoia.Tsk.from_packets(packets).extract_certificate()
+        public = list(PacketPile.from_bytes(bytes(cert)))
     except Exception:  # Sequoia's parse errors
         raise KeyInvalid(f"{where}: a private key that does not parse") from None
     secrets = [p for p in packets if p.tag in (Tag.SecretKey, Tag.SecretSubkey)]
@@ -230,8 +277,28 @@ def _secret_keys(packets: list[Packet], where: str) -> list[SecretKey]:
         mixed = [secret if p.fingerprint == secret.fingerprint else p for p in public]
         if secret.fingerprint is None or secret.key_id is None or secret not in mixed:
             continue  # a subkey Sequoia leaves out of the certificate (unbound): not one gpg would use either
+        expires, revoked = _validity(public, secret, cert.expiration)
         try:
-            out.append(SecretKey(secret.key_id.lower(), secret.fingerprint.lower(), pysequoia.Tsk.from_packets(mixed)))
+            tsk = bytes(pysequoia.Tsk.from_packets(mixed))
         except Exception:
             raise KeyInvalid(f"{where}: a private key that does not parse") from None
+        out.append(SecretKey(secret.key_id.lower(), secret.fingerprint.lower(), tsk, expires,
+                             revoked or cert.is_revoked))
     return out
+
+
+def _validity(public: list[Packet], key: Packet, primary_expires: datetime | None) -> tuple[datetime | None, bool]:
+    """When ``key`` expires (its primary's expiry, or a subkey's own by its newest binding signature, whichever
+    comes first) and whether a signature after it revokes it: what to say when Sequoia will not use it."""
+    own: list[Packet] = []
+    for packet in public:
+        if packet.tag in (Tag.PublicKey, Tag.PublicSubkey):
+            own = [packet] if packet.fingerprint == key.fingerprint else []
+        elif own and packet.tag == Tag.Signature:
+            own.append(packet)
+    bindings = sorted((p for p in own if p.signature_type == SignatureType.SubkeyBinding),
+                      key=lambda p: p.signature_created or datetime.min.replace(tzinfo=UTC))
+    period = bindings[-1].key_validity_period if bindings and key.tag == Tag.SecretSubkey else None
+    expiries = [t for t in (primary_expires, key.key_created + period if period and key.key_created else None) if t]
+    revoked = any(p.signature_type == SignatureType.SubkeyRevocation for p in own)
+    return min(expiries, default=None), revoked
