@@ -187,7 +187,7 @@ def test_a_broken_overlay_fails_naming_its_file_and_why(tmp_path: Path,
             subprocess.run([kept["stop"]], timeout=60, check=True)
     assert not Path(kept["kubeconfig"]).parent.exists()  # stopped (it waits for the processes) and removed
     assert set(report) == {"source", "commit", "path", "fluxApi", "converged", "verdict", "seconds", "objects",
-                           "failures", "endedEarly", "made", "leftOut", "kept", "ui"}
+                           "failures", "endedEarly", "made", "leftOut", "lockdown", "kept", "ui"}
     assert set(kept) == {"kubeconfig", "log", "logFile", "stop"}
     assert report["converged"] is False and report["verdict"] == "stuck" and report["fluxApi"] is True
     assert report["endedEarly"] is None and report["leftOut"] == []  # Stalled: nothing to wait for

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from helmop.api.durations import parse_duration
+from helmop.api.manifests import Manifest
 from helmop.infra.kube import Connection, Kube, KubeError
 
 from .. import builds
@@ -137,17 +138,16 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
     path = plan.cluster_folder(found, served.tree, args.path, served.subfolder)
     result = Result(served.label, served.commit, path, False, "broken", 0.0)
     try:
-        objects = asyncio.run(plan.build(served.tree, path, work / "build", builds.keys_of(args.decrypt)))
+        objects, planned = _planned(args, served, found, path, work)
     except plan.Broken as exc:
         result.broken, result.seconds = str(exc), time.monotonic() - started
         return result
-    planned = plan.plan(served, found, path, objects, plan.key_entries(args.decrypt))
-    repository.publish(served, planned.branches, planned.tags, planned.refs)
     result.flux, result.made, result.left_out = planned.flux, planned.made, planned.left_out
+    result.lockdown = planned.lockdown
     _say(f"▶ the cluster folder {path or '.'}: {len(objects)} objects; the sandbox and the operator"
          f"{' (--flux-api: the tree holds Flux kinds)' if planned.flux else ''} starting")
     processes.start_operator(children, processes.Options(planned.flux, args.chart_mirror, planned.git_mirrors,
-                                                         plan.key_entries(args.decrypt)))
+                                                         plan.key_entries(args.decrypt), planned.lockdown))
     if args.ui:
         processes.start_ui(children)
         result.ui = children.ui
@@ -160,6 +160,23 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
         raise Failed(f"{exc}\n{children.tail('operator')}") from None
     result.seconds = time.monotonic() - started
     return result
+
+
+def _planned(args: argparse.Namespace, served: repository.Served, found: list[Manifest], path: str,
+             work: Path) -> tuple[list[Manifest], plan.Plan]:
+    """The cluster folder built and planned, the revision published; when Flux's install is left out, from a
+    private commit whose cluster folder deletes it, built again to be sure it does."""
+    keys = builds.keys_of(args.decrypt)
+    objects = asyncio.run(plan.build(served.tree, path, work / "build", keys))
+    planned = plan.plan(served, found, path, objects, plan.key_entries(args.decrypt))
+    commit = repository.amend(served, planned.copy) if planned.copy else ""
+    if commit:
+        rebuilt = {plan.title(item) for item in asyncio.run(plan.build(served.tree, path, work / "build", keys))}
+        if rebuilt & set(planned.left_out):
+            raise plan.Broken(f"{path or '.'}: its kustomization did not leave out "
+                              f"{', '.join(sorted(rebuilt & set(planned.left_out)))} (Flux's install)")
+    repository.publish(served, planned.branches, planned.tags, planned.refs, commit)
+    return objects, planned
 
 
 async def _follow(kubeconfig: Path, planned: plan.Plan, timeout: float,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from helmop.api.kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, JENKINS, Kind
@@ -107,14 +107,15 @@ def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: f
 
 
 async def follow(kube: Kube, kinds: list[Kind], refused: list[Tracked], started: float, timeout: float,
-                 show: Callable[[dict[str, Tracked], float], None],
-                 patient: bool = False) -> tuple[dict[str, Tracked], str]:
+                 show: Callable[[dict[str, Tracked], float], None], patient: bool = False,
+                 clock: Callable[[], float] = time.monotonic,
+                 pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> tuple[dict[str, Tracked], str]:
     """Follow until a verdict ("converged", "stuck", "failing" unless ``patient``) holds for two looks in a row,
-    or "timeout"."""
+    or "timeout"; ``started``: a time of ``clock``, ``pause`` waits between two looks."""
     table: dict[str, Tracked] = {item.key: item for item in refused}
     last: set[tuple[str, str]] | None = None
     while True:
-        elapsed = time.monotonic() - started
+        elapsed = clock() - started
         _update(table, await _listed(kube, kinds), elapsed)
         failed = set() if patient else failing(table, elapsed)
         block(table, failed)
@@ -135,4 +136,4 @@ async def follow(kube: Kube, kinds: list[Kind], refused: list[Tracked], started:
                     item.state = "TimedOut"
             return table, "timeout"
         last = states if found else None
-        await asyncio.sleep(POLL)
+        await pause(POLL)

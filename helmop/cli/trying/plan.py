@@ -12,23 +12,35 @@ The rule for Flux's own install (``flux bootstrap``'s gotk-components.yaml, ever
 ``app.kubernetes.io/part-of: flux``): what the repository's syncs rely on is applied - its Namespaces,
 ServiceAccounts, Roles, ClusterRoles and their bindings (``cluster-reconciler-flux-system`` binds
 ``kustomize-controller`` to cluster-admin) - and the rest is left out: Flux's controllers (Deployments, Services,
-NetworkPolicies, a ResourceQuota), which helmop replaces, and Flux's CRDs, wherever they are, whose kinds helmop
-serves. A repository whose gotk-components.yaml is left to bootstrap to write (an empty placeholder) gets the
-ServiceAccounts of Flux's controllers its syncs impersonate, bound to cluster-admin as ``flux install`` binds
-them."""
+NetworkPolicies, a ResourceQuota), which helmop replaces, and the CRDs of the kinds helmop serves (by their exact
+names: a third party's CRD under a ``fluxcd.io`` group is applied), of the cluster folder's build (what other
+folders apply is applied as written). The deletes are written into the cluster folder's kustomization in the
+private copy, so that every build of it leaves them out (flux-system's own reconciles too). Flux's multi-tenancy
+lockdown, set by the args of the controllers left out (``--no-cross-namespace-refs``,
+``--default-service-account``), is the operator's. A repository whose gotk-components.yaml is left to bootstrap
+to write (a placeholder) gets, in Flux's install namespace (that of the sync applying the cluster folder, else
+flux-system), the ServiceAccounts of Flux's controllers its syncs of that namespace impersonate, bound to
+cluster-admin as ``flux install`` binds them; nowhere else, as on a cluster."""
 
 from __future__ import annotations
 
 import base64
+import functools
+import os
+import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from helmop.api import k8syaml, yamlc
+from helmop.api.flux import crds as flux_crds
 from helmop.api.kinds import FLUX_GROUPS, FLUX_HELM, FLUX_KUSTOMIZE, FLUX_SOURCE, GROUP
 from helmop.api.manifests import Manifest, parse
 from helmop.sources.decryption.keys import Keys
+from helmop.sources.generated import FILES, generate
 from helmop.sources.kustomize import folder_of
 
 from .. import builds, releases
@@ -42,6 +54,8 @@ RBAC = "rbac.authorization.k8s.io"
 KEPT = {("Namespace", ""), ("ServiceAccount", ""), ("Role", RBAC), ("ClusterRole", RBAC), ("RoleBinding", RBAC),
         ("ClusterRoleBinding", RBAC)}  # what syncs rely on of Flux's install: where they run, as whom
 RECONCILERS = ("kustomize-controller", "helm-controller")  # bound to cluster-admin by `flux install`
+INSTALL = "flux-system"  # Flux's install namespace when the cluster folder's sync does not say
+ACCOUNT = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a ServiceAccount's name
 
 
 class Broken(Exception):
@@ -59,6 +73,8 @@ class Plan:
     refs: set[str] = field(default_factory=set)
     made: list[str] = field(default_factory=list)  # what try made, said to the user
     left_out: list[str] = field(default_factory=list)  # the objects of Flux's install not applied
+    lockdown: list[str] = field(default_factory=list)  # the operator's flags of Flux's multi-tenancy lockdown
+    copy: dict[str, bytes] = field(default_factory=dict)  # files of the private copy rewritten (repository paths)
 
 
 def group_of(item: Manifest) -> str:
@@ -111,10 +127,16 @@ def cluster_folder(found: list[Manifest], tree: Path, given: str | None, subfold
     return ""
 
 
+@functools.cache
+def served_crds() -> frozenset[str]:
+    """The names of the CRDs of Flux's kinds that helmop serves (with --flux-api)."""
+    return frozenset(str(crd["metadata"]["name"]) for crd in flux_crds.definitions())
+
+
 def of_flux_install(item: Manifest) -> bool:
     """Whether an object is of Flux's install that helmop replaces (see the module's rule): left out."""
     if item.kind == "CustomResourceDefinition" and group_of(item) == "apiextensions.k8s.io":
-        return str(_spec(item).get("group") or "").endswith(FLUX_GROUPS)
+        return item.name in served_crds()
     labels = (item.obj.get("metadata") or {}).get("labels")
     return (isinstance(labels, dict) and labels.get(PART_OF) == "flux" and (item.kind, group_of(item)) not in KEPT
             and not group_of(item).endswith(FLUX_GROUPS))
@@ -141,7 +163,9 @@ def plan(served: Served, found: list[Manifest], path: str, objects: list[Manifes
     """What is applied and served, from the tree's objects ``found`` and the cluster folder's ``objects``."""
     out = Plan(path, any(group_of(item).endswith(FLUX_GROUPS) for item in found),
                [item for item in objects if not of_flux_install(item)])
-    _left_out(out, [item for item in objects if of_flux_install(item)])
+    left = [item for item in objects if of_flux_install(item)]
+    _left_out(out, left, served.tree)
+    _lockdown(out, left)
     sources = [item for item in found if is_repository(item, served)]
     for item in sources:
         spec, ref = _spec(item), _spec(item).get("ref") or {}
@@ -153,7 +177,7 @@ def plan(served: Served, found: list[Manifest], path: str, objects: list[Manifes
     declared = {(item.kind, group_of(item), _namespace(item), item.name) for item in found}
     _placeholders(out, sources, declared)
     _missing_sources(out, served, declared)
-    _reconcilers(out, found, declared)
+    _reconcilers(out, _reached(found, objects, path), objects)
     if keys:
         _decryption_secrets(out, found, declared, keys)
     return out
@@ -164,9 +188,11 @@ def title(item: Manifest) -> str:
     return f"{item.kind} {namespace}/{item.name}" if namespace else f"{item.kind} {item.name}"
 
 
-def _left_out(out: Plan, left: list[Manifest]) -> None:
-    """Flux's install left out of what is applied, and of what the syncs of the cluster folder apply at their
-    reconciles (flux-system's): a ``$patch: delete`` of each object added to their spec.patches."""
+def _left_out(out: Plan, left: list[Manifest], tree: Path) -> None:
+    """Flux's install left out of what is applied, and of every build of the cluster folder (the first apply's
+    and those of the syncs applying it, flux-system's, whose spec.patches the repository may set: an atomic list):
+    a ``$patch: delete`` of each object added to the patches of the cluster folder's kustomization in the private
+    copy (Flux's generated one written out when it has none)."""
     out.left_out = [title(item) for item in left]
     if not left:
         return
@@ -176,16 +202,76 @@ def _left_out(out: Plan, left: list[Manifest]) -> None:
         meta = {"name": item.name, **({"namespace": namespace} if namespace else {})}
         deletes.append({"patch": yaml.safe_dump({"$patch": "delete", "apiVersion": item.api_version,
                                                  "kind": item.kind, "metadata": meta})})
-    for index, item in enumerate(out.applied):
-        spec = _spec(item)
-        if (item.kind, group_of(item)) != ("Kustomization", FLUX_KUSTOMIZE) \
-                or folder_of(str(spec.get("path") or "")) != out.path:
-            continue
-        given = spec.get("patches")
-        patches = [*(given if isinstance(given, list) else []), *deletes]
-        out.applied[index] = Manifest({**item.obj, "spec": {**spec, "patches": patches}}, item.origin)
-        out.made.append(f"{title(item)}: spec.patches deleting the {len(left)} objects of Flux's install left out "
-                        "from what it applies")
+    folder = tree / out.path if out.path else tree
+    name = next((posixpath.join(out.path, n) for n in FILES if (folder / n).is_file()), "")
+    if name:
+        try:
+            body = yamlc.load((tree / name).read_bytes())  # kustomize has built it: bounded, a mapping
+        except yaml.YAMLError as exc:
+            raise Broken(f"{name}: {exc}") from None
+        given = body.get("patches") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(given, list | None):
+            raise Broken(f"{name}: patches is not a list")
+    else:
+        name = posixpath.join(out.path, "kustomization.yaml")
+        files = [Path(top, file).relative_to(tree).as_posix() for top, _, names in os.walk(folder) for file in names]
+        body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [
+            posixpath.relpath(resource, out.path or ".") for resource in
+            generate([file for file in files if ".git" not in file.split("/")], out.path).resources]}
+        given = None
+    out.copy[name] = k8syaml.dump_all([{**body, "patches": [*(given or []), *deletes]}]).encode()
+    out.made.append(f"{name} (in the private copy): patches deleting the {len(left)} objects of Flux's install left "
+                    "out, from every build of the cluster folder")
+
+
+def _words(container: Any) -> list[str]:
+    """A container's command and args (anything else: none)."""
+    if not isinstance(container, dict):
+        return []
+    lists = [container.get(key) or [] for key in ("command", "args")]
+    return [str(word) for words in lists if isinstance(words, list) for word in words]
+
+
+def controller_flags(item: Manifest) -> dict[str, str]:
+    """The flags a Deployment's containers are given, as Go's flag package reads them (``-name`` or ``--name``,
+    ``=value``, else the next argument for the one flag read here that takes a value, else "true")."""
+    template = _spec(item).get("template")
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    out: dict[str, str] = {}
+    for container in containers if isinstance(containers, list) else []:
+        words = _words(container)
+        for i, word in enumerate(words):
+            name, equals, value = word.lstrip("-").partition("=")
+            if not word.startswith("-") or not name:
+                continue
+            if not equals:
+                valued = name == "default-service-account" and i + 1 < len(words)
+                value = words[i + 1] if valued else "true"
+            out[name] = value
+    return out
+
+
+def _lockdown(out: Plan, left: list[Manifest]) -> None:
+    """The operator's flags of Flux's multi-tenancy lockdown, read from the args of Flux's kustomize-controller and
+    helm-controller left out (their patches applied): --no-cross-namespace-refs, --default-service-account (the
+    kustomize-controller's when both set one). helmop refuses remote bases always (--no-remote-bases)."""
+    controllers = sorted((item for item in left if (item.kind, group_of(item)) == ("Deployment", "apps")
+                          and item.name in RECONCILERS), key=lambda item: RECONCILERS.index(item.name))
+    cross = [title(item) for item in controllers
+             if controller_flags(item).get("no-cross-namespace-refs", "false").lower() in ("1", "t", "true")]
+    accounts = [(title(item), flags["default-service-account"]) for item in controllers
+                for flags in [controller_flags(item)] if flags.get("default-service-account")]
+    if cross:
+        out.lockdown.append("--no-cross-namespace-refs")
+    if accounts:
+        where, account = accounts[0]
+        if not ACCOUNT.fullmatch(account):
+            raise Broken(f"{where}: --default-service-account={account[:80]!r} is not a ServiceAccount name")
+        out.lockdown.append(f"--default-service-account={account}")
+    if out.lockdown:
+        out.made.append(f"the operator runs with {' '.join(out.lockdown)}: Flux's multi-tenancy lockdown, as the "
+                        f"args of {', '.join(dict.fromkeys([*cross, *(w for w, _ in accounts)]))} (left out) set it")
 
 
 def _made(out: Plan, obj: dict[str, Any], why: str) -> None:
@@ -227,29 +313,47 @@ def _missing_sources(out: Plan, served: Served, declared: set[tuple[str, str, st
                   f"named by {item.kind} {_namespace(item)}/{item.name}, not in the repository: the repository")
 
 
-def _reconcilers(out: Plan, found: list[Manifest], declared: set[tuple[str, str, str, str]]) -> None:
-    """The ServiceAccounts of Flux's controllers that Flux's syncs impersonate (``serviceAccountName:
-    kustomize-controller``) and the tree does not declare (bootstrap writes gotk-components.yaml), bound to
-    cluster-admin as ``flux install``'s ``cluster-reconciler-<namespace>`` binds them."""
-    missing: dict[str, list[str]] = {}
-    for item in found:
+def _under(file: str, folder: str) -> bool:
+    return not folder or file.startswith(f"{folder}/")
+
+
+def _reached(found: list[Manifest], objects: list[Manifest], path: str) -> list[Manifest]:
+    """The cluster folder's ``objects``, and those of the tree the Kustomizations and ConfigSyncs among them apply,
+    at any depth (other clusters' folders are not reached unless a sync applies them)."""
+    reached, folders, todo = list(objects), {path}, objects
+    while todo:
+        new = {folder_of(str(_spec(item).get("path") or "")) for item in todo if is_sync(item)} - folders
+        folders |= new
+        todo = [item for item in found if any(_under(file_of(item), folder) for folder in new)]
+        reached += todo
+    return reached
+
+
+def _reconcilers(out: Plan, reached: list[Manifest], objects: list[Manifest]) -> None:
+    """The ServiceAccounts of Flux's controllers that the syncs ``reached`` of Flux's install namespace impersonate
+    (``serviceAccountName: kustomize-controller``) and the cluster folder does not declare (bootstrap writes
+    gotk-components.yaml), bound to cluster-admin as ``flux install``'s ``cluster-reconciler-<namespace>`` binds
+    them. A sync of another namespace naming them finds none, as on a cluster."""
+    install = next((_namespace(item) for item in objects if (item.kind, group_of(item)) == ("Kustomization",
+                    FLUX_KUSTOMIZE) and folder_of(str(_spec(item).get("path") or "")) == out.path), None) \
+        or next((_namespace(item) for item in objects if (item.kind, group_of(item), item.name) == (
+                 "GitRepository", FLUX_SOURCE, "flux-system")), INSTALL)
+    here = {(item.kind, group_of(item), _namespace(item), item.name) for item in objects}
+    names: list[str] = []
+    for item in reached:
         name = str(_spec(item).get("serviceAccountName") or "")
         flux = (item.kind, group_of(item)) in (("Kustomization", FLUX_KUSTOMIZE), ("HelmRelease", FLUX_HELM))
-        where = ("ServiceAccount", "", _namespace(item), name)
-        if flux and name in RECONCILERS and where not in declared:
-            declared.add(where)
-            missing.setdefault(where[2], []).append(name)
-            _made(out, {"apiVersion": "v1", "kind": "ServiceAccount",
-                        "metadata": {"name": name, "namespace": where[2]}},
-                  f"the identity {item.kind} {where[2]}/{item.name} takes, which flux bootstrap's "
+        if flux and name in RECONCILERS and _namespace(item) == install and name not in names \
+                and ("ServiceAccount", "", install, name) not in here:
+            names.append(name)
+            _made(out, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": install}},
+                  f"the identity {item.kind} {install}/{item.name} takes, which flux bootstrap's "
                   "gotk-components.yaml makes (the repository's declares none)")
-    for namespace, names in missing.items():
-        binding = f"cluster-reconciler-{namespace}"
-        if ("ClusterRoleBinding", RBAC, "default", binding) in declared:
-            continue
+    binding = f"cluster-reconciler-{install}"
+    if names and ("ClusterRoleBinding", RBAC, "default", binding) not in here:
         _made(out, {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": binding},
                     "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace} for name in names]},
+                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": install} for name in names]},
               f"cluster-admin for {', '.join(names)}, as flux install binds them")
 
 

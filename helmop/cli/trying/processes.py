@@ -30,6 +30,7 @@ class Options:
     chart_mirrors: list[str]
     git_mirrors: list[tuple[str, str]]
     keys: dict[str, bytes]  # --decrypt files, by their key names
+    lockdown: list[str] = field(default_factory=list)  # the operator's flags of Flux's multi-tenancy lockdown
 
 
 @dataclass
@@ -114,7 +115,7 @@ def start_operator(children: Children, options: Options) -> None:
         for name, data in options.keys.items():
             (keys / name).write_bytes(data)
         args += ["--decryption-keys", str(keys)]
-    args += ["--flux-api"] * options.flux
+    args += ["--flux-api"] * options.flux + options.lockdown
     args += [arg for mirror in options.chart_mirrors for arg in ("--chart-mirror", mirror)]
     args += [arg for source, target in options.git_mirrors for arg in ("--git-mirror", f"{source}={target}")]
     process = _spawn(children, "operator", args)

@@ -70,6 +70,7 @@ class Result:
     table: dict[str, Tracked] = field(default_factory=dict)
     made: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # the objects of Flux's install not applied
+    lockdown: list[str] = field(default_factory=list)  # the operator's flags of Flux's lockdown
     broken: str = ""  # why the cluster folder does not build
     kept: dict[str, str] = field(default_factory=dict)  # --keep: kubeconfig, log file, stop script
     ui: str = ""
@@ -115,7 +116,8 @@ def as_json(result: Result) -> str:
     out: dict[str, Any] = {"source": result.source, "commit": result.commit, "path": result.path or ".",
                            "fluxApi": result.flux, "converged": result.converged, "verdict": result.verdict,
                            "seconds": round(result.seconds, 1), "objects": objects, "failures": result.failures(),
-                           "endedEarly": result.ended_early, "made": result.made, "leftOut": result.left_out}
+                           "endedEarly": result.ended_early, "made": result.made, "leftOut": result.left_out,
+                           "lockdown": result.lockdown}
     if result.ui:
         out["ui"] = result.ui
     if result.kept:

@@ -149,13 +149,32 @@ def _snapshot(served: Path, folder: Path, parent: str | None) -> str:
     return _git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", f"helmop try: {folder}", env=env)
 
 
-def publish(served: Served, branches: set[str], tags: set[str], refs: set[str]) -> None:
-    """The revision tried under each of these names (what the repository's GitRepositories ask for), and as the
-    branches main and master (the usual default branch; helmop's and Flux's default when no ref is given)."""
+def amend(served: Served, files: dict[str, bytes]) -> str:
+    """A commit of the private repository, on top of the one tried, with ``files`` (repository paths) rewritten;
+    the private folder of its files rewritten alike."""
+    index = served.repository / "try-index"
+    env = {"GIT_DIR": str(served.repository), "GIT_INDEX_FILE": str(index), **_AUTHOR}
+    _git("read-tree", served.commit, env=env)
+    for name, data in sorted(files.items()):
+        path = served.tree / name
+        path.unlink(missing_ok=True)  # a link: replaced, not written through
+        path.write_bytes(data)
+        blob = _git("hash-object", "-w", "--", str(path), env=env)
+        _git("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env)
+    tree = _git("write-tree", env=env)
+    index.unlink(missing_ok=True)
+    return _git("commit-tree", tree, "-p", served.commit, "-m", "helmop try: Flux's install left out", env=env)
+
+
+def publish(served: Served, branches: set[str], tags: set[str], refs: set[str], commit: str = "") -> None:
+    """The revision tried (``commit``: the private one on top of it, when made) under each of these names (what
+    the repository's GitRepositories ask for), and as the branches main and master (the usual default branch;
+    helmop's and Flux's default when no ref is given)."""
+    commit = commit or served.commit
     for branch in sorted({"main", "master", *branches}):
-        _git("update-ref", f"refs/heads/{branch}", served.commit, cwd=served.repository)
+        _git("update-ref", f"refs/heads/{branch}", commit, cwd=served.repository)
     for tag in sorted(tags):
-        _git("update-ref", f"refs/tags/{tag}", served.commit, cwd=served.repository)
+        _git("update-ref", f"refs/tags/{tag}", commit, cwd=served.repository)
     for name in sorted(refs):
-        _git("update-ref", name, served.commit, cwd=served.repository)
+        _git("update-ref", name, commit, cwd=served.repository)
     _git("symbolic-ref", "HEAD", "refs/heads/main", cwd=served.repository)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.durations import parse_duration
+from helmop.api.helmrelease import DEFAULT_RETRY_INTERVAL
 from helmop.api.kinds import FLUX_GROUPS, FLUX_KUSTOMIZE, FLUX_SOURCE, GROUP
 from helmop.reconcile.sync import OWNER_LABEL
 
@@ -27,7 +28,6 @@ TERMINAL = ("Stalled", "Blocked", "Refused", "TimedOut")
 WAITING_REASONS = ("DependencyNotReady", "DependencyNotFound", "SourceNotReady")
 SOURCES = ("GitRepository", "HelmRepository", "OCIRepository", "Bucket", "HelmChart", "ExternalArtifact")
 PATIENCE = 60.0  # seconds an unchanged failure is given before it counts as failing (see the module's rule)
-RETRY_ON_FAILURE = 300.0  # a HelmRelease's retryInterval under RetryOnFailure when it gives none (Flux's 5m)
 
 
 @dataclass
@@ -139,7 +139,7 @@ def patience(obj: dict[str, Any]) -> float:
     for action in ("install", "upgrade"):
         strategy = (spec.get(action) or {}).get("strategy") if isinstance(spec.get(action), dict) else None
         if isinstance(strategy, dict) and strategy.get("name") == "RetryOnFailure":
-            intervals.append(strategy.get("retryInterval") or RETRY_ON_FAILURE)
+            intervals.append(strategy.get("retryInterval") or DEFAULT_RETRY_INTERVAL)
     seconds = [PATIENCE]
     for interval in intervals:
         try:
