@@ -41,7 +41,7 @@ def test_the_docs_commands_work(tmp_path: str) -> None:
     lines = demo.stdout.splitlines()
     exports = next(line for line in lines if line.startswith("export PATH="))
     stop = next(line for line in lines if line.startswith("Stop everything with: ")).split(": ", 1)[1]
-    for step in ("venv", "Python dependencies", "helm 4.1.4 and kubectl", "helm 3.17.2"):
+    for step in ("venv", "Python dependencies", "helm 4.1.4 and 3.17.2, kubectl 1.35.2"):
         assert any(step in line and line.rstrip().endswith("s") for line in lines), (step, demo.stdout)
     assert "Summary" in demo.stdout
     assert len(TOUR) >= 6, "the tour lost its steps"

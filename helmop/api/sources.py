@@ -240,14 +240,14 @@ def _includes(raw: Any) -> tuple[Include, ...]:
     return tuple(out)
 
 
-def relative_path(raw: Any, where: str, *, folder: bool = False) -> str:
-    """A path inside an artifact, root-relative ("" for the root); SpecError when it would leave it."""
+def relative_path(raw: Any, where: str, *, folder: bool = False, reason: str = "InvalidSpec") -> str:
+    """A path inside an artifact, root-relative ("" for the root); SpecError (``reason``) when it would leave it."""
     text = str(raw or "").strip()
     if text.startswith("/") or "\0" in text or "\\" in text:
-        raise SpecError("InvalidSpec", f"{where} must be a relative path inside the artifact")
+        raise SpecError(reason, f"{where} must be a relative path inside the artifact")
     normal = posixpath.normpath(text or ".")
     if normal == ".." or normal.startswith("../"):
-        raise SpecError("InvalidSpec", f"{where} leaves the artifact")
+        raise SpecError(reason, f"{where} leaves the artifact")
     if folder and normal == ".":
         raise SpecError("InvalidSpec", f"{where} must name a folder, not the root")
     return "" if normal == "." else normal
@@ -293,7 +293,8 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
     target_namespace = str(spec.get("targetNamespace") or "")
     metadata = _map(spec, "commonMetadata")
     policy = str(spec.get("deletionPolicy") or "MirrorPrune")
-    relative_path(spec.get("path"), "spec.path")  # checked here, kept as written (Flux's "./apps")
+    # checked here, kept as written (Flux's "./apps"); InvalidPath as for any path that leaves a source's tree
+    relative_path(spec.get("path"), "spec.path", reason="InvalidPath")
     if policy not in DELETION_POLICIES:
         raise SpecError("InvalidSpec", f"spec.deletionPolicy must be one of {', '.join(DELETION_POLICIES)}")
     return ConfigSyncSpec(source_name=str(source["name"]), path=str(spec.get("path") or ""),

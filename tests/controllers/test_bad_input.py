@@ -277,7 +277,7 @@ CASES = [
     Case("git-branch-missing", from_git({"c/x.yaml": "a: b\n"}, "c"), f"{GITREPO}/src", "RefNotFound",
          "'main' not found in the repository (branches: other)", setup=lambda env, ns: _other_branch_only(env, ns)),
     Case("path-traversal", from_git({"apps/a.yaml": ELSEWHERE}, "../../etc"), "csync/x", "InvalidPath",
-         "leaves the repository", setup=git_setup({"apps/a.yaml": ELSEWHERE})),
+         "spec.path leaves the artifact", setup=git_setup({"apps/a.yaml": ELSEWHERE})),
     Case("symlink-out-of-repository", from_git({}, "apps"), "csync/x", "InvalidPath", "outside",
          setup=lambda env, ns: _symlink_repo(env, ns)),
     Case("chart-path-missing", from_git({}, "charts/none", kind="HelmRelease"), "hr/x", "PathNotFound",
