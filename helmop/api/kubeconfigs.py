@@ -14,7 +14,8 @@ client of is ``InvalidKubeConfig``, never an error of the client's.
 
 A ServiceAccount token minted for a remote (``configMapRef``, Flux 2.7's workload identity) is sent only over
 https, and only to an address the operator allows (:class:`TokenAddresses`, ``--kubeconfig-token-addresses``):
-the token leaves the cluster, so under multi-tenancy an administrator, not a tenant, says where it may go."""
+the token leaves the cluster, so under multi-tenancy an administrator, not a tenant, says where it may go, and
+the token is for that address alone (:func:`check_audiences`)."""
 
 from __future__ import annotations
 
@@ -206,6 +207,27 @@ def token_server(address: str, where: str) -> Checked:
     port = int(url["port"] or 443)
     shown_host = f"[{host}]" if ":" in host else host
     return Checked(server=f"https://{shown_host}:{port}", host=host, port=port, exec_plugin=False)
+
+
+def check_audiences(audiences: Iterable[str], address: str, where: str) -> None:
+    """Under multi-tenancy a token is minted only for the cluster it is sent to: each of a workload identity's
+    ``audiences`` must name its ``address`` (Flux's default audience), as written or as the same https host and
+    port; else a tenant could mint a token another API (the management cluster's own) accepts and send it to an
+    allowed address. SpecError TokenAudienceNotAllowed (InvalidKubeConfig for an address that is none)."""
+    server = token_server(address, where).server
+    for audience in audiences:
+        if audience.strip().rstrip("/") != address.strip().rstrip("/") and _server_of(audience) != server:
+            raise SpecError("TokenAudienceNotAllowed", f"{where}: audience {audience[:200]!r} is not its address "
+                                                       f"{address[:200]!r}: under multi-tenancy a ServiceAccount "
+                                                       "token is minted only for the cluster it is sent to (leave "
+                                                       "audiences unset: the address is the audience)")
+
+
+def _server_of(audience: str) -> str:
+    try:
+        return token_server(audience, "").server
+    except SpecError:
+        return ""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.kubeconfigs import CLUSTER_LABEL, SECRET_KEYS, KubeConfigRef
+from helmop.api.kubeconfigs import CLUSTER_LABEL, SECRET_KEYS, KubeConfigRef, check_audiences
 from helmop.api.names import problem
 from helmop.api.tenancy import Tenancy
 from helmop.helm.releases import Gateway
@@ -63,7 +63,8 @@ def retried_on_deletion(exc: HelmopError) -> bool:
     cluster may come back). One that cannot be built at all (its kubeconfig gone, invalid or refused, no token
     for its ServiceAccount or its address) would hold the object's finalizer until someone changes a
     tenant's Secret or patches the finalizer away: the object goes, its objects are left there, said in a
-    Warning Event. (Flux's controllers let go only when the kubeconfig's Secret is gone.)"""
+    Warning Event. (Flux's controllers let go only when the kubeconfig's Secret is gone.) An object with nothing
+    to clean up there (suspended, never installed, no inventory) never asks for its target on deletion."""
     return exc.reason in ("ClusterUnreachable", "ClusterLimit")
 
 
@@ -102,9 +103,10 @@ def _of(ctx: Context, remote: Remote) -> Cluster:
 
 async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple[str, str, str]:
     """Flux 2.7's spec.kubeConfig.configMapRef: with provider ``generic``, the ConfigMap's address and CA, and a
-    token of its ServiceAccount (TokenRequest, for its audiences or the address), which the remote cluster trusts
-    by federation. The clouds' providers are refused by name; so is a ConfigMap naming no ServiceAccount (Flux
-    would lend the controller's own token, to whatever address a tenant writes)."""
+    token of its ServiceAccount (TokenRequest, for its audiences or the address; under lockdown for the address
+    only), which the remote cluster trusts by federation. The clouds' providers are refused by name; so is a
+    ConfigMap naming no ServiceAccount (Flux would lend the controller's own token, to whatever address a tenant
+    writes)."""
     where = f"ConfigMap {namespace}/{ref.config_map}"
     found = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{ref.config_map}")
     if found is None:
@@ -122,6 +124,9 @@ async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -
         raise SpecError("InvalidKubeConfig", f"{where}: serviceAccountName {data['serviceAccountName'][:80]!r} "
                                              f"{problem(data['serviceAccountName'])}")
     audiences = tuple(line.strip() for line in data.get("audiences", "").splitlines() if line.strip())
+    tenancy = ctx.tenancy
+    if tenancy.no_cross_namespace_refs or tenancy.default_service_account:  # lockdown: judged before minting
+        check_audiences(audiences, data["address"], where)
     server, token = await ctx.services.remotes.service_account_token(
         ctx.services.kube, namespace, data["serviceAccountName"], audiences, address=data["address"], where=where)
     cluster: dict[str, Any] = {"server": server}

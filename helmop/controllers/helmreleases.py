@@ -95,6 +95,15 @@ class Reconciler:
         except SpecError:
             await self.ctx.services.remotes.release(this.key)
             return DONE  # nothing helmop could have installed
+        if spec.kube_config is not None and (
+                spec.suspend or _never_installed(read_status(self.kind, HelmReleaseStatus, body))):
+            # Flux's rule (suspended, or no storageNamespace yet): nothing to uninstall, so no cluster is asked;
+            # a remote that never answers cannot hold the object. (The operator's own cluster is always asked:
+            # an install cut short by a crash is recorded in helm's storage before it is in the status.)
+            log.info("%s/%s deleted: %s, nothing uninstalled", this.namespace, this.name,
+                     "suspended" if spec.suspend else "never installed")
+            await self.ctx.services.remotes.release(this.key)
+            return DONE
         first = await dependencies.dependents_first(self.ctx, this, self.kind)
         if first:
             log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
@@ -375,6 +384,13 @@ def _release(state: ReleaseState, tests: bool = False, changing_from: str = "") 
     return Release(record.status, record.owner, record.config_digest, record.revision,
                    last_good=state.last_good(), tests=state.tests() if tests else "",
                    chart_name=state.chart_name() if changing else "")
+
+
+def _never_installed(status: HelmReleaseStatus) -> bool:
+    """Whether the status records no install or upgrade attempt (it records one before it ends: the release
+    name, helm's history, the last action) and no release adopted (its history or inventory)."""
+    return not (status.release_name or status.history or status.last_attempted_release_action
+                or status.inventory is not None)
 
 
 def _desired(body: dict[str, Any], spec: HelmReleaseSpec, inputs: Inputs, waiting: tuple[str, ...]) -> Desired:

@@ -39,6 +39,10 @@ Holder = tuple[str, str, str]  # (kind, namespace, name) of an object that targe
 PROBE_EVERY = 10.0  # seconds a reachability verdict is trusted
 PROBE_TIMEOUT = 5.0
 MAX_REMOTES = 1000  # remotes one operator keeps at once; past it a new one is refused (ClusterLimit)
+# remotes the objects of one namespace keep at once: a tenant's fleet is a few clusters (each credential rotation
+# holds two for a moment), so 50 is far above one team's need, while a tenant with many distinct kubeconfig
+# Secrets fills at most 1/20 of MAX_REMOTES and never the whole operator's
+MAX_REMOTES_PER_NAMESPACE = 50
 TOKEN_LIFE = 3600  # seconds a ServiceAccount token asked for a remote (configMapRef) is valid
 
 
@@ -91,6 +95,7 @@ class Options:
     policy: Policy = field(default_factory=lambda: replace(Policy.sources(), rule="helmop connects to no cluster "
                                                                                   "there"))
     limit: int = MAX_REMOTES
+    namespace_limit: int = MAX_REMOTES_PER_NAMESPACE
     # --kubeconfig-token-addresses: where minted ServiceAccount tokens may go (the CLI resolves its default)
     token_addresses: TokenAddresses = field(default_factory=lambda: TokenAddresses(everywhere=True))
 
@@ -118,15 +123,29 @@ class Remotes:
             if remote is None:
                 checked = check(text, allow_exec=self.options.allow_exec,
                                 allow_insecure=self.options.allow_insecure_tls, where=where)
-                if len(self.by_key) >= self.options.limit:
-                    raise HelmopError("ClusterLimit", f"this operator already reaches {len(self.by_key)} remote "
-                                                      "clusters (its limit)", transient=True)
+                self._check_limits(holder)
                 remote = self.by_key[key] = await self._connect(key, text, checked, name, where)
             remote.name = name or remote.name
             await self._move(holder, key)
             remote.holders.add(holder)
             self.publish()
         return remote
+
+    def _check_limits(self, holder: Holder) -> None:
+        """HelmopError ClusterLimit (transient: a remote let go makes room) when no new remote may be made for
+        ``holder``: its namespace's limit first, so that one tenant cannot use up every other's. The remote it
+        alone holds now is not counted: it goes when the holder moves (a rotated credential at the limit)."""
+        before = self.held.get(holder)
+        leaving = before if before is not None and self.by_key[before].holders == {holder} else None
+        kept = [key for key in self.by_key if key != leaving]
+        mine = sum(1 for namespace, _ in kept if namespace == holder[1])
+        if mine >= self.options.namespace_limit:
+            raise HelmopError("ClusterLimit", f"the objects of namespace {holder[1]} already reach {mine} remote "
+                                              "clusters (distinct kubeconfigs; the limit per namespace)",
+                              transient=True)
+        if len(kept) >= self.options.limit:
+            raise HelmopError("ClusterLimit", f"this operator already reaches {len(kept)} remote clusters (its "
+                                              "limit)", transient=True)
 
     async def _connect(self, key: tuple[str, str], text: str, checked: Checked, name: str, where: str) -> Remote:
         try:

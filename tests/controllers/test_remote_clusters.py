@@ -184,6 +184,34 @@ def test_an_unreachable_cluster_holds_only_its_own_releases(operator: Operator, 
         "converged without a new revision"
 
 
+def test_only_a_release_there_holds_a_deletion_while_its_cluster_is_down(operator: Operator, kube: Run, ns: str,
+                                                                       chart_repo: ChartRepo,
+                                                                       remotes: tuple[Remote, Remote]) -> None:
+    """Flux's rule on deletion: an installed release waits for its cluster to answer, then is uninstalled there;
+    a HelmRelease that never installed (its chart version does not exist) and a suspended one ask no cluster and
+    go at once, although the same cluster does not answer."""
+    _, west = remotes
+    kubeconfig_secret(kube, ns, "west", west.kubeconfig())
+    far = {"kubeConfig": {"secretRef": {"name": "west"}}, "targetNamespace": ns, "install": {"createNamespace": True}}
+    apply(kube, ns, hr("kept", chart_repo, **far))
+    apply(kube, ns, hr("never", chart_repo, version="9.9.9", **far))
+    apply(kube, ns, hr("paused", chart_repo, suspend=True, **far))
+    ready(kube, ns, "kept")
+    assert "9.9.9" in condition(failing(kube, ns, "never", "VersionNotFound"))["message"]
+    eventually(lambda: get(kube, ns, "hr", "paused").get("metadata", {}).get("finalizers"), timeout=30)
+    west.stop()
+    try:
+        kube("kubectl", "-n", ns, "delete", "hr", "never", "paused", "--wait=true", "--timeout=30s")
+        kube("kubectl", "-n", ns, "delete", "hr", "kept", "--wait=false")
+        eventually(lambda: any(e["reason"] == "ClusterUnreachable" and e["type"] == "Warning"
+                               for e in events(kube, ns, "kept")), timeout=60)
+        assert get(kube, ns, "hr", "kept"), "held until its cluster answers"
+    finally:
+        west.restart()
+    eventually(lambda: not get(kube, ns, "hr", "kept"), timeout=60)
+    assert not release_secrets(west.kube, ns, "kept"), "uninstalled there"
+
+
 def test_kubeconfigs_helmop_refuses(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
                                     remotes: tuple[Remote, Remote], tmp_path: Path) -> None:
     east, _ = remotes

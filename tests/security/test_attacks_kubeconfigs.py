@@ -3,13 +3,16 @@ take one (helmop's HelmRelease and ConfigSync, Flux's HelmRelease and Kustomizat
 build a client of, a workload identity (kubeConfig.configMapRef) naming a ServiceAccount that does not exist, and
 one sending a ServiceAccount token to an address the tenant writes. Each is refused with a specific reason, a
 server of the tenant's (a recorder on loopback) receives no token it was not allowed, and each object is deleted
-within a bounded time although its remote cannot be built (its objects left there, said in a Warning Event)."""
+within a bounded time although its remote cannot be built (what it installed left there, said in a Warning Event)
+or never answers (one that installed nothing asks for no remote on deletion). Under lockdown a token is minted for
+its address's audience only."""
 
 from __future__ import annotations
 
 import base64
 import http.server
 import json
+import socket
 import threading
 import time
 import uuid
@@ -89,6 +92,35 @@ def recorders(tmp_path: Path) -> Iterator[tuple[Recorder, Recorder]]:
     plain.close()
 
 
+class Blackhole:
+    """A tenant's address that takes connections and never answers (a TLS handshake waits for ever)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.listener.accept()[0])
+            except OSError:  # closed
+                return
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[Blackhole]:
+    hole = Blackhole()
+    yield hole
+    hole.close()
+
+
 def remote_objects(name: str, kube_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """One object of each kind that takes a spec.kubeConfig, by the name kubectl knows its kind by. The syncs
     prune (their deletion would clean up on the remote); none of their sources exists: the remote is judged
@@ -133,6 +165,27 @@ def left_on_the_remote(target: Target, ns: str, kind: str, name: str) -> str:
                                 if e["involvedObject"]["name"] == name and e["involvedObject"]["kind"] == KINDS[kind]
                                 and e["reason"] == SKIPPED[kind] and e["type"] == "Warning"], timeout=15)
     return str(found[0]["message"])
+
+
+def as_if_installed(target: Target, ns: str, kind: str, name: str) -> None:
+    """The status of an object that installed or applied something on its remote before its kubeconfig broke (a
+    release recorded, an inventory): its deletion has something to clean up there, so it asks for its remote."""
+    status: dict[str, Any] = {
+        "hr": {"releaseName": name, "lastAttemptedReleaseAction": "install",
+               "history": [{"revision": 1, "status": "deployed", "chartName": "tiny", "chartVersion": "0.1.0"}]},
+        FLUX_HR: {"lastAttemptedReleaseAction": "install"},
+        "csync": {"inventory": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "namespace": ns}]},
+        FLUX_KS: {"inventory": {"entries": [{"id": f"{ns}_c__ConfigMap", "v": "v1"}]}},
+    }[kind]
+    target.kube("kubectl", "-n", ns, "patch", kind, name, "--subresource=status", "--type=merge", "-p",
+                json.dumps({"status": status}))
+
+
+def nothing_said_left(target: Target, ns: str, kind: str, name: str) -> None:
+    """A deleted object that had nothing on its remote got no "left on the remote cluster" Warning (posted, when
+    it is, before the finalizer goes)."""
+    assert not [e for e in get(target.kube, ns, "events")["items"] if e["involvedObject"]["name"] == name
+                and e["involvedObject"]["kind"] == KINDS[kind] and e["reason"] == SKIPPED[kind]]
 
 
 def kubeconfig(server: str, *, token: str = "", **cluster: Any) -> str:
@@ -183,10 +236,13 @@ def test_a_kubeconfig_helmop_cannot_build_a_client_of_is_refused_and_deletable(
             assert f"Secret {ns}/{variant} (key 'value')" in message and variants[variant][1] in message, message
             assert token not in message
     assert not secure.requests, "the tenant's server was never asked"
+    for kind in KINDS:  # "path" of each kind as if it had installed there before its kubeconfig broke
+        as_if_installed(target, ns, kind, "path")
     deleted_within(target, ns, made)
-    for kind, names in made.items():
-        said = left_on_the_remote(target, ns, kind, names[0])
+    for kind in KINDS:
+        said = left_on_the_remote(target, ns, kind, "path")
         assert "left on the remote cluster" in said and token not in said, said
+        nothing_said_left(target, ns, kind, "garbage-ca")  # never installed: nothing left, none asked for
     assert not secure.requests
     assert "base_url" not in target.log(), "no error of the HTTP client's"
 
@@ -221,9 +277,12 @@ def test_a_workload_identity_of_a_missing_service_account_is_deletable(
     assert "is not an object name" in refused(target, ns, "hr", "bent", "InvalidKubeConfig")
     assert not [who for who, attrs in target.sandbox.audit if attrs.subresource == "token"
                 and attrs.namespace == "kube-system"]
+    for kind in objects:
+        as_if_installed(target, ns, kind, "ghost")
     deleted_within(target, ns, {**{kind: ["ghost"] for kind in objects}, "hr": ["ghost", "bent"]})
     for kind in objects:
         assert "left on the remote cluster" in left_on_the_remote(target, ns, kind, "ghost")
+    nothing_said_left(target, ns, "hr", "bent")
     assert not secure.requests
 
 
@@ -259,5 +318,63 @@ def test_a_service_account_token_goes_only_where_an_administrator_allows(
     assert not plain.requests, "nothing in the clear"
     deleted_within(target, ns, {"hr": ["plain"], **{kind: ["lent"] for kind in lent}})
     assert not plain.requests
+    if target.mode == "lockdown":
+        assert not secure.requests and not tokens_minted(target, ns)
+
+
+def test_an_address_that_never_answers_holds_no_deletion(target: Target, recorders: tuple[Recorder, Recorder],
+                                                         blackhole: Blackhole) -> None:
+    """A kubeconfig naming an address the policy allows that takes connections and never answers: every kind is
+    ClusterUnreachable (so its remote was asked), never installs nor applies anything, and is deleted within a
+    bounded time all the same, as is a suspended HelmRelease whose status records a release there (Flux: nothing
+    to clean up when suspended, never installed or with no inventory; no cluster is asked)."""
+    secure, _ = recorders
+    ns = target.namespace("blackhole")
+    text = kubeconfig(blackhole.url, token=f"tenant-token-{uuid.uuid4().hex}",
+                      **{"certificate-authority-data": base64.b64encode(secure.ca.encode()).decode()})
+    target.kube("kubectl", "-n", ns, "create", "secret", "generic", "hole", f"--from-literal=value={text}")
+    objects = remote_objects("hole", {"secretRef": {"name": "hole"}})
+    quiet = remote_objects("quiet", {"secretRef": {"name": "hole"}})["hr"]
+    quiet["spec"]["suspend"] = True
+    target.apply(ns, *objects.values(), quiet)
+    for kind in objects:
+        message = failing(target, ns, kind, "hole", "ClusterUnreachable")
+        assert blackhole.url.removeprefix("https://") in message, message
+    assert blackhole.held, "the operator did connect to it"
+    # the suspended one, as if it had installed there before it was suspended: its finalizer is on
+    eventually(lambda: get(target.kube, ns, "hr", "quiet").get("metadata", {}).get("finalizers"), timeout=30)
+    as_if_installed(target, ns, "hr", "quiet")
+    deleted_within(target, ns, {**{kind: ["hole"] for kind in objects}, "hr": ["hole", "quiet"]}, seconds=45)
+    assert not secure.requests
+
+
+def test_a_token_for_another_audience_is_not_minted_under_lockdown(
+        target: Target, recorders: tuple[Recorder, Recorder]) -> None:
+    """A workload identity asking a token for the management cluster's own API audience, to be sent to the
+    tenant's address: under lockdown refused before a token is minted (TokenAudienceNotAllowed, specific; one
+    whose audience is its address goes on to the address check). Without lockdown, Flux's behaviour: minted for
+    the audiences written and sent."""
+    secure, _ = recorders
+    ns = target.namespace("audience")
+    target.kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+    for name, audiences in (("foreign", "https://kubernetes.default.svc\n"), ("own", f"{secure.url}\n")):
+        target.kube("kubectl", "apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+            "data": {"provider": "generic", "address": secure.url, "ca.crt": secure.ca,
+                     "serviceAccountName": "deployer", "audiences": audiences}}))
+    chart = {"repository": {"url": target.charts.url, "name": "tiny", "version": "0.1.0"}}
+    target.apply(ns, helmrelease("foreign", chart, kubeConfig={"configMapRef": {"name": "foreign"}},
+                                 targetNamespace=ns),
+                 helmrelease("own", chart, kubeConfig={"configMapRef": {"name": "own"}}, targetNamespace=ns))
+    if target.mode == "lockdown":
+        message = refused(target, ns, "hr", "foreign", "TokenAudienceNotAllowed")
+        assert f"ConfigMap {ns}/foreign" in message and "https://kubernetes.default.svc" in message, message
+        refused(target, ns, "hr", "own", "TokenAddressNotAllowed")  # its audience passes; no address is allowed
+        assert not tokens_minted(target, ns), "refused before any token was minted"
+        assert not secure.requests
+    else:
+        eventually(lambda: secure.tokens(), timeout=60)
+        assert len(tokens_minted(target, ns)) >= 1
+    deleted_within(target, ns, {"hr": ["foreign", "own"]})
     if target.mode == "lockdown":
         assert not secure.requests and not tokens_minted(target, ns)

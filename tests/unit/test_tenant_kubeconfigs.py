@@ -5,15 +5,21 @@ from __future__ import annotations
 import asyncio
 import base64
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 from helmop_sandbox.tls import make_serving_cert
 
-from helmop.api.errors import SpecError
-from helmop.api.kubeconfigs import KubeConfigRef, TokenAddresses, check, parse_ref, token_server
-from helmop.infra.clusters import Options, Remotes
+from helmop.api.errors import HelmopError, SpecError
+from helmop.api.kinds import HELMOP
+from helmop.api.kubeconfigs import KubeConfigRef, TokenAddresses, check, check_audiences, parse_ref, token_server
+from helmop.controllers import configsyncs
+from helmop.controllers.context import Memory
+from helmop.controllers.helmreleases import Reconciler
+from helmop.controllers.outcome import DONE, FAILED
+from helmop.infra.clusters import MAX_REMOTES, MAX_REMOTES_PER_NAMESPACE, Options, Remotes
 
 PEM = make_serving_cert()
 CA = base64.b64encode(PEM.ca_pem).decode()
@@ -226,3 +232,105 @@ def test_a_client_that_cannot_be_built_is_an_invalid_kubeconfig() -> None:
         await remotes.close()
 
     asyncio.run(scenario())
+
+
+def test_one_namespace_cannot_use_up_every_tenants_remotes() -> None:
+    """A limit per namespace under the operator's: a tenant with many distinct kubeconfigs is refused its own next
+    one (ClusterLimit naming its namespace), while another tenant still gets remotes, up to the operator's limit."""
+    assert 0 < MAX_REMOTES_PER_NAMESPACE < MAX_REMOTES and Options().namespace_limit == MAX_REMOTES_PER_NAMESPACE
+
+    def distinct(i: int) -> str:
+        return kubeconfig({"server": "https://127.0.0.1:1", "certificate-authority-data": CA}, {"token": f"t{i}"})
+
+    async def scenario() -> None:
+        remotes = Remotes(Options(limit=4, namespace_limit=2))
+        for i in range(2):
+            await remotes.acquire(("HelmRelease", "team-a", f"x{i}"), distinct(i), where="w")
+        with pytest.raises(HelmopError) as caught:
+            await remotes.acquire(("HelmRelease", "team-a", "x2"), distinct(2), where="w")
+        assert caught.value.reason == "ClusterLimit" and caught.value.transient
+        assert "namespace team-a" in str(caught.value), caught.value
+        # a remote it already has is no new one; and the other tenants are not held by team-a
+        await remotes.acquire(("HelmRelease", "team-a", "y"), distinct(0), where="w")
+        for i, ns in enumerate(("team-b", "team-c")):
+            await remotes.acquire(("HelmRelease", ns, "x"), distinct(i), where="w")
+        with pytest.raises(HelmopError) as caught:  # the operator's own limit still stands
+            await remotes.acquire(("HelmRelease", "team-d", "x"), distinct(0), where="w")
+        assert caught.value.reason == "ClusterLimit" and "this operator already reaches 4" in str(caught.value)
+        await remotes.release(("HelmRelease", "team-a", "x1"))  # one let go makes room
+        await remotes.acquire(("HelmRelease", "team-d", "x"), distinct(0), where="w")
+        # at both limits, a holder whose credential rotates moves to its new remote (its old one goes with it)
+        rotated = await remotes.acquire(("HelmRelease", "team-b", "x"), distinct(7), where="w")
+        assert remotes.held[("HelmRelease", "team-b", "x")][1] == rotated.digest and len(remotes.by_key) == 4
+        await remotes.close()
+
+    asyncio.run(scenario())
+
+
+class FakeKube:
+    """The management cluster as the finalizers read it: a kubeconfig Secret, no other HelmRelease."""
+
+    def __init__(self, text: str) -> None:
+        self.secret = {"metadata": {"name": "far"}, "data": {"value": base64.b64encode(text.encode()).decode()}}
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        return self.secret if path.endswith("/secrets/far") else None
+
+    async def list(self, path: str) -> list[dict[str, Any]]:
+        return []
+
+
+class Events:
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str]] = []
+
+    async def post(self, body: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        self.posted.append((kind, reason))
+
+
+def test_a_deletion_with_nothing_to_clean_up_asks_for_no_remote() -> None:
+    """With the operator's remotes full (every new one ClusterLimit), a deleted object that never installed, is
+    suspended or has no inventory lets go at once (no remote asked for); one whose status records a release
+    waits (ClusterLimit is tried again: its release is there to uninstall)."""
+    text = kubeconfig({"server": "https://127.0.0.1:1", "certificate-authority-data": CA})
+    remote = {"kubeConfig": {"secretRef": {"name": "far"}}}
+
+    def body(kind: str, spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"apiVersion": "helmop.dev/v1alpha1", "kind": kind, "spec": {"interval": "1h", **spec, **remote},
+                "metadata": {"name": "x", "namespace": "team-a", "uid": "u", "generation": 1},
+                "status": status or {}}
+
+    chart = {"chart": {"repository": {"url": "https://charts.example", "name": "tiny", "version": "0.1.0"}}}
+    sync = {"sourceRef": {"name": "none"}, "path": "apps", "prune": True}
+
+    async def scenario() -> None:
+        events = Events()
+        remotes = Remotes(Options(limit=0, namespace_limit=0))
+        ctx: Any = SimpleNamespace(memory=Memory(lambda key: None), tunables=SimpleNamespace(deleted_together=0.0),
+                                   services=SimpleNamespace(remotes=remotes, kube=FakeKube(text), events=events))
+        releases = Reconciler(ctx)
+        assert await releases.finalize(body("HelmRelease", chart)) is DONE
+        assert await releases.finalize(body("HelmRelease", {**chart, "suspend": True}, {
+            "releaseName": "x", "history": [{"revision": 1, "status": "deployed"}]})) is DONE
+        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync)) is DONE
+        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync, {"inventory": []})) is DONE
+        assert not events.posted and not remotes.by_key
+        installed = body("HelmRelease", chart, {"releaseName": "x", "lastAttemptedReleaseAction": "install"})
+        assert await releases.finalize(installed) is FAILED
+        applied = {"inventory": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "namespace": "team-a"}]}
+        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync, applied)) is FAILED
+        assert events.posted == [("Warning", "ClusterLimit")] * 2
+        await remotes.close()
+
+    asyncio.run(scenario())
+
+
+def test_audiences_under_lockdown_are_the_address_only() -> None:
+    for audiences in ((), ("https://api.east.example:6443",), ("https://api.east.example:6443/",),
+                      ("api.east.example:6443", "https://API.east.example:6443")):
+        check_audiences(audiences, "https://api.east.example:6443", "ConfigMap a/far")
+    for audiences in (("https://kubernetes.default.svc",), ("https://api.east.example:6443", "sts.amazonaws.com"),
+                      ("https://api.east.example",), ("",)):
+        with pytest.raises(SpecError) as caught:
+            check_audiences(audiences, "https://api.east.example:6443", "ConfigMap a/far")
+        assert caught.value.reason == "TokenAudienceNotAllowed" and "ConfigMap a/far" in str(caught.value)

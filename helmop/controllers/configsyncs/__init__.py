@@ -255,7 +255,8 @@ def _retry(spec: ConfigSyncSpec) -> Outcome:
 async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
     """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
     default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
-    passed; Orphan leaves them). A suspended one leaves them."""
+    passed; Orphan leaves them). A suspended one leaves them, and one with no inventory has none: neither asks
+    its cluster (Flux's rule), so a remote that never answers cannot hold it."""
     turn = _Turn(ctx, family, body, read_status(family.configsync, ConfigSyncStatus, body))
     this = turn.this
     ctx.memory.drop(turn.key)
@@ -263,7 +264,7 @@ async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcom
         spec = parse_config_sync(this.spec, this.name, this.namespace)
     except SpecError:
         spec = None  # an invalid spec never applied anything
-    if spec is None or spec.suspend or not spec.prunes_on_deletion:
+    if spec is None or spec.suspend or not spec.prunes_on_deletion or not turn.status.inventory:
         await ctx.services.remotes.release(turn.key)
         return DONE
     try:
