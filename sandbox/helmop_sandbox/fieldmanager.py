@@ -202,7 +202,10 @@ def track_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str, 
     if not changed and not removed:
         _store(new, entries)
         return
-    mine = next((e for e in entries if e.manager == manager and e.operation == "Update"), None)
+    # kube-apiserver's BuildManagerIdentifier: an Update entry is one per manager and apiVersion (only an
+    # applier's is the same whatever version it applies in)
+    mine = next((e for e in entries if e.manager == manager and e.operation == "Update"
+                 and e.api_version == api_version), None)
     for e in entries:
         if e is not mine:
             e.paths -= removed | changed
@@ -210,7 +213,7 @@ def track_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str, 
         mine = Entry(manager, "Update", api_version, _now(), set())
         entries.append(mine)
     mine.paths = (mine.paths - removed) | changed
-    mine.time, mine.api_version = _now(), api_version
+    mine.time = _now()
     _store(new, entries)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 import yaml
 
@@ -324,5 +325,40 @@ def test_a_deprecated_version_warns_on_every_request_in_it(run: Run, namespace: 
         stored = json.loads(current.stdout)
         assert stored["apiVersion"] == f"{group}/v1" and stored["spec"] == {"size": 3}
         assert [e["apiVersion"] for e in stored["metadata"]["managedFields"]] == [f"{group}/v1beta1"]
+    finally:
+        run("kubectl", "delete", "crd", f"widgets.{group}")
+
+
+def test_an_update_entry_is_kept_per_api_version(run: Run, namespace: str) -> None:
+    """As kube-apiserver (BuildManagerIdentifier leaves the apiVersion out of an applier's identity only): a
+    manager's writes in two versions keep two Update entries, each owning what it wrote last; its Apply entry is
+    one whatever the version."""
+    group = f"{namespace}.versions.test"
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"size": {"type": "integer"}, "old": {"type": "string"}}}}}}
+    run("kubectl", "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "conversion": {"strategy": "None"},
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema},
+                              {"name": "v1beta1", "served": True, "storage": False, "schema": schema}]}}))
+    kubectl = ("kubectl", "-n", namespace)
+
+    def write(version: str, name: str, *flags: str, **spec: Any) -> list[tuple[str, str, str, list[str]]]:
+        widget = {"apiVersion": f"{group}/{version}", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+        run(*kubectl, "apply", *flags, "-f", "-", stdin=json.dumps(widget))
+        live = _get(run, namespace, f"widgets.v1.{group}", name, "--show-managed-fields")
+        return [(e["manager"], e["operation"], e["apiVersion"], sorted(e["fieldsV1"].get("f:spec", {})))
+                for e in live["metadata"]["managedFields"]]
+
+    try:
+        write("v1beta1", "client", size=3, old="x")
+        # kubectl's three-way patch removes the field it applied before; what it did not change stays v1beta1's
+        assert write("v1", "client", size=3) == [
+            ("kubectl-client-side-apply", "Update", f"{group}/v1beta1", ["f:size"]),
+            ("kubectl-client-side-apply", "Update", f"{group}/v1", [])]
+        write("v1beta1", "server", "--server-side", size=3, old="x")
+        assert write("v1", "server", "--server-side", size=4) == [("kubectl", "Apply", f"{group}/v1", ["f:size"])]
     finally:
         run("kubectl", "delete", "crd", f"widgets.{group}")

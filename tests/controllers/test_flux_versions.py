@@ -2,8 +2,9 @@
 kustomize.toolkit.fluxcd.io/v1beta2 with patchesStrategicMerge, an OCIRepository of source.toolkit.fluxcd.io/v1beta2,
 a HelmRelease of helm.toolkit.fluxcd.io/v2beta1 with valuesFile and post-renderer patchesStrategicMerge and
 patchesJson6902, a HelmRepository of v1beta1), applied from git, reconciles as its current versions would, each
-object with a Warning Event naming the replacement (and kubectl's Warning header for what kubectl applies). With
---flux-api=current the same objects are refused, from git and from kubectl."""
+object whose removed fields were read with a Warning Event naming the replacement (and kubectl's Warning header for
+what kubectl applies). With --flux-api=current the same objects are refused, from git and from kubectl, and a removed
+field in an object of the current version is refused by name, not pruned."""
 
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def old_flux_repository(ns: str, charts: ChartRepo, registry: Registry) -> dict[
     layer = doc(f"{KUSTOMIZE}/v1beta2", "Kustomization", "apps", {
         "interval": "1h", "path": "./apps", "prune": True, "validation": "client",
         "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
-        "patchesStrategicMerge": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
-                                   "data": {"colour": "blue"}}]})
+        # kustomize finds the object a strategic merge names by its exact id: the namespace too
+        "patchesStrategicMerge": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "settings", "namespace": ns}, "data": {"colour": "blue"}}]})
     sources = [doc(f"{SOURCE}/v1beta1", "HelmRepository", "charts", {"interval": "1h", "url": charts.url}),
                doc(f"{SOURCE}/v1beta2", "OCIRepository", "app", {
                    "interval": "1h", "url": f"oci://127.0.0.1:{registry.port}/charts/app", "insecure": True,
@@ -136,10 +138,9 @@ def test_an_old_flux_repository_reconciles_as_its_current_versions_would(
     oci = ready(kube, ns, f"ocirepositories.{SOURCE}", "app")["status"]
     manifest = hashlib.sha256(registry.manifests["1.1.0"]).hexdigest()
     assert oci["artifact"]["revision"] == f"1.1.0@sha256:{manifest}"
-    assert warned(kube, ns, "app", f"written as {SOURCE}/v1beta2") == (
-        f"written as {SOURCE}/v1beta2 (removed in Flux 2.8), served as {SOURCE}/v1. Rewrite it as {SOURCE}/v1 "
-        "(flux migrate -f does)")
-    warned(kube, ns, "charts", f"written as {SOURCE}/v1beta1 (removed in Flux 2.7)")
+    # none of their fields is a removed one: no Event (managedFields cannot tell whether they are still written
+    # so: an old entry stays while it owns anything), kubectl's deprecation Warning tells whoever writes them
+    assert not [e for name in ("app", "charts") for e in events(kube, ns, name) if e["reason"] == "RemovedAPIVersion"]
     # read in the version it was written in, the object is as written (strategy None: only the apiVersion differs)
     old = json.loads(kube("kubectl", "-n", ns, "get", f"kustomizations.v1beta2.{KUSTOMIZE}", "apps", "-o",
                           "json").stdout)
@@ -147,17 +148,16 @@ def test_an_old_flux_repository_reconciles_as_its_current_versions_would(
     assert condition(old)["status"] == "True"
 
 
-def test_a_removed_notification_version_applied_with_kubectl_is_served_with_warnings(operator: Operator, kube: Run,
-                                                                                     ns: str) -> None:
+def test_a_removed_notification_version_applied_with_kubectl_is_served_with_kubectl_s_warning(
+        operator: Operator, kube: Run, ns: str) -> None:
     provider = {"apiVersion": f"{NOTIFICATION}/v1beta2", "kind": "Provider", "metadata": {"name": "hook"},
                 "spec": {"type": "generic", "address": "https://hooks.example.invalid/flux"}}
     said = kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(provider)).stderr
     assert f"Warning: {NOTIFICATION}/v1beta2 Provider is deprecated (removed in Flux 2.9): use " \
            f"{NOTIFICATION}/v1beta3" in said
-    assert warned(kube, ns, "hook", f"written as {NOTIFICATION}/v1beta2") == (
-        f"written as {NOTIFICATION}/v1beta2 (removed in Flux 2.9), served as {NOTIFICATION}/v1beta3. Rewrite it as "
-        f"{NOTIFICATION}/v1beta3 (flux migrate -f does)")
     eventually(lambda: condition(get(kube, ns, f"providers.{NOTIFICATION}", "hook")).get("status") == "True")
+    # no field of it is a removed one: kubectl's Warning is all there is to say
+    assert not [e for e in events(kube, ns, "hook") if e["reason"] == "RemovedAPIVersion"]
 
 
 def test_flux_s_removed_versions_keep_the_api_whole(operator: Operator, kube: Run, tmp_path: Path) -> None:
@@ -206,6 +206,17 @@ def test_with_flux_api_current_the_removed_versions_are_refused(
     crd = json.loads(kube("kubectl", "get", "crd", KUSTOMIZATIONS, "-o", "json").stdout)
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
 
+    # a post-renderer's removed field keeps its place in the schema: refused by name, not pruned unseen
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump({
+        "apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {"name": "patched"}, "spec": {
+            "interval": "1h", "chart": {"spec": {"chart": "demo", "sourceRef": {"kind": "HelmRepository",
+                                                                                "name": "charts"}}},
+            "postRenderers": [{"kustomize": {"patchesJson6902": [{"target": {"kind": "Service", "name": "x"},
+                                                                  "patch": []}]}}]}}))
+    stalled = eventually(lambda: (c := condition(get(kube, ns, f"helmreleases.{HELM}", "patched"), "Stalled")).get(
+        "reason") == "UnsupportedField" and c, timeout=90)
+    assert stalled["message"].startswith("spec.postRenderers[0].kustomize.patchesJson6902 is not implemented"), stalled
+
 
 def test_the_version_written_decides_what_a_removed_field_means(operator: Operator, kube: Run, ns: str) -> None:
     """A field only a removed version had is read as such in an object of that version (refused by name when it
@@ -225,3 +236,45 @@ def test_the_version_written_decides_what_a_removed_field_means(operator: Operat
         stalled = eventually(lambda name=name, reason=reason: (
             c := condition(get(kube, ns, KUSTOMIZATIONS, name), "Stalled")).get("reason") == reason and c)
         assert stalled["status"] == "True" and stalled["message"].startswith(said), stalled
+
+
+def test_only_a_field_written_in_a_removed_version_is_read_as_one(operator: Operator, kube: Run, ns: str) -> None:
+    """kube-apiserver keeps a manager's Update entry per apiVersion, so an object once written in a removed version
+    says so for as long as that entry owns anything: only the entry owning a removed field decides what it means.
+    Applied as v1beta2 (client-side), then as v1 without the old field, an object warns no more, and a removed field
+    another manager adds as v1 is refused by name; an object whose only v1beta2 entry owns its finalizers (as Flux's
+    controllers left them before Flux 2.3) is read as v1, with no Warning."""
+    patch = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}}]
+
+    def kustomization(name: str, version: str, **spec: Any) -> str:
+        return yaml.safe_dump({"apiVersion": f"{KUSTOMIZE}/{version}", "kind": "Kustomization",
+                               "metadata": {"name": name}, "spec": {
+                                   "interval": "1h", "path": "./", "prune": True,
+                                   "sourceRef": {"kind": "GitRepository", "name": "none"}, **spec}})
+
+    def refused(name: str) -> None:
+        stalled = eventually(lambda: (c := condition(get(kube, ns, KUSTOMIZATIONS, name), "Stalled")).get(
+            "reason") == "UnsupportedField" and c, timeout=90)
+        assert stalled["message"].startswith("spec.patchesStrategicMerge is not implemented by helmop"), stalled
+
+    def removed_version_events(name: str) -> list[str]:
+        return [e["message"] for e in events(kube, ns, name) if e["reason"] == "RemovedAPIVersion"]
+
+    apply(kube, ns, kustomization("moved", "v1beta2", validation="client"))
+    warned(kube, ns, "moved", "spec.validation ignored")
+    apply(kube, ns, kustomization("moved", "v1"))  # kubectl's three-way patch removes validation
+    kube("kubectl", "-n", ns, "patch", KUSTOMIZATIONS, "moved", "--type=merge", "--field-manager=team", "-p",
+         json.dumps({"spec": {"patchesStrategicMerge": patch}}))
+    live = json.loads(kube("kubectl", "-n", ns, "get", KUSTOMIZATIONS, "moved", "-o", "json",
+                           "--show-managed-fields").stdout)
+    assert f"{KUSTOMIZE}/v1beta2" in {e["apiVersion"] for e in live["metadata"]["managedFields"]}  # still there
+    refused("moved")
+    assert all("patchesStrategicMerge" not in said for said in removed_version_events("moved"))
+
+    apply(kube, ns, kustomization("finalized", "v1"))
+    kube("kubectl", "-n", ns, "patch", f"kustomizations.v1beta2.{KUSTOMIZE}", "finalized", "--type=merge",
+         "--field-manager=kustomize-controller", "-p",
+         json.dumps({"metadata": {"finalizers": ["finalizers.fluxcd.io"]}}))
+    apply(kube, ns, kustomization("finalized", "v1", patchesStrategicMerge=patch))
+    refused("finalized")
+    assert removed_version_events("finalized") == []

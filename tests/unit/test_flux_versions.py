@@ -1,33 +1,40 @@
 """Flux's removed API versions, served (--flux-api): each CRD serves them deprecated beside the current version,
 and every field only they had is read as the current version's (Flux's deprecation notes) or dropped where the
-last Flux serving it ignored it, never lost unsaid; the object's managedFields say which version it was written
-in."""
+last Flux serving it ignored it, never lost unsaid; the object's managedFields say which version each such field
+was written in (the entry owning it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from typing import Any
 
 import pytest
 import yaml
+from helmop_sandbox import Sandbox
 
 from helmop.api.errors import SpecError
 from helmop.api.flux import convert, upgrade, versions
 from helmop.api.flux import crds as flux_crds
 from helmop.api.flux import spec as flux_spec
 from helmop.api.flux.crds import PAIRS
+from helmop.api.flux.paths import dotted
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import FLUX, HELMOP
 from helmop.api.objects import slim
 from helmop.api.specs import PARSERS
 from helmop.cli.main import parser
 from helmop.controllers import fluxversions
+from helmop.controllers.configsyncs import prune
+from helmop.infra.kube import Connection, Kube
+from helmop.reconcile.sync import OWNER_UID, Marks, ObjectId
 from tests.tools import ROOT, tool
 
 HELM = "helm.toolkit.fluxcd.io"
 DEPLOYMENT_PATCH = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web.app"},
                     "spec": {"replicas": 2}}
+EVERY = lambda _: True  # noqa: E731 (every removed field read as written in its version)
 LABEL_PATCH = {"target": {"kind": "Service", "name": "web"},
                "patch": [{"op": "add", "path": "/metadata/labels/tier", "value": "front"}]}
 
@@ -60,13 +67,12 @@ def test_a_v2beta1_helmrelease_is_read_as_v2() -> None:
                                              "patches": [{"patch": "metadata: {labels: {a: b}}",
                                                           "target": {"kind": "Service"}}],
                                              "patchesJson6902": [LABEL_PATCH]}}]}
-    read, said = upgrade.upgrade("HelmRelease", spec)
+    read, said = upgrade.upgrade("HelmRelease", spec, EVERY)
     assert read["chart"]["spec"]["valuesFiles"] == ["values-prod.yaml", "values-eu.yaml"]  # Flux merged it first
     assert "valuesFile" not in read["chart"]["spec"] and "valuesFile" in spec["chart"]["spec"]  # a copy
     assert read["postRenderers"] == [{"kustomize": {"patches": [
-        # a strategic merge targets the object it names (a selector's fields are patterns)
-        {"patch": json.dumps(DEPLOYMENT_PATCH),
-         "target": {"group": "apps", "version": "v1", "kind": "Deployment", "name": "web\\.app"}},
+        # a strategic merge without a target: kustomize (and the post-renderer) patches the one object it names
+        {"patch": json.dumps(DEPLOYMENT_PATCH)},
         {"patch": "metadata: {labels: {a: b}}", "target": {"kind": "Service"}},
         {"patch": json.dumps(LABEL_PATCH["patch"]), "target": {"kind": "Service", "name": "web"}}]}}]
     assert said == ["spec.chart.spec.valuesFile read as spec.chart.spec.valuesFiles[0]",
@@ -83,8 +89,10 @@ def test_a_v1beta2_kustomization_is_read_as_v1() -> None:
     spec = {"interval": "10m", "path": "./apps", "prune": True, "validation": "client",
             "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
             "patchesStrategicMerge": [DEPLOYMENT_PATCH], "patchesJson6902": [LABEL_PATCH]}
-    read, said = upgrade.upgrade("Kustomization", spec)
-    assert "validation" not in read and [p["target"]["kind"] for p in read["patches"]] == ["Deployment", "Service"]
+    read, said = upgrade.upgrade("Kustomization", spec, EVERY)
+    assert "validation" not in read and read["patches"] == [
+        {"patch": json.dumps(DEPLOYMENT_PATCH)}, {"patch": json.dumps(LABEL_PATCH["patch"]),
+                                                  "target": LABEL_PATCH["target"]}]
     assert said == ["spec.patchesStrategicMerge read as spec.patches", "spec.patchesJson6902 read as spec.patches",
                     "spec.validation ignored, as the last Flux that served it did (remove it)"]
     kind = next(theirs for _, theirs in PAIRS if theirs.kind == "Kustomization")
@@ -99,8 +107,8 @@ def test_every_field_flux_removed_is_read_or_dropped_and_said(kind: versions.Flu
     for pattern, _ in kind.gone:
         spec: dict[str, Any] = {}
         _put(spec, pattern.removeprefix("spec.").replace("[]", ".[]").split("."))
-        read, said = upgrade.upgrade(kind.kind, spec)
-        assert not list(versions._present({"spec": read}, pattern.replace("[]", ".[]").split("."))), pattern
+        read, said = upgrade.upgrade(kind.kind, spec, EVERY)
+        assert not list(versions.present({"spec": read}, pattern)), pattern
         assert len(said) == 1 and said[0].startswith(pattern.replace("[]", "[0]")), (pattern, said)
 
 
@@ -133,24 +141,64 @@ def _put(node: dict[str, Any], parts: list[str]) -> None:
 def test_a_removed_field_not_of_its_version_s_shape_is_refused_by_name(kind: str, spec: dict[str, Any],
                                                                        said: str) -> None:
     with pytest.raises(SpecError) as caught:
-        upgrade.upgrade(kind, spec)
+        upgrade.upgrade(kind, spec, EVERY)
     assert caught.value.reason == "InvalidSpec" and str(caught.value).startswith(said)
 
 
-def test_the_version_an_object_was_written_in_is_read_from_its_managed_fields() -> None:
-    def body(*entries: Any) -> dict[str, Any]:
-        return {"apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {"managedFields": list(entries)}}
+def _entry(manager: str, version: str, fields: dict[str, Any], **more: str) -> dict[str, Any]:
+    return {"manager": manager, "operation": "Update", "apiVersion": f"{HELM}/{version}", "fieldsType": "FieldsV1",
+            "fieldsV1": fields, **more}
 
-    written = body({"manager": "kubectl", "apiVersion": f"{HELM}/v2beta1", "operation": "Apply"},
-                   {"manager": "helmop", "apiVersion": f"{HELM}/v2beta2", "subresource": "status"},
-                   {"manager": "other", "apiVersion": f"{HELM}/v2"}, "garbage", 7)
-    assert upgrade.written_as(written) == [f"{HELM}/v2beta1"]  # a status write says nothing of the spec
-    assert upgrade.written_as(body({"apiVersion": f"{HELM}/v2"})) == []
-    assert upgrade.written_as({"apiVersion": f"{HELM}/v2", "kind": "HelmRelease",
-                               "metadata": {"managedFields": "x"}}) == []
-    assert upgrade.written_as({"apiVersion": "v1", "kind": "ConfigMap", "metadata": written["metadata"]}) == []
-    assert upgrade.written_as(body(*[{"apiVersion": f"{HELM}/v2"}] * upgrade.MAX_MANAGERS,
-                                   {"apiVersion": f"{HELM}/v2beta1"})) == []  # bounded
+
+def _release(*entries: Any, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {"managedFields": list(entries)},
+            "spec": spec}
+
+
+CHART = {"chart": {"spec": {"chart": "demo", "valuesFile": "values.yaml"}}}
+OWNS_VALUES_FILE: dict[str, Any] = {"f:spec": {"f:chart": {"f:spec": {"f:chart": {}, "f:valuesFile": {}}}}}
+
+
+def test_a_removed_field_is_old_only_where_an_entry_of_a_removed_version_owns_it() -> None:
+    """kube-apiserver keeps a manager's Update entry per apiVersion: an old entry says nothing of the fields it
+    does not own (Flux's own helm-controller, before Flux 2.3, left one owning the finalizers only)."""
+    old = _entry("kubectl-client-side-apply", "v2beta1", OWNS_VALUES_FILE)
+    assert upgrade.written_as(_release(old, **CHART)) == {"spec.chart.spec.valuesFile": f"{HELM}/v2beta1"}
+    finalizers = _entry("helm-controller", "v2beta1", {"f:metadata": {"f:finalizers": {
+        ".": {}, 'v:"finalizers.fluxcd.io"': {}}}})
+    current = _entry("kubectl", "v2", OWNS_VALUES_FILE, operation="Apply")
+    assert upgrade.written_as(_release(finalizers, current, **CHART)) == {}
+    # an old entry that still owns other fields, not this one (applied as v2 since: this field is v2's)
+    assert upgrade.written_as(_release(_entry("kubectl", "v2beta1", {"f:spec": {"f:interval": {}}}), current,
+                                       **CHART)) == {}
+    # an atomic list (postRenderers has no list-type) owns all it holds
+    renderers = {"postRenderers": [{"kustomize": {"images": []}},
+                                   {"kustomize": {"patchesStrategicMerge": [DEPLOYMENT_PATCH]}}]}
+    assert upgrade.written_as(_release(_entry("flux", "v2beta2", {"f:spec": {"f:postRenderers": {}}}),
+                                       **renderers)) == {
+        "spec.postRenderers[1].kustomize.patchesStrategicMerge": f"{HELM}/v2beta2"}
+    keyed: dict[str, Any] = {"f:spec": {"f:postRenderers": {'k:{"name":"a"}': {"f:kustomize": {
+        "f:patchesStrategicMerge": {}}}}}}
+    assert list(upgrade.written_as(_release(_entry("flux", "v2beta2", keyed), **renderers))) == [
+        "spec.postRenderers[1].kustomize.patchesStrategicMerge"]
+
+
+@pytest.mark.parametrize("entries", [
+    [_entry("helmop", "v2beta1", OWNS_VALUES_FILE, subresource="status")],  # a status write: not the spec's
+    [_entry("other", "v2", OWNS_VALUES_FILE)],
+    [_entry("empty", "v2beta1", {})],
+    [_entry("odd", "v2beta1", {"f:spec": []})],
+    ["garbage", 7],
+    [*[_entry("x", "v2", {})] * upgrade.MAX_MANAGERS, _entry("late", "v2beta1", OWNS_VALUES_FILE)],  # bounded
+])
+def test_nothing_else_says_a_field_was_written_in_a_removed_version(entries: list[Any]) -> None:
+    assert upgrade.written_as(_release(*entries, **CHART)) == {}
+
+
+def test_written_as_is_for_flux_s_kinds_only() -> None:
+    body = _release(_entry("kubectl", "v2beta1", OWNS_VALUES_FILE), **CHART)
+    assert upgrade.written_as({**body, "apiVersion": "v1", "kind": "ConfigMap"}) == {}
+    assert upgrade.written_as({**body, "metadata": {"managedFields": "x"}}) == {}
 
 
 def test_the_warning_names_the_version_what_was_read_and_the_replacement() -> None:
@@ -161,9 +209,17 @@ def test_the_warning_names_the_version_what_was_read_and_the_replacement() -> No
         f"written as {HELM}/v2beta1 (removed in Flux 2.7), served as {HELM}/v2: spec.chart.spec.valuesFile read as "
         f"spec.chart.spec.valuesFiles[0]. Rewrite it as {HELM}/v2 (flux migrate -f does) with these fields as "
         "they are read")
-    assert upgrade.notes(known, [f"{HELM}/v2beta2"], []) == (
-        f"written as {HELM}/v2beta2 (removed in Flux 2.8), served as {HELM}/v2. Rewrite it as {HELM}/v2 "
-        "(flux migrate -f does)")
+
+
+def test_only_the_removed_fields_written_so_are_read() -> None:
+    spec = {"chart": {"spec": {"valuesFile": "a.yaml"}}, "postRenderers": [{"kustomize": {
+        "patchesStrategicMerge": [DEPLOYMENT_PATCH], "patchesJson6902": [LABEL_PATCH]}}]}
+    old = {"spec.postRenderers[0].kustomize.patchesJson6902"}
+    read, said = upgrade.upgrade("HelmRelease", spec, lambda path: dotted(path) in old)
+    assert said == ["spec.postRenderers[0].kustomize.patchesJson6902 read as spec.postRenderers[0].kustomize.patches"]
+    # the others stay for the adapter to refuse by name
+    assert read["chart"]["spec"] == {"valuesFile": "a.yaml"}
+    assert read["postRenderers"][0]["kustomize"]["patchesStrategicMerge"] == [DEPLOYMENT_PATCH]
 
 
 def test_flux_api_serves_the_removed_versions_unless_current() -> None:
@@ -205,14 +261,75 @@ def test_helmop_convert_still_names_the_replacement() -> None:
 
 
 def test_the_version_written_is_kept_past_slimming_and_cannot_be_forged() -> None:
-    written = {"apiVersion": f"{HELM}/v2", "kind": "HelmRelease", "metadata": {
-        "name": "web", "managedFields": [{"manager": "kubectl", "apiVersion": f"{HELM}/v2beta2"}]}}
+    written = {**_release(_entry("kubectl", "v2beta2", OWNS_VALUES_FILE), **CHART), "metadata": {
+        "name": "web", "managedFields": [_entry("kubectl", "v2beta2", OWNS_VALUES_FILE)]}}
     noted = slim(fluxversions.noted(FLUX.helmrelease, written))
-    assert noted["metadata"]["annotations"] == {fluxversions.WRITTEN_AS: f"{HELM}/v2beta2"}
+    assert noted["metadata"]["annotations"] == {fluxversions.WRITTEN_AS: f"spec.chart.spec.valuesFile={HELM}/v2beta2"}
     assert "annotations" not in written["metadata"]  # the watched body is not changed
-    forged = {**written, "metadata": {"name": "web", "annotations": {fluxversions.WRITTEN_AS: f"{HELM}/v2beta1",
-                                                                     "team": "a"}}}
+    forged = {**written, "metadata": {"name": "web", "annotations": {
+        fluxversions.WRITTEN_AS: f"spec.chart.spec.valuesFile={HELM}/v2beta1", "team": "a"}}}
     assert fluxversions.noted(FLUX.helmrelease, forged)["metadata"]["annotations"] == {"team": "a"}
     plain = {**written, "metadata": {"name": "web"}}
     assert fluxversions.noted(FLUX.helmrelease, plain) is plain
     assert fluxversions.noted(HELMOP.helmrelease, written) is written
+
+
+def test_with_flux_api_current_the_removed_fields_keep_their_places() -> None:
+    """Objects written while the removed versions were served keep their old fields under =current, for the
+    adapter to refuse by name rather than have the API server prune them unseen."""
+    for removed in (True, False):
+        by_kind = {c["spec"]["names"]["kind"]: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                   ["spec"] for c in flux_crds.definitions(removed)}
+        kustomize = by_kind["HelmRelease"]["properties"]["postRenderers"]["items"]["properties"]["kustomize"]
+        assert kustomize["x-kubernetes-preserve-unknown-fields"] is True
+        assert by_kind["HelmRelease"]["properties"]["chart"]["properties"]["spec"][
+            "x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_an_object_recorded_in_a_version_no_longer_served_is_pruned_in_the_served_one() -> None:
+    """After --flux-api=current (or Flux's own CRDs back), an inventory's v1beta1 entry is the same object in the
+    version served now; a kind not served at all fails the prune (the object kept in the inventory), never taken
+    for gone."""
+    group = "prune.flux-versions.test"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+
+    def crd(old_served: bool) -> dict[str, Any]:
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"widgets.{group}"},
+                "spec": {"group": group, "scope": "Namespaced", "conversion": {"strategy": "None"},
+                         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema},
+                                      {"name": "v1beta1", "served": old_served, "storage": False, "schema": schema}]}}
+
+    marks = Marks(label="apps", uid="sync-uid")
+    recorded = ObjectId(f"{group}/v1beta1", "Widget", "default", "w")
+
+    async def scenario(kube: Kube) -> None:
+        await kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}", crd(True),
+                         "test")
+        await kube.apply(await kube.path_of(recorded.api_version, "Widget", "default", "w"), {
+            "apiVersion": recorded.api_version, "kind": "Widget", "metadata": {
+                "name": "w", "namespace": "default", "annotations": {OWNER_UID: marks.uid}}}, "test")
+        await kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}", crd(False),
+                         "test")
+        unserved = ObjectId(f"{group}/v1beta1", "Gadget", "default", "g")
+        pruned, failures = await prune.prune(kube, [unserved, recorded], marks, {})
+        assert pruned == [recorded]
+        assert failures == [f"Gadget/default/g: prune failed: the server serves no Gadget of {group} (recorded as "
+                            f"{group}/v1beta1): not known to be gone"]
+        left = await kube.get(f"/apis/{group}/v1/namespaces/default/widgets/w")
+        assert left is None, left["metadata"]
+        gone_group = ObjectId("gone.flux-versions.test/v1", "Widget", "default", "w")
+        assert (await prune.prune(kube, [gone_group], marks, {}))[1] == [
+            "Widget/default/w: prune failed: the server serves no Widget of gone.flux-versions.test (recorded as "
+            "gone.flux-versions.test/v1): not known to be gone"]
+
+    with Sandbox(ready_delay=0.05) as sandbox:
+        async def run() -> None:
+            kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
+            try:
+                await scenario(kube)
+            finally:
+                await kube.close()
+
+        asyncio.run(run())

@@ -6,10 +6,12 @@ implement reaches the adapter (:mod:`helmop.api.flux.spec`), which refuses it by
 pruned by the API server unseen; their status is Flux's shape (:mod:`helmop.api.flux.status`).
 
 The versions Flux has removed are served too (unless ``removed`` is False: ``--flux-api=current``), deprecated,
-with the same schema and no conversion but the apiVersion's (``strategy: None``, as Flux's own CRDs converted
-between versions). The fields only they had survive storage (the storage version's schema prunes what it does
-not name, at any depth: each object that held one keeps its unknown fields too), and the adapter reads them
-(:mod:`helmop.api.flux.upgrade`).
+with the same schema and no conversion but the apiVersion's (``strategy: None``). Flux's own CRDs converted so
+too, and the API server then pruned what the storage version's schema did not name: the fields only the old
+version had were lost once the newer version was stored. helmop keeps them deliberately (each object of the
+schema that held one keeps its unknown fields, whichever versions are served) so that the adapter reads them,
+restoring the meaning they had (:mod:`helmop.api.flux.upgrade`), or, under ``=current``, refuses them by name
+rather than have them vanish from objects written while the removed versions were served.
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ def definitions(removed: bool = True) -> list[dict[str, Any]]:
         schema["description"] = f"Flux's {theirs.kind} ({theirs.api_version}), reconciled by helmop."
         schema["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] = True
         _open_kinds(schema["properties"]["spec"])
+        _keep_removed_fields(theirs, schema["properties"]["spec"])
         schema["properties"]["status"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
                                           "description": f"Flux's {theirs.kind} status, as Flux writes it."}
         if removed:
-            _keep_removed_fields(theirs, schema["properties"]["spec"])
             crd["spec"]["versions"] += _removed_versions(theirs, version)
             crd["spec"]["conversion"] = {"strategy": "None"}
         out.append(crd)

@@ -107,8 +107,7 @@ def refusals(obj: dict[str, Any]) -> list[Refusal]:
     removed = Refusal("RemovedAPIVersion", f"{api_version} was removed in Flux {release}: rewrite it as "
                                            f"{known.served_api_version} (flux migrate -f does)", ("apiVersion",))
     return [removed, *(Refusal("RemovedField", f"{dotted(path)} is not in {known.served_api_version}: {instead}", path)
-                       for pattern, instead in known.gone
-                       for path in _present(obj, pattern.replace("[]", ".[]").split(".")))]
+                       for pattern, instead in known.gone for path in present(obj, pattern))]
 
 
 def deprecation(known: FluxKind, version: str) -> str:
@@ -125,6 +124,11 @@ def note(api_version: str, kind: str) -> str:
         return ""
     group = api_version.rpartition("/")[0]
     return f"kept as it is: {kind} is no kind of {group} helmop knows" if group in GROUPS else ""
+
+
+def present(obj: dict[str, Any], pattern: str) -> Iterator[FieldPath]:
+    """The fields of ``obj`` that the pattern of :attr:`FluxKind.gone` names (``spec.postRenderers[].kustomize``)."""
+    return _present(obj, pattern.replace("[]", ".[]").split("."))
 
 
 def _present(value: Any, parts: list[str], at: FieldPath = ()) -> Iterator[FieldPath]:
