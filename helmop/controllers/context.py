@@ -146,8 +146,9 @@ class Memory:
         # one is stopped rather than left to wait out its timeout.
         self.supersessions: dict[Key, Supersession] = {}
         self.references = Links()
-        # Objects whose turn started a helm action: moving a hash shard waits for those turns to end, and
-        # cancels the others (a turn still waiting for a helm slot loses nothing).
+        # Objects whose turn started a helm action, or a ConfigSync's apply not yet in its inventory: moving a
+        # hash shard, a suspension or a deletion waits for those turns to end, and cancels the others (a turn
+        # still waiting for a helm slot loses nothing).
         self.committed: set[Key] = set()
         # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
         # (helm changing them during an action must not stop that action).

@@ -164,6 +164,7 @@ class Dispatcher:
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
         self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended
+        self.halting: dict[Key, str] = {}  # why each object's last generation halts it ("" for none)
 
     def serve_flux(self) -> None:
         """Flux's controllers stopped: every Flux object gets its turn now."""
@@ -188,7 +189,7 @@ class Dispatcher:
                 self.scheduler.wake(key)
         outside = [key for key in self.scheduler.running if not self.owns(key)]
         for key in outside:
-            if key not in self.ctx.memory.committed:  # not in helm yet: stopping it loses nothing
+            if key not in self.ctx.memory.committed:  # not in helm or an apply yet: stopping it loses nothing
                 self.scheduler.running[key].cancel()
         return not outside
 
@@ -203,6 +204,7 @@ class Dispatcher:
         meta = body["metadata"]
         key = (controller.resource.key, meta.get("namespace") or "", meta.get("name") or "")
         if event == "DELETED":
+            self.halting.pop(key, None)
             self.bodies.pop(key, None)
             self.uids.pop(key, None)
             self.tokens.pop(key, None)
@@ -224,8 +226,7 @@ class Dispatcher:
             # a new generation of the spec (deleting one is one too): stop acting on the old one
             self.ctx.memory.supersede(key, f"the {key[0]} is being deleted" if meta.get("deletionTimestamp")
                                       else f"generation {token[0]} of its spec arrived")
-            if meta.get("deletionTimestamp") or (body.get("spec") or {}).get("suspend") is True:
-                self._interrupt(key, "is being deleted" if meta.get("deletionTimestamp") else "is suspended")
+            self._interrupt_on_halt(key, body)
         else:
             self.scheduler.wake(key)
 
@@ -235,12 +236,19 @@ class Dispatcher:
         return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
                 finalizer in (meta.get("finalizers") or []))
 
-    def _interrupt(self, key: Key, why: str) -> None:
-        """Stop the turn running for an object that is being deleted or suspended (``why``): a listing, a fetch, a
-        build that may take minutes (or, from a hostile server, forever) is for nothing now, and holds its
-        clean-up back. A turn in a helm action is left to stop as its supersession tells helm to."""
+    def _interrupt_on_halt(self, key: Key, body: dict[str, Any]) -> None:
+        """Stop the turn running for an object that has just come to be deleted or suspended: a listing, a fetch,
+        a build that may take minutes (or, from a hostile server, forever) is for nothing now, and holds its
+        clean-up back. Only on that change (a later generation of an object already halting must not cut its own
+        clean-up short, over and over), once per turn, and not a turn in a helm action (its supersession tells
+        helm to stop)."""
+        why = "is being deleted" if body["metadata"].get("deletionTimestamp") else \
+            "is suspended" if (body.get("spec") or {}).get("suspend") is True else ""
+        before = self.halting.get(key, "")
+        self.halting[key] = why
         task = self.scheduler.running.get(key)
-        if task is not None and key not in self.ctx.memory.committed:
+        if why and why != before and task is not None and key not in self.ctx.memory.committed \
+                and key not in self.interrupted:
             self.interrupted[key] = why
             task.cancel()
 
@@ -249,7 +257,8 @@ class Dispatcher:
         try:
             return await self._turn(key)
         except asyncio.CancelledError:
-            why, task = self.interrupted.pop(key, None), asyncio.current_task()
+            # (kept in `interrupted` until the turn ends: a second halt meanwhile cancels nothing more)
+            why, task = self.interrupted.get(key), asyncio.current_task()
             if why is None or task is None or task.uncancel() > 0:
                 raise  # the operator stopping, a shard moving
             kept = self.bodies.get(key)

@@ -92,15 +92,21 @@ class Worker:
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         line = json.dumps(request).encode() + b"\n"
         async with self._lock:
-            proc = await self._started()
-            assert proc.stdin is not None and proc.stdout is not None
             try:
+                proc = await self._started()
+                assert proc.stdin is not None and proc.stdout is not None
                 proc.stdin.write(line)
                 await proc.stdin.drain()
                 reply = await asyncio.wait_for(proc.stdout.readline(), self.timeout)
             except (TimeoutError, ConnectionError) as exc:
                 await self.close()
                 raise WorkerTimeout(f"did not finish within {self.timeout:g}s") from exc
+            except asyncio.CancelledError:
+                # the asker stopped (its turn cancelled): the answer (or the starting process's greeting) still on
+                # its way would be read by the next asker, another object's, as its own. The process goes with it,
+                # at once (no await before the lock is let go).
+                self._abandon()
+                raise
             if not reply:  # the child died (its memory limit)
                 await self.close()
                 raise WorkerTimeout(f"exceeded the {self.memory >> 20} MiB it may use")
@@ -123,11 +129,16 @@ class Worker:
                 raise WorkerTimeout(f"the worker process did not start within {START:g}s")
         return self._proc
 
-    async def close(self) -> None:
+    def _abandon(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+
+    async def close(self) -> None:
+        proc = self._proc
+        self._abandon()
+        if proc is not None:
             await proc.wait()
 
 

@@ -44,7 +44,10 @@ class _Events:
         self.posted.append((reason, message))
 
 
-def _dispatcher() -> tuple[Dispatcher, Controller, list[dict[str, Any]], _Events]:
+def _dispatcher(clean_up: asyncio.Event | None = None) -> tuple[Dispatcher, Controller, list[dict[str, Any]],
+                                                                  _Events]:
+    """A dispatcher of one kind whose turns never end unless suspended, and whose clean-up waits for
+    ``clean_up`` (when given)."""
     started: list[dict[str, Any]] = []
 
     async def reconcile(body: dict[str, Any]) -> Outcome:
@@ -55,6 +58,8 @@ def _dispatcher() -> tuple[Dispatcher, Controller, list[dict[str, Any]], _Events
 
     async def finalize(body: dict[str, Any]) -> Outcome:
         started.append({**body, "finalized": True})
+        if clean_up is not None:
+            await clean_up.wait()
         return DONE
 
     events = _Events()
@@ -110,5 +115,48 @@ async def test_other_changes_and_helm_actions_are_left_to_run() -> None:
         # Task.cancel counts at once what it asks for (delivered at the turn's next step): none asked
         assert task.cancelling() == 0 and not dispatcher.interrupted and not task.done()
         assert dispatcher.ctx.memory.superseded(KEY).is_set()  # what does tell it
+    finally:
+        await dispatcher.stop()
+
+
+async def test_a_suspension_then_a_deletion_at_once_still_clean_up() -> None:
+    """Two halts before the turn sees the first: one cancellation, one Event, and the clean-up's turn follows (a
+    second cancel would have looked like the operator stopping, and no turn would have come)."""
+    dispatcher, controller, started, events = _dispatcher()
+    try:
+        dispatcher.seen(controller, _body(1), "ADDED")
+        await eventually_async(lambda: len(started) == 1)
+        task = dispatcher.scheduler.running[KEY]
+        dispatcher.seen(controller, _body(2, suspend=True), "MODIFIED")
+        deleting = _body(3, suspend=True)
+        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        dispatcher.seen(controller, deleting, "MODIFIED")
+        assert task.cancelling() == 1
+        await eventually_async(lambda: any(body.get("finalized") for body in started))
+        assert [reason for reason, _ in events.posted] == ["ReconcileInterrupted"]
+    finally:
+        await dispatcher.stop()
+
+
+async def test_a_later_generation_of_a_deleting_object_leaves_its_clean_up_alone() -> None:
+    """A spec change of an object already being deleted cancels nothing: a tenant writing it over and over would
+    otherwise restart its clean-up (a prune, a wait for termination) each time."""
+    clean_up = asyncio.Event()
+    dispatcher, controller, started, events = _dispatcher(clean_up)
+    try:
+        dispatcher.seen(controller, _body(1), "ADDED")
+        await eventually_async(lambda: len(started) == 1)
+        deleting = _body(2)
+        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        dispatcher.seen(controller, deleting, "MODIFIED")
+        await eventually_async(lambda: any(body.get("finalized") for body in started))
+        cleaning = dispatcher.scheduler.running[KEY]
+        again = _body(3, prefix="other/")
+        again["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        dispatcher.seen(controller, again, "MODIFIED")
+        assert cleaning.cancelling() == 0 and len(events.posted) == 1
+        clean_up.set()
+        await eventually_async(lambda: cleaning.done())
+        assert not cleaning.cancelled()
     finally:
         await dispatcher.stop()

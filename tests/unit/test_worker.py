@@ -3,6 +3,7 @@ the same errors with their lines), and bounded in time."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -41,5 +42,23 @@ async def test_a_document_too_slow_to_load_is_cut_off() -> None:
             await worker.documents(dense(40000))  # a few MiB: seconds of loading
         assert time.monotonic() - started < 5
         assert await worker.documents("a: 1\n") == [(1, {"a": 1})]  # a new child answers the next one
+    finally:
+        await worker.close()
+
+
+async def test_an_asker_cancelled_while_waiting_leaves_no_answer_for_the_next() -> None:
+    """A turn cancelled while the worker loads its document (its object suspended, deleted): the next asker,
+    another object's, gets the answer to its own question, never the one still on its way."""
+    worker = Worker(timeout=30)
+    try:
+        for wait in (0.0, 0.3):  # cancelled while the process starts, and while it loads (seconds of loading)
+            first = asyncio.create_task(worker.documents(dense(20000)))
+            while not worker._lock.locked():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(wait)
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            assert await worker.documents("mine: 1\n") == [(1, {"mine": 1})]
     finally:
         await worker.close()

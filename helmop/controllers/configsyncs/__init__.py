@@ -21,6 +21,7 @@ with Flux's labels), so a cluster moves over, and back, without an object re-cre
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -210,17 +211,24 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
         await turn.report(False, refusal[0], f"revision {revision}: {refusal[1]}", stalled=True)
         return DONE
     started = time.monotonic()
-    applied = await apply.apply_all(kube, want, live, apply.Rules(spec.force, spec.ignore),
-                                    deadline=started + spec.deadline)
-    failures = [*want.duplicates, *applied.failures]
-    previous = [sync.id_of(x) for x in turn.status.inventory]
-    gone = sync.to_prune(previous, list(want.objects)) if spec.prune else []
-    pruned: list[sync.ObjectId] = []
-    if gone and not failures:
-        pruned, failures = await prune.prune(kube, gone, marks, {sync.id_of(x): x.uid for x in turn.status.inventory})
-    inventory = sync.inventory_after(want, turn.status.inventory, applied.uids,
-                                     [oid for oid in gone if oid not in pruned])
-    turn.status = settle.inventoried(turn.status, inventory)
+    # From the first object applied until the inventory holds it, a suspension or a deletion does not cut the turn
+    # short (Dispatcher._interrupt_on_halt): what was applied would be known to no inventory, and left behind.
+    turn.ctx.memory.committed.add(turn.key)
+    try:
+        applied = await apply.apply_all(kube, want, live, apply.Rules(spec.force, spec.ignore),
+                                        deadline=started + spec.deadline)
+        failures = [*want.duplicates, *applied.failures]
+        previous = [sync.id_of(x) for x in turn.status.inventory]
+        gone = sync.to_prune(previous, list(want.objects)) if spec.prune else []
+        pruned: list[sync.ObjectId] = []
+        if gone and not failures:
+            pruned, failures = await prune.prune(kube, gone, marks,
+                                                 {sync.id_of(x): x.uid for x in turn.status.inventory})
+        inventory = sync.inventory_after(want, turn.status.inventory, applied.uids,
+                                         [oid for oid in gone if oid not in pruned])
+        turn.status = settle.inventoried(turn.status, inventory)
+    finally:
+        turn.ctx.memory.committed.discard(turn.key)
     if failures:
         held = f"; {applied.held} object(s) not applied (that stage and those after it)" if applied.held else ""
         await turn.report(False, "ApplyFailed", f"revision {revision}: " + "; ".join(failures[:10]) + held)
@@ -234,8 +242,15 @@ async def _settled(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster, revision
     """Everything applied and pruned: Ready once what must be healthy is."""
     try:
         reason, problem = await health.wait(turn.ctx, cluster, turn.key, spec, want, started)
-    except Cancelled:
-        return after(0.01)  # a newer generation: reconciled at once
+    except (Cancelled, asyncio.CancelledError) as exc:
+        # a newer generation (reconciled at once), or suspended or deleted meanwhile: what was applied is recorded
+        # first, so that a later prune or the deletion's finds it
+        await write_status(turn.ctx, turn.kind, turn.body, progressing(
+            turn.status, turn.this.generation, f"revision {revision} applied; its health was not awaited"),
+            outcome=False)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return after(0.01)
     if reason:
         await turn.report(False, reason, f"revision {revision}: {problem}")
         return _retry(spec)
