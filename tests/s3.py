@@ -6,6 +6,7 @@ AWS's published example)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import http.server
@@ -93,13 +94,18 @@ class Listings:
     servers, no moto needed): ``loop-*`` answers "truncated" with the same keys and the same token forever,
     ``notoken-*`` "truncated" with no token, ``rekeyed-*`` the same keys under a new token each time,
     ``endless-*`` a new key and a new token each time (``slow-*``: the same, each page after ``delay`` seconds),
-    ``retoken-*`` a new key and the same token each time,
+    ``retoken-*`` a new key and the same token each time, ``empty-*`` no key and a new token each time,
+    ``sparse-*`` nine such pages then one key, ``padded-<n>-*`` as ``endless`` with n KiB of padding a page,
+    ``bigetag-*`` as ``endless`` with an etag of 400 KB, ``bigkey-*`` one key of 1025 bytes (513 characters),
+    ``fullkeys-*`` one page of 1000 keys of 1024 bytes, ``bigsize-*`` one key of a 5000-digit size,
+    ``hang-*`` no answer to any request until ``release`` is set,
     anything else one page of one object, ``config.yaml``, which it serves."""
 
     PAGE = 1000  # keys a page of ``loop`` and ``rekeyed`` holds, as S3's pages
 
     def __init__(self, delay: float = 0.02) -> None:
         self.delay = delay
+        self.release = threading.Event()
         self.counts: dict[str, int] = {}
         self.lock = threading.Lock()
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Listing, self))
@@ -110,27 +116,32 @@ class Listings:
         with self.lock:
             return self.counts.get(bucket, 0)
 
+    def _keys(self, bucket: str, number: int) -> tuple[list[str], str | None]:
+        """The keys of page ``number`` of ``bucket``'s listing and the token after it (None: the last page)."""
+        mode = bucket.split("-", 1)[0]
+        if mode in ("loop", "rekeyed"):
+            return [f"k{i:04d}.yaml" for i in range(self.PAGE)], "t0" if mode == "loop" else f"t{number + 1}"
+        if mode in ("endless", "slow", "padded", "bigetag"):
+            return [f"k{number:06d}.yaml"], f"t{number + 1}"
+        if mode in ("empty", "sparse"):
+            return ([], f"t{number + 1}") if mode == "empty" or number < 9 else (["config.yaml"], None)
+        if mode in ("bigkey", "fullkeys"):
+            return ([f"k{'é' * 512}"] if mode == "bigkey" else [f"{i:04d}{'é' * 510}" for i in range(self.PAGE)]), None
+        return {"retoken": ([f"k{self.count(bucket):06d}.yaml"], "t1"), "notoken": (["k.yaml"], "")}.get(
+            mode, (["config.yaml"], None))
+
     def page(self, bucket: str, token: str) -> bytes:
         mode = bucket.split("-", 1)[0]
-        number = int(token[1:]) if token[1:].isdigit() else 0
-        if mode in ("loop", "rekeyed"):
-            keys = [f"k{i:04d}.yaml" for i in range(self.PAGE)]
-            after = "t0" if mode == "loop" else f"t{number + 1}"
-        elif mode in ("endless", "slow"):
-            keys, after = [f"k{number:06d}.yaml"], f"t{number + 1}"
-        elif mode == "retoken":
-            keys, after = [f"k{self.count(bucket):06d}.yaml"], "t1"
-        elif mode == "notoken":
-            keys, after = ["k.yaml"], ""
-        else:
-            keys, after = ["config.yaml"], None
-        contents = "".join(f"<Contents><Key>{k}</Key><ETag>&quot;{ETAG}&quot;</ETag><Size>{len(CONFIG)}</Size>"
+        keys, after = self._keys(bucket, int(token[1:]) if token[1:].isdigit() else 0)
+        etag, size = "e" * 400_000 if mode == "bigetag" else ETAG, "9" * 5000 if mode == "bigsize" else len(CONFIG)
+        contents = "".join(f"<Contents><Key>{k}</Key><ETag>&quot;{etag}&quot;</ETag><Size>{size}</Size>"
                            "</Contents>" for k in keys)
         more = "<IsTruncated>false</IsTruncated>" if after is None else (
             "<IsTruncated>true</IsTruncated>" + (f"<NextContinuationToken>{after}</NextContinuationToken>"
                                                  if after else ""))
+        pad = f"<Padding>{'x' * (int(bucket.split('-')[1]) << 10)}</Padding>" if mode == "padded" else ""
         return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
-                f'2006-03-01/"><Name>{bucket}</Name>{more}{contents}</ListBucketResult>').encode()
+                f'2006-03-01/"><Name>{bucket}</Name>{more}{contents}{pad}</ListBucketResult>').encode()
 
 
 CONFIG = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-listing}\ndata: {value: listed}\n"
@@ -147,6 +158,8 @@ class _Listing(http.server.BaseHTTPRequestHandler):
         bucket, _, key = url.path.lstrip("/").partition("/")
         with self.listings.lock:
             self.listings.counts[bucket] = self.listings.counts.get(bucket, 0) + 1
+        if bucket.startswith("hang-"):
+            self.listings.release.wait(60)  # bounded: a test that forgets to release holds no thread for ever
         if key:
             body, headers = CONFIG, {"ETag": f'"{ETAG}"'}
         else:
@@ -158,7 +171,8 @@ class _Listing(http.server.BaseHTTPRequestHandler):
         for name, value in {**headers, "Content-Length": str(len(body))}.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that refused it by its length
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -168,5 +182,6 @@ class _Listing(http.server.BaseHTTPRequestHandler):
 def listings() -> Iterator[Listings]:
     server = Listings()
     yield server
+    server.release.set()
     server.server.shutdown()
     server.server.server_close()

@@ -11,9 +11,11 @@ so an unchanged listing is an unchanged revision and nothing is downloaded. Obje
 root ``.sourceignore`` and ``spec.ignore`` (no default exclusions, as Flux's Bucket). A listing of more keys
 than a tree may hold, an object larger than a file may be, or a key that is not a path inside the artifact
 (``..``, absolute, control characters) is refused by name; objects are fetched a few at a time, each checked
-against the listing's etag. A listing is bounded in pages and in time (spec.timeout), and one that cannot be an
-S3 server's (a key or a continuation token again, truncated with no token to go on) is refused: a server that
-answers "more" forever keeps no turn busy for longer than that."""
+against the listing's etag. A listing is bounded in pages, in bytes (pages of at most 2 MiB, 2 KiB of listing per
+object the tree may hold, a key of S3's 1024 bytes at most, an etag of 256 characters) and in time (spec.timeout,
+at most the operator's 10 minutes), and one that cannot be an S3 server's (a key or a continuation token again,
+truncated with no token to go on, a run of empty truncated pages) is refused: a server that answers "more" forever
+keeps no turn busy, nor the operator's memory full, for longer than that. Pages are parsed off the event loop."""
 
 from __future__ import annotations
 
@@ -40,9 +42,14 @@ from .repositories import Credentials, Repositories, read_capped
 from .secrets import decoded
 
 EMPTY = hashlib.sha256(b"").hexdigest()
-MAX_PAGE = 8 << 20  # one listing page's XML (S3 sends at most 1000 keys a page)
+MAX_PAGE = 2 << 20  # one listing page's XML: S3 sends at most 1000 keys a page, ~1.4 MB if each is of 1 KiB
 MAX_PAGES = 1000  # pages of one listing: the entry limit's keys in pages of 20 or more
 MAX_TOKEN = 1024  # a continuation token's length (S3's are a few hundred characters)
+MAX_KEY = 1024  # a key's UTF-8 bytes (S3's own limit)
+MAX_ETAG = 256  # an etag's characters (S3's are an MD5's hex, with a part count for a multipart object)
+PER_OBJECT = 2 << 10  # bytes of listing per object the entry limit allows (a listing's pages add up to at most that)
+MAX_EMPTY = 10  # truncated pages in a row listing nothing (S3 fills a page before it says "more")
+MAX_TIMEOUT = 600.0  # the operator's bound on spec.timeout: a tenant's 10000h would hold a turn for hours
 PARALLEL = 8  # objects fetched at once
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -147,15 +154,25 @@ class Bucket:
             return response.status, await read_capped(response, limit, f"{key or 'the listing'} of {self.what}",
                                                        "ArtifactTooLarge"), dict(response.headers)
 
+    @property
+    def timeout(self) -> float:
+        """The listing's time, and the fetch's: spec.timeout, at most the operator's MAX_TIMEOUT."""
+        return min(self.spec.timeout, MAX_TIMEOUT)
+
+    def _took_longer(self) -> str:
+        if self.spec.timeout > MAX_TIMEOUT:
+            return f"took longer than {MAX_TIMEOUT:.0f}s, the operator's maximum of spec.timeout"
+        return f"took longer than spec.timeout ({self.spec.timeout:.0f}s)"
+
     async def index(self) -> dict[str, Object]:
-        """Every object under spec.prefix that the ignore rules keep, by key; listed within spec.timeout."""
+        """Every object under spec.prefix that the ignore rules keep, by key; listed within the timeout."""
         try:
-            async with asyncio.timeout(self.spec.timeout), self.repos.session(self.creds, basic=False) as http:
+            async with asyncio.timeout(self.timeout), self.repos.session(self.creds, basic=False) as http:
                 listed = await self._list(http)
                 rules = await self._ignore(http, listed)
         except TimeoutError:  # a request's own timeout is said by _request: this is the listing's
-            raise SourceError("ListingTooLong", f"the listing of {self.what} took longer than spec.timeout "
-                                                f"({self.spec.timeout:.0f}s)", transient=True) from None
+            raise SourceError("ListingTooLong", f"the listing of {self.what} {self._took_longer()}",
+                              transient=True) from None
         return {key: found for key, found in listed.items()
                 if not key.endswith("/") and key != FILE and not rules.excludes(key)}
 
@@ -163,11 +180,21 @@ class Bucket:
         listed: dict[str, Object] = {}
         token = ""
         tokens: set[str] = set()  # every token answered so far (S3 never gives one twice in a listing)
+        budget, empty = self.limits.max_entries * PER_OBJECT, 0
         for number in range(1, MAX_PAGES + 1):
             query = {"list-type": "2", **({"prefix": self.spec.prefix} if self.spec.prefix else {}),
                      **({"continuation-token": token} if token else {})}
             _, body, _ = await self._request(http, "", query, MAX_PAGE)
-            page, truncated, token = _page(body, self.what)
+            budget -= len(body)
+            if budget < 0:
+                raise SourceError("ListingTooLong", f"the listing of {self.what} is larger than "
+                                                    f"{self.limits.max_entries * PER_OBJECT >> 10} KiB (2 KiB an "
+                                                    f"object of the limit's {self.limits.max_entries}); refused",
+                                  transient=False)
+            page, truncated, token = await asyncio.to_thread(_page, body, self.what, number)
+            empty = 0 if page or not truncated else empty + 1
+            if empty >= MAX_EMPTY:
+                raise _invalid(self.what, f"pages {number - MAX_EMPTY + 1} to {number} list nothing but are truncated")
             again = next((key for key in page if key in listed), None)
             if again is not None:
                 raise _invalid(self.what, f"page {number} lists {again[:200]!r} again")
@@ -212,7 +239,7 @@ class Bucket:
 
     async def fetch(self, index: dict[str, Object]) -> tarballs.Tree:
         """The objects of ``index``, each checked against its etag; bounded in size and count (as listed, before
-        anything is fetched, and as received) and in time (spec.timeout)."""
+        anything is fetched, and as received) and in time (spec.timeout, at most MAX_TIMEOUT)."""
         for key, found in index.items():
             _check_key(key, self.what)
             if found.size > self.limits.max_file:
@@ -241,11 +268,10 @@ class Bucket:
             files[key] = data
 
         try:
-            async with asyncio.timeout(self.spec.timeout), self.repos.session(self.creds, basic=False) as http:
+            async with asyncio.timeout(self.timeout), self.repos.session(self.creds, basic=False) as http:
                 await asyncio.gather(*(one(http, key) for key in sorted(index)))
         except TimeoutError:
-            raise SourceError("BucketOperationFailed", f"fetching the objects of {self.what} took longer than "
-                                                       f"spec.timeout ({self.spec.timeout:.0f}s)",
+            raise SourceError("BucketOperationFailed", f"fetching the objects of {self.what} {self._took_longer()}",
                               transient=True) from None
         return tarballs.Tree(files)
 
@@ -255,8 +281,11 @@ def _invalid(what: str, why: str) -> SourceError:
                        transient=False)
 
 
-def _page(body: bytes, what: str) -> tuple[dict[str, Object], bool, str]:
-    """(key -> object, whether the listing goes on, the continuation token) of a ListObjectsV2 answer."""
+def _page(body: bytes, what: str, number: int) -> tuple[dict[str, Object], bool, str]:
+    """(key -> object, whether the listing goes on, the continuation token) of a ListObjectsV2 answer, page
+    ``number``; run in a thread (a page is up to MAX_PAGE of XML). A key, etag or size no S3 server gives is
+    refused here, before it is kept: a listing of a few keys a page, each with an etag of megabytes, would
+    otherwise grow by a page's size a page."""
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError:
@@ -264,6 +293,12 @@ def _page(body: bytes, what: str) -> tuple[dict[str, Object], bool, str]:
     found: dict[str, Object] = {}
     for item in root.iter(f"{_NS}Contents"):
         key, etag, size = (item.findtext(f"{_NS}{n}") or "" for n in ("Key", "ETag", "Size"))
+        if len(key.encode(errors="replace")) > MAX_KEY:
+            raise _invalid(what, f"page {number} lists a key {key[:100]!r}... longer than {MAX_KEY} bytes")
+        if len(etag) > MAX_ETAG:
+            raise _invalid(what, f"page {number} lists {key[:200]!r} with an etag of more than {MAX_ETAG} characters")
+        if len(size) > 20:  # more digits than any object's bytes (and int() of thousands of digits raises)
+            raise _invalid(what, f"page {number} lists {key[:200]!r} with a size of more than 20 digits")
         found[key] = Object(etag.strip('"'), int(size) if size.isdigit() else 0)
     truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
     return found, truncated, (root.findtext(f"{_NS}NextContinuationToken") or "") if truncated else ""

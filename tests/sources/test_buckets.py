@@ -2,11 +2,14 @@
 (moto's): Flux's revision of keys and etags, the root .sourceignore and spec.ignore, a prefix, an unchanged
 listing that fetches nothing, the cache keyed by what was read and with which keys; a key that leaves the
 artifact, a listing past the limits and an object larger than a file may be, refused by reason; listings no S3
-server gives (a key or a token again, "truncated" with no token, pages or time without end) refused by reason
-against hostile servers. The request signature is checked against AWS's own published example."""
+server gives (a key or a token again, "truncated" with no token, a run of empty pages, a key, etag or size
+longer than S3's, pages or bytes or time without end, a tenant's timeout past the operator's) refused by reason
+against hostile servers, each page parsed off the event loop. The request signature is checked against AWS's
+own published example."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +23,7 @@ from helmop.sources.buckets import Bucket, Keys, signed_headers
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Limits
 from helmop.sources.repositories import Credentials, Repositories
-from tests.s3 import ACCESS, S3, SECRET, Listings, listings, s3  # noqa: F401 - the fixtures
+from tests.s3 import ACCESS, CONFIG, ETAG, S3, SECRET, Listings, listings, s3  # noqa: F401 - the fixtures
 
 KEYS = Keys(ACCESS, SECRET)
 
@@ -150,3 +153,77 @@ async def test_a_listing_is_bounded_in_pages_and_time(listings: Listings, tmp_pa
         await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
     assert (slow.value.reason, slow.value.transient) == ("ListingTooLong", True)
     assert 0 < listings.count(name) <= 60
+
+
+@pytest.mark.parametrize(("mode", "said"), [
+    ("bigetag", r"page 1 lists 'k000000.yaml' with an etag of more than 256 characters"),  # 400 KB, a new token
+    ("bigkey", r"page 1 lists a key 'kéé.*longer than 1024 bytes"),  # 513 characters, 1025 bytes
+    ("bigsize", r"page 1 lists 'config.yaml' with a size of more than 20 digits")])
+async def test_a_key_etag_or_size_no_s3_server_gives_is_refused_as_the_page_is_read(
+        listings: Listings, tmp_path: Path, mode: str, said: str) -> None:  # noqa: F811
+    name, found = hostile(listings, mode)
+    with pytest.raises(SourceError, match=said) as refused:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert (refused.value.reason, refused.value.transient) == ("InvalidListing", False)
+    assert listings.count(name) == 1  # not a second page: nothing of it kept
+
+
+async def test_a_full_page_of_the_longest_keys_is_read(listings: Listings, tmp_path: Path) -> None:  # noqa: F811
+    _, found = hostile(listings, "fullkeys")  # S3's largest page: 1000 keys of 1024 bytes, ~1.2 MB
+    _, index, _ = await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert len(index) == 1000 and {len(key.encode()) for key in index} == {1024}
+
+
+async def test_a_listing_is_bounded_in_bytes(listings: Listings, tmp_path: Path) -> None:  # noqa: F811
+    name, found = hostile(listings, "padded-2048")  # one page of more than MAX_PAGE (2 MiB)
+    with pytest.raises(SourceError, match=r"the listing of .* is larger than 2 MiB") as page:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert page.value.reason == "ArtifactTooLarge" and listings.count(name) == 1
+    name, found = hostile(listings, "padded-90")  # a new key and token a page, each page of 90 KiB
+    small = Bucket(Repositories(tmp_path), found, Credentials(), Keys(), Limits(max_entries=100))
+    with pytest.raises(SourceError, match=r"is larger than 200 KiB \(2 KiB an object of the limit's 100\)") as total:
+        await small.index()
+    assert (total.value.reason, total.value.transient) == ("ListingTooLong", False)
+    assert listings.count(name) == 3  # 180 KiB in two pages, past 200 KiB in the third
+
+
+async def test_a_run_of_empty_truncated_pages_is_refused(listings: Listings, tmp_path: Path) -> None:  # noqa: F811
+    name, found = hostile(listings, "empty")  # no key and a new token, forever
+    with pytest.raises(SourceError, match="pages 1 to 10 list nothing but are truncated") as refused:
+        await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert (refused.value.reason, refused.value.transient) == ("InvalidListing", False)
+    assert listings.count(name) == 10
+    name, found = hostile(listings, "sparse")  # nine empty pages, then a key: a listing still
+    _, index, _ = await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert list(index) == ["config.yaml"] and listings.count(name) == 10
+
+
+async def test_pages_are_parsed_off_the_event_loop(listings: Listings, tmp_path: Path,  # noqa: F811
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[int] = []
+    parse = buckets._page
+
+    def spy(body: bytes, what: str, number: int) -> tuple[dict[str, buckets.Object], bool, str]:
+        threads.append(threading.get_ident())
+        return parse(body, what, number)
+
+    monkeypatch.setattr(buckets, "_page", spy)
+    _, found = hostile(listings, "sparse")
+    await buckets.listed(Repositories(tmp_path), found, Credentials(), Keys())
+    assert len(threads) == 10 and threading.get_ident() not in threads
+
+
+async def test_spec_timeout_is_bounded_by_the_operators_maximum(listings: Listings, tmp_path: Path,  # noqa: F811
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buckets, "MAX_TIMEOUT", 1.0)  # 600s in the operator
+    name, found = hostile(listings, "hang", timeout="10000h")  # a server that never answers, a tenant's timeout
+    bucket = Bucket(Repositories(tmp_path), found, Credentials(), Keys())
+    try:
+        with pytest.raises(SourceError, match=r"took longer than 1s, the operator's maximum of spec.timeout") as ls:
+            await bucket.index()
+        assert (ls.value.reason, ls.value.transient) == ("ListingTooLong", True) and listings.count(name) == 1
+        with pytest.raises(SourceError, match=r"fetching .* took longer than 1s, the operator's maximum") as fetch:
+            await bucket.fetch({"config.yaml": buckets.Object(ETAG, len(CONFIG))})
+        assert fetch.value.reason == "BucketOperationFailed" and listings.count(name) == 2
+    finally:
+        listings.release.set()
