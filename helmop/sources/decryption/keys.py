@@ -277,7 +277,7 @@ def _secret_keys(packets: list[Packet], where: str) -> list[SecretKey]:
         mixed = [secret if p.fingerprint == secret.fingerprint else p for p in public]
         if secret.fingerprint is None or secret.key_id is None or secret not in mixed:
             continue  # a subkey Sequoia leaves out of the certificate (unbound): not one gpg would use either
-        expires, revoked = _validity(public, secret, cert.expiration)
+        expires, revoked = _validity(public, secret, _expiration(cert))
         try:
             tsk = bytes(pysequoia.Tsk.from_packets(mixed))
         except Exception:
@@ -285,6 +285,16 @@ def _secret_keys(packets: list[Packet], where: str) -> list[SecretKey]:
         out.append(SecretKey(secret.key_id.lower(), secret.fingerprint.lower(), tsk, expires,
                              revoked or cert.is_revoked))
     return out
+
+
+def _expiration(cert: pysequoia.Cert) -> datetime | None:
+    """When the key expires, as Sequoia says; None where its policy will not say (an RSA-1024 key, as the real
+    sops's test key is, which it still decrypts with): only the refusal's words need it."""
+    try:
+        expires: datetime | None = cert.expiration
+    except Exception:  # Sequoia's policy errors are plain RuntimeErrors
+        return None
+    return expires
 
 
 def _validity(public: list[Packet], key: Packet, primary_expires: datetime | None) -> tuple[datetime | None, bool]:
