@@ -36,6 +36,12 @@ def _body(generation: int, **spec: Any) -> dict[str, Any]:
             "spec": {"interval": "10m", **spec}}
 
 
+def _deleting(generation: int, **spec: Any) -> dict[str, Any]:
+    body = _body(generation, **spec)
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return body
+
+
 class _Events:
     def __init__(self) -> None:
         self.posted: list[tuple[str, str]] = []
@@ -90,9 +96,7 @@ async def test_a_deletion_stops_it_and_cleans_up() -> None:
     try:
         dispatcher.seen(controller, _body(1), "ADDED")
         await eventually_async(lambda: len(started) == 1)
-        deleting = _body(2)
-        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        dispatcher.seen(controller, deleting, "MODIFIED")
+        dispatcher.seen(controller, _deleting(2), "MODIFIED")
         await eventually_async(lambda: len(started) == 2)
         assert started[1].get("finalized") and events.posted[0][1].endswith("the Bucket is being deleted")
     finally:
@@ -128,9 +132,7 @@ async def test_a_suspension_then_a_deletion_at_once_still_clean_up() -> None:
         await eventually_async(lambda: len(started) == 1)
         task = dispatcher.scheduler.running[KEY]
         dispatcher.seen(controller, _body(2, suspend=True), "MODIFIED")
-        deleting = _body(3, suspend=True)
-        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        dispatcher.seen(controller, deleting, "MODIFIED")
+        dispatcher.seen(controller, _deleting(3, suspend=True), "MODIFIED")
         assert task.cancelling() == 1
         await eventually_async(lambda: any(body.get("finalized") for body in started))
         assert [reason for reason, _ in events.posted] == ["ReconcileInterrupted"]
@@ -146,14 +148,10 @@ async def test_a_later_generation_of_a_deleting_object_leaves_its_clean_up_alone
     try:
         dispatcher.seen(controller, _body(1), "ADDED")
         await eventually_async(lambda: len(started) == 1)
-        deleting = _body(2)
-        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        dispatcher.seen(controller, deleting, "MODIFIED")
+        dispatcher.seen(controller, _deleting(2), "MODIFIED")
         await eventually_async(lambda: any(body.get("finalized") for body in started))
         cleaning = dispatcher.scheduler.running[KEY]
-        again = _body(3, prefix="other/")
-        again["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        dispatcher.seen(controller, again, "MODIFIED")
+        dispatcher.seen(controller, _deleting(3, prefix="other/"), "MODIFIED")
         assert cleaning.cancelling() == 0 and len(events.posted) == 1
         clean_up.set()
         await eventually_async(lambda: cleaning.done())
