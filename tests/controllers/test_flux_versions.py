@@ -29,7 +29,7 @@ from tests.controllers.conftest import Operator, apply, condition, events, get
 from tests.controllers.test_flux import ready
 from tests.gitserver import Repo
 from tests.registry import Registry
-from tests.tools import ROOT, Run, eventually, tool
+from tests.tools import Run, eventually, tool
 
 KUSTOMIZE, SOURCE, HELM = "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"
 NOTIFICATION = "notification.toolkit.fluxcd.io"
