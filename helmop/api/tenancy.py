@@ -21,11 +21,17 @@ class Tenancy:
     # ("*": all); None: all, or none under either lockdown flag (a tenant would open what another encrypted)
     decryption_keys_namespaces: frozenset[str] | None = None
 
+    @property
+    def locked_down(self) -> bool:
+        """Either lockdown flag: what the operator holds (its keys, a token a tenant's kubeconfig mints) is then
+        no tenant's unless an administrator lists it."""
+        return self.no_cross_namespace_refs or bool(self.default_service_account)
+
     def operator_keys_serve(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` that name no key Secret may decrypt with --decryption-keys."""
         listed = self.decryption_keys_namespaces
         if listed is None:
-            return not (self.no_cross_namespace_refs or self.default_service_account)
+            return not self.locked_down
         return "*" in listed or namespace in listed
 
     @staticmethod

@@ -124,8 +124,7 @@ async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -
         raise SpecError("InvalidKubeConfig", f"{where}: serviceAccountName {data['serviceAccountName'][:80]!r} "
                                              f"{problem(data['serviceAccountName'])}")
     audiences = tuple(line.strip() for line in data.get("audiences", "").splitlines() if line.strip())
-    tenancy = ctx.tenancy
-    if tenancy.no_cross_namespace_refs or tenancy.default_service_account:  # lockdown: judged before minting
+    if ctx.tenancy.locked_down:  # judged before minting
         check_audiences(audiences, data["address"], where)
     server, token = await ctx.services.remotes.service_account_token(
         ctx.services.kube, namespace, data["serviceAccountName"], audiences, address=data["address"], where=where)

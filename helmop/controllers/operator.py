@@ -283,8 +283,7 @@ def _token_addresses(cfg: OperatorConfig) -> TokenAddresses:
     """--kubeconfig-token-addresses, else Flux's default (any address), or none under either lockdown flag."""
     if cfg.kubeconfig_token_addresses is not None:
         return cfg.kubeconfig_token_addresses
-    lockdown = cfg.tenancy.no_cross_namespace_refs or bool(cfg.tenancy.default_service_account)
-    return TokenAddresses(everywhere=not lockdown)
+    return TokenAddresses(everywhere=not cfg.tenancy.locked_down)
 
 
 def _receivers(cfg: OperatorConfig, services: Services) -> Receivers:
