@@ -15,7 +15,7 @@ from .errors import SpecError
 from .kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, Kind
 from .names import check_references
 from .patterns import compile_pattern
-from .repositories import access_from_selectors, generic_identity_only, ref_name
+from .repositories import access_from_selectors, generic_identity_only, grants, ref_name
 from .selectors import Requirement
 
 DEFAULT_EXCLUSIONS = ("^.*\\.sig$",)  # Flux's default: cosign's signature tags are not images
@@ -97,7 +97,7 @@ class ImageRepositorySpec:
 
     def grants(self, labels: dict[str, str]) -> bool:
         """Whether spec.accessFrom lets a policy of a namespace with ``labels`` read this repository."""
-        return any(all(labels.get(k) == v for k, v in selector) for selector in self.access_from or ())
+        return grants(self.access_from or (), labels)
 
     def compiled(self) -> tuple[Any, ...]:
         return tuple(compile_pattern(p, f"spec.exclusionList[{i}]") for i, p in enumerate(self.exclusions))
