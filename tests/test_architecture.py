@@ -20,7 +20,7 @@ VIOLATIONS = {
     "helmop/controllers/apps.py": "from . import configsyncs",  # kind controllers are independent (sub-layers)
     "helmop/cli/verbs.py": "import helmop.controllers.context",  # a CLI verb reaching into the operator
     "helmop/ui/graph.py": "import helmop.controllers.context",  # the web UI never through the operator
-    "helmop/reconcile/_probe.py": "import asyncio",  # decisions do no I/O
+    "helmop/decisions/_probe.py": "import asyncio",  # decisions do no I/O
     "helmop/controllers/status.py": "import kopf",  # kopf only in the handlers' wiring
     "helmop/helm/storage.py": "import pyhelm3",  # pyhelm3 only in the engine
     "helmop/helm/_probe.py": "import aiohttp",  # HTTP only in clients and servers

@@ -27,9 +27,9 @@ from helmop.api.kinds import CONFIGSYNC, FLUX, GITREPOSITORY, HELMRELEASE, Kind,
 from helmop.api.objects import Resource
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.decisions.sync import OWNER_UID
 from helmop.helm.releases import release_of
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.sync import OWNER_UID
 from helmop.views.cells import LOCAL, cluster, is_remote, last_seen, since
 from helmop.views.remotes import Reach
 from helmop.views.statuses import artifact_of, status_of

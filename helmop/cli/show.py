@@ -17,8 +17,8 @@ import yaml
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import GROUP, Kind
 from helmop.api.objects import LAST_APPLIED, Resource
+from helmop.decisions.sync import OWNER_LABEL as CONFIGSYNC_LABEL
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.sync import OWNER_LABEL as CONFIGSYNC_LABEL
 from helmop.views.cells import DELIVERING, cluster, is_remote, revision, since, source
 
 from .errors import Failed

@@ -1,2 +1,2 @@
-"""The operator: kopf handlers that gather inputs, ask :mod:`helmop.reconcile` for an action,
+"""The operator: kopf handlers that gather inputs, ask :mod:`helmop.decisions` for an action,
 perform it with :mod:`helmop.helm` and :mod:`helmop.sources`, and report status and Events."""

@@ -20,10 +20,10 @@ from helmop.api.objects import Resource
 from helmop.api.status import parse
 from helmop.api.status.app import AppStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.decisions.settle import app as settle
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
-from helmop.reconcile.settle import app as settle
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after

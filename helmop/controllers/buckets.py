@@ -13,7 +13,7 @@ from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.status import now
 from helmop.api.status.sources import BucketStatus
-from helmop.reconcile.settle import sources as settle
+from helmop.decisions.settle import sources as settle
 from helmop.sources import buckets, tarballs
 from helmop.sources.credentials import bucket_access
 

@@ -24,8 +24,8 @@ from helmop.api.repositories import (
 )
 from helmop.api.status import Status, now
 from helmop.api.status.sources import HelmRepositoryStatus, LayerSelector, OCIRepositoryStatus
-from helmop.reconcile.settle import outcome
-from helmop.reconcile.settle import sources as settle
+from helmop.decisions.settle import outcome
+from helmop.decisions.settle import sources as settle
 from helmop.sources import artifacts, tarballs
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError

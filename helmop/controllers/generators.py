@@ -15,8 +15,8 @@ from helmop.api.kinds import Family
 from helmop.api.objects import Resource
 from helmop.api.status import Condition, now, to_json
 from helmop.api.status.sources import Artifact, ArtifactGeneratorStatus, ExternalArtifactStatus, InventoryEntry
+from helmop.decisions.settle import outcome
 from helmop.infra.kube import KubeError
-from helmop.reconcile.settle import outcome
 from helmop.sources import generator, tarballs
 from helmop.sources.errors import SourceError
 from helmop.sources.readers import generated_path, generator_trees

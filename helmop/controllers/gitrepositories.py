@@ -18,7 +18,7 @@ from helmop.api.objects import Resource
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.api.status import now
 from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, ObservedInclude
-from helmop.reconcile.settle import sources as settle
+from helmop.decisions.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_ref
 from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_ref, git_source, shaped

@@ -15,8 +15,8 @@ from helmop.api.kinds import Family
 from helmop.api.objects import Resource
 from helmop.api.status import now
 from helmop.api.status.sources import HelmChartStatus
+from helmop.decisions.settle import sources as settle
 from helmop.helm.inputs import ChartInputs, chart_inputs
-from helmop.reconcile.settle import sources as settle
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome

@@ -34,14 +34,14 @@ from helmop.api.kinds import FORCE_AT, HELMOP, RESET_AT, Family
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.decisions import Decision, Desired, Observed, Reason, Release, decide, drift_matters
+from helmop.decisions.health import check_expression, check_exprs
+from helmop.decisions.settle import helmrelease as settle
+from helmop.decisions.settle import progressing
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError, Unreachable
-from helmop.reconcile import Decision, Desired, Observed, Reason, Release, decide, drift_matters
-from helmop.reconcile.health import check_expression, check_exprs
-from helmop.reconcile.settle import helmrelease as settle
-from helmop.reconcile.settle import progressing
 
 from . import clusters, dependencies
 from .actions import RUNS, correct, uninstall

@@ -18,10 +18,10 @@ from helmop.api.images import (
 from helmop.api.objects import Resource
 from helmop.api.status import parse
 from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageRepositoryStatus
+from helmop.decisions.settle import images as settle
 from helmop.images import policies, registry
 from helmop.images.access import registry_credentials
 from helmop.images.registry import Scan, kept, revision_of
-from helmop.reconcile.settle import images as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Credentials
 

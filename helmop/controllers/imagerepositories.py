@@ -12,9 +12,9 @@ from helmop.api.kinds import Kind
 from helmop.api.objects import Resource
 from helmop.api.status import now
 from helmop.api.status.images import ImageRepositoryStatus
+from helmop.decisions.settle import images as settle
 from helmop.images.access import registry_credentials
 from helmop.images.registry import kept, revision_of
-from helmop.reconcile.settle import images as settle
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome

@@ -13,9 +13,9 @@ from helmop.api.objects import Resource
 from helmop.api.sources import parse_git_repository
 from helmop.api.status import now, parse
 from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageUpdateAutomationStatus
+from helmop.decisions.settle import images as settle
 from helmop.images import automation
 from helmop.images.signing import signer
-from helmop.reconcile.settle import images as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef
 from helmop.sources.readers import git_auth, git_ref

@@ -14,9 +14,9 @@ from helmop.api.kinds import Kind
 from helmop.api.notifications import AlertSpec, ProviderSpec, parse_alert, parse_provider
 from helmop.api.objects import Resource
 from helmop.api.status import Status
+from helmop.decisions.health import check_expression
+from helmop.decisions.settle import outcome
 from helmop.infra.addresses import check_url
-from helmop.reconcile.health import check_expression
-from helmop.reconcile.settle import outcome
 
 from . import fluxversions
 from .context import Context

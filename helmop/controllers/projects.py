@@ -26,10 +26,8 @@ from helmop.api.sources import GitRepositorySpec
 from helmop.api.status import READY, Status, parse
 from helmop.api.status.app import AppStatus
 from helmop.api.status.project import Environment, ObjectRef, ProjectStatus
-from helmop.helm.inputs import InputError
-from helmop.infra.kube import KubeError
-from helmop.reconcile.projects import JENKINS as JENKINS_NAME
-from helmop.reconcile.projects import (
+from helmop.decisions.projects import JENKINS as JENKINS_NAME
+from helmop.decisions.projects import (
     NAMESPACE_READY,
     PARTS,
     PROJECT_LABEL,
@@ -42,7 +40,9 @@ from helmop.reconcile.projects import (
     step_of,
     wants_environment,
 )
-from helmop.reconcile.settle import project as settle
+from helmop.decisions.settle import project as settle
+from helmop.helm.inputs import InputError
+from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
 from helmop.sources.git import Branch
 from helmop.sources.readers import git_auth

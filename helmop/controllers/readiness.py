@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.helmrelease import HealthExpr
+from helmop.decisions.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 from helmop.infra.kube import KubeError
 from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
-from helmop.reconcile.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 
 from .clusters import Cluster
 from .context import Context, Key

@@ -16,8 +16,8 @@ from helmop.api.objects import Resource
 from helmop.api.receivers import ReceiverSpec, parse_receiver, webhook_path
 from helmop.api.status import READY
 from helmop.api.status.receiver import ReceiverStatus
-from helmop.reconcile.health import check_expression
-from helmop.reconcile.settle import receiver as settle
+from helmop.decisions.health import check_expression
+from helmop.decisions.settle import receiver as settle
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome

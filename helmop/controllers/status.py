@@ -20,8 +20,8 @@ from helmop.api.status.sources import (
     HelmRepositoryStatus,
     OCIRepositoryStatus,
 )
+from helmop.decisions.settle import outcome
 from helmop.infra.kube import KubeError
-from helmop.reconcile.settle import outcome
 
 from .context import Context
 
@@ -84,7 +84,7 @@ def read_status(kind: Kind, of: type[S], body: dict[str, Any]) -> S:
 
 async def report(ctx: Context, kind: Kind, body: dict[str, Any], status: Status, ready: bool, reason: str,
                  message: str, *, stalled: bool = False, event: bool = True) -> None:
-    """Write the outcome (see :func:`helmop.reconcile.settle.outcome`) and post the matching Event."""
+    """Write the outcome (see :func:`helmop.decisions.settle.outcome`) and post the matching Event."""
     generation = Resource(body).generation
     await write_status(ctx, kind, body, outcome(status, generation, ready, reason, message, stalled=stalled))
     if event:

@@ -4,7 +4,7 @@ limit: CEL expressions (health checks, a Provider's commit status name), and lar
 * The ``cel`` library evaluates in Rust while holding the GIL, with no cost limit: a short expression of
   nested comprehensions runs for minutes, and neither a thread nor asyncio can interrupt it. Kubernetes
   bounds CEL by an estimated cost before running it and a runtime cost budget while it runs; helmop
-  refuses expressions over a static budget when the spec is read (:func:`helmop.reconcile.health.cost_problem`)
+  refuses expressions over a static budget when the spec is read (:func:`helmop.decisions.health.cost_problem`)
   and runs the rest here.
 * libyaml's composer holds the GIL too, and a few MiB of dense YAML take seconds to load. Large documents
   (values, ConfigSync files) are loaded here; Kubernetes' YAML gives JSON data (:mod:`helmop.api.k8syaml`),

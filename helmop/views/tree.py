@@ -27,9 +27,9 @@ from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.project import ObjectRef, ProjectStatus
 from helmop.api.status.sources import ArtifactGeneratorStatus
+from helmop.decisions.health import CURRENT, judge
 from helmop.helm.releases import inventory_objects
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.health import CURRENT, judge
 
 from .cells import cluster, is_remote
 from .statuses import status_of

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helmop.api.selectors import parse_selector
-from helmop.reconcile.drift import differences, excluded, ignored_paths, owned_by_others
+from helmop.decisions.drift import differences, excluded, ignored_paths, owned_by_others
 
 
 def test_differences_ignore_bookkeeping_rules_and_foreign_appliers() -> None:

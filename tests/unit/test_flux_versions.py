@@ -27,8 +27,8 @@ from helmop.api.specs import PARSERS
 from helmop.cli.main import parser
 from helmop.controllers import fluxversions
 from helmop.controllers.configsyncs import prune
+from helmop.decisions.sync import OWNER_UID, Marks, ObjectId
 from helmop.infra.kube import Connection, Kube
-from helmop.reconcile.sync import OWNER_UID, Marks, ObjectId
 from tests.tools import ROOT, tool
 
 HELM = "helm.toolkit.fluxcd.io"

@@ -8,8 +8,7 @@ import pytest
 
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import HealthExpr
-from helmop.infra.worker import Worker, WorkerTimeout
-from helmop.reconcile.health import (
+from helmop.decisions.health import (
     CURRENT,
     FAILED,
     IN_PROGRESS,
@@ -19,6 +18,7 @@ from helmop.reconcile.health import (
     judge,
     needs_live,
 )
+from helmop.infra.worker import Worker, WorkerTimeout
 
 
 def obj(kind: str, spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,

@@ -13,7 +13,7 @@ import pytest
 from helmop.api.errors import SpecError
 from helmop.api.redaction import redact
 from helmop.api.tenancy import Tenancy
-from helmop.reconcile.sync import ADOPT, OWNER_LABEL, OWNER_UID, ObjectId, claim_problem, confinement, owned
+from helmop.decisions.sync import ADOPT, OWNER_LABEL, OWNER_UID, ObjectId, claim_problem, confinement, owned
 
 SECRET = "S3cr3tValueXYZ42"
 SYMBOLS = 'p>>?w0rd~~~~"s3cr3t>?'  # base64 with + and /, and a quote to escape

@@ -14,11 +14,11 @@ from helmop.api.errors import SpecError
 from helmop.api.previews import parse_preview
 from helmop.api.rendered import Rendering, live_view, server_view
 from helmop.api.status.preview import PreviewStatus, PullRequestPreview
+from helmop.decisions.previews import NOT_POSTED, Open, plan
+from helmop.decisions.settle.preview import previewed
 from helmop.notifications.payloads import Request, Target
 from helmop.notifications.payloads.commits import status
 from helmop.notifications.payloads.pullrequests import open_change_requests
-from helmop.reconcile.previews import NOT_POSTED, Open, plan
-from helmop.reconcile.settle.preview import previewed
 
 SHA, OTHER = "a" * 40, "b" * 40
 

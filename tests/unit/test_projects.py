@@ -6,7 +6,7 @@ import pytest
 
 from helmop.api.errors import SpecError
 from helmop.api.projects import Environments, parse_project
-from helmop.reconcile.projects import environment_namespace, environment_spec, parts, wants_environment
+from helmop.decisions.projects import environment_namespace, environment_spec, parts, wants_environment
 
 SYNC = {"url": "https://git.example.com/shop", "ref": {"branch": "main"}}
 

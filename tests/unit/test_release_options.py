@@ -16,13 +16,13 @@ from helmop.api.actions import Action
 from helmop.api.durations import go_duration
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import Remediation, ValuesReference, parse_spec
+from helmop.decisions import Desired, Observed, Reason, Release, decide
 from helmop.helm import storage
 from helmop.helm.engine import RollbackRequest, UpgradeRequest, rollback_args, upgrade_args
 from helmop.helm.postrender import NOTHING, render
 from helmop.helm.releases import ReleaseState
 from helmop.helm.request import upgrade_request
 from helmop.helm.values import compose
-from helmop.reconcile import Desired, Observed, Reason, Release, decide
 
 CHART = {"repository": {"url": "https://charts.example.com", "name": "web", "version": "1.0.0"}}
 RETRY = Remediation(retry=True, retry_interval=120)

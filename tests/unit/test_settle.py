@@ -11,9 +11,9 @@ from helmop.api.status.app import AppStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus, Inventory, InventoryEntry, ReadinessCheck, Snapshot
 from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import GitRepositoryStatus
-from helmop.reconcile import Decision, Desired, Reason
-from helmop.reconcile.settle import app, helmrelease, outcome, progressing, project, sources
-from helmop.reconcile.settle.helmrelease import ActionResult
+from helmop.decisions import Decision, Desired, Reason
+from helmop.decisions.settle import app, helmrelease, outcome, progressing, project, sources
+from helmop.decisions.settle.helmrelease import ActionResult
 
 DESIRED = Desired(config_digest="d1", owner="o", generation=3, digest="sha256:d1", chart_version="1.0.0",
                   chart="web@1.0.0", release="shop/web", release_name="web")

@@ -1,4 +1,4 @@
-"""How a ConfigSync's server-side apply treats each object, decided without I/O (helmop.reconcile.ssa and
+"""How a ConfigSync's server-side apply treats each object, decided without I/O (helmop.decisions.ssa and
 .fieldowners, helmop.api.pointers and .ignorerules): stages, ssa marks, drift with ignored fields, ignored fields
 resolved by ownership, kubectl's fields taken over, and Flux's generated kustomization (helmop.sources.generated)."""
 
@@ -12,9 +12,9 @@ import pytest
 from helmop.api import pointers
 from helmop.api.errors import SpecError
 from helmop.api.ignorerules import ignored, parse_ignore_rules
-from helmop.reconcile.fieldowners import resolved, taken_over
-from helmop.reconcile.ssa import drifted, skipped, stages
-from helmop.reconcile.sync import ObjectId
+from helmop.decisions.fieldowners import resolved, taken_over
+from helmop.decisions.ssa import drifted, skipped, stages
+from helmop.decisions.sync import ObjectId
 from helmop.sources.generated import generate
 from helmop.sources.origins import relocated
 

@@ -1,11 +1,11 @@
-"""A ConfigSync's plan, decided without I/O (helmop.reconcile.sync): the objects as applied, what is refused,
+"""A ConfigSync's plan, decided without I/O (helmop.decisions.sync): the objects as applied, what is refused,
 the apply and prune order, and the inventory after a sync that applied some, failed some or pruned some."""
 
 from __future__ import annotations
 
 from helmop.api.manifests import Manifest
 from helmop.api.status.configsync import AppliedObject
-from helmop.reconcile.sync import (
+from helmop.decisions.sync import (
     OWNER_LABEL,
     OWNER_UID,
     Marks,

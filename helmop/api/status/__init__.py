@@ -2,7 +2,7 @@
 
 One module per kind; :class:`Status` holds what every kind reports (Kubernetes conditions, the generation
 described, the reconcile request handled). Values are frozen: a change is a new value, made by the pure
-functions of ``helmop.reconcile.settle`` and written by the one status writer. Field names are the CRDs'
+functions of ``helmop.decisions.settle`` and written by the one status writer. Field names are the CRDs'
 (``rename="camel"``); empty and zero fields are left out, as Go's ``omitempty`` leaves them out.
 
 msgspec rather than pydantic: parsing a status is on every reconcile's path, and msgspec's import and

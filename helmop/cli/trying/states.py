@@ -21,7 +21,7 @@ from typing import Any
 from helmop.api.durations import parse_duration
 from helmop.api.helmrelease import DEFAULT_RETRY_INTERVAL
 from helmop.api.kinds import FLUX_GROUPS, FLUX_KUSTOMIZE, FLUX_SOURCE, GROUP
-from helmop.reconcile.sync import OWNER_LABEL
+from helmop.decisions.sync import OWNER_LABEL
 
 SETTLED = ("Ready", "Suspended")
 TERMINAL = ("Stalled", "Blocked", "Refused", "TimedOut")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api.objects import Resource
+from helmop.decisions.drift import differences, excluded, ignored_paths, owned_by_others
 from helmop.helm.releases import FIELD_MANAGER, FIELD_MANAGERS, as_helm_applies
 from helmop.infra.kube import KubeError
-from helmop.reconcile.drift import differences, excluded, ignored_paths, owned_by_others
 
 from ..drift_memory import Clean, Target, fingerprint
 from .job import Job, Result, objects

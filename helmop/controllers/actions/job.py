@@ -14,11 +14,11 @@ from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
+from helmop.decisions import Decision
+from helmop.decisions.settle.helmrelease import ActionResult
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs
 from helmop.helm.releases import ReleaseState
-from helmop.reconcile import Decision
-from helmop.reconcile.settle.helmrelease import ActionResult
 
 from ..clusters import Cluster
 from ..context import Context

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from helmop.decisions import Reason
 from helmop.helm.request import uninstall_request
-from helmop.reconcile import Reason
 
 from .job import Job, Result, outcome
 

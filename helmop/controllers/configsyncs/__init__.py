@@ -1,8 +1,8 @@
 """One reconcile of a ConfigSync, shaped as a HelmRelease's: its spec and dependencies checked, its source's
 artifact read and built (:mod:`helmop.sources.build`: the manifests, or what kustomize builds of them, with
-postBuild variables read once from the cluster), a pure plan of what that means (:mod:`helmop.reconcile.sync`:
+postBuild variables read once from the cluster), a pure plan of what that means (:mod:`helmop.decisions.sync`:
 the objects as applied, what is refused, the apply order, what to prune, the inventory after), then the acts,
-one file each (``apply``, ``prune``, ``health``), and a typed status (:mod:`helmop.reconcile.settle.configsync`).
+one file each (``apply``, ``prune``, ``health``), and a typed status (:mod:`helmop.decisions.settle.configsync`).
 The clean-up its deletionPolicy asks for is :func:`finalize`.
 
 Manifests are applied with server-side apply under a field manager of their own, in Flux's stages, each
@@ -36,12 +36,12 @@ from helmop.api.sources import ConfigSyncSpec, parse_config_sync
 from helmop.api.status import READY, Condition
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
+from helmop.decisions import ssa, sync
+from helmop.decisions.health import check_expression, check_exprs
+from helmop.decisions.settle import configsync as settle
+from helmop.decisions.settle import progressing
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube
-from helmop.reconcile import ssa, sync
-from helmop.reconcile.health import check_expression, check_exprs
-from helmop.reconcile.settle import configsync as settle
-from helmop.reconcile.settle import progressing
 from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
 from helmop.sources.readers import Referrer, source_artifact

@@ -3,7 +3,7 @@
 Established before the next. Every object of a stage is dry-run before any of them is applied: one the API server
 refuses stops its stage and those after it, nothing of them applied, every refused object named. An object equal to
 its dry run is left alone (no new resourceVersion); the ``ssa`` marks and spec.ignore say what else is
-(:mod:`helmop.reconcile.ssa`, :mod:`helmop.reconcile.fieldowners`). A forced apply recreates an object whose
+(:mod:`helmop.decisions.ssa`, :mod:`helmop.decisions.fieldowners`). A forced apply recreates an object whose
 immutable fields changed."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.flux import versions
 from helmop.api.ignorerules import IgnoreRule, ignored
+from helmop.decisions import fieldowners, ssa
+from helmop.decisions.sync import Desired, ObjectId
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile import fieldowners, ssa
-from helmop.reconcile.sync import Desired, ObjectId
 
 from .observe import path_of
 

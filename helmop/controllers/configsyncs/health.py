@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from helmop.api.sources import ConfigSyncSpec
-from helmop.reconcile.sync import Desired, apply_order
+from helmop.decisions.sync import Desired, apply_order
 
 from ..clusters import Cluster
 from ..context import Context, Key

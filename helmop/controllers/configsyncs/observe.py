@@ -10,9 +10,9 @@ from typing import Any
 from helmop.api.manifests import Manifest
 from helmop.api.sources import ConfigSyncSpec
 from helmop.api.substitution import SubstitutionError, check_names
+from helmop.decisions.sync import ObjectId
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.sync import ObjectId
 from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
 from helmop.sources.secrets import secret_entries

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
+from helmop.decisions.sync import Marks, ObjectId, owned
 from helmop.infra.kube import Kube, KubeError
-from helmop.reconcile.sync import Marks, ObjectId, owned
 
 from .observe import path_of
 

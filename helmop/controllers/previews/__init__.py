@@ -1,8 +1,8 @@
 """One turn of a Preview, shaped as a HelmRelease's: its spec read, its world observed once (:mod:`.observe`: the
 GitRepository, the Provider, the base branch, the open pull requests into it, their heads fetched), a pure plan of
-which pull requests to post on (:func:`helmop.reconcile.previews.plan`: those whose head moved since their last
+which pull requests to post on (:func:`helmop.decisions.previews.plan`: those whose head moved since their last
 comment, or never commented on), the acts one file each (:mod:`.render`, :mod:`.post`), and a typed status
-(:mod:`helmop.reconcile.settle.preview`). Nothing is applied to the cluster; deleted, a Preview leaves its comments
+(:mod:`helmop.decisions.settle.preview`). Nothing is applied to the cluster; deleted, a Preview leaves its comments
 as they are (they say what each pull request changed when last previewed)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from helmop.api.kinds import GITREPOSITORY, PREVIEW, PROVIDER
 from helmop.api.objects import Resource
 from helmop.api.previews import PreviewSpec, parse_preview
 from helmop.api.status.preview import PreviewStatus
-from helmop.reconcile.previews import NOT_POSTED, plan
-from helmop.reconcile.settle import preview as settle
+from helmop.decisions.previews import NOT_POSTED, plan
+from helmop.decisions.settle import preview as settle
 
 from ..context import Context
 from ..outcome import DONE, FAILED, Outcome

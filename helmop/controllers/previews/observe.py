@@ -13,10 +13,10 @@ from helmop.api.notifications import parse_provider
 from helmop.api.objects import Resource
 from helmop.api.previews import PreviewSpec
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
+from helmop.decisions.previews import Open
 from helmop.infra.kube import KubeError
 from helmop.notifications.previews import THREADS, ChangeRequest, Host, PayloadError, Undeliverable, host_of
 from helmop.notifications.targets import default_status_id
-from helmop.reconcile.previews import Open
 from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, GitRef

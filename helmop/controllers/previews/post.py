@@ -9,9 +9,9 @@ from helmop.api.objects import Resource
 from helmop.api.redaction import redact
 from helmop.api.status import now
 from helmop.api.status.preview import PullRequestPreview
+from helmop.decisions.previews import NOT_POSTED
 from helmop.infra.kube import KubeError
 from helmop.notifications.previews import PayloadError, Undeliverable
-from helmop.reconcile.previews import NOT_POSTED
 
 from .observe import Observed
 from .render import Previewed

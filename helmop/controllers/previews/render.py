@@ -13,8 +13,8 @@ from pathlib import Path
 from helmop.api.changes import Changes, compare, heading, markdown
 from helmop.api.previews import MAX_CHARS, PreviewSpec
 from helmop.api.rendered import Rendering
+from helmop.decisions.previews import Open
 from helmop.helm.previews import Inputs, Tree, Unbuildable, both, paths_of
-from helmop.reconcile.previews import Open
 from helmop.sources.build import Builder
 from helmop.sources.errors import SourceError
 from helmop.sources.git import write_tree

@@ -1,4 +1,4 @@
-"""How a ConfigSync's status changes (outcomes: :func:`helmop.reconcile.settle.outcome`)."""
+"""How a ConfigSync's status changes (outcomes: :func:`helmop.decisions.settle.outcome`)."""
 
 from __future__ import annotations
 

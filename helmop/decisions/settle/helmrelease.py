@@ -11,7 +11,7 @@ from helmop.api.actions import Action
 from helmop.api.conditions import DRIFTED, READY, RECONCILING, RELEASED, REMEDIATED, STALLED, TEST_SUCCESS
 from helmop.api.durations import go_duration
 from helmop.api.status.helmrelease import HelmReleaseStatus, Inventory, ReadinessCheck, Snapshot
-from helmop.reconcile import Decision, Desired, Reason
+from helmop.decisions import Decision, Desired, Reason
 
 from . import outcome
 

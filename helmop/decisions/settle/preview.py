@@ -5,7 +5,7 @@ PostFailed while the git host did not take one (retried), or with the reason a t
 from __future__ import annotations
 
 from helmop.api.status.preview import PreviewStatus, PullRequestPreview
-from helmop.reconcile.previews import NOT_POSTED
+from helmop.decisions.previews import NOT_POSTED
 
 from . import outcome
 

@@ -1,5 +1,5 @@
 """How a source's status changes: a GitRepository's, a HelmRepository's, an OCIRepository's (failures:
-:func:`helmop.reconcile.settle.outcome`)."""
+:func:`helmop.decisions.settle.outcome`)."""
 
 from __future__ import annotations
 
