@@ -40,6 +40,7 @@ from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import some
 from helmop.api.process import minimal_env, niced
 from helmop.api.redaction import redact, safe_url
+from helmop.api.semver import highest
 from helmop.infra import addresses
 
 from .errors import SourceError
@@ -47,7 +48,6 @@ from .gitobjects import Objects
 from .mirrors import mirrored
 from .proxies import Proxy
 from .secrets import decoded
-from .semver import highest
 from .verification.commits import Signed
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")

@@ -32,12 +32,11 @@ from helmop.api.kinds import Family, Kind
 from helmop.api.manifests import Manifest
 from helmop.api.objects import Resource
 from helmop.api.redaction import redact
-from helmop.api.sources import ConfigSyncSpec, parse_config_sync
+from helmop.api.sources import ConfigSyncSpec
 from helmop.api.status import READY, Condition
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
 from helmop.decisions import ssa, sync
-from helmop.decisions.health import check_expression, check_exprs
 from helmop.decisions.settle import configsync as settle
 from helmop.decisions.settle import progressing
 from helmop.helm.inputs import InputError
@@ -51,7 +50,8 @@ from ..clusters import Cluster
 from ..context import Context, Key
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled
-from ..status import read_status, report, write_status
+from ..status import report, write_status
+from ..turn import Turn
 from . import apply, health, observe, prune
 
 log = logging.getLogger(__name__)
@@ -98,13 +98,11 @@ def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec, cluster: Cluster
     return cluster.kube.acting_as(actor), bool(actor) or cluster.remote
 
 
-async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
+async def reconcile(shared: Turn[ConfigSyncSpec, ConfigSyncStatus]) -> Outcome:
     """A ConfigSync, or a Flux Kustomization (``family`` FLUX): the same code; Flux's keeps Flux's tenancy (without
     a ServiceAccount it acts with the operator's rights, unconfined) and adopts objects no one manages."""
-    turn = _Turn(ctx, family, body, read_status(family.configsync, ConfigSyncStatus, body))
-    spec = await _spec(turn)
-    if spec is None or spec.suspend:
-        return DONE
+    ctx, family, spec = shared.ctx, shared.family, shared.spec
+    turn = _Turn(ctx, family, shared.body, shared.status)
     waiting = await _dependencies(turn, spec)
     if waiting is not None:
         return waiting
@@ -137,24 +135,6 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         await turn.report(False, exc.reason, f"revision {artifact.revision}: {exc}", stalled=not exc.transient)
         return _retry(spec) if exc.transient else DONE
     return await _sync(turn, spec, artifact.revision, built.objects, cluster)
-
-
-async def _spec(turn: _Turn) -> ConfigSyncSpec | None:
-    """The spec, checked (its references against the tenancy policy, its CEL expressions); None, reported as
-    stalled, when it is invalid."""
-    this, tenancy = turn.this, turn.ctx.tenancy
-    try:
-        spec = parse_config_sync(this.spec, this.name, this.namespace)
-        tenancy.check_reference(this.namespace, spec.source_namespace, "spec.sourceRef")
-        for i, dep in enumerate(spec.depends_on):
-            tenancy.check_reference(this.namespace, dep.namespace, f"spec.dependsOn[{i}]")
-            if dep.ready_expr:
-                check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
-        check_exprs(spec.health_check_exprs)
-    except SpecError as exc:
-        await turn.report(False, exc.reason, str(exc), stalled=True)
-        return None
-    return spec
 
 
 async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
@@ -267,29 +247,20 @@ def _retry(spec: ConfigSyncSpec) -> Outcome:
     return after(spec.retry_interval) if spec.retry_interval else FAILED
 
 
-async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
+async def finalize(shared: Turn[ConfigSyncSpec, ConfigSyncStatus]) -> Outcome:
     """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
     default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
     passed; Orphan leaves them). A suspended one leaves them, and one with no inventory has none: neither asks
     its cluster (Flux's rule), so a remote that never answers cannot hold it."""
-    turn = _Turn(ctx, family, body, read_status(family.configsync, ConfigSyncStatus, body))
-    this = turn.this
-    ctx.memory.drop(turn.key)
-    try:
-        spec = parse_config_sync(this.spec, this.name, this.namespace)
-    except SpecError:
-        spec = None  # an invalid spec never applied anything
-    if spec is None or spec.suspend or not spec.prunes_on_deletion or not turn.status.inventory:
-        await ctx.services.remotes.release(turn.key)
+    ctx, spec = shared.ctx, shared.spec
+    turn = _Turn(ctx, shared.family, shared.body, shared.status)
+    if spec.suspend or not spec.prunes_on_deletion or not turn.status.inventory:
         return DONE
     try:
         cluster = await clusters.target(ctx, turn.key, spec.kube_config)
     except HelmopError as exc:
         return await _unreachable_on_deletion(turn, exc)
-    outcome = await _pruned_on_deletion(turn, spec, cluster)
-    if outcome is DONE:
-        await ctx.services.remotes.release(turn.key)
-    return outcome
+    return await _pruned_on_deletion(turn, spec, cluster)
 
 
 async def _unreachable_on_deletion(turn: _Turn, exc: HelmopError) -> Outcome:
@@ -301,7 +272,6 @@ async def _unreachable_on_deletion(turn: _Turn, exc: HelmopError) -> Outcome:
         return FAILED
     await turn.ctx.services.events.post(turn.body, "Warning", "PruneSkipped", "objects left on the remote cluster "
                                                                               f"(not deleted): {exc}")
-    await turn.ctx.services.remotes.release(turn.key)
     return DONE
 
 
