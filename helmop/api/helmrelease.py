@@ -17,6 +17,7 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
+from .fields import flag, text
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .repositories import Verification, parse_verification
@@ -361,6 +362,11 @@ def _chart(raw: Any, chart_ref: Any) -> Chart:
         return SourceChart(kind=str(source.get("kind", "GitRepository")), name=str(source.get("name", "")),
                            namespace=str(source.get("namespace") or ""),
                            path=path, values_files=tuple(raw.get("valuesFiles") or ()))
+    return _repository_chart(repo)
+
+
+def _repository_chart(repo: dict[str, Any]) -> RepositoryChart:
+    """spec.chart.repository: a chart by URL, without a HelmRepository."""
     url = str(repo.get("url") or "").rstrip("/")
     if not re.match(r"^(https?|oci)://[^\s/]+", url):
         raise SpecError("InvalidSpec", f"spec.chart.repository.url {url!r} must be an http(s):// or oci:// URL")
@@ -383,21 +389,18 @@ def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
     HelmRepository by name and version, or from a GitRepository or a Bucket by path."""
     if not isinstance(raw, dict):
         raise SpecError("InvalidSpec", f"{where} must be a map")
-    chart = str(raw.get("chart") or "")
+    chart = text(raw, "chart")
     source = raw.get("sourceRef") or {}
     if not chart or not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", f"{where} needs chart and sourceRef.name")
-    kind = str(source.get("kind") or "")
-    strategy = str(raw.get("reconcileStrategy") or "ChartVersion")
+    kind = text(source, "kind")
+    strategy = text(raw, "reconcileStrategy", "ChartVersion")
     if strategy not in STRATEGIES:
         raise SpecError("InvalidSpec", f"{where}.reconcileStrategy must be ChartVersion or Revision, not {strategy!r}")
-    files = list(raw.get("valuesFiles") or [])
-    if raw.get("valuesFile"):  # Flux's deprecated single file, placed before the list as Flux does
-        files.insert(0, str(raw["valuesFile"]))
-    values_files = tuple(str(f) for f in files)
-    ignore_missing = bool(raw.get("ignoreMissingValuesFiles", False))
-    namespace = str(source.get("namespace") or "")
-    version = str(raw.get("version") or "").strip()
+    values_files = _values_files(raw)
+    ignore_missing = flag(raw, "ignoreMissingValuesFiles")
+    namespace = text(source, "namespace")
+    version = text(raw, "version").strip()
     if kind == "HelmRepository":
         return SharedRepositoryChart(repository=str(source["name"]), chart=chart,
                                      version="" if version == "*" else version, namespace=namespace,
@@ -412,6 +415,13 @@ def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
                            ignore_missing_values_files=ignore_missing)
     raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind[:60]!r} is not supported: a chart "
                                              "comes from a HelmRepository, a GitRepository or a Bucket")
+
+def _values_files(raw: dict[str, Any]) -> tuple[str, ...]:
+    files = list(raw.get("valuesFiles") or [])
+    if raw.get("valuesFile"):  # Flux's deprecated single file, placed before the list as Flux does
+        files.insert(0, str(raw["valuesFile"]))
+    return tuple(str(f) for f in files)
+
 
 CHART_REFS = ("OCIRepository", "HelmChart", "ExternalArtifact")  # what spec.chartRef may name
 
@@ -531,6 +541,16 @@ POST_RENDER_STRATEGIES = ("nohooks", "combined", "separate")
 
 
 def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: Any) -> dict[str, Any]:
+    out = _common_metadata(common, origin) | _kustomize(renderers)
+    if strategy is not None and strategy not in POST_RENDER_STRATEGIES:
+        raise SpecError("InvalidSpec", f"spec.postRenderStrategy must be one of {', '.join(POST_RENDER_STRATEGIES)}")
+    if strategy == "nohooks" and out:  # combined and separate mean the same to helmop's per-object renderer
+        out["strategy"] = strategy
+    return out
+
+
+def _common_metadata(common: Any, origin: dict[str, str]) -> dict[str, Any]:
+    """spec.commonMetadata's labels (the origin's labels over them) and annotations, each left out when empty."""
     out: dict[str, Any] = {}
     for part in ("labels", "annotations"):
         found = (common or {}).get(part) or {}
@@ -539,6 +559,11 @@ def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: 
         merged = {str(k): str(v) for k, v in found.items()} | (origin if part == "labels" else {})
         if merged:
             out[part] = merged
+    return out
+
+
+def _kustomize(renderers: Any) -> dict[str, Any]:
+    """The patches and images of every spec.postRenderers[].kustomize, in order, each left out when empty."""
     patches, images = [], []
     for i, renderer in enumerate(renderers or []):
         kustomize = (renderer or {}).get("kustomize") or {}
@@ -546,21 +571,13 @@ def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: 
             patches.append(_patch(patch, f"spec.postRenderers[{i}].kustomize.patches[{j}]"))
         for j, image in enumerate(kustomize.get("images") or []):
             images.append(_image(image, f"spec.postRenderers[{i}].kustomize.images[{j}]"))
-    if patches:
-        out["patches"] = patches
-    if images:
-        out["images"] = images
-    if strategy is not None and strategy not in POST_RENDER_STRATEGIES:
-        raise SpecError("InvalidSpec", f"spec.postRenderStrategy must be one of {', '.join(POST_RENDER_STRATEGIES)}")
-    if strategy == "nohooks" and out:  # combined and separate mean the same to helmop's per-object renderer
-        out["strategy"] = strategy
-    return out
+    return {key: found for key, found in (("patches", patches), ("images", images)) if found}
 
 
 def _patch(patch: Any, where: str) -> dict[str, Any]:
-    text = str((patch or {}).get("patch") or "")
+    written = str((patch or {}).get("patch") or "")
     try:
-        body = yamlc.load(text)
+        body = yamlc.load(written)
     except yaml.YAMLError:
         raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
     if not isinstance(body, list | dict):
@@ -574,7 +591,7 @@ def _patch(patch: Any, where: str) -> dict[str, Any]:
     if not target and not (isinstance(body, dict) and body.get("kind") and (body.get("metadata") or {}).get("name")):
         raise SpecError("InvalidPostRenderer", f"{where}: a strategic-merge patch without a target names the object "
                                                "it patches: kind and metadata.name (as kustomize requires)")
-    return {"target": dict(target or {}), "patch": text}
+    return {"target": dict(target or {}), "patch": written}
 
 
 def _image(image: Any, where: str) -> dict[str, str]:
