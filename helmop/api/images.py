@@ -7,12 +7,13 @@ What helmop cannot honour is refused by name (a cloud ``provider``, ``serviceAcc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
 from .fields import flag, text
+from .gitrefs import GitRef
 from .kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, Kind
 from .names import check_references
 from .patterns import compile_pattern
@@ -183,26 +184,13 @@ def _reflection(spec: dict[str, Any]) -> tuple[str, float | None]:
 
 
 @dataclass(frozen=True)
-class Checkout:
-    branch: str = ""
-    tag: str = ""
-    semver: str = ""
-    commit: str = ""
-    name: str = ""
-
-    @property
-    def given(self) -> bool:
-        return any((self.branch, self.tag, self.semver, self.commit, self.name))
-
-
-@dataclass(frozen=True)
 class ImageUpdateAutomationSpec:
     source: str  # the GitRepository's name
     source_namespace: str  # "": the automation's own
     interval: float
     author_email: str
     author_name: str = ""
-    checkout: Checkout = Checkout()
+    checkout: GitRef = field(default_factory=GitRef)  # spec.git.checkout.ref (none given: the GitRepository's)
     message_template: str = ""
     template_values: tuple[tuple[str, str], ...] = ()
     signing: str = ""  # gpg | ssh ("" unsigned)
@@ -236,7 +224,7 @@ def parse_image_update_automation(spec: dict[str, Any]) -> ImageUpdateAutomation
     return ImageUpdateAutomationSpec(
         source=str(source["name"]), source_namespace=text(source, "namespace"), interval=interval,
         author_email=email, author_name=name,
-        checkout=Checkout(*(text(ref, k) for k in ("branch", "tag", "semver", "commit", "name"))),
+        checkout=GitRef(*(text(ref, k) for k in ("branch", "tag", "semver", "commit", "name"))),
         message_template=template, template_values=_strings(commit, "messageTemplateValues"),
         signing=text(signing, "type", "gpg") if signing else "",
         signing_secret=ref_name(signing, "secretRef") if signing else "",
