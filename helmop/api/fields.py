@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .durations import duration_field
+from .errors import SpecError
 
 
 def text(spec: Mapping[str, Any], key: str, default: str = "") -> str:
@@ -34,3 +35,12 @@ def name_in(spec: Mapping[str, Any], key: str) -> str:
     """The name of the reference ``spec[key]`` (a secretRef's), "" when there is none or it is no map."""
     ref = spec.get(key) or {}
     return str(ref.get("name") or "") if isinstance(ref, dict) else ""
+
+
+def optional_list(raw: Any, where: str) -> list[Any]:
+    """A list field's value: [] when it is absent (None); SpecError when it is not a list."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SpecError("InvalidSpec", f"{where} must be a list")
+    return raw

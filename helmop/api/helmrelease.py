@@ -17,7 +17,7 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
-from .fields import flag, text
+from .fields import flag, optional_list, text
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .repositories import Verification, parse_verification
@@ -138,13 +138,19 @@ class InstallOptions:
 
 
 @dataclass(frozen=True)
-class UpgradeOptions:
+class ReplaceOptions:
+    """The fields of the actions that replace a release's objects by another revision's: upgrade and rollback."""
+
     disable_hooks: bool = False
     disable_wait: bool = False
     disable_wait_for_jobs: bool = False
     timeout: float | None = None
     force: bool = False
     cleanup_on_fail: bool = False
+
+
+@dataclass(frozen=True)
+class UpgradeOptions(ReplaceOptions):
     remediation: Remediation = Remediation()
     crds: str = "Skip"  # Skip | Create | CreateReplace
     server_side_apply: str = "auto"  # SSA_MODES; auto: as the release's last revision was applied
@@ -155,13 +161,7 @@ class UpgradeOptions:
 
 
 @dataclass(frozen=True)
-class RollbackOptions:
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
-    timeout: float | None = None
-    force: bool = False
-    cleanup_on_fail: bool = False
+class RollbackOptions(ReplaceOptions):
     server_side_apply: str = "auto"
     recreate: bool = False  # helm 3's --recreate-pods (helm 4 has none: said in status)
 
@@ -289,6 +289,11 @@ def _changes(raw: dict[str, Any]) -> dict[str, Any]:
             "schema_validation": not raw.get("disableSchemaValidation", False)}
 
 
+def _replacing(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields upgrade and rollback share with each other."""
+    return {"force": flag(raw, "force"), "cleanup_on_fail": flag(raw, "cleanupOnFail")}
+
+
 def _install(raw: Any, tests_ignored: bool) -> InstallOptions:
     raw, where = raw or {}, "spec.install"
     ssa = raw.get("serverSideApply")
@@ -305,8 +310,7 @@ def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
     change = str(raw.get("chartNameChangeStrategy") or "Reinstall")
     if change not in NAME_CHANGE_STRATEGIES:
         raise SpecError("InvalidSpec", f"{where}.chartNameChangeStrategy must be Reinstall or InPlaceUpdate")
-    return UpgradeOptions(**_common(raw, where), **_changes(raw), force=bool(raw.get("force", False)),
-                          cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+    return UpgradeOptions(**_common(raw, where), **_changes(raw), **_replacing(raw),
                           remediation=_remediation(raw.get("remediation") or {}, raw.get("strategy"), where,
                                                    tests_ignored, upgrade=True),
                           crds=_crds(raw, where, "Skip"), server_side_apply=_ssa(raw, where),
@@ -315,8 +319,7 @@ def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
 
 def _rollback(raw: Any) -> RollbackOptions:
     raw, where = raw or {}, "spec.rollback"
-    return RollbackOptions(**_common(raw, where), force=bool(raw.get("force", False)),
-                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+    return RollbackOptions(**_common(raw, where), **_replacing(raw),
                            disable_wait_for_jobs=bool(raw.get("disableWaitForJobs", False)),
                            server_side_apply=_ssa(raw, where), recreate=bool(raw.get("recreate", False)))
 
@@ -615,10 +618,8 @@ def health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
 
 def depends_on(raw: Any, name: str, namespace: str, kind: str = "HelmRelease") -> tuple[tuple[str, str], ...]:
     """(namespace, name) of each spec.dependsOn entry (of ``kind``, as the object itself)."""
-    if raw is not None and not isinstance(raw, list):
-        raise SpecError("InvalidSpec", "spec.dependsOn must be a list")
     out = []
-    for i, ref in enumerate(raw or []):
+    for i, ref in enumerate(optional_list(raw, "spec.dependsOn")):
         if not isinstance(ref, dict) or not ref.get("name"):
             raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
         target = (str(ref.get("namespace") or namespace), str(ref["name"]))

@@ -10,7 +10,7 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
-from .fields import name_in, seconds
+from .fields import name_in, optional_list, seconds
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
@@ -217,12 +217,8 @@ def _git_provider(spec: dict[str, Any]) -> str:
 
 
 def _includes(raw: Any) -> tuple[Include, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise SpecError("InvalidSpec", "spec.include must be a list")
     out = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(optional_list(raw, "spec.include")):
         repository = (item.get("repository") or {}) if isinstance(item, dict) else {}
         name = str(repository.get("name") or "") if isinstance(repository, dict) else ""
         if not name:

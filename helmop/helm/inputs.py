@@ -52,6 +52,7 @@ from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
+from helmop.sources.readers import Readers as SourceReaders
 from helmop.sources.readers import Referrer, read_file, referenced, source_artifact, unpublished
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
@@ -59,22 +60,15 @@ from helmop.sources.trees import GitArtifact
 from helmop.sources.verification import registry
 
 
-class Readers(Protocol):
-    """Where inputs are read from: the API, the chart and git caches, helm (dependency builds) and the
-    worker process that loads large YAML. The operator's services are one; the CLI builds its own."""
+class Readers(SourceReaders, Protocol):
+    """Where inputs are read from: a source's readers (the API, the chart and git caches, the tenancy), helm
+    (dependency builds) and the worker process that loads large YAML. The operator's services are one; the CLI
+    builds its own."""
 
-    @property
-    def kube(self) -> Kube: ...
-    @property
-    def repos(self) -> Repositories: ...
-    @property
-    def git(self) -> GitCache: ...
     @property
     def engine(self) -> Engine: ...
     @property
     def yaml(self) -> Worker: ...
-    @property
-    def tenancy(self) -> Tenancy: ...
 
 
 @dataclass
