@@ -116,7 +116,8 @@ class Remediation:
 
 
 # One type per action, with the fields the CRD gives that action (spec.install, .upgrade, .rollback,
-# .uninstall): a rollback has no CRD policy, an uninstall no remediation.
+# .uninstall): a rollback has no CRD policy, an uninstall no remediation. What several actions have is
+# declared once, in a base (ActionOptions, ReplaceOptions).
 
 
 SSA_MODES = ("enabled", "disabled", "auto")  # spec.upgrade/rollback.serverSideApply (Flux's words, not booleans)
@@ -124,11 +125,17 @@ NAME_CHANGE_STRATEGIES = ("Reinstall", "InPlaceUpdate")
 
 
 @dataclass(frozen=True)
-class InstallOptions:
+class ActionOptions:
+    """The fields of the actions that render and apply a chart: install, upgrade and rollback."""
+
     disable_hooks: bool = False
     disable_wait: bool = False
     disable_wait_for_jobs: bool = False
     timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class InstallOptions(ActionOptions):
     create_namespace: bool = False
     remediation: Remediation = Remediation()
     crds: str = "Create"  # Skip | Create | CreateReplace
@@ -138,13 +145,9 @@ class InstallOptions:
 
 
 @dataclass(frozen=True)
-class ReplaceOptions:
+class ReplaceOptions(ActionOptions):
     """The fields of the actions that replace a release's objects by another revision's: upgrade and rollback."""
 
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
-    timeout: float | None = None
     force: bool = False
     cleanup_on_fail: bool = False
 
