@@ -1,8 +1,10 @@
 """One reconcile of a ConfigSync, shaped as a HelmRelease's: its spec and dependencies checked, its source's
 artifact read and built (:mod:`helmop.sources.build`: the manifests, or what kustomize builds of them, with
-postBuild variables read once from the cluster), a pure plan of what that means (:mod:`helmop.decisions.sync`:
-the objects as applied, what is refused, the apply order, what to prune, the inventory after), then the acts,
-one file each (``apply``, ``prune``, ``health``), and a typed status (:mod:`helmop.decisions.settle.configsync`).
+postBuild variables read once from the cluster), a pure plan of what that means (:mod:`helmop.decisions.sync`
+and :mod:`helmop.decisions.syncplan`: the objects as applied, what is refused, what to prune, and for each
+apply stage, once its objects are observed and dry-run (``dryrun``), a typed action per object), then the acts,
+one file each (``apply``, ``prune``, ``health``), and every status, message and Event it says
+(:mod:`helmop.decisions.settle.configsync`: a Report written as it is).
 The clean-up its deletionPolicy asks for is :func:`finalize`.
 
 Manifests are applied with server-side apply under a field manager of their own, in Flux's stages, each

@@ -28,6 +28,8 @@ class Before:
 
 @dataclass(frozen=True)
 class Event:
+    """The Kubernetes Event that says an outcome on the ConfigSync."""
+
     type: str
     reason: str
     message: str
