@@ -15,7 +15,7 @@ from typing import Any
 from helmop.api import jenkins
 from helmop.api.apps import AppKind
 from helmop.api.kinds import HELMRELEASE, REQUESTED_AT, Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import parse
 from helmop.api.status.app import AppStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
@@ -57,7 +57,7 @@ class App:
                             # asked of the app: of its release
                             "annotations": {REQUESTED_AT: asked} if asked else {}},
                "spec": turn.spec}
-        turn.refer([(namespace, HELMRELEASE.kind, hr_name)])
+        turn.refer([ObjectKey(HELMRELEASE.kind, namespace, hr_name)])
         try:
             await ctx.services.kube.apply(HELMRELEASE.path(namespace, hr_name), obj, MANAGER)
         except KubeError as exc:

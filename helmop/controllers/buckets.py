@@ -19,8 +19,7 @@ from .turn import Turn
 
 async def reconcile(turn: Turn[BucketSpec, BucketStatus]) -> Outcome:
     spec, status = turn.spec, turn.status
-    turn.refer([(turn.namespace, "Secret", ref) for ref in (spec.secret_ref, spec.cert_secret_ref,
-                                                            spec.proxy_secret_ref) if ref])
+    turn.refer_secrets(spec.secret_ref, spec.cert_secret_ref, spec.proxy_secret_ref)
     revision, digest, size = await _artifact(turn)
     message = f"stored artifact: revision '{revision}'"
     url = f"{'http' if spec.insecure else 'https'}://{spec.endpoint}/{spec.bucket_name}"

@@ -10,7 +10,7 @@ import asyncio
 from helmop.api import conditions as cond
 from helmop.api.generators import DISABLED, ArtifactGeneratorSpec
 from helmop.api.kinds import Family
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import Condition, now, to_json
 from helmop.api.status.sources import Artifact, ArtifactGeneratorStatus, ExternalArtifactStatus, InventoryEntry
 from helmop.decisions.settle import outcome
@@ -34,7 +34,7 @@ def disabled(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> bool
 
 async def reconcile(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> Outcome:
     ctx, spec, family, this = turn.ctx, turn.spec, turn.family, turn.this
-    turn.refer([(s.namespace or this.namespace, _key(family, s.kind), s.name) for s in spec.sources])
+    turn.refer([ObjectKey(_key(family, s.kind), s.namespace or this.namespace, s.name) for s in spec.sources])
     try:
         trees, sources_digest = await generator_trees(ctx.services, family, this.namespace, spec)
     except SourceError as exc:
@@ -84,7 +84,7 @@ async def _publish(ctx: Context, family: Family, this: Resource, spec: ArtifactG
             revision=revision, digest=digest, size=len(data), last_update_time=now(), metadata=metadata,
             path=f"externalartifact/{this.namespace}/{name}/{digest[7:19]}.tar.gz"))
         if changed:
-            ctx.memory.wake_referrers(this.namespace, family.externalartifact.key, name)
+            ctx.memory.wake_referrers(ObjectKey(family.externalartifact.key, this.namespace, name))
             await ctx.services.events.normal(this.body, "ArtifactPublished",
                                              f"external artifact {this.namespace}/{name} ({digest}) published")
         inventory.append(InventoryEntry(name, this.namespace, digest, f"{digest[7:19]}.tar.gz"))

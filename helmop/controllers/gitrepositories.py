@@ -14,7 +14,7 @@ from typing import Any
 
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.api.status import now
 from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, ObservedInclude
@@ -40,8 +40,8 @@ def webhook_path(namespace: str, name: str) -> str:
 async def reconcile(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> Outcome:
     ctx, spec, namespace, kind = turn.ctx, turn.spec, turn.namespace, turn.kind
     turn.status = settle.webhook(turn.status, webhook_path(namespace, turn.name) if spec.webhook_secret_ref else "")
-    turn.refer([(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref, spec.proxy_secret_ref)
-                if ref] + [(namespace, kind.key, include.repository) for include in spec.include])
+    turn.refer(turn.secrets_named(spec.secret_ref, spec.verify_secret_ref, spec.proxy_secret_ref)
+               + [ObjectKey(kind.key, namespace, include.repository) for include in spec.include])
     mounts = await _includes(ctx, kind, namespace, turn.name, spec)
     auth, revision = await _fetched(turn)
     artifact = shaped(ctx.services.git, spec.url, revision, "", auth, spec, mounts)

@@ -40,7 +40,7 @@ from helmop.api.kinds import (
     SHARD_LABEL,
     Kind,
 )
-from helmop.api.objects import Resource, packed, slim, unpacked
+from helmop.api.objects import ObjectKey, Resource, packed, slim, unpacked
 from helmop.api.redaction import redact
 from helmop.api.settings import Tunables
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
@@ -49,7 +49,7 @@ from helmop.infra.kube import KubeError, Unreachable
 
 from . import fluxversions, notifications
 from .apps import App
-from .context import Context, Key, Memory, Services
+from .context import Context, Memory, Services
 from .fluxgate import FluxGate
 from .outcome import DONE, FAILED, Outcome
 from .registration import Controller, controllers
@@ -75,9 +75,9 @@ class _Failures:
 
     def __init__(self, tunables: Tunables) -> None:
         self.tunables = tunables
-        self.counts: dict[Key, int] = {}
+        self.counts: dict[ObjectKey, int] = {}
 
-    def delay(self, key: Key, outcome: Outcome, done: float) -> float:
+    def delay(self, key: ObjectKey, outcome: Outcome, done: float) -> float:
         """The delay after ``outcome``; ``done`` when there is nothing to come back for sooner."""
         if not outcome.failed:
             self.counts.pop(key, None)
@@ -85,7 +85,7 @@ class _Failures:
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.tunables.failure_backoff.after(self.counts[key])
 
-    def unexpected(self, key: Key) -> float:
+    def unexpected(self, key: ObjectKey) -> float:
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.tunables.error_backoff.after(self.counts[key])
 
@@ -97,9 +97,9 @@ class Dispatcher:
         self.controllers: dict[str, Controller] = {}
         # Every object of helmop's kinds, as its watch last brought it: packed (compact JSON, a third of the
         # memory of its dicts); a turn reads a copy of its own.
-        self.bodies: dict[Key, bytes] = {}
-        self.uids: dict[Key, str] = {}  # which hash shard each object is in
-        self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
+        self.bodies: dict[ObjectKey, bytes] = {}
+        self.uids: dict[ObjectKey, str] = {}  # which hash shard each object is in
+        self.tokens: dict[ObjectKey, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
         self.failures = _Failures(tunables)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
@@ -108,8 +108,8 @@ class Dispatcher:
         self.ctx = Context(tunables, services, Memory(wake=self.scheduler.wake))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
-        self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended
-        self.halting: dict[Key, str] = {}  # why each object's last generation halts it ("" for none)
+        self.interrupted: dict[ObjectKey, str] = {}  # turns stopped because their object is being deleted or suspended
+        self.halting: dict[ObjectKey, str] = {}  # why each object's last generation halts it ("" for none)
 
     def serve_flux(self) -> None:
         """Flux's controllers stopped: every Flux object gets its turn now."""
@@ -117,10 +117,10 @@ class Dispatcher:
             if self.controllers[key[0]].kind.flux:
                 self.scheduler.wake(key)
 
-    def owns(self, key: Key) -> bool:
+    def owns(self, key: ObjectKey) -> bool:
         return self.acting is EVERYTHING or self._hash(key) in self.acting
 
-    def _hash(self, key: Key) -> int:
+    def _hash(self, key: ObjectKey) -> int:
         uid = self.uids.get(key)
         return hash_of(uid) if uid is not None else -1
 
@@ -147,7 +147,7 @@ class Dispatcher:
         """An event of kopf's watch: keep the body, and ask for a turn when something that matters changed."""
         body = _as_read(controller, body)
         meta = body["metadata"]
-        key = (controller.kind.key, meta.get("namespace") or "", meta.get("name") or "")
+        key = ObjectKey(controller.kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if event == "DELETED":
             self.halting.pop(key, None)
             self.bodies.pop(key, None)
@@ -182,7 +182,7 @@ class Dispatcher:
         return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
                 finalizer in (meta.get("finalizers") or []))
 
-    def _interrupt_on_halt(self, key: Key, body: dict[str, Any]) -> None:
+    def _interrupt_on_halt(self, key: ObjectKey, body: dict[str, Any]) -> None:
         """Stop the turn running for an object that has just come to be deleted or suspended: a listing, a fetch,
         a build that may take minutes (or, from a hostile server, forever) is for nothing now, and holds its
         clean-up back. Only on that change (a later generation of an object already halting must not cut its own
@@ -198,7 +198,7 @@ class Dispatcher:
             self.interrupted[key] = why
             task.cancel()
 
-    async def turn(self, key: Key) -> float | None:
+    async def turn(self, key: ObjectKey) -> float | None:
         """Reconcile the object, or clean up after it; the delay to its next turn (None: it has none)."""
         try:
             return await self._turn(key)
@@ -217,7 +217,7 @@ class Dispatcher:
             self.interrupted.pop(key, None)
             self.ctx.memory.turn_ended(key)
 
-    async def _turn(self, key: Key) -> float | None:
+    async def _turn(self, key: ObjectKey) -> float | None:
         kept = self.bodies.get(key)
         if kept is None:
             return None
@@ -262,7 +262,7 @@ class Dispatcher:
         except HelmopError as exc:
             return await turn.failed(exc)
 
-    async def _clean_up(self, controller: Controller, key: Key, body: dict[str, Any]) -> float | None:
+    async def _clean_up(self, controller: Controller, key: ObjectKey, body: dict[str, Any]) -> float | None:
         try:
             outcome = await self._finalize(controller, key, body)
         except Exception as exc:
@@ -276,7 +276,7 @@ class Dispatcher:
         self.failures.counts.pop(key, None)
         return None
 
-    async def _finalize(self, controller: Controller, key: Key, body: dict[str, Any]) -> Outcome:
+    async def _finalize(self, controller: Controller, key: ObjectKey, body: dict[str, Any]) -> Outcome:
         """The kind's clean-up, with what the operator remembers of the object forgotten first (nothing it reads
         wakes a clean-up) and again once it is done; a remote cluster it held let go."""
         self.ctx.memory.drop(key)
@@ -347,7 +347,7 @@ def _external_artifact_handlers(registry: kopf.OperatorRegistry, ctx: Context, k
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.key}-seen")
     async def seen(body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata") or {}
-        ctx.memory.notify_referrers(str(meta.get("namespace") or ""), kind.key, str(meta.get("name") or ""))
+        ctx.memory.notify_referrers(ObjectKey(kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or "")))
 
     del seen  # registered; kept only by kopf
 
@@ -434,7 +434,7 @@ async def _unexpected(ctx: Context, controller: Controller, body: dict[str, Any]
     what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. What was
     raised may quote anything: the secret strings the object's reconcile read are masked in all three."""
     this, resource = Resource(body), controller.kind
-    key = (resource.key, this.namespace, this.name)
+    key = ObjectKey(resource.key, this.namespace, this.name)
     ctx.services.metrics.reconcile_errors.labels(resource.key).inc()
     message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.memory.secrets.get(key, []))[:1024]
     # the frames (code, not values) and the masked message; never the exception's own text

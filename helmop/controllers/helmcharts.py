@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from helmop.api.helmcharts import HelmChartSpec
 from helmop.api.helmrelease import SharedRepositoryChart
+from helmop.api.objects import ObjectKey
 from helmop.api.status import now
 from helmop.api.status.sources import HelmChartStatus
 from helmop.decisions.settle import sources as settle
@@ -23,7 +24,7 @@ async def reconcile(turn: Turn[HelmChartSpec, HelmChartStatus]) -> Outcome:
     source_kind = "HelmRepository" if isinstance(template, SharedRepositoryChart) else template.kind
     source = family.source(source_kind)
     source_name = template.repository if isinstance(template, SharedRepositoryChart) else template.name
-    turn.refer([(namespace, source.key if source else source_kind, source_name)])
+    turn.refer([ObjectKey(source.key if source else source_kind, namespace, source_name)])
     chart = await chart_inputs(turn.ctx.services, namespace, template, family, interval=spec.interval)
     revision = revision_of(spec, chart, turn.generation)
     message = f"pulled '{chart.resolved.name}' chart with version '{chart.resolved.version}'"

@@ -23,18 +23,16 @@ from helmop.api import conditions as cond
 from helmop.api.actions import Action
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.helmrelease import (
-    ArtifactChart,
     HelmReleaseSpec,
     RepositoryChart,
-    SharedRepositoryChart,
-    SourceChart,
 )
 from helmop.api.kinds import FORCE_AT, RESET_AT
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.decisions import Decision, Desired, Observed, Reason, Release, decide, drift_matters
 from helmop.decisions.settle import helmrelease as settle
 from helmop.decisions.settle import progressing
+from helmop.decisions.specs import chart_source
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
@@ -44,7 +42,6 @@ from . import clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .clusters import Cluster
-from .context import Key
 from .outcome import DONE, FAILED, Outcome, after
 from .status import annotation, pending_request, write_status
 from .turn import Turn
@@ -161,7 +158,7 @@ class _Release:
             await self._refuse(body, self.turn.status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
 
-    async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: Key, spec: HelmReleaseSpec,
+    async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: ObjectKey, spec: HelmReleaseSpec,
                         inputs: Inputs, waiting: tuple[str, ...], cluster: Cluster) -> Outcome:
         """Observe, decide, act, settle, write: round after round, until the release is as wanted or an action
         ends the reconcile."""
@@ -183,7 +180,7 @@ class _Release:
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 # said before helm is run (an up-to-date release needs no read)
                 await self._check_namespace(spec, cluster)
-                if inputs.source_revision and (_source(spec) or ("",))[0] == "GitRepository":
+                if inputs.source_revision and (chart_source(spec) or ("",))[0] == "GitRepository":
                     # said of a chart from git (a commit status marks that commit pending)
                     await self.ctx.services.events.normal(body, "Progressing", f"{decision.message} {desired.chart} "
                                                                                f"from {inputs.source_revision}")
@@ -211,7 +208,7 @@ class _Release:
             state = result.state or await read_release(cluster, spec)
         return DONE
 
-    def _after_failure(self, key: Key, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
+    def _after_failure(self, key: ObjectKey, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
         """When to look again after a failed action: at the retryInterval of a RetryOnFailure strategy (no
         sooner, whatever wakes it), else after the backoff."""
         policy = spec.install.remediation if decision.action is Action.INSTALL else spec.upgrade.remediation
@@ -295,38 +292,26 @@ class _Release:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _observe(self, key: Key, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
+    def _observe(self, key: ObjectKey, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the
         interval does), so `kubectl scale` or a deleted Service is noticed within moments. The operator's
         watches are of its own cluster: a remote release's drift is looked for at its interval."""
         watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" and not remote else []
         self.ctx.memory.observe(key, watched)
 
-    def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
-        namespace = key[1]
-        targets = [(namespace, ref.kind, ref.name) for ref in spec.values_from]
+    def _remember_references(self, key: ObjectKey, spec: HelmReleaseSpec) -> None:
+        namespace = key.namespace
+        targets = [ObjectKey(ref.kind, namespace, ref.name) for ref in spec.values_from]
         if isinstance(spec.chart, RepositoryChart) and spec.chart.secret_ref:
-            targets.append((namespace, "Secret", spec.chart.secret_ref))
-        source = _source(spec)
+            targets.append(ObjectKey("Secret", namespace, spec.chart.secret_ref))
+        source = chart_source(spec)
         if source is not None:
             kind = self.family.source(source[0])
-            targets.append((source[1] or namespace, kind.key if kind else source[0], source[3]))
-        targets += [(dep_namespace, self.kind.key, dep_name) for dep_namespace, dep_name in spec.depends_on]
+            targets.append(ObjectKey(kind.key if kind else source[0], source[1] or namespace, source[3]))
+        targets += [ObjectKey(self.kind.key, dep_namespace, dep_name) for dep_namespace, dep_name in spec.depends_on]
         if spec.kube_config is not None:
-            targets.append((namespace, *spec.kube_config.source))
+            targets.append(ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1]))
         self.ctx.memory.refer(key, targets)
-
-
-def _source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
-    """(kind, namespace, the field naming it, name) of the source object a chart comes from, if any."""
-    chart = spec.chart
-    if isinstance(chart, SourceChart):
-        return (chart.kind, chart.namespace, "spec.chart.sourceRef", chart.name)
-    if isinstance(chart, SharedRepositoryChart):
-        return ("HelmRepository", chart.namespace, "spec.chart.spec.sourceRef", chart.repository)
-    if isinstance(chart, ArtifactChart):
-        return (chart.kind, chart.namespace, "spec.chartRef", chart.name)
-    return None
 
 
 def _release(state: ReleaseState, tests: bool = False, changing_from: str = "") -> Release | None:

@@ -4,14 +4,13 @@ send on) and wakes the ImageUpdateAutomations that read the policy."""
 
 from __future__ import annotations
 
-from helmop.api.errors import SpecError
 from helmop.api.images import (
     ANY_POLICY,
-    ImageKinds,
     ImagePolicySpec,
     ImageRepositorySpec,
     parse_image_repository,
 )
+from helmop.api.objects import ObjectKey
 from helmop.api.status import parse
 from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageRepositoryStatus
 from helmop.decisions.settle import images as settle
@@ -29,11 +28,11 @@ from .turn import Turn
 async def reconcile(turn: Turn[ImagePolicySpec, ImagePolicyStatus]) -> Outcome:
     spec, status, kind = turn.spec, turn.status, turn.kind
     where = spec.repository_namespace or turn.namespace
-    turn.refer([(where, turn.images.repository.key, spec.repository)])
+    turn.refer([ObjectKey(turn.images.repository.key, where, spec.repository)])
     ref = await _choose(turn, where)
     await turn.write(settle.chosen(status, turn.generation, ref))
     if status.latest_ref != ref:  # the namespace's automations read every policy of it
-        turn.ctx.memory.notify_referrers(turn.namespace, kind.key, ANY_POLICY)
+        turn.ctx.memory.notify_referrers(ObjectKey(kind.key, turn.namespace, ANY_POLICY))
     if status.latest_ref is not None and status.latest_ref != ref:
         await turn.events.normal("ImageUpdated", f"{status.latest_ref} is now {ref}")
     return DONE
@@ -41,7 +40,7 @@ async def reconcile(turn: Turn[ImagePolicySpec, ImagePolicyStatus]) -> Outcome:
 
 async def _choose(turn: Turn[ImagePolicySpec, ImagePolicyStatus], where: str) -> ImageRef:
     ctx, spec = turn.ctx, turn.spec
-    repository, scanned = await _repository(ctx, turn.images, turn.namespace, where, spec.repository)
+    repository, scanned = await _repository(turn, where)
     creds = await registry_credentials(ctx.services.kube, where, repository)
     turn.read_secrets(creds.secrets())
     exclusions = repository.compiled()
@@ -70,20 +69,15 @@ async def _digest(ctx: Context, spec: ImagePolicySpec, status: ImagePolicyStatus
                                  repository.timeout)
 
 
-async def _repository(ctx: Context, kinds: ImageKinds, namespace: str, where: str,
-                      name: str) -> tuple[ImageRepositorySpec, str]:
+async def _repository(turn: Turn[ImagePolicySpec, ImagePolicyStatus], where: str) -> tuple[ImageRepositorySpec, str]:
     """The ImageRepository the policy reads (its spec, and the revision of its last scan), when it exists, has
     been scanned, and (from another namespace) grants this one access."""
-    obj = await ctx.services.kube.get(kinds.repository.path(where, name))
-    what = f"{kinds.repository.kind} {where}/{name}"
-    if obj is None:
-        raise SourceError("DependencyNotReady", f"{what} does not exist", transient=True)
-    try:
-        spec = parse_image_repository(obj.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("DependencyNotReady", f"{what}: {exc}", transient=True) from None
+    name, namespace, kube = turn.spec.repository, turn.namespace, turn.ctx.services.kube
+    spec, obj = await turn.read_other(turn.images.repository, where, name, parse_image_repository,
+                                      "DependencyNotReady", invalid_transient=True)
+    what = f"{turn.images.repository.kind} {where}/{name}"
     if where != namespace:
-        found = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}")
+        found = await kube.get(f"/api/v1/namespaces/{namespace}")
         labels = ((found or {}).get("metadata") or {}).get("labels") or {}
         if not spec.grants({str(k): str(v) for k, v in labels.items()}):
             raise SourceError("AccessDenied", f"{what} does not grant namespace {namespace} access (its "

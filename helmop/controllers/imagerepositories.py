@@ -17,8 +17,7 @@ from .turn import Turn
 
 async def reconcile(turn: Turn[ImageRepositorySpec, ImageRepositoryStatus]) -> Outcome:
     ctx, spec, status = turn.ctx, turn.spec, turn.status
-    turn.refer([(turn.namespace, "Secret", ref) for ref in (spec.secret_ref, spec.cert_secret_ref,
-                                                            spec.proxy_secret_ref) if ref])
+    turn.refer_secrets(spec.secret_ref, spec.cert_secret_ref, spec.proxy_secret_ref)
     creds = await registry_credentials(ctx.services.kube, turn.namespace, spec)
     turn.read_secrets(creds.secrets())
     scan = await ctx.services.images.scan(ctx.services.repos, spec.image, creds, spec.insecure, spec.timeout)

@@ -5,7 +5,6 @@ interval."""
 
 from __future__ import annotations
 
-from helmop.api.errors import SpecError
 from helmop.api.images import ANY_POLICY, ImageKinds, ImageUpdateAutomationSpec
 from helmop.api.objects import ObjectKey
 from helmop.api.sources import parse_git_repository
@@ -14,7 +13,6 @@ from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageUpdateAut
 from helmop.decisions.settle import images as settle
 from helmop.images import automation
 from helmop.images.signing import signer
-from helmop.sources.errors import SourceError
 from helmop.sources.git import GitRef
 from helmop.sources.readers import git_auth, git_ref
 
@@ -42,18 +40,12 @@ async def reconcile(turn: Turn[ImageUpdateAutomationSpec, ImageUpdateAutomationS
 async def _plan(turn: Turn[ImageUpdateAutomationSpec, ImageUpdateAutomationStatus], where: str) -> automation.Plan:
     """What the run does: the GitRepository's URL, credentials and ref; the policies' choices; the signer."""
     ctx, spec, kinds, namespace = turn.ctx, turn.spec, turn.images, turn.namespace
-    source = await ctx.services.kube.get(kinds.gitrepository.path(where, spec.source))
-    what = f"{kinds.gitrepository.kind} {where}/{spec.source}"
-    if source is None:
-        raise SourceError("InvalidSourceConfiguration", f"{what} does not exist", transient=True)
-    try:
-        git = parse_git_repository(source.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("InvalidSourceConfiguration", f"{what}: {exc}", transient=False) from None
+    git, _ = await turn.read_other(kinds.gitrepository, where, spec.source, parse_git_repository,
+                                   "InvalidSourceConfiguration", invalid_transient=False)
     refs = await _policies(ctx, kinds, namespace, spec)
     # every policy of the namespace: one that chooses for the first time, or is made later, wakes it too
-    turn.refer([(where, kinds.gitrepository.key, spec.source), (namespace, kinds.policy.key, ANY_POLICY),
-                *((namespace, "Secret", s) for s in (spec.signing_secret,) if s)])
+    turn.refer([ObjectKey(kinds.gitrepository.key, where, spec.source),
+                ObjectKey(kinds.policy.key, namespace, ANY_POLICY), *turn.secrets_named(spec.signing_secret)])
     auth = await git_auth(ctx.services.kube, where, git, ctx.services.git.policy)
     secrets = auth.secrets()
     sign = None

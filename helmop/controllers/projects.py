@@ -19,7 +19,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.projects import ProjectSpec
 from helmop.api.sources import GitRepositorySpec
 from helmop.api.status import READY, Status, parse
@@ -85,7 +85,7 @@ async def reconcile(turn: Turn[ProjectSpec, ProjectStatus]) -> Outcome:
         return DONE if exc.status == 422 else FAILED
     # woken when the Jenkins, the ConfigSync or the GitRepository reports (their status writes: a push seen
     # by the repository may add or remove a branch's environment), as when a part changes
-    turn.refer([(spec.namespace, p.obj["kind"], p.obj["metadata"]["name"]) for p in wanted
+    turn.refer([ObjectKey(p.obj["kind"], spec.namespace, p.obj["metadata"]["name"]) for p in wanted
                 if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
     ctx.memory.observe(turn.key, [(p.ref.api_version, p.ref.namespace, p.ref.kind, p.ref.name)
                                   for p in wanted if p.obj["kind"] not in ("Namespace", "Jenkins", "ConfigSync",

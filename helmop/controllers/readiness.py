@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.helmrelease import HealthExpr
+from helmop.api.objects import ObjectKey
 from helmop.decisions.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 from helmop.infra.kube import KubeError
 from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
 
 from .clusters import Cluster
-from .context import Context, Key
+from .context import Context
 
 POLL = 1.0  # for objects of collections the operator may not watch
 
@@ -40,7 +41,7 @@ class Waiter:
 
     ctx: Context
     cluster: Cluster  # where the objects are
-    key: Key
+    key: ObjectKey
     acting_as: str
     exprs: tuple[HealthExpr, ...] = ()
 

@@ -23,7 +23,7 @@ from .turn import Turn
 async def reconcile(turn: Turn[ReceiverSpec, ReceiverStatus]) -> Outcome:
     """helmop's Receiver or Flux's."""
     spec, status = turn.spec, turn.status
-    turn.refer([(turn.namespace, "Secret", spec.secret_ref)] if spec.secret_ref else [])
+    turn.refer_secrets(spec.secret_ref)
     token = await _token(turn.ctx, turn.namespace, spec.secret_ref)
     if isinstance(token, str):  # why there is none
         if await turn.write(settle.no_token(status, turn.generation, token)):

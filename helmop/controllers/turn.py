@@ -7,10 +7,11 @@ released after a clean-up."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
-from helmop.api.errors import HelmopError
+from helmop.api.errors import HelmopError, SpecError
 from helmop.api.images import FLUX_IMAGE_KINDS, HELMOP_IMAGES, ImageKinds
 from helmop.api.kinds import Family, Kind, family_of
 from helmop.api.kubeconfigs import KubeConfigRef
@@ -18,16 +19,18 @@ from helmop.api.objects import ObjectKey, Resource
 from helmop.api.redaction import redact
 from helmop.api.status import Status
 from helmop.sources.credentials import credentials
+from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Credentials
 
 from . import clusters
 from .clusters import Cluster
-from .context import Context, Target
+from .context import Context
 from .outcome import DONE, FAILED, Outcome
 from .status import Source, published, report, write_status
 
 SpecT = TypeVar("SpecT")
 StatusT = TypeVar("StatusT", bound=Status)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,17 @@ class Turn(Generic[SpecT, StatusT]):
         """Image automation's kinds of the same family."""
         return FLUX_IMAGE_KINDS if self.kind.flux else HELMOP_IMAGES
 
-    def refer(self, targets: list[Target]) -> None:
-        """This object reads ``targets`` (namespace, kind, name): a change of one wakes it."""
+    def refer(self, targets: list[ObjectKey]) -> None:
+        """This object reads ``targets``: a change of one wakes it."""
         self.ctx.memory.refer(self.key, targets)
+
+    def secrets_named(self, *names: str) -> list[ObjectKey]:
+        """The Secrets of its namespace a spec names ("" for none)."""
+        return [ObjectKey("Secret", self.namespace, name) for name in names if name]
+
+    def refer_secrets(self, *names: str) -> None:
+        """This object reads these Secrets of its namespace ("" for none): a change of one wakes it."""
+        self.refer(self.secrets_named(*names))
 
     def read_secrets(self, values: list[str]) -> None:
         """The secret strings this turn read: masked in whatever is reported of it."""
@@ -105,12 +116,25 @@ class Turn(Generic[SpecT, StatusT]):
         """The credentials a chart source's spec names ("" for none; the verification's Secret is read by the
         verification): a change of one of those Secrets wakes the object, and their strings are masked in whatever
         is reported of it."""
-        self.refer([(self.namespace, "Secret", name) for name in (secret_ref, cert_secret_ref, verify_secret_ref,
-                                                                  proxy_secret_ref) if name])
+        self.refer_secrets(secret_ref, cert_secret_ref, verify_secret_ref, proxy_secret_ref)
         creds = await credentials(self.ctx.services.kube, self.namespace, secret_ref, "spec", cert_secret_ref,
                                   proxy_secret_ref)
         self.read_secrets(creds.secrets())
         return creds
+
+    async def read_other(self, kind: Kind, namespace: str, name: str, parse: Callable[[dict[str, Any]], T],
+                         reason: str, *, invalid_transient: bool) -> tuple[T, dict[str, Any]]:
+        """An object of another kind this one reads (its spec parsed, and the object): SourceError ``reason`` when
+        it is not there (transient: it may come) or its spec is refused (``invalid_transient``: whether its own
+        controller's fix is awaited)."""
+        obj = await self.ctx.services.kube.get(kind.path(namespace, name))
+        what = f"{kind.kind} {namespace}/{name}"
+        if obj is None:
+            raise SourceError(reason, f"{what} does not exist", transient=True)
+        try:
+            return parse(obj.get("spec") or {}), obj
+        except SpecError as exc:
+            raise SourceError(reason, f"{what}: {exc}", transient=invalid_transient) from None
 
     def masked(self, message: str) -> str:
         return redact(message, self.ctx.memory.secrets.get(self.key, []))

@@ -144,6 +144,7 @@ READERS: dict[str, Reader] = {
     "ExternalArtifact": _model(parse_external_artifact),
     "ArtifactGenerator": _denied(_artifact_generator),
     "ConfigSync": _config_sync,
+    "Kustomization": _config_sync,  # Flux's kind of the ConfigSync's model
     "Provider": _model(parse_provider),
     "Alert": lambda _kind, this, _tenancy: parse_alert(this.spec, this.namespace),
     "Receiver": _receiver,

@@ -14,8 +14,6 @@ from helmop.api.status.app import AppStatus
 from helmop.views.cells import health
 from helmop.views.statuses import status_of
 
-Key = ObjectKey
-
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 210, 44, 70, 14, 10
 MAX_NODES = 500  # more than a screen can show: the page asks for a namespace first
 NOT_DRAWN = ("Provider", "Alert", "Receiver")  # notifications and webhooks: nothing depends on them
@@ -23,7 +21,7 @@ NOT_DRAWN = ("Provider", "Alert", "Receiver")  # notifications and webhooks: not
 
 @dataclass(frozen=True)
 class Box:
-    key: Key
+    key: ObjectKey
     kind: Kind
     health: str
     x: int
@@ -51,10 +49,10 @@ class Layout:
     height: int
 
 
-def _needs(obj: dict[str, Any]) -> list[tuple[Key, str]]:
+def _needs(obj: dict[str, Any]) -> list[tuple[ObjectKey, str]]:
     """What one resource needs: (kind, namespace, name) and why."""
     this = Resource(obj)
-    out: list[tuple[Key, str]] = []
+    out: list[tuple[ObjectKey, str]] = []
     source = this.source_ref
     if source.get("name"):
         kind = str(source.get("kind") or "GitRepository")
@@ -75,16 +73,16 @@ def layout(objects: list[tuple[Kind, dict[str, Any]]]) -> Layout:
     """``objects``: (kind, object) pairs."""
     found = {Resource(o).key: (kind, o) for kind, o in objects}
     needs = {key: [(k, why) for k, why in _needs(obj) if k in found and k != key] for key, (_, obj) in found.items()}
-    columns: dict[Key, int] = {}
+    columns: dict[ObjectKey, int] = {}
 
-    def column(key: Key, visiting: frozenset[Key]) -> int:
+    def column(key: ObjectKey, visiting: frozenset[ObjectKey]) -> int:
         if key not in columns:  # a cycle (refused by the operator, but drawn) stops where it closes
             columns[key] = 1 + max((column(k, visiting | {key}) for k, _ in needs[key] if k not in visiting),
                                    default=-1)
         return columns[key]
 
     rows: dict[int, int] = {}
-    boxes: dict[Key, Box] = {}
+    boxes: dict[ObjectKey, Box] = {}
     for key in sorted(found, key=lambda k: (column(k, frozenset()), k)):
         col = columns[key]
         row = rows[col] = rows.get(col, -1) + 1

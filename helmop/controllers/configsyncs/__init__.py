@@ -26,13 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.kinds import Family, Kind
 from helmop.api.manifests import Manifest
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey
 from helmop.api.sources import ConfigSyncSpec
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
@@ -47,52 +46,34 @@ from helmop.sources.trees import Artifact
 
 from .. import clusters, dependencies
 from ..clusters import Cluster
-from ..context import Context, Key
+from ..context import Context
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled
-from ..status import write_status
 from ..turn import Turn
 from . import apply, health, observe, prune
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Turn:
-    """One turn of one ConfigSync (or Flux Kustomization, ``family`` FLUX): its status as read once and then as
-    settled, and the one place what is settled is written."""
+_Turn = Turn[ConfigSyncSpec, ConfigSyncStatus]
 
-    ctx: Context
-    family: Family
-    body: dict[str, Any]
-    status: ConfigSyncStatus
 
-    @property
-    def kind(self) -> Kind:
-        return self.family.configsync
+def _marks(turn: _Turn) -> sync.Marks:
+    this = turn.this
+    return sync.Marks(sync.owner_label(this.namespace, this.name), this.uid,
+                      turn.kind.origin_labels(this.namespace, this.name))
 
-    @property
-    def this(self) -> Resource:
-        return Resource(self.body)
 
-    @property
-    def key(self) -> Key:
-        return self.kind.key, self.this.namespace, self.this.name
+def _before(turn: _Turn) -> settle.Before:
+    """What an outcome is settled from (every message masked of the Secret values the turn read)."""
+    return settle.Before(turn.status, turn.generation, tuple(turn.ctx.memory.secrets.get(turn.key, [])))
 
-    def marks(self) -> sync.Marks:
-        this = self.this
-        return sync.Marks(sync.owner_label(this.namespace, this.name), this.uid,
-                          self.kind.origin_labels(this.namespace, this.name))
 
-    def before(self) -> settle.Before:
-        """What an outcome is settled from (every message masked of the Secret values the turn read)."""
-        return settle.Before(self.status, self.this.generation, tuple(self.ctx.memory.secrets.get(self.key, [])))
-
-    async def write(self, report: settle.Report) -> None:
-        await write_status(self.ctx, self.kind, self.body, report.status, outcome=report.outcome)
-        if report.event is not None:
-            event = report.event
-            await self.ctx.services.events.post(self.body, event.type, event.reason, event.message)
+async def _write(turn: _Turn, report: settle.Report) -> None:
+    """The one place what is settled is written (and said)."""
+    await turn.write(report.status, outcome=report.outcome)
+    if report.event is not None:
+        await turn.events.post(report.event.type, report.event.reason, report.event.message)
 
 
 def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec, cluster: Cluster) -> tuple[Kube, bool]:
@@ -102,27 +83,26 @@ def _client(ctx: Context, namespace: str, spec: ConfigSyncSpec, cluster: Cluster
     return cluster.kube.acting_as(actor), bool(actor) or cluster.remote
 
 
-async def reconcile(shared: Turn[ConfigSyncSpec, ConfigSyncStatus]) -> Outcome:
+async def reconcile(turn: _Turn) -> Outcome:
     """A ConfigSync, or a Flux Kustomization (``family`` FLUX): the same code; Flux's keeps Flux's tenancy (without
     a ServiceAccount it acts with the operator's rights, unconfined) and adopts objects no one manages."""
-    ctx, family, spec = shared.ctx, shared.family, shared.spec
-    turn = _Turn(ctx, family, shared.body, shared.status)
+    spec = turn.spec
     waiting = await _dependencies(turn, spec)
     if waiting is not None:
         return waiting
     return await _fetched(turn, spec)
 
 
-def _read(turn: _Turn, spec: ConfigSyncSpec) -> list[tuple[str, str, str]]:
-    """What the turn reads (namespace, kind, name): a change to any of it wakes this ConfigSync."""
-    this = turn.this
-    keys = spec.decryption.secret_ref if spec.decryption else ""
+def _read(turn: _Turn, spec: ConfigSyncSpec) -> list[ObjectKey]:
+    """What the turn reads: a change to any of it wakes this ConfigSync."""
+    namespace = turn.namespace
     source = turn.family.source(spec.source_kind) or turn.family.gitrepository
-    return [(spec.source_namespace or this.namespace, source.key, spec.source_name),
-            *((this.namespace, ref.kind, ref.name) for ref in spec.post_build.substitute_from),
-            *([(this.namespace, "Secret", keys)] if keys else []),
-            *([(this.namespace, *spec.kube_config.source)] if spec.kube_config else []),
-            *((dep.namespace, turn.kind.key, dep.name) for dep in spec.depends_on)]
+    return [ObjectKey(source.key, spec.source_namespace or namespace, spec.source_name),
+            *(ObjectKey(ref.kind, namespace, ref.name) for ref in spec.post_build.substitute_from),
+            *turn.secrets_named(spec.decryption.secret_ref if spec.decryption else ""),
+            *([ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1])]
+              if spec.kube_config else []),
+            *(ObjectKey(turn.kind.key, dep.namespace, dep.name) for dep in spec.depends_on)]
 
 
 async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
@@ -135,11 +115,11 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
             ctx, this.namespace, this.name, tuple((d.namespace, d.name) for d in spec.depends_on), kind=turn.kind,
             this=turn.body, ready_exprs={(d.namespace, d.name): d.ready_expr for d in spec.depends_on if d.ready_expr})
     except SpecError as exc:
-        await turn.write(settle.failed(turn.before(), exc.reason, str(exc), stalled=True))
+        await _write(turn, settle.failed(_before(turn), exc.reason, str(exc), stalled=True))
         return DONE
     if not waiting:
         return None
-    await turn.write(settle.waiting(turn.before(), waiting))
+    await _write(turn, settle.waiting(_before(turn), waiting))
     return after(ctx.tunables.dependency_recheck)
 
 
@@ -150,26 +130,26 @@ async def _fetched(turn: _Turn, spec: ConfigSyncSpec) -> Outcome:
     except HelmopError as exc:
         if isinstance(exc, clusters.ClusterUnreachable):
             turn.status = turn.status.but(cluster=exc.cluster)
-        return await _ended(turn, spec, settle.failed(turn.before(), exc.reason, str(exc), stalled=not exc.transient))
+        return await _ended(turn, spec, settle.failed(_before(turn), exc.reason, str(exc), stalled=not exc.transient))
     turn.status = turn.status.but(cluster=cluster.name)
     try:
         artifact = await source_artifact(turn.ctx.services, turn.family, spec.source_kind,
                                          spec.source_namespace or turn.this.namespace, spec.source_name,
                                          Referrer(turn.this.namespace, "spec.sourceRef"))
     except (InputError, SourceError) as exc:
-        return await _ended(turn, spec, settle.failed(turn.before(), exc.reason, str(exc), stalled=not exc.transient))
+        return await _ended(turn, spec, settle.failed(_before(turn), exc.reason, str(exc), stalled=not exc.transient))
     revision = artifact.revision
     turn.status = settle.attempted(turn.status, revision)
     attempting = settle.attempting(turn.status, turn.this.generation, revision)
     if attempting is not None:
-        await turn.write(attempting)
+        await _write(turn, attempting)
     try:
         found = await _built(turn, spec, artifact)
     except SubstitutionError as exc:
-        return await _ended(turn, spec, settle.unbuilt(turn.before(), revision, "SubstitutionFailed", str(exc),
+        return await _ended(turn, spec, settle.unbuilt(_before(turn), revision, "SubstitutionFailed", str(exc),
                                                        stalled=True))
     except (InputError, SourceError) as exc:
-        return await _ended(turn, spec, settle.unbuilt(turn.before(), revision, exc.reason, str(exc),
+        return await _ended(turn, spec, settle.unbuilt(_before(turn), revision, exc.reason, str(exc),
                                                        stalled=not exc.transient))
     return await _sync(turn, spec, revision, found, cluster)
 
@@ -188,14 +168,14 @@ async def _built(turn: _Turn, spec: ConfigSyncSpec, artifact: Artifact) -> list[
 
 async def _ended(turn: _Turn, spec: ConfigSyncSpec, report: settle.Report) -> Outcome:
     """A failure written: the turn ends (stalled: until the spec or what it reads changes) or is retried."""
-    await turn.write(report)
+    await _write(turn, report)
     return DONE if report.stalled else _retry(spec)
 
 
 async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Manifest], cluster: Cluster) -> Outcome:
     """Plan from what the cluster holds, apply what the build made, prune what left it, then wait for health when
     asked."""
-    this, marks = turn.this, turn.marks()
+    this, marks = turn.this, _marks(turn)
     kube, impersonating = _client(turn.ctx, this.namespace, spec, cluster)
     want = sync.desired(found, await observe.scopes(kube, found), spec.target_namespace or this.namespace, marks)
     # Without a ServiceAccount, a tenant's ConfigSync keeps to its namespace; a Flux Kustomization as Flux does.
@@ -205,11 +185,11 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
     plan = syncplan.planned(want, live, marks, turn.status.inventory, confined=confined, adopt=turn.family.flux,
                             prune=spec.prune)
     if plan.refusal:
-        return await _ended(turn, spec, settle.refused(turn.before(), revision, plan.refusal))
+        return await _ended(turn, spec, settle.refused(_before(turn), revision, plan.refusal))
     started = time.monotonic()
     applied, pruned, failures = await _acted(turn, spec, kube, want, live, plan, started)
     if failures:
-        return await _ended(turn, spec, settle.apply_failed(turn.before(), revision, failures, applied.held))
+        return await _ended(turn, spec, settle.apply_failed(_before(turn), revision, failures, applied.held))
     applied_objects = {oid: obj for oid, obj in want.objects.items() if oid not in applied.skipped}
     return await _settled(turn, spec, cluster, revision, replace(want, objects=applied_objects), pruned, started)
 
@@ -228,7 +208,7 @@ async def _acted(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, want: sync.Desir
         failures = [*want.duplicates, *applied.failures]
         pruned: list[sync.ObjectId] = []
         if plan.prune and not failures:
-            pruned, failures = await prune.prune(kube, list(plan.prune), turn.marks(),
+            pruned, failures = await prune.prune(kube, list(plan.prune), _marks(turn),
                                                  {sync.id_of(x): x.uid for x in turn.status.inventory})
         inventory = sync.inventory_after(want, turn.status.inventory, applied.uids,
                                          [oid for oid in plan.prune if oid not in pruned])
@@ -246,13 +226,13 @@ async def _settled(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster, revision
     except (Cancelled, asyncio.CancelledError) as exc:
         # a newer generation (reconciled at once), or suspended or deleted meanwhile: what was applied is recorded
         # first, so that a later prune or the deletion's finds it
-        await turn.write(settle.unawaited(turn.status, turn.this.generation, revision))
+        await _write(turn, settle.unawaited(turn.status, turn.this.generation, revision))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return after(0.01)
     if reason:
-        return await _ended(turn, spec, settle.unhealthy(turn.before(), revision, reason, problem))
-    await turn.write(settle.synced(turn.before(), revision, len(want.objects), pruned))
+        return await _ended(turn, spec, settle.unhealthy(_before(turn), revision, reason, problem))
+    await _write(turn, settle.synced(_before(turn), revision, len(want.objects), pruned))
     return DONE
 
 
@@ -261,13 +241,12 @@ def _retry(spec: ConfigSyncSpec) -> Outcome:
     return after(spec.retry_interval) if spec.retry_interval else FAILED
 
 
-async def finalize(shared: Turn[ConfigSyncSpec, ConfigSyncStatus]) -> Outcome:
+async def finalize(turn: _Turn) -> Outcome:
     """A deleted ConfigSync takes its objects with it as spec.deletionPolicy says (Flux's: MirrorPrune, the
     default, deletes them when it prunes; Delete; WaitForTermination, until they are gone or spec.timeout
     passed; Orphan leaves them). A suspended one leaves them, and one with no inventory has none: neither asks
     its cluster (Flux's rule), so a remote that never answers cannot hold it."""
-    ctx, spec = shared.ctx, shared.spec
-    turn = _Turn(ctx, shared.family, shared.body, shared.status)
+    ctx, spec = turn.ctx, turn.spec
     if spec.suspend or not spec.prunes_on_deletion or not turn.status.inventory:
         return DONE
     try:
@@ -293,7 +272,7 @@ async def _pruned_on_deletion(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluste
     kube, _ = _client(turn.ctx, turn.this.namespace, spec, cluster)
     uids = {sync.id_of(x): x.uid for x in turn.status.inventory}
     order = list(reversed(sync.apply_order(list(uids))))
-    _, problems = await prune.prune(kube, order, turn.marks(), uids)
+    _, problems = await prune.prune(kube, order, _marks(turn), uids)
     if problems:
         return FAILED
     if spec.deletion_policy == "WaitForTermination":

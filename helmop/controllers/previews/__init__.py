@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 
 from helmop.api.kinds import GITREPOSITORY, PROVIDER
+from helmop.api.objects import ObjectKey
 from helmop.api.previews import PreviewSpec
 from helmop.api.status.preview import PreviewStatus
 from helmop.decisions.previews import NOT_POSTED, plan
@@ -24,8 +25,8 @@ from .render import previewed
 
 async def reconcile(turn: Turn[PreviewSpec, PreviewStatus]) -> Outcome:
     spec, namespace = turn.spec, turn.namespace
-    turn.refer([(namespace, GITREPOSITORY.key, spec.source), (namespace, PROVIDER.key, spec.provider)]
-               + ([(namespace, "Secret", spec.decryption_secret)] if spec.decryption_secret else []))
+    turn.refer([ObjectKey(GITREPOSITORY.key, namespace, spec.source), ObjectKey(PROVIDER.key, namespace, spec.provider),
+                *turn.secrets_named(spec.decryption_secret)])
     seen = await observed(turn.ctx, turn.this, spec)
     turn.read_secrets(seen.secrets)
     return await _previewed(turn, seen)
