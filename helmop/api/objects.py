@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from .kinds import key_of
+
+
+class ObjectKey(NamedTuple):
+    """One of helmop's objects in the operator's memory: its kind (qualified for Flux's kinds, :func:`key_of`), its
+    namespace ("" for a cluster-scoped one) and its name."""
+
+    kind: str
+    namespace: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -30,9 +39,8 @@ class Resource:
         return str(self.body.get("kind") or "")
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        """The object's key in the operator's memory: (kind, qualified for Flux's kinds; namespace; name)."""
-        return (key_of(self.api_version, self.kind), self.namespace, self.name)
+    def key(self) -> ObjectKey:
+        return ObjectKey(key_of(self.api_version, self.kind), self.namespace, self.name)
 
     @property
     def namespace(self) -> str:

@@ -31,7 +31,7 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.notifications import TYPES
-from helmop.api.specs import PARSERS
+from helmop.decisions.specs import read_spec
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
 
@@ -229,7 +229,7 @@ def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind
     if problems:
         raise Failed("; ".join(p.split(": ", 1)[1] for p in problems))
     try:
-        PARSERS[kind.kind](obj["spec"], args.name, namespace)  # as the operator reads it
+        read_spec(kind, {"metadata": {"name": args.name, "namespace": namespace}, "spec": obj["spec"]})
     except SpecError as exc:
         raise Failed(f"{kind.kind} {namespace}/{args.name}: {exc.reason}: {exc}") from None
     return kind, obj

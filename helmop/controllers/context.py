@@ -161,6 +161,8 @@ class Memory:
         # A status just written: the next turn must read it even if the watch has not brought it yet (a
         # ConfigSync's inventory is what it prunes from, a release's what its drift checks observe).
         self.written: dict[Key, Written] = {}
+        # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
+        self.retry_at: dict[Key, float] = {}
 
     def superseded(self, key: Key) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
@@ -258,7 +260,7 @@ class Memory:
         self.references.assign(key, [])
         self.drift.unobserved(self.observers.assign(key, []))
         self.drift.forget(key)
-        for table in (self.supersessions, self.secrets, self.written):
+        for table in (self.supersessions, self.secrets, self.written, self.retry_at):
             table.pop(key, None)
 
 

@@ -28,81 +28,62 @@ from helmop.api.helmrelease import (
     RepositoryChart,
     SharedRepositoryChart,
     SourceChart,
-    parse_spec,
 )
-from helmop.api.kinds import FORCE_AT, HELMOP, RESET_AT, Family
+from helmop.api.kinds import FORCE_AT, RESET_AT
 from helmop.api.objects import Resource
-from helmop.api.redaction import redact
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.decisions import Decision, Desired, Observed, Reason, Release, Stop, decide, drift_matters, ends_turn
-from helmop.decisions.health import check_expression, check_exprs
 from helmop.decisions.settle import helmrelease as settle
 from helmop.decisions.settle import progressing
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
-from helmop.infra.kube import KubeError, Unreachable
+from helmop.infra.kube import KubeError
 
 from . import clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .clusters import Cluster
-from .context import Context, Key
+from .context import Key
 from .outcome import DONE, FAILED, Outcome, after
-from .status import annotation, pending_request, read_status, report, write_status
+from .status import annotation, pending_request, write_status
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 
 
-class Reconciler:
-    """The HelmReleases of one family (helmop's kinds, or Flux's): its sources and dependencies are of the
-    same family."""
+async def reconcile(turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> Outcome:
+    turn.ctx.memory.fresh(turn.key)  # the newest spec and inputs
+    return await _Release(turn).reconcile()
 
-    def __init__(self, ctx: Context, family: Family = HELMOP) -> None:
-        self.ctx = ctx
-        self.family = family
-        self.kind = family.helmrelease
-        # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
-        self.retry_at: dict[Key, float] = {}
 
-    # --- entry points ------------------------------------------------------------------------------
+async def finalize(turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> Outcome:
+    """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
+    return await _Release(turn).finalize()
 
-    async def reconcile(self, body: dict[str, Any]) -> Outcome:
-        this = Resource(body)
-        self.ctx.memory.fresh((self.kind.key, this.namespace, this.name))  # the newest spec and inputs
-        try:
-            return await self._reconcile(copy.deepcopy(body))
-        except KubeError as exc:  # the API itself failed us: said in Ready (when it can be written), tried again soon
-            log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
-            said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
-            remote = isinstance(exc, Unreachable) and self.ctx.services.remotes.unanswered(exc.server, exc.message)
-            reason = "ClusterUnreachable" if remote else "APIError"
-            secrets = self.ctx.memory.secrets.get((self.kind.key, this.namespace, this.name), [])
-            with contextlib.suppress(KubeError):
-                await report(self.ctx, self.kind, body, read_status(self.kind, HelmReleaseStatus, body), False,
-                             reason, redact(said, secrets)[:1024])
-            return FAILED
 
-    async def finalize(self, body: dict[str, Any]) -> Outcome:
-        """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
-        this = Resource(body)
-        self.ctx.memory.drop((self.kind.key, this.namespace, this.name))
-        self.retry_at.pop(this.key, None)
-        try:
-            spec = self._parse(this)
-        except SpecError:
-            await self.ctx.services.remotes.release(this.key)
-            return DONE  # nothing helmop could have installed
-        if spec.kube_config is not None and (
-                spec.suspend or _never_installed(read_status(self.kind, HelmReleaseStatus, body))):
+class _Release:
+    """One turn of a HelmRelease of either family (helmop's kinds, or Flux's: its sources and dependencies are of
+    the same family)."""
+
+    def __init__(self, turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> None:
+        self.turn = turn
+        self.ctx = turn.ctx
+        self.family = turn.family
+        self.kind = turn.kind
+        self.retry_at = turn.ctx.memory.retry_at  # RetryOnFailure: when each failed release may be tried again
+
+    async def finalize(self) -> Outcome:
+        turn = self.turn
+        this, spec, body = turn.this, turn.spec, turn.body
+        if spec.kube_config is not None and (spec.suspend or _never_installed(turn.status)):
             # Flux's rule (suspended, or no storageNamespace yet): nothing to uninstall, so no cluster is asked;
             # a remote that never answers cannot hold the object. (The operator's own cluster is always asked:
             # an install cut short by a crash is recorded in helm's storage before it is in the status.)
             log.info("%s/%s deleted: %s, nothing uninstalled", this.namespace, this.name,
                      "suspended" if spec.suspend else "never installed")
-            await self.ctx.services.remotes.release(this.key)
             return DONE
         first = await dependencies.dependents_first(self.ctx, this, self.kind)
         if first:
@@ -110,13 +91,10 @@ class Reconciler:
                      ", ".join(first))
             return after(self.ctx.tunables.dependents_wait)
         try:
-            cluster = await clusters.target(self.ctx, this.key, spec.kube_config)
+            cluster = await turn.cluster(spec.kube_config)
         except HelmopError as exc:
             return await self._unreachable_on_deletion(body, exc)
-        outcome = await self._uninstall(body, spec, cluster)
-        if outcome is DONE:
-            await self.ctx.services.remotes.release(this.key)
-        return outcome
+        return await self._uninstall(body, spec, cluster)
 
     async def _unreachable_on_deletion(self, body: dict[str, Any], exc: HelmopError) -> Outcome:
         """The remote cluster does not answer: tried again later. A remote that cannot be built (its kubeConfig
@@ -127,7 +105,6 @@ class Reconciler:
             return FAILED
         await self.ctx.services.events.post(body, "Warning", "UninstallSkipped", "release left on the remote cluster "
                                                                                  f"(not uninstalled): {exc}")
-        await self.ctx.services.remotes.release(Resource(body).key)
         return DONE
 
     async def _uninstall(self, body: dict[str, Any], spec: HelmReleaseSpec, cluster: Cluster) -> Outcome:
@@ -144,37 +121,16 @@ class Reconciler:
         result = await uninstall.run(job)
         await self._report(job, result)
         if not result.ok:
-            status = read_status(self.kind, HelmReleaseStatus, body)
-            await self._write(body, settle.settle(status, desired, decision, result))
+            await self._write(body, settle.settle(self.turn.status, desired, decision, result))
         return DONE if result.ok else FAILED
-
-    def _parse(self, this: Resource) -> HelmReleaseSpec:
-        return parse_spec(this.spec, this.name, this.namespace,
-                          origin=self.kind.origin_labels(this.namespace, this.name))
 
     # --- the reconcile -----------------------------------------------------------------------------
 
-    async def _reconcile(self, body: dict[str, Any]) -> Outcome:
-        this = Resource(body)
-        key = (self.kind.key, this.namespace, this.name)
-        status = read_status(self.kind, HelmReleaseStatus, body)  # read once: each write hands on the new one
-        try:
-            spec = self._parse(this)
-            source = _source(spec)
-            if source is not None:
-                self.ctx.tenancy.check_reference(this.namespace, source[1], source[2])
-            for i, (dep_namespace, _) in enumerate(spec.depends_on):
-                self.ctx.tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
-            for i, (_, expr) in enumerate(spec.ready_exprs):
-                check_expression(expr, f"spec.dependsOn[{i}].readyExpr")
-            check_exprs(spec.health_check_exprs)
-        except SpecError as exc:
-            await self._refuse(body, status, exc.reason, str(exc), stalled=True)
-            return DONE
+    async def reconcile(self) -> Outcome:
+        body = copy.deepcopy(self.turn.body)
+        this, spec, key = Resource(body), self.turn.spec, self.turn.key
+        status = self.turn.status  # read once: each write hands on the new one
         self._remember_references(key, spec)
-        if spec.suspend:
-            self._observe(key, spec, status, remote=spec.kube_config is not None)
-            return DONE
         try:
             cluster = await clusters.target(self.ctx, key, spec.kube_config)
         except HelmopError as exc:
@@ -202,8 +158,7 @@ class Reconciler:
             return await self._converge(body, status, key, spec, inputs, waiting, cluster)
         except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
             # write Secrets there)
-            await self._refuse(body, read_status(self.kind, HelmReleaseStatus, body), exc.reason, str(exc),
-                               stalled=not exc.transient)
+            await self._refuse(body, self.turn.status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
 
     async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: Key, spec: HelmReleaseSpec,

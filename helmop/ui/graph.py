@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.kinds import HELMRELEASE, Kind, family_of, key_of
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.app import AppStatus
 from helmop.views.cells import health
 from helmop.views.statuses import status_of
 
-Key = tuple[str, str, str]  # kind (qualified by its group for Flux's: api.kinds.key_of), namespace, name
+Key = ObjectKey
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 210, 44, 70, 14, 10
 MAX_NODES = 500  # more than a screen can show: the page asks for a namespace first
@@ -59,14 +59,15 @@ def _needs(obj: dict[str, Any]) -> list[tuple[Key, str]]:
     if source.get("name"):
         kind = str(source.get("kind") or "GitRepository")
         found = family_of(this.api_version.rpartition("/")[0]).source(kind)
-        out.append(((found.key if found else key_of(this.api_version, kind),
-                     str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
+        out.append((ObjectKey(found.key if found else key_of(this.api_version, kind),
+                              str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
     for dep in this.spec.get("dependsOn") or []:
         if isinstance(dep, dict) and dep.get("name"):
-            out.append(((this.key[0], str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
+            out.append((ObjectKey(this.key.kind, str(dep.get("namespace") or this.namespace), str(dep["name"])),
+                        "dependsOn"))
     status = status_of(obj)
     if isinstance(status, AppStatus) and status.helm_release:  # a Jenkins's, an app resource's
-        out.append(((HELMRELEASE.key, this.namespace, status.helm_release), "release"))
+        out.append((ObjectKey(HELMRELEASE.key, this.namespace, status.helm_release), "release"))
     return out
 
 

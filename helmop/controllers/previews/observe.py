@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from helmop.api.errors import SpecError
+from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import GITREPOSITORY, PROVIDER
 from helmop.api.notifications import parse_provider
 from helmop.api.objects import Resource
@@ -26,12 +26,8 @@ from helmop.sources.secrets import secret_entries
 from ..context import Context
 
 
-class Unobservable(Exception):
+class Unobservable(HelmopError):
     """What stops a turn before any pull request is looked at: a reason, and whether trying again may help."""
-
-    def __init__(self, reason: str, message: str, *, transient: bool) -> None:
-        super().__init__(message)
-        self.reason, self.transient = reason, transient
 
 
 @dataclass(frozen=True)
