@@ -29,7 +29,7 @@ from helmop.api.helmrelease import (
 from helmop.api.kinds import FORCE_AT, RESET_AT
 from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.decisions import Decision, Desired, Observed, Reason, Release, decide, drift_matters
+from helmop.decisions import Decision, Desired, Observed, Reason, Release, Stop, decide, drift_matters, ends_turn
 from helmop.decisions.settle import helmrelease as settle
 from helmop.decisions.settle import progressing
 from helmop.decisions.specs import chart_source
@@ -168,15 +168,16 @@ class _Release:
         for _ in range(MAX_ROUNDS):
             observed = await self._observed(body, spec, status, desired, state, cluster)
             decision = decide(desired, observed)
-            run = RUNS.get(decision.action)
             job = Job(self.ctx, body, spec, decision, state, cluster, inputs)
-            if run is None:
+            stop = ends_turn(decision)
+            if stop is not None:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
                     return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
-                if decision.reason is Reason.RETRYING:
+                if stop is Stop.RETRY_LATER:
                     return after(observed.retry_in)
                 break
+            run = RUNS[decision.action]
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 # said before helm is run (an up-to-date release needs no read)
                 await self._check_namespace(spec, cluster)
