@@ -2,8 +2,8 @@
 write, round after round, until nothing is left to do.
 
 Each round observes the release once (helm's records, and the live objects' drift where it can decide),
-asks the pure ``reconcile.decide`` for one action and runs it (``actions.RUNS``); the pure
-``reconcile.settle.helmrelease`` says what status its result leads to, and that status is written. A
+asks the pure ``decisions.decide`` for one action and runs it (``actions.RUNS``); the pure
+``decisions.settle.helmrelease`` says what status its result leads to, and that status is written. A
 failed action ends the reconcile (the next one, after a backoff, decides on remediation, then the next
 try), so tries are spaced by the backoff. A reconcile that finds nothing to do spawns no helm process.
 Events are posted for actions and failures, never twice in a row for the same thing.

@@ -4,7 +4,7 @@ ConfigSyncs, HelmReleases, HelmCharts and ArtifactGenerators of its family that 
 ExternalArtifacts it made, a Jenkins or app resource its HelmRelease, a Project its parts and environments (a
 source's readers are looked for in its own namespace); each status read through its typed model
 (``views.statuses``). Each object carries its health: Ready for
-helmop's resources, ``reconcile.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
+helmop's resources, ``decisions.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
 draws it.
 
 What a HelmRelease or ConfigSync with ``spec.kubeConfig`` manages lives on the remote cluster it delivers to: it
