@@ -44,3 +44,12 @@ def optional_list(raw: Any, where: str) -> list[Any]:
     if not isinstance(raw, list):
         raise SpecError("InvalidSpec", f"{where} must be a list")
     return raw
+
+
+def refuse_workload_identity(spec: Mapping[str, Any], give: str = "credentials", flux_use: str = "") -> None:
+    """spec.serviceAccountName as Flux reads it on sources and providers (the identity a cloud's token is obtained
+    for) is refused: helmop obtains none; ``give`` is what spec.secretRef holds instead, ``flux_use`` what Flux
+    uses it for where it says more."""
+    if spec.get("serviceAccountName"):
+        raise SpecError("UnsupportedField", f"spec.serviceAccountName (a cloud workload identity{flux_use}) is not "
+                                            f"obtained by helmop; give {give} in spec.secretRef")

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from .durations import parse_duration
 from .errors import SpecError
-from .fields import text
+from .fields import refuse_workload_identity, text
 from .kinds import family_of
 from .names import check_references
 from .patterns import compile_pattern
@@ -108,10 +108,7 @@ def parse_provider(spec: Mapping[str, Any]) -> ProviderSpec:
                                                    "HTTP(S) services only")
     if kind not in TYPES:
         raise SpecError("InvalidSpec", f"spec.type must be one of {', '.join(TYPES)}")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity, Flux's for "
-                                            "azuredevops, azureeventhub and googlepubsub) is not obtained by helmop; "
-                                            "give a token in spec.secretRef")
+    refuse_workload_identity(spec, "a token", ", Flux's for azuredevops, azureeventhub and googlepubsub")
     address, proxy = _text(spec, "address"), _text(spec, "proxy")
     if address:
         check_url(address, "spec.address")

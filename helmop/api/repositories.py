@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError
-from .fields import flag, optional_text, seconds, text
+from .fields import flag, optional_text, refuse_workload_identity, seconds, text
 from .names import check_references
 from .patterns import compile_pattern
 from .settings import SOURCE_INTERVAL
@@ -129,9 +129,7 @@ def generic_identity_only(spec: dict[str, Any]) -> None:
     if provider != "generic":
         raise SpecError("UnsupportedField", f"spec.provider {provider!r} is not implemented by helmop (cloud workload "
                                             "identities); give credentials in spec.secretRef")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained by "
-                                            "helmop; give credentials in spec.secretRef")
+    refuse_workload_identity(spec)
 
 
 def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
-from .fields import name_in, optional_list, seconds
+from .fields import name_in, optional_list, refuse_workload_identity, seconds
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
@@ -207,9 +207,7 @@ def _git_provider(spec: dict[str, Any]) -> str:
                                             "obtained by helmop; give credentials in spec.secretRef")
     if provider not in GIT_PROVIDERS:
         raise SpecError("InvalidSpec", f"spec.provider must be one of {', '.join(GIT_PROVIDERS)}")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained "
-                                            "by helmop; give credentials in spec.secretRef")
+    refuse_workload_identity(spec)
     if provider == "github" and not name_in(spec, "secretRef"):
         raise SpecError("InvalidSpec", "spec.provider github needs spec.secretRef: a Secret with the GitHub App's "
                                        "githubAppID, githubAppInstallationID and githubAppPrivateKey")
