@@ -11,6 +11,7 @@ from typing import Any
 from .durations import duration_field
 from .errors import SpecError
 from .fields import name_in, optional_list, refuse_workload_identity, seconds
+from .gitrefs import GitRef
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
@@ -41,10 +42,7 @@ CLOUD_PROVIDERS = ("azure", "aws", "gcp")  # their workload identities are refus
 @dataclass(frozen=True)
 class GitRepositorySpec:
     url: str
-    branch: str = ""
-    tag: str = ""
-    semver: str = ""
-    commit: str = ""
+    ref: GitRef = field(default_factory=GitRef)  # spec.ref
     interval: float = DEFAULT_INTERVAL
     timeout: float = 60.0
     secret_ref: str = ""
@@ -52,7 +50,6 @@ class GitRepositorySpec:
     suspend: bool = False
     verify_mode: str = ""  # spec.verify: HEAD, Tag or TagAndHEAD ("": nothing verified)
     verify_secret_ref: str = ""  # the Secret of the trusted public keys
-    ref_name: str = ""  # spec.ref.name: any reference (refs/pull/7/head)
     ignore: str | None = None  # gitignore patterns over the artifact (None: not set, Flux's defaults apply)
     include: tuple[Include, ...] = ()
     recurse_submodules: bool = False
@@ -188,8 +185,9 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
     hook_secret = (webhook.get("secretRef") or {}) if isinstance(webhook, dict) else {}
     ignore = spec.get("ignore")
     return GitRepositorySpec(
-        url=url, branch=str(ref.get("branch") or ""), tag=str(ref.get("tag") or ""),
-        semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""), ref_name=str(ref.get("name") or ""),
+        url=url, ref=GitRef(branch=str(ref.get("branch") or ""), tag=str(ref.get("tag") or ""),
+                            semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""),
+                            name=str(ref.get("name") or "")),
         interval=seconds(spec, "interval", DEFAULT_INTERVAL), timeout=seconds(spec, "timeout", 60.0),
         secret_ref=str(secret.get("name", "")) if isinstance(secret, dict) else "",
         webhook_secret_ref=str(hook_secret.get("name", "")) if isinstance(hook_secret, dict) else "",

@@ -21,7 +21,7 @@ from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, Ob
 from helmop.decisions.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_ref
-from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_ref, git_source, shaped
+from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_source, shaped
 from helmop.sources.secrets import secret_entries
 from helmop.sources.trees import GitArtifact, Mount
 from helmop.sources.verification.commits import TrustedKeys, verify
@@ -61,7 +61,7 @@ async def reconcile(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> Outco
 async def _fetched(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> tuple[GitAuth, str]:
     """The repository fetched into the mirror: the credentials it was fetched with, the revision its ref names."""
     ctx, spec = turn.ctx, turn.spec
-    ref = git_ref(spec)
+    ref = spec.ref
     check_ref(ref)
     auth = await git_auth(ctx.services.kube, turn.namespace, spec, ctx.services.git.policy)
     turn.read_secrets(auth.secrets())
@@ -143,7 +143,8 @@ async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth:
     except SourceError as exc:
         raise SourceError("VerificationError", f"public keys secret error: {exc}", transient=exc.transient) from None
     keys = TrustedKeys.of_entries(entries, f"Secret {namespace}/{spec.verify_secret_ref}")
-    tag = revision.rsplit("@sha1:", 1)[0] if (spec.tag or spec.semver) and not (spec.commit or spec.ref_name) else ""
+    ref = spec.ref
+    tag = revision.rsplit("@sha1:", 1)[0] if (ref.tag or ref.semver) and not (ref.commit or ref.name) else ""
     return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)
 
 

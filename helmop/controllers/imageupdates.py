@@ -13,8 +13,7 @@ from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageUpdateAut
 from helmop.decisions.settle import images as settle
 from helmop.images import automation
 from helmop.images.signing import signer
-from helmop.sources.git import GitRef
-from helmop.sources.readers import git_auth, git_ref
+from helmop.sources.readers import git_auth
 
 from .context import Context
 from .outcome import DONE, Outcome
@@ -54,7 +53,7 @@ async def _plan(turn: Turn[ImageUpdateAutomationSpec, ImageUpdateAutomationStatu
         secrets += masked
     turn.read_secrets(secrets)
     ref = spec.checkout
-    checkout = GitRef(ref.branch, ref.tag, ref.semver, ref.commit, ref.name) if ref.given else git_ref(git)
+    checkout = ref if ref.given else git.ref
     return automation.Plan(url=git.url, auth=auth, checkout=checkout, push_branch=spec.push_branch,
                            refspec=spec.refspec, options=spec.push_options, path=spec.path,
                            author=(spec.author_name, spec.author_email), template=spec.message_template,

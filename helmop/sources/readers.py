@@ -33,7 +33,7 @@ from helmop.infra.kube import Kube
 from . import artifacts, buckets, generator, github, tarballs
 from .credentials import bucket_access, credentials
 from .errors import SourceError
-from .git import GitAuth, GitCache, GitRef
+from .git import GitAuth, GitCache
 from .proxies import proxy_of
 from .repositories import Repositories
 from .secrets import secret_data
@@ -193,13 +193,9 @@ async def git_auth(kube: Kube, namespace: str, spec: GitRepositorySpec, policy: 
     return replace(GitAuth.from_secret_data(data, scope=scope), proxy=proxy)
 
 
-def git_ref(spec: GitRepositorySpec) -> GitRef:
-    return GitRef(spec.branch, spec.tag, spec.semver, spec.commit, spec.ref_name)
-
-
 def fetched_refs(spec: GitRepositorySpec) -> tuple[str, ...]:
     """References a fetch asks for besides heads and tags (spec.ref.name)."""
-    return (git_ref(spec).fetched,) if spec.ref_name else ()
+    return (spec.ref.fetched,) if spec.ref.name else ()
 
 
 def shaped(git: GitCache, url: str, revision: str, digest: str, auth: GitAuth, spec: GitRepositorySpec,

@@ -68,7 +68,7 @@ async def _observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed
     auth = await git_auth(kube, namespace, repository, git.policy)
     host = await _host(ctx, this, spec)
     keys = await _keys(ctx, namespace, spec.decryption_secret)
-    base = spec.base or repository.branch or "main"
+    base = spec.base or repository.ref.branch or "main"
     listed = (await host.open_requests(base))[:spec.max_pull_requests]
     started = time.monotonic()
     await git.fetch(repository.url, auth, timeout=repository.timeout,
