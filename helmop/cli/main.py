@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from helmop.api import k8syaml, settings, validation
 from helmop.api.apps import AppKind, parse_apps
@@ -49,6 +49,11 @@ from . import (
 )
 from .argtree import Arg, arg
 from .errors import Failed, missing_tool
+
+if TYPE_CHECKING:
+    from helmop.helm.engine import Engine
+
+    from .releases import ReleaseDiff
 
 T = TypeVar("T")
 OK, FAILED, ERROR = 0, 1, 2
@@ -259,19 +264,32 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
-        paths, keys = [Path(f) for f in args.filename], builds.keys_of(args.decrypt or [])
-        overlays = [await builds.build(path, _variables(args), verbs.temp_cache(), keys=keys) for path in paths
-                    if builds.is_overlay(path)]
-        masked += [text for overlay in overlays for text in overlay.plaintexts]
-        found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
-                                          [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
-                                          built=[item for overlay in overlays for item in overlay.objects])
+        found, masked = await _diff_files(args, where, engine)
     else:
         if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
             raise Failed("diff needs -f FILE|DIR, or hr NAME")
         found = await releases.diff_live(where.kube, engine, verbs.temp_cache(), where.namespace, args.name)
+    return _print_diff(found, masked, args.output_format)
+
+
+async def _diff_files(args: argparse.Namespace, where: target.Target,
+                      engine: Engine) -> tuple[list[ReleaseDiff], list[str]]:
+    """The diffs of the releases in the -f manifests, kustomize overlays built first; and what was decrypted."""
+    from . import releases
+
+    paths, keys = [Path(f) for f in args.filename], builds.keys_of(args.decrypt or [])
+    overlays = [await builds.build(path, _variables(args), verbs.temp_cache(), keys=keys) for path in paths
+                if builds.is_overlay(path)]
+    found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
+                                      [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
+                                      built=[item for overlay in overlays for item in overlay.objects])
+    return found, [text for overlay in overlays for text in overlay.plaintexts]
+
+
+def _print_diff(found: list[ReleaseDiff], masked: list[str], output_format: str) -> int:
+    """The diffs as unified text or JSON, what was decrypted masked; exit 1 when anything differs."""
     changed = any(d.objects for d in found)
-    if args.output_format == "json":
+    if output_format == "json":
         print(redact(json.dumps({"changed": changed, "releases": [d.json() for d in found]}, indent=2), masked))
     else:
         text = redact("".join(d.text() for d in found), masked)
