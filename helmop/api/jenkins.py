@@ -23,7 +23,7 @@ DEFAULT_CHART = {"repository": {"url": "https://charts.jenkins.io", "name": "jen
 
 def app_kind(chart: dict[str, Any]) -> AppKind:
     """Jenkins as an app kind whose chart is ``chart`` (the operator's --jenkins-chart-* flags)."""
-    return AppKind(JENKINS.group, JENKINS.version, JENKINS.kind, JENKINS.plural, chart)
+    return AppKind(JENKINS, chart)
 # The chart's own installPlugins at the pinned version. spec.plugins is merged into this list by
 # plugin name (the user's version wins): the chart refuses a plugin listed in both installPlugins
 # and additionalPlugins, so helmop owns the one list.

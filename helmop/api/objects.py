@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import msgspec
 
 from .kinds import key_of
+from .status import Struct
 
 
 class ObjectKey(NamedTuple):
@@ -42,6 +43,17 @@ class _Read(Generic[T]):
     def __get__(self, resource: Resource, owner: type[Resource] | None = None) -> T:
         where = resource.metadata if self.metadata else resource.body
         return self.convert(where.get(self.key) or self.convert())
+
+
+class ObjectRef(Struct, frozen=True):
+    """A reference from one object to another, by apiVersion, kind, name and namespace ("" for the referrer's, or
+    for a cluster-scoped object): a ConfigSync's health checks, an ExternalArtifact's producer, a Project's
+    inventory."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
 
 
 @dataclass(frozen=True)

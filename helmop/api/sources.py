@@ -16,6 +16,7 @@ from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references, problem
+from .objects import ObjectRef
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
 
@@ -120,14 +121,6 @@ class Dependency:
     namespace: str
     name: str
     ready_expr: str = ""  # CEL over dep and self; "" = Ready for its current generation
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    api_version: str
-    kind: str
-    name: str
-    namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
 
 
 # what a ConfigSync's sourceRef may name
@@ -329,8 +322,8 @@ def _health_checks(spec: dict[str, Any]) -> tuple[ObjectRef, ...]:
     for i, item in enumerate(_list(spec, "healthChecks", "spec.healthChecks")):
         if not isinstance(item, dict) or not item.get("kind") or not item.get("name"):
             raise SpecError("InvalidSpec", f"spec.healthChecks[{i}] needs kind and name")
-        out.append(ObjectRef(str(item.get("apiVersion") or "v1"), str(item["kind"]), str(item["name"]),
-                             str(item.get("namespace") or "")))
+        out.append(ObjectRef(api_version=str(item.get("apiVersion") or "v1"), kind=str(item["kind"]),
+                             name=str(item["name"]), namespace=str(item.get("namespace") or "")))
     return tuple(out)
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS
-from helmop.api.objects import ObjectKey, Resource
+from helmop.api.objects import ObjectKey, ObjectRef, Resource
 from helmop.api.projects import ProjectSpec
 from helmop.api.sources import GitRepositorySpec
 from helmop.api.status import READY, Status, parse
 from helmop.api.status.app import AppStatus
-from helmop.api.status.project import Environment, ObjectRef, ProjectStatus
+from helmop.api.status.project import Environment, ProjectStatus
 from helmop.decisions.projects import JENKINS as JENKINS_NAME
 from helmop.decisions.projects import (
     NAMESPACE_READY,

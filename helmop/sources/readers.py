@@ -269,7 +269,8 @@ async def external_source(readers: Readers, family: Family, namespace: str, name
     like any other: whoever may write an ExternalArtifact's status must not have another namespace's generator
     build for it what the tenancy policy keeps from them."""
     kind = family.externalartifact
-    obj, spec = await _parsed(readers, kind, namespace, name, parse_external_artifact, by)
+    obj, parsed = await _parsed(readers, kind, namespace, name, parse_external_artifact, by)
+    spec = parsed.source_ref
     revision, digest = _published(obj, kind, namespace, name)
     what = f"{kind.kind} {namespace}/{name}"
     if spec.kind == family.artifactgenerator.kind:

@@ -21,11 +21,11 @@ from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import APPS_GROUP, GROUP, HELMRELEASE, Family, Kind, family_of
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectRef, Resource
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.api.status.project import ObjectRef, ProjectStatus
+from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import ArtifactGeneratorStatus
 from helmop.decisions.health import CURRENT, judge
 from helmop.helm.releases import inventory_objects
