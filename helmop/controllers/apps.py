@@ -131,4 +131,4 @@ class AppController:
             if await self.ctx.services.kube.get(path) is None:
                 return DONE
             await asyncio.sleep(0.5)
-        return after(self.ctx.tunables.cleanup_wait)
+        return after(self.ctx.settings.intervals.cleanup_wait)

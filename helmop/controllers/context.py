@@ -1,5 +1,5 @@
-"""What every reconcile of one operator process shares, in three parts: the settings (tunables, fixed at start;
-the tenancy policy, held by the services, whose readers judge references by it), the :class:`Services` (clients,
+"""What every reconcile of one operator process shares, in three parts: the :class:`Settings` (fixed at start;
+the tenancy policy, also held by the services, whose readers judge references by it), the :class:`Services` (clients,
 workers, caches: the I/O), and the
 :class:`Memory` of what reconciles learned about each other (who reads what, who is superseded), which
 lets a change to one object wake the reconcilers of the objects that depend on it."""
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.addresses import Policy
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.helm.releases import Gateway
@@ -64,17 +64,17 @@ class Services:
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
-           concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
-           notify: Policy | None = None, keys_folder: Path | None = None,
-           remotes: Options | None = None, tenancy: Tenancy | None = None) -> Services:
-        events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
-        notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
+           settings: Settings, metrics: Metrics | None = None, remotes: Options | None = None) -> Services:
+        events, metrics = Recorder(kube), metrics or Metrics()
+        cel = Worker(timeout=settings.limits.cel_timeout)
+        notifier = Notifier(events, metrics, cel, settings.notifications,
+                            Policy.notifications(settings.notifications.allow_cidrs))
         events.listeners.append(notifier.observe)
         return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
-                   slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
-                   yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
-                   collections=Collections(kube), notifier=notifier, keys_folder=keys_folder,
-                   remotes=Remotes(remotes, metrics), tenancy=tenancy or Tenancy())
+                   slots=asyncio.Semaphore(settings.helm.concurrency), metrics=metrics, cel=cel,
+                   yaml=Worker(timeout=settings.limits.yaml_timeout), releases=Gateway(kube),
+                   collections=Collections(kube), notifier=notifier, keys_folder=settings.sources.decryption_keys,
+                   remotes=Remotes(remotes, metrics), tenancy=settings.tenancy)
 
     async def close(self) -> None:
         await self.notifier.close()
@@ -264,7 +264,7 @@ class Memory:
 
 @dataclass(frozen=True)
 class Context:
-    tunables: Tunables
+    settings: Settings
     services: Services
     memory: Memory
 

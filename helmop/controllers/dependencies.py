@@ -81,7 +81,7 @@ async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMREL
     """The HelmReleases that depend on ``deleted`` and go before it: those being deleted too, and, while its
     own deletion is younger than ``deleted_together``, those whose deletion may still be on its way."""
     deleted_at = deleted.deleted_at
-    together = deleted_at is not None and time.time() - deleted_at < ctx.tunables.deleted_together
+    together = deleted_at is not None and time.time() - deleted_at < ctx.settings.intervals.deleted_together
     out = []
     for obj in await ctx.services.kube.list(kind.path()):
         if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):

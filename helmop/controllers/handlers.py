@@ -49,10 +49,8 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.objects import Resource, packed, slim, unpacked
-from helmop.api.previews import INTERVAL as PREVIEW_INTERVAL
-from helmop.api.receivers import INTERVAL as RECEIVER_INTERVAL
 from helmop.api.redaction import redact
-from helmop.api.settings import Tunables
+from helmop.api.settings import Backoffs, Settings
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
 from helmop.api.status import Status
 from helmop.api.status.app import AppStatus
@@ -112,8 +110,8 @@ def _interval(body: dict[str, Any], default: float) -> float:
 class _Failures:
     """Failures in a row per object, turned into the next delay by the settings' backoffs."""
 
-    def __init__(self, tunables: Tunables) -> None:
-        self.tunables = tunables
+    def __init__(self, backoffs: Backoffs) -> None:
+        self.backoffs = backoffs
         self.counts: dict[Key, int] = {}
 
     def delay(self, key: Key, outcome: Outcome, done: float) -> float:
@@ -122,11 +120,11 @@ class _Failures:
             self.counts.pop(key, None)
             return done if outcome.retry_after is None else outcome.retry_after
         self.counts[key] = self.counts.get(key, 0) + 1
-        return self.tunables.failure_backoff.after(self.counts[key])
+        return self.backoffs.failure.after(self.counts[key])
 
     def unexpected(self, key: Key) -> float:
         self.counts[key] = self.counts.get(key, 0) + 1
-        return self.tunables.error_backoff.after(self.counts[key])
+        return self.backoffs.error.after(self.counts[key])
 
 
 @dataclass(frozen=True)
@@ -148,19 +146,19 @@ class Controller:
 class Dispatcher:
     """Every object of helmop's kinds this operator sees: its latest body, its turns, its failures."""
 
-    def __init__(self, services: Services, tunables: Tunables) -> None:
+    def __init__(self, services: Services, settings: Settings) -> None:
         self.controllers: dict[str, Controller] = {}
         # Every object of helmop's kinds, as its watch last brought it: packed (compact JSON, a third of the
         # memory of its dicts); a turn reads a copy of its own.
         self.bodies: dict[Key, bytes] = {}
         self.uids: dict[Key, str] = {}  # which hash shard each object is in
         self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
-        self.failures = _Failures(tunables)
+        self.failures = _Failures(settings.backoffs)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
-        self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
+        self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns)
         services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
         services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
-        self.ctx = Context(tunables, services, Memory(wake=self.scheduler.wake))
+        self.ctx = Context(settings, services, Memory(wake=self.scheduler.wake))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
         self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended
@@ -279,7 +277,7 @@ class Dispatcher:
         controller = self.controllers[key[0]]
         if controller.resource.flux and self.flux_gate is not None and self.flux_gate.holds(controller.resource.group):
             self.ctx.services.metrics.flux_held.labels(key[0]).inc()
-            return self.ctx.tunables.flux_check  # Flux's own controllers act on it: untouched (woken when they stop)
+            return self.ctx.settings.flux.check  # Flux's own controllers act on it: untouched (woken when they stop)
         meta, finalizer = body["metadata"], controller.finalizer
         if meta.get("deletionTimestamp"):
             return await self._clean_up(controller, key, body) if finalizer in (meta.get("finalizers") or []) else None
@@ -361,12 +359,13 @@ def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list
         *_family(ctx, HELMOP),
         *(_family(ctx, FLUX) if flux else []),
         *_images(ctx, HELMOP_IMAGES), *(_images(ctx, FLUX_IMAGE_KINDS) if flux else []),
-        *([Controller(PROJECT, ProjectStatus, ctx.tunables.release_interval, lambda body: projects.reconcile(ctx, body),
-                      lambda body: projects.finalize(ctx, body))] if clusterwide else []),
+        *([Controller(PROJECT, ProjectStatus, ctx.settings.intervals.release,
+                      lambda body: projects.reconcile(ctx, body), lambda body: projects.finalize(ctx, body))]
+          if clusterwide else []),
         *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
         _receiver(ctx, RECEIVER),
         *([_flux_checked(ctx, _receiver(ctx, FLUX_RECEIVER))] if flux else []),
-        Controller(PREVIEW, PreviewStatus, PREVIEW_INTERVAL, lambda body: previews.reconcile(ctx, body),
+        Controller(PREVIEW, PreviewStatus, ctx.settings.intervals.preview, lambda body: previews.reconcile(ctx, body),
                    lambda body: previews.finalize(ctx, body)),
     ]
     for controller in controllers:
@@ -421,29 +420,29 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
     """The controllers of one family of kinds: the same code for helmop's and Flux's. Methods and module
     functions are looked up at each call (not bound once here)."""
     releases = Reconciler(ctx, family)
-    t = ctx.tunables
+    t = ctx.settings.intervals
     git, helm, oci, sync = family.gitrepository, family.helmrepository, family.ocirepository, family.configsync
     bucket = family.bucket
     controllers = [
-        Controller(family.helmrelease, HelmReleaseStatus, t.release_interval, lambda body: releases.reconcile(body),
+        Controller(family.helmrelease, HelmReleaseStatus, t.release, lambda body: releases.reconcile(body),
                    lambda body: releases.finalize(body)),
-        Controller(git, GitRepositoryStatus, t.source_interval, lambda body: gitrepositories.reconcile(ctx, git, body),
+        Controller(git, GitRepositoryStatus, t.source, lambda body: gitrepositories.reconcile(ctx, git, body),
                    lambda body: gitrepositories.finalize(ctx, git, body)),
-        Controller(helm, HelmRepositoryStatus, t.source_interval,
+        Controller(helm, HelmRepositoryStatus, t.source,
                    lambda body: chartsources.reconcile_helm_repository(ctx, helm, body),
                    lambda body: chartsources.finalize(ctx, helm, body)),
-        Controller(oci, OCIRepositoryStatus, t.source_interval,
+        Controller(oci, OCIRepositoryStatus, t.source,
                    lambda body: chartsources.reconcile_oci_repository(ctx, oci, body),
                    lambda body: chartsources.finalize(ctx, oci, body)),
-        Controller(sync, ConfigSyncStatus, t.source_interval, lambda body: configsyncs.reconcile(ctx, family, body),
+        Controller(sync, ConfigSyncStatus, t.source, lambda body: configsyncs.reconcile(ctx, family, body),
                    lambda body: configsyncs.finalize(ctx, family, body)),
-        Controller(bucket, BucketStatus, t.source_interval, lambda body: buckets.reconcile(ctx, bucket, body),
+        Controller(bucket, BucketStatus, t.source, lambda body: buckets.reconcile(ctx, bucket, body),
                    lambda body: buckets.finalize(ctx, bucket, body)),
-        Controller(family.helmchart, HelmChartStatus, t.source_interval,
+        Controller(family.helmchart, HelmChartStatus, t.source,
                    lambda body: helmcharts.reconcile(ctx, family, body),
                    lambda body: helmcharts.finalize(ctx, family, body)),
         # Flux's source-watcher has no interval: an hour, and at once when a source publishes
-        Controller(family.artifactgenerator, ArtifactGeneratorStatus, 3600.0,
+        Controller(family.artifactgenerator, ArtifactGeneratorStatus, t.artifact_generator,
                    lambda body: generators.reconcile(ctx, family, body),
                    lambda body: generators.finalize(ctx, family, body)),
     ]
@@ -455,12 +454,13 @@ def _images(ctx: Context, kinds: ImageKinds) -> list[Controller]:
     come back every ten minutes without an interval of their own)."""
     repository, automation = kinds.repository, kinds.automation
     controllers = [
-        Controller(repository, ImageRepositoryStatus, ctx.tunables.source_interval,
+        Controller(repository, ImageRepositoryStatus, ctx.settings.intervals.source,
                    lambda body: imagerepositories.reconcile(ctx, repository, body),
                    lambda body: imagerepositories.finalize(ctx, repository, body)),
-        Controller(kinds.policy, ImagePolicyStatus, 600.0, lambda body: imagepolicies.reconcile(ctx, kinds, body),
+        Controller(kinds.policy, ImagePolicyStatus, ctx.settings.intervals.image_policy,
+                   lambda body: imagepolicies.reconcile(ctx, kinds, body),
                    lambda body: imagerepositories.finalize(ctx, kinds.policy, body)),
-        Controller(automation, ImageUpdateAutomationStatus, ctx.tunables.source_interval,
+        Controller(automation, ImageUpdateAutomationStatus, ctx.settings.intervals.source,
                    lambda body: imageupdates.reconcile(ctx, kinds, body),
                    lambda body: imagerepositories.finalize(ctx, automation, body)),
     ]
@@ -497,13 +497,14 @@ def _flux_checked(ctx: Context, controller: Controller) -> Controller:
 
 def _receiver(ctx: Context, kind: Kind) -> Controller:
     """A Receiver's controller: its status (the webhook path); every replica's webhook server serves its requests."""
-    return Controller(kind, ReceiverStatus, RECEIVER_INTERVAL, lambda body: receivers.reconcile(ctx, kind, body),
+    return Controller(kind, ReceiverStatus, ctx.settings.intervals.receiver,
+                      lambda body: receivers.reconcile(ctx, kind, body),
                       lambda body: receivers.finalize(ctx, kind, body))
 
 
 def _app_controller(ctx: Context, app: AppController) -> Controller:
     """An app kind's controller (a function of its own: each app's lambdas close over their own controller)."""
-    return Controller(app.app.kind.resource, AppStatus, ctx.tunables.release_interval,
+    return Controller(app.app.kind.resource, AppStatus, ctx.settings.intervals.release,
                       lambda body: app.reconcile(body), lambda body: app.finalize(body))
 
 

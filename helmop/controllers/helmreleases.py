@@ -53,9 +53,6 @@ from .status import annotation, pending_request, read_status, report, write_stat
 
 log = logging.getLogger(__name__)
 
-MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
-
-
 class Reconciler:
     """The HelmReleases of one family (helmop's kinds, or Flux's): its sources and dependencies are of the
     same family."""
@@ -108,7 +105,7 @@ class Reconciler:
         if first:
             log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                      ", ".join(first))
-            return after(self.ctx.tunables.dependents_wait)
+            return after(self.ctx.settings.intervals.dependents_wait)
         try:
             cluster = await clusters.target(self.ctx, this.key, spec.kube_config)
         except HelmopError as exc:
@@ -213,7 +210,7 @@ class Reconciler:
         desired = replace(_desired(body, spec, inputs, waiting), adopts=self.family.flux)
         marked = False
         state = await read_release(cluster, spec)  # then read again only after an action changed it
-        for _ in range(MAX_ROUNDS):
+        for _ in range(self.ctx.settings.limits.release_rounds):
             observed = await self._observed(body, spec, status, desired, state, cluster)
             decision = decide(desired, observed)
             run = RUNS.get(decision.action)
@@ -221,7 +218,8 @@ class Reconciler:
             if run is None:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
-                    return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
+                    # also woken when a dependency's status changes
+                    return after(self.ctx.settings.intervals.dependency_recheck)
                 if decision.reason is Reason.RETRYING:
                     return after(observed.retry_in)
                 break
@@ -328,9 +326,9 @@ class Reconciler:
 
     async def _mark_reconciling(self, body: dict[str, Any], status: HelmReleaseStatus, message: str,
                                 writing: asyncio.Event) -> None:
-        """Reconciling=True, for an action that is still running after ``tunables.progress_after`` seconds (most end
-        sooner, and one write of their outcome is all their status needs)."""
-        await asyncio.sleep(self.ctx.tunables.progress_after)
+        """Reconciling=True, for an action that is still running after ``settings.intervals.progress_after``
+        seconds (most end sooner, and one write of their outcome is all their status needs)."""
+        await asyncio.sleep(self.ctx.settings.intervals.progress_after)
         writing.set()
         # Not yet an outcome: `helmop reconcile` waits for lastHandledReconcileAt, so it is not set here.
         await self._write(body, progressing(status, Resource(body).generation, message), outcome=False)

@@ -209,8 +209,8 @@ async def _publish(ctx: Context, body: dict[str, Any], status: ProjectStatus, sp
     # The Jenkins and the ConfigSync report on their own time: looked at again soon until they are Ready;
     # environments follow the repository's branches (and its webhook, through the GitRepository's status).
     if not settled.is_true(READY) or any(not e.ready for e in environments):
-        return after(ctx.tunables.dependency_recheck)
-    return after(ctx.tunables.source_interval) if spec.environments is not None else DONE
+        return after(ctx.settings.intervals.dependency_recheck)
+    return after(ctx.settings.intervals.source) if spec.environments is not None else DONE
 
 
 # --- teardown ------------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ async def _wait(ctx: Context, body: dict[str, Any], status: ProjectStatus, what:
         await ctx.services.events.warning(body, "TeardownStuck", f"{what} has waited more than {limit:.0f}s for "
                                                                  f"{waiting}; trying again")
     await write_status(ctx, PROJECT, body, status, outcome=False)
-    return after(ctx.tunables.cleanup_wait)
+    return after(ctx.settings.intervals.cleanup_wait)
 
 
 def _label(step: str) -> str:

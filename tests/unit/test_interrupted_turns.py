@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.status.sources import BucketStatus
 from helmop.controllers.handlers import Controller, Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
@@ -71,7 +71,7 @@ def _dispatcher(clean_up: asyncio.Event | None = None) -> tuple[Dispatcher, Cont
     events = _Events()
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), events=events,
                                kube=SimpleNamespace(merge_patch=_patched))
-    dispatcher = Dispatcher(services, Tunables())  # type: ignore[arg-type]
+    dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
     controller = dispatcher.controllers[KIND.key] = Controller(KIND, BucketStatus, 600.0, reconcile, finalize)
     return dispatcher, controller, started, events
 

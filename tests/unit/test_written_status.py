@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.controllers.context import WRITTEN_WINS, Memory
 from helmop.controllers.handlers import Controller, Dispatcher
@@ -45,7 +45,7 @@ async def test_a_turn_reads_what_it_wrote_until_the_watch_shows_that_write() -> 
         return DONE
 
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace())
-    dispatcher = Dispatcher(services, Tunables())  # type: ignore[arg-type]
+    dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
     controller = dispatcher.controllers[KIND.key] = Controller(KIND, HelmReleaseStatus, 600.0, reconcile, finalize)
     dispatcher.seen(controller, _body("10"), "ADDED")
     # one turn installed the release: three status writes (progress, the install, Ready), the last at version 13

@@ -128,7 +128,7 @@ async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outco
         variables, ctx.memory.secrets[turn.key] = await observe.variables(ctx, turn.this.namespace, spec)
         keys = await observe.decryption_keys(ctx, turn.this.namespace, spec)
         built = await Builder(ctx.services.kustomize, ctx.services.yaml, turn.this.namespace).build(
-            artifact, spec, variables, strict=ctx.tunables.strict_substitution, keys=keys)
+            artifact, spec, variables, strict=ctx.settings.sources.strict_substitution, keys=keys)
         ctx.memory.secrets[turn.key] += built.plaintexts
     except SubstitutionError as exc:
         await turn.report(False, "SubstitutionFailed", f"revision {artifact.revision}: {exc}", stalled=True)
@@ -180,7 +180,7 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     said = f"waiting for {', '.join(waiting)} to be Ready (spec.dependsOn)"
     before = (turn.status.condition(READY) or Condition(type="", status="")).message
     await turn.report(False, "DependencyNotReady", said, event=before != said)
-    return after(ctx.tunables.dependency_recheck)
+    return after(ctx.settings.intervals.dependency_recheck)
 
 
 async def _attempting(turn: _Turn, revision: str) -> None:
@@ -328,7 +328,7 @@ async def _terminated(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, order: list
         await turn.ctx.services.events.normal(turn.body, "WaitingForTermination", f"waiting for {len(left)} object(s) "
                                               f"to be gone (deletionPolicy WaitForTermination): "
                                               + ", ".join(map(str, left[:10])))
-        return after(turn.ctx.tunables.cleanup_wait)
+        return after(turn.ctx.settings.intervals.cleanup_wait)
     if left:
         log.error("ConfigSync %s/%s: %d object(s) still terminating after %.0fs (spec.timeout); letting it go: %s",
                   this.namespace, this.name, len(left), spec.deadline, ", ".join(map(str, left[:10])))
