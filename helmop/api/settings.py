@@ -142,6 +142,10 @@ class Limits:
     cel_timeout: float = 1.0  # one object's health expressions
     yaml_timeout: float = 30.0  # one large YAML document (a few MiB of dense YAML take a few seconds)
     crd_established: float = 10.0  # an applied CRD waited for until the API serves it (--install-crds)
+    # an app resource's deletion waits this long for its HelmRelease to go, looking every ``uninstall_poll``;
+    # most uninstalls end within it, the rest are looked at again after ``intervals.cleanup_wait``
+    uninstall_wait: float = 30.0
+    uninstall_poll: float = 0.5
     poll: float = 0.1  # how often what has no event is looked at again while waited for (a CRD, kopf's start)
 
 

@@ -127,8 +127,9 @@ class AppController:
         except KubeError as exc:
             if exc.status != 404:
                 return FAILED
-        for _ in range(60):  # most uninstalls end within this; the rest are looked at again
+        limits = self.ctx.settings.limits
+        for _ in range(round(limits.uninstall_wait / limits.uninstall_poll)):
             if await self.ctx.services.kube.get(path) is None:
                 return DONE
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(limits.uninstall_poll)
         return after(self.ctx.settings.intervals.cleanup_wait)
