@@ -54,8 +54,8 @@ class Flag:
     choices: tuple[str, ...] = ()
     optional_value: str = ""  # the value of the flag given alone (--flux-api: "all"); "": a value is required
     negatable: bool = False  # --x / --no-x, unset when neither is given
-    chart: str = ""
-    error: str = "{flag}: {problem}"
+    chart: str = ""  # the chart value, as a path in values.yaml (tests/test_chart.py checks the chart by it)
+    error: str = "{flag}: {problem}"  # {problem}: the ValueError's message
 
     @property
     def dest(self) -> str:
@@ -96,7 +96,7 @@ def _mirrors(values: Sequence[str] | None) -> tuple[tuple[str, str], ...] | None
         return None
     pairs = [value.split("=", 1) for value in values]
     if any(len(pair) != 2 or not pair[0] or not pair[1] for pair in pairs):
-        raise ValueError("FROM=TO (two URL prefixes)")
+        raise ValueError("not FROM=TO")
     return tuple((pair[0], pair[1]) for pair in pairs)
 
 
@@ -360,6 +360,9 @@ class Remotes:
 
 @dataclass(frozen=True)
 class Settings:
+    """Everything the operator is run with, fixed at start: what it watches and where its API is, then the groups.
+    Change one with dataclasses.replace (``replace(s, flux=replace(s.flux, check=0.3))``)."""
+
     # kubeconfig to use; None: $KUBECONFIG, ~/.kube/config, in-cluster
     kubeconfig: Path | None = setting(None, Flag(
         "--kubeconfig", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); with --sandbox, "
@@ -397,7 +400,8 @@ def flags(group: type[Any] = Settings) -> Iterator[Flag]:
 
 def from_flags(given: Given, group: type[Any] = Settings) -> Any:
     """``group``'s settings from the flags' parsed values (a setting without flags, or whose flags were not
-    given: its default); ValueError naming the flag for a value a setting refuses."""
+    given: its default); ValueError naming the flag for a value a setting refuses (its field's last flag: the
+    one of its flags whose value is checked)."""
     values: dict[str, Any] = {}
     for f in fields(group):
         if isinstance(f.type, str) and f.type in _GROUPS:
