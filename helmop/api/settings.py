@@ -138,6 +138,7 @@ class Limits:
     # burst's buffers stay in the heap as fragmentation long after it.
     max_turns: int = 100
     release_rounds: int = 6  # unlock, install/upgrade, test: actions of one reconcile before it answers "nothing"
+    dependency_chain: int = 100  # HelmReleases followed through dependsOn when looking for a cycle
     termination_deadline: float = 4.5  # after SIGTERM; a pod's default grace period is 30 s
     cel_timeout: float = 1.0  # one object's health expressions
     yaml_timeout: float = 30.0  # one large YAML document (a few MiB of dense YAML take a few seconds)

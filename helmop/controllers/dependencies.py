@@ -17,8 +17,6 @@ from helmop.infra.worker import WorkerTimeout
 
 from .context import Context
 
-MAX_CHAIN = 100  # HelmReleases followed when looking for a cycle
-
 
 def _ready(obj: dict[str, Any]) -> bool:
     ready = cond.condition_of(obj, cond.READY)
@@ -63,7 +61,7 @@ async def _cycle(ctx: Context, kind: Kind, start: tuple[str, str],
     """A path from ``start`` back to itself through dependsOn, or []."""
     paths: list[list[tuple[str, str]]] = [[start, dep] for dep in depends_on]
     seen = {start}
-    while paths and len(seen) < MAX_CHAIN:
+    while paths and len(seen) < ctx.settings.limits.dependency_chain:
         path = paths.pop(0)
         node = path[-1]
         if node == start:
