@@ -148,6 +148,12 @@ class Limits:
     uninstall_wait: float = 30.0
     uninstall_poll: float = 0.5
     poll: float = 0.1  # how often what has no event is looked at again while waited for (a CRD, kopf's start)
+    stop_poll: float = 0.2  # how often the stop flag of a thread that embeds the operator is looked at (tests)
+    unwatched_poll: float = 1.0  # a release's objects of collections the operator may not watch, while waited for
+    # How long a status written wins at most over watch events that do not show it yet: a bound for a write whose
+    # own event never comes (the watch listed afresh, and someone else wrote the status meanwhile), not the watch's
+    # delay.
+    written_wins: float = 60.0
 
 
 def _cache_dir() -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helmop.api.addresses import Policy
-from helmop.api.settings import Settings
+from helmop.api.settings import Limits, Settings
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.helm.releases import Gateway
@@ -118,11 +118,6 @@ class Supersession(asyncio.Event):
     why: str = ""
 
 
-# How long a status written wins at most over watch events that do not show it yet: a bound for a write whose own
-# event never comes (the watch listed afresh, and someone else wrote the status meanwhile), not the watch's delay.
-WRITTEN_WINS = 60.0
-
-
 @dataclass(frozen=True)
 class Written:
     """A status a turn wrote."""
@@ -137,8 +132,9 @@ class Memory:
     """What the reconciles of one process know of each other between turns. ``wake`` gives an object a
     turn now (the scheduler's)."""
 
-    def __init__(self, wake: Callable[[Key], None]) -> None:
+    def __init__(self, wake: Callable[[Key], None], written_wins: float = Limits.written_wins) -> None:
         self.wake = wake
+        self.written_wins = written_wins  # Settings.limits.written_wins
         # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what
         # is reported of an unexpected error, which may quote anything.
         self.secrets: dict[Key, list[str]] = {}
@@ -244,11 +240,11 @@ class Memory:
         """``body`` (as the watch last brought it) with the status last written to it, until the watch shows that
         write (:meth:`watched`): a turn that read the status from before it would act on what the object was (a
         release's drift checks observing an inventory of nothing, then comparing it all again at the next look).
-        At most WRITTEN_WINS seconds (a write whose event never comes)."""
+        At most ``written_wins`` seconds (a write whose event never comes)."""
         written = self.written.get(key)
         if written is None:
             return body
-        if time.monotonic() - written.at > WRITTEN_WINS:
+        if time.monotonic() - written.at > self.written_wins:
             del self.written[key]
             return body
         return {**body, "status": written.status}

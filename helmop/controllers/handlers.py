@@ -158,7 +158,7 @@ class Dispatcher:
         self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns)
         services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
         services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
-        self.ctx = Context(settings, services, Memory(wake=self.scheduler.wake))
+        self.ctx = Context(settings, services, Memory(self.scheduler.wake, settings.limits.written_wins))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
         self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended

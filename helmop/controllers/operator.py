@@ -147,7 +147,8 @@ async def run(settings: Settings, *, stop_flag: threading.Event | asyncio.Event 
     is told the ports the servers listen on."""
     kube = Kube(Connection.from_kubeconfig(settings.kubeconfig))
     process = _Process(settings, kube, ready_flag if ready_flag is not None else asyncio.Event(), bound or Bound())
-    process.background.append(asyncio.create_task(_forward(stop_flag, process.halt)))
+    process.background.append(asyncio.create_task(_forward(stop_flag, process.halt,
+                                                            settings.limits.stop_poll)))
     try:
         await process.run()
     except KubeError as exc:
@@ -329,13 +330,13 @@ def _member(settings: Settings, kube: Kube, dispatcher: Dispatcher, left: asynci
     return asyncio.create_task(membership.run(left))
 
 
-async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyncio.Event) -> None:
+async def _forward(stop_flag: threading.Event | asyncio.Event | None, halt: asyncio.Event, poll: float) -> None:
     """Set ``halt`` when the caller's stop flag is set (a thread's Event is polled: it cannot be awaited)."""
     if isinstance(stop_flag, asyncio.Event):
         await stop_flag.wait()
     elif stop_flag is not None:
         while not stop_flag.is_set():
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(poll)
     else:
         return
     halt.set()

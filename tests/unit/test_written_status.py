@@ -14,7 +14,7 @@ from typing import Any
 from helmop.api.kinds import FINALIZER, HELMOP
 from helmop.api.settings import Settings
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.controllers.context import WRITTEN_WINS, Memory
+from helmop.controllers.context import Memory
 from helmop.controllers.handlers import Controller, Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
 from helmop.infra.metrics import Metrics
@@ -76,7 +76,7 @@ def test_another_object_of_the_name_and_the_bound_end_it() -> None:
     memory.watched(KEY, _body("20", uid="u2"))  # deleted and made again
     assert "status" not in memory.with_written(KEY, _body("20", uid="u2"))
     memory.status_written(KEY, INSTALLED, "u1", "12")
-    memory.written[KEY] = replace(memory.written[KEY], at=memory.written[KEY].at - WRITTEN_WINS - 1)
+    memory.written[KEY] = replace(memory.written[KEY], at=memory.written[KEY].at - memory.written_wins - 1)
     assert "status" not in memory.with_written(KEY, _body("10"))  # a write whose event never came
     memory.status_written(KEY, INSTALLED)  # the object was gone when written: no uid, no version
     memory.watched(KEY, _body("31"))
