@@ -33,21 +33,16 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9
 
 @dataclass(frozen=True)
 class AppKind:
-    group: str
-    version: str
-    kind: str
-    plural: str
+    """A kind whose objects each become a HelmRelease of ``chart`` (Jenkins, or one of --apps)."""
+
+    resource: Kind
     chart: dict[str, Any]
     override_values: dict[str, Any] = field(default_factory=dict)
     interval: str = "10m"
 
     @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    @property
-    def resource(self) -> Kind:
-        return Kind(self.kind, self.group, self.version, self.plural)
+    def kind(self) -> str:
+        return self.resource.kind
 
     def release_object_name(self, name: str) -> str:
         return f"{name}-{self.kind.lower()}"
@@ -73,8 +68,9 @@ def parse_apps(text: str, where: str = "apps file") -> list[AppKind]:
         # The chart reference takes the exact same checks as a HelmRelease's.
         parse_spec({"chart": entry["chart"]}, "probe", "default")
         kind = str(entry["kind"])
-        out.append(AppKind(group=str(entry["group"]), version=str(entry["version"]), kind=kind,
-                           plural=str(entry.get("plural") or kind.lower() + "s"), chart=entry["chart"],
+        plural = str(entry.get("plural") or kind.lower() + "s")
+        resource = Kind(kind, str(entry["group"]), str(entry["version"]), plural)
+        out.append(AppKind(resource, chart=entry["chart"],
                            override_values=dict(entry.get("overrideValues") or {}),
                            interval=str(entry.get("interval") or "10m")))
     return out

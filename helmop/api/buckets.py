@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .durations import duration_field
 from .errors import SpecError
+from .fields import flag, name_in, optional_text, seconds, text
 from .names import check_references
 from .settings import SOURCE_INTERVAL
 
@@ -34,14 +34,28 @@ class BucketSpec:
     suspend: bool = False
 
 
-def _name(spec: dict[str, Any], key: str) -> str:
-    ref = spec.get(key) or {}
-    return str(ref.get("name") or "") if isinstance(ref, dict) else ""
-
-
 def parse_bucket(spec: dict[str, Any]) -> BucketSpec:
     check_references(spec)
-    provider = str(spec.get("provider") or "generic")
+    provider = _provider(spec)
+    endpoint, bucket = text(spec, "endpoint"), text(spec, "bucketName")
+    if not _ENDPOINT.match(endpoint):
+        raise SpecError("InvalidSpec", f"spec.endpoint {endpoint[:100]!r} must be host[:port], without a scheme "
+                                       "(spec.insecure says plain HTTP)")
+    if not _BUCKET.match(bucket):
+        raise SpecError("InvalidSpec", f"spec.bucketName {bucket[:100]!r} is not an S3 bucket name")
+    prefix = text(spec, "prefix")
+    if prefix.startswith("/") or ".." in prefix.split("/") or any(ord(c) < 32 for c in prefix):
+        raise SpecError("InvalidSpec", "spec.prefix must be a key prefix inside the bucket")
+    return BucketSpec(bucket_name=bucket, endpoint=endpoint, provider=provider, region=text(spec, "region"),
+                      prefix=prefix, insecure=flag(spec, "insecure"), secret_ref=name_in(spec, "secretRef"),
+                      cert_secret_ref=name_in(spec, "certSecretRef"), proxy_secret_ref=name_in(spec, "proxySecretRef"),
+                      ignore=optional_text(spec, "ignore"), interval=seconds(spec, "interval", SOURCE_INTERVAL),
+                      timeout=seconds(spec, "timeout", 60.0), suspend=flag(spec, "suspend"))
+
+
+def _provider(spec: dict[str, Any]) -> str:
+    """spec.provider: S3's API with the Secret's access keys; what needs a cloud's identity is refused by name."""
+    provider = text(spec, "provider", "generic")
     if provider in ("gcp", "azure"):
         raise SpecError("UnsupportedField", f"spec.provider {provider}: only S3's API (generic, aws) is implemented "
                                             "by helmop; serve the objects through an S3-compatible endpoint")
@@ -51,22 +65,7 @@ def parse_bucket(spec: dict[str, Any]) -> BucketSpec:
         if spec.get(field):
             raise SpecError("UnsupportedField", f"spec.{field} (temporary or workload credentials) is not obtained "
                                                 "by helmop; give access keys in spec.secretRef")
-    if provider == "aws" and not _name(spec, "secretRef"):
+    if provider == "aws" and not name_in(spec, "secretRef"):
         raise SpecError("UnsupportedField", "spec.provider aws without spec.secretRef needs the cloud's workload "
                                             "identity, which helmop does not obtain; give access keys in secretRef")
-    endpoint, bucket = str(spec.get("endpoint") or ""), str(spec.get("bucketName") or "")
-    if not _ENDPOINT.match(endpoint):
-        raise SpecError("InvalidSpec", f"spec.endpoint {endpoint[:100]!r} must be host[:port], without a scheme "
-                                       "(spec.insecure says plain HTTP)")
-    if not _BUCKET.match(bucket):
-        raise SpecError("InvalidSpec", f"spec.bucketName {bucket[:100]!r} is not an S3 bucket name")
-    prefix = str(spec.get("prefix") or "")
-    if prefix.startswith("/") or ".." in prefix.split("/") or any(ord(c) < 32 for c in prefix):
-        raise SpecError("InvalidSpec", "spec.prefix must be a key prefix inside the bucket")
-    ignore = spec.get("ignore")
-    return BucketSpec(bucket_name=bucket, endpoint=endpoint, provider=provider, region=str(spec.get("region") or ""),
-                      prefix=prefix, insecure=bool(spec.get("insecure", False)), secret_ref=_name(spec, "secretRef"),
-                      cert_secret_ref=_name(spec, "certSecretRef"), proxy_secret_ref=_name(spec, "proxySecretRef"),
-                      ignore=None if ignore is None else str(ignore),
-                      interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
-                      timeout=duration_field(spec, "timeout", 60.0) or 60.0, suspend=bool(spec.get("suspend", False)))
+    return provider

@@ -11,6 +11,7 @@ from typing import Any
 from .errors import SpecError
 from .kinds import is_object_name
 from .names import check_references, problem
+from .objects import ObjectRef
 
 GENERATOR_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")  # HelmChart: not here
 STRATEGIES = ("Overwrite", "Merge", "Extract")
@@ -155,12 +156,7 @@ def parse_artifact_generator(spec: dict[str, Any]) -> ArtifactGeneratorSpec:
 
 @dataclass(frozen=True)
 class ExternalArtifactSpec:
-    """spec.sourceRef: what produces the artifact (an ArtifactGenerator, or a third party's controller)."""
-
-    kind: str = ""
-    name: str = ""
-    namespace: str = ""
-    api_version: str = ""
+    source_ref: ObjectRef  # what produces the artifact (an ArtifactGenerator, or a third party's controller)
 
 
 def parse_external_artifact(spec: dict[str, Any]) -> ExternalArtifactSpec:
@@ -168,5 +164,6 @@ def parse_external_artifact(spec: dict[str, Any]) -> ExternalArtifactSpec:
     ref = spec.get("sourceRef") or {}
     if not isinstance(ref, dict):
         raise SpecError("InvalidSpec", "spec.sourceRef must be a map")
-    return ExternalArtifactSpec(str(ref.get("kind") or ""), str(ref.get("name") or ""),
-                                str(ref.get("namespace") or ""), str(ref.get("apiVersion") or ""))
+    return ExternalArtifactSpec(ObjectRef(api_version=str(ref.get("apiVersion") or ""),
+                                          kind=str(ref.get("kind") or ""), name=str(ref.get("name") or ""),
+                                          namespace=str(ref.get("namespace") or "")))

@@ -17,6 +17,7 @@ import yaml
 from . import yamlc
 from .durations import duration_field
 from .errors import SpecError
+from .fields import flag, optional_list, text
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .repositories import Verification, parse_verification
@@ -115,7 +116,8 @@ class Remediation:
 
 
 # One type per action, with the fields the CRD gives that action (spec.install, .upgrade, .rollback,
-# .uninstall): a rollback has no CRD policy, an uninstall no remediation.
+# .uninstall): a rollback has no CRD policy, an uninstall no remediation. What several actions have is
+# declared once, in a base (ActionOptions, ReplaceOptions).
 
 
 SSA_MODES = ("enabled", "disabled", "auto")  # spec.upgrade/rollback.serverSideApply (Flux's words, not booleans)
@@ -123,11 +125,17 @@ NAME_CHANGE_STRATEGIES = ("Reinstall", "InPlaceUpdate")
 
 
 @dataclass(frozen=True)
-class InstallOptions:
+class ActionOptions:
+    """The fields of the actions that render and apply a chart: install, upgrade and rollback."""
+
     disable_hooks: bool = False
     disable_wait: bool = False
     disable_wait_for_jobs: bool = False
     timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class InstallOptions(ActionOptions):
     create_namespace: bool = False
     remediation: Remediation = Remediation()
     crds: str = "Create"  # Skip | Create | CreateReplace
@@ -137,13 +145,15 @@ class InstallOptions:
 
 
 @dataclass(frozen=True)
-class UpgradeOptions:
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
-    timeout: float | None = None
+class ReplaceOptions(ActionOptions):
+    """The fields of the actions that replace a release's objects by another revision's: upgrade and rollback."""
+
     force: bool = False
     cleanup_on_fail: bool = False
+
+
+@dataclass(frozen=True)
+class UpgradeOptions(ReplaceOptions):
     remediation: Remediation = Remediation()
     crds: str = "Skip"  # Skip | Create | CreateReplace
     server_side_apply: str = "auto"  # SSA_MODES; auto: as the release's last revision was applied
@@ -154,13 +164,7 @@ class UpgradeOptions:
 
 
 @dataclass(frozen=True)
-class RollbackOptions:
-    disable_hooks: bool = False
-    disable_wait: bool = False
-    disable_wait_for_jobs: bool = False
-    timeout: float | None = None
-    force: bool = False
-    cleanup_on_fail: bool = False
+class RollbackOptions(ReplaceOptions):
     server_side_apply: str = "auto"
     recreate: bool = False  # helm 3's --recreate-pods (helm 4 has none: said in status)
 
@@ -288,6 +292,11 @@ def _changes(raw: dict[str, Any]) -> dict[str, Any]:
             "schema_validation": not raw.get("disableSchemaValidation", False)}
 
 
+def _replacing(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields upgrade and rollback share with each other."""
+    return {"force": flag(raw, "force"), "cleanup_on_fail": flag(raw, "cleanupOnFail")}
+
+
 def _install(raw: Any, tests_ignored: bool) -> InstallOptions:
     raw, where = raw or {}, "spec.install"
     ssa = raw.get("serverSideApply")
@@ -304,8 +313,7 @@ def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
     change = str(raw.get("chartNameChangeStrategy") or "Reinstall")
     if change not in NAME_CHANGE_STRATEGIES:
         raise SpecError("InvalidSpec", f"{where}.chartNameChangeStrategy must be Reinstall or InPlaceUpdate")
-    return UpgradeOptions(**_common(raw, where), **_changes(raw), force=bool(raw.get("force", False)),
-                          cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+    return UpgradeOptions(**_common(raw, where), **_changes(raw), **_replacing(raw),
                           remediation=_remediation(raw.get("remediation") or {}, raw.get("strategy"), where,
                                                    tests_ignored, upgrade=True),
                           crds=_crds(raw, where, "Skip"), server_side_apply=_ssa(raw, where),
@@ -314,8 +322,7 @@ def _upgrade(raw: Any, tests_ignored: bool) -> UpgradeOptions:
 
 def _rollback(raw: Any) -> RollbackOptions:
     raw, where = raw or {}, "spec.rollback"
-    return RollbackOptions(**_common(raw, where), force=bool(raw.get("force", False)),
-                           cleanup_on_fail=bool(raw.get("cleanupOnFail", False)),
+    return RollbackOptions(**_common(raw, where), **_replacing(raw),
                            disable_wait_for_jobs=bool(raw.get("disableWaitForJobs", False)),
                            server_side_apply=_ssa(raw, where), recreate=bool(raw.get("recreate", False)))
 
@@ -361,6 +368,11 @@ def _chart(raw: Any, chart_ref: Any) -> Chart:
         return SourceChart(kind=str(source.get("kind", "GitRepository")), name=str(source.get("name", "")),
                            namespace=str(source.get("namespace") or ""),
                            path=path, values_files=tuple(raw.get("valuesFiles") or ()))
+    return _repository_chart(repo)
+
+
+def _repository_chart(repo: dict[str, Any]) -> RepositoryChart:
+    """spec.chart.repository: a chart by URL, without a HelmRepository."""
     url = str(repo.get("url") or "").rstrip("/")
     if not re.match(r"^(https?|oci)://[^\s/]+", url):
         raise SpecError("InvalidSpec", f"spec.chart.repository.url {url!r} must be an http(s):// or oci:// URL")
@@ -383,21 +395,18 @@ def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
     HelmRepository by name and version, or from a GitRepository or a Bucket by path."""
     if not isinstance(raw, dict):
         raise SpecError("InvalidSpec", f"{where} must be a map")
-    chart = str(raw.get("chart") or "")
+    chart = text(raw, "chart")
     source = raw.get("sourceRef") or {}
     if not chart or not isinstance(source, dict) or not source.get("name"):
         raise SpecError("InvalidSpec", f"{where} needs chart and sourceRef.name")
-    kind = str(source.get("kind") or "")
-    strategy = str(raw.get("reconcileStrategy") or "ChartVersion")
+    kind = text(source, "kind")
+    strategy = text(raw, "reconcileStrategy", "ChartVersion")
     if strategy not in STRATEGIES:
         raise SpecError("InvalidSpec", f"{where}.reconcileStrategy must be ChartVersion or Revision, not {strategy!r}")
-    files = list(raw.get("valuesFiles") or [])
-    if raw.get("valuesFile"):  # Flux's deprecated single file, placed before the list as Flux does
-        files.insert(0, str(raw["valuesFile"]))
-    values_files = tuple(str(f) for f in files)
-    ignore_missing = bool(raw.get("ignoreMissingValuesFiles", False))
-    namespace = str(source.get("namespace") or "")
-    version = str(raw.get("version") or "").strip()
+    values_files = _values_files(raw)
+    ignore_missing = flag(raw, "ignoreMissingValuesFiles")
+    namespace = text(source, "namespace")
+    version = text(raw, "version").strip()
     if kind == "HelmRepository":
         return SharedRepositoryChart(repository=str(source["name"]), chart=chart,
                                      version="" if version == "*" else version, namespace=namespace,
@@ -412,6 +421,13 @@ def chart_template(raw: Any, where: str = "spec.chart.spec") -> Chart:
                            ignore_missing_values_files=ignore_missing)
     raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind[:60]!r} is not supported: a chart "
                                              "comes from a HelmRepository, a GitRepository or a Bucket")
+
+def _values_files(raw: dict[str, Any]) -> tuple[str, ...]:
+    files = list(raw.get("valuesFiles") or [])
+    if raw.get("valuesFile"):  # Flux's deprecated single file, placed before the list as Flux does
+        files.insert(0, str(raw["valuesFile"]))
+    return tuple(str(f) for f in files)
+
 
 CHART_REFS = ("OCIRepository", "HelmChart", "ExternalArtifact")  # what spec.chartRef may name
 
@@ -531,6 +547,16 @@ POST_RENDER_STRATEGIES = ("nohooks", "combined", "separate")
 
 
 def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: Any) -> dict[str, Any]:
+    out = _common_metadata(common, origin) | _kustomize(renderers)
+    if strategy is not None and strategy not in POST_RENDER_STRATEGIES:
+        raise SpecError("InvalidSpec", f"spec.postRenderStrategy must be one of {', '.join(POST_RENDER_STRATEGIES)}")
+    if strategy == "nohooks" and out:  # combined and separate mean the same to helmop's per-object renderer
+        out["strategy"] = strategy
+    return out
+
+
+def _common_metadata(common: Any, origin: dict[str, str]) -> dict[str, Any]:
+    """spec.commonMetadata's labels (the origin's labels over them) and annotations, each left out when empty."""
     out: dict[str, Any] = {}
     for part in ("labels", "annotations"):
         found = (common or {}).get(part) or {}
@@ -539,6 +565,11 @@ def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: 
         merged = {str(k): str(v) for k, v in found.items()} | (origin if part == "labels" else {})
         if merged:
             out[part] = merged
+    return out
+
+
+def _kustomize(renderers: Any) -> dict[str, Any]:
+    """The patches and images of every spec.postRenderers[].kustomize, in order, each left out when empty."""
     patches, images = [], []
     for i, renderer in enumerate(renderers or []):
         kustomize = (renderer or {}).get("kustomize") or {}
@@ -546,21 +577,13 @@ def _post_render(common: Any, renderers: Any, origin: dict[str, str], strategy: 
             patches.append(_patch(patch, f"spec.postRenderers[{i}].kustomize.patches[{j}]"))
         for j, image in enumerate(kustomize.get("images") or []):
             images.append(_image(image, f"spec.postRenderers[{i}].kustomize.images[{j}]"))
-    if patches:
-        out["patches"] = patches
-    if images:
-        out["images"] = images
-    if strategy is not None and strategy not in POST_RENDER_STRATEGIES:
-        raise SpecError("InvalidSpec", f"spec.postRenderStrategy must be one of {', '.join(POST_RENDER_STRATEGIES)}")
-    if strategy == "nohooks" and out:  # combined and separate mean the same to helmop's per-object renderer
-        out["strategy"] = strategy
-    return out
+    return {key: found for key, found in (("patches", patches), ("images", images)) if found}
 
 
 def _patch(patch: Any, where: str) -> dict[str, Any]:
-    text = str((patch or {}).get("patch") or "")
+    written = str((patch or {}).get("patch") or "")
     try:
-        body = yamlc.load(text)
+        body = yamlc.load(written)
     except yaml.YAMLError:
         raise SpecError("InvalidPostRenderer", f"{where}.patch is not valid YAML") from None
     if not isinstance(body, list | dict):
@@ -574,7 +597,7 @@ def _patch(patch: Any, where: str) -> dict[str, Any]:
     if not target and not (isinstance(body, dict) and body.get("kind") and (body.get("metadata") or {}).get("name")):
         raise SpecError("InvalidPostRenderer", f"{where}: a strategic-merge patch without a target names the object "
                                                "it patches: kind and metadata.name (as kustomize requires)")
-    return {"target": dict(target or {}), "patch": text}
+    return {"target": dict(target or {}), "patch": written}
 
 
 def _image(image: Any, where: str) -> dict[str, str]:
@@ -598,10 +621,8 @@ def health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
 
 def depends_on(raw: Any, name: str, namespace: str, kind: str = "HelmRelease") -> tuple[tuple[str, str], ...]:
     """(namespace, name) of each spec.dependsOn entry (of ``kind``, as the object itself)."""
-    if raw is not None and not isinstance(raw, list):
-        raise SpecError("InvalidSpec", "spec.dependsOn must be a list")
     out = []
-    for i, ref in enumerate(raw or []):
+    for i, ref in enumerate(optional_list(raw, "spec.dependsOn")):
         if not isinstance(ref, dict) or not ref.get("name"):
             raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
         target = (str(ref.get("namespace") or namespace), str(ref["name"]))

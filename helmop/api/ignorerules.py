@@ -8,6 +8,7 @@ from typing import Any
 
 from . import pointers
 from .errors import SpecError
+from .fields import optional_list
 from .selectors import Selector, parse_selector
 
 
@@ -19,12 +20,8 @@ class IgnoreRule:
 
 def parse_ignore_rules(raw: Any) -> tuple[IgnoreRule, ...]:
     """spec.ignore; SpecError naming the rule, and the pointer, that is not one."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise SpecError("InvalidSpec", "spec.ignore must be a list")
     rules = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(optional_list(raw, "spec.ignore")):
         where = f"spec.ignore[{i}]"
         paths = item.get("paths") if isinstance(item, dict) else None
         if not isinstance(paths, list) or not paths:

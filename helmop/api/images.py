@@ -7,11 +7,13 @@ What helmop cannot honour is refused by name (a cloud ``provider``, ``serviceAcc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .fields import flag, text
+from .gitrefs import GitRef
 from .kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, Kind
 from .names import check_references
 from .patterns import compile_pattern
@@ -141,48 +143,44 @@ def parse_image_policy(spec: dict[str, Any]) -> ImagePolicySpec:
     ref = spec.get("imageRepositoryRef")
     if not isinstance(ref, dict) or not ref.get("name"):
         raise SpecError("InvalidSpec", "spec.imageRepositoryRef.name is required")
-    policy = spec.get("policy")
+    policy, argument = _policy(spec.get("policy"))
+    filters = _map(spec, "filterTags")
+    pattern = text(filters, "pattern")
+    if pattern:
+        compile_pattern(pattern, "spec.filterTags.pattern")
+    reflect, interval = _reflection(spec)
+    return ImagePolicySpec(str(ref["name"]), text(ref, "namespace"), policy, argument, pattern,
+                           text(filters, "extract"), reflect, interval, flag(spec, "suspend"))
+
+
+def _policy(policy: Any) -> tuple[str, str]:
+    """spec.policy: which of POLICIES, and its argument (the semver range, or the order)."""
     chosen = [p for p in POLICIES if isinstance(policy, dict) and policy.get(p) is not None]
     if len(chosen) != 1:
         raise SpecError("InvalidPolicy", "spec.policy must have exactly one of semver, alphabetical or numerical")
-    body = policy[chosen[0]] if isinstance(policy, dict) else None
+    body = policy[chosen[0]]
     if not isinstance(body, dict):
         raise SpecError("InvalidPolicy", f"spec.policy.{chosen[0]} must be a map")
     if chosen[0] == "semver":
-        argument = str(body.get("range") or "")
+        argument = text(body, "range")
         if not argument:
             raise SpecError("InvalidPolicy", "spec.policy.semver.range is required")
-    else:
-        argument = str(body.get("order") or "asc").lower()
-        if argument not in ("asc", "desc"):
-            raise SpecError("InvalidPolicy", f"spec.policy.{chosen[0]}.order must be asc or desc")
-    filters = spec.get("filterTags") or {}
-    if not isinstance(filters, dict):
-        raise SpecError("InvalidSpec", "spec.filterTags must be a map")
-    pattern = str(filters.get("pattern") or "")
-    if pattern:
-        compile_pattern(pattern, "spec.filterTags.pattern")
-    reflect = str(spec.get("digestReflectionPolicy") or "Never")
+        return chosen[0], argument
+    argument = text(body, "order", "asc").lower()
+    if argument not in ("asc", "desc"):
+        raise SpecError("InvalidPolicy", f"spec.policy.{chosen[0]}.order must be asc or desc")
+    return chosen[0], argument
+
+
+def _reflection(spec: dict[str, Any]) -> tuple[str, float | None]:
+    """spec.digestReflectionPolicy and spec.interval, which Always needs."""
+    reflect = text(spec, "digestReflectionPolicy", "Never")
     if reflect not in REFLECTIONS:
         raise SpecError("InvalidSpec", f"spec.digestReflectionPolicy must be one of {', '.join(REFLECTIONS)}")
     interval = duration_field(spec, "interval", None)
     if reflect == "Always" and not interval:
         raise SpecError("IntervalNotConfigured", "spec.interval is required with digestReflectionPolicy Always")
-    return ImagePolicySpec(str(ref["name"]), str(ref.get("namespace") or ""), chosen[0], argument, pattern,
-                           str(filters.get("extract") or ""), reflect, interval, bool(spec.get("suspend", False)))
-
-
-@dataclass(frozen=True)
-class Checkout:
-    branch: str = ""
-    tag: str = ""
-    semver: str = ""
-    commit: str = ""
-    name: str = ""
-
-    @property
-    def given(self) -> bool:
-        return any((self.branch, self.tag, self.semver, self.commit, self.name))
+    return reflect, interval
 
 
 @dataclass(frozen=True)
@@ -192,7 +190,7 @@ class ImageUpdateAutomationSpec:
     interval: float
     author_email: str
     author_name: str = ""
-    checkout: Checkout = Checkout()
+    checkout: GitRef = field(default_factory=GitRef)  # spec.git.checkout.ref (none given: the GitRepository's)
     message_template: str = ""
     template_values: tuple[tuple[str, str], ...] = ()
     signing: str = ""  # gpg | ssh ("" unsigned)
@@ -207,40 +205,50 @@ class ImageUpdateAutomationSpec:
 
 def parse_image_update_automation(spec: dict[str, Any]) -> ImageUpdateAutomationSpec:
     check_references(spec)
-    source = _map(spec, "sourceRef")
-    kind = str(source.get("kind") or "GitRepository")
-    if kind != "GitRepository" or not source.get("name"):
-        raise SpecError("InvalidSourceConfiguration", "spec.sourceRef must name a GitRepository (the only kind an "
-                                                      "automation updates)")
+    source = _git_source(spec)
     interval = duration_field(spec, "interval", None)
     if not interval:
         raise SpecError("IntervalNotConfigured", "spec.interval is required")
     git = _map(spec, "git")
     commit = _map(git, "commit", "spec.git")
-    author = _map(commit, "author", "spec.git.commit")
-    email = str(author.get("email") or "")
-    if not _EMAIL.match(email) or len(email) > 256 or len(str(author.get("name") or "")) > 256:
-        raise SpecError("InvalidSpec", "spec.git.commit.author.email is required (an address), name at most 256 "
-                                       "characters")
+    email, name = _author(commit)
     update = _map(spec, "update")
-    if str(update.get("strategy") or "Setters") != "Setters":
+    if text(update, "strategy", "Setters") != "Setters":
         raise SpecError("InvalidSpec", "spec.update.strategy must be Setters")
-    template = str(commit.get("messageTemplate") or "")
+    template = text(commit, "messageTemplate")
     if len(template) > MAX_TEMPLATE:
         raise SpecError("InvalidSpec", f"spec.git.commit.messageTemplate is longer than {MAX_TEMPLATE} characters")
     signing = _map(commit, "signingKey", "spec.git.commit")
     push = _map(git, "push", "spec.git")
     ref = _map(_map(git, "checkout", "spec.git"), "ref", "spec.git.checkout")
     return ImageUpdateAutomationSpec(
-        source=str(source["name"]), source_namespace=str(source.get("namespace") or ""), interval=interval,
-        author_email=email, author_name=str(author.get("name") or ""),
-        checkout=Checkout(*(str(ref.get(k) or "") for k in ("branch", "tag", "semver", "commit", "name"))),
+        source=str(source["name"]), source_namespace=text(source, "namespace"), interval=interval,
+        author_email=email, author_name=name,
+        checkout=GitRef(*(text(ref, k) for k in ("branch", "tag", "semver", "commit", "name"))),
         message_template=template, template_values=_strings(commit, "messageTemplateValues"),
-        signing=str(signing.get("type") or "gpg") if signing else "",
+        signing=text(signing, "type", "gpg") if signing else "",
         signing_secret=ref_name(signing, "secretRef") if signing else "",
-        push_branch=str(push.get("branch") or ""), refspec=str(push.get("refspec") or ""),
-        push_options=_strings(push, "options"), path=str(update.get("path") or ""),
-        selector=_label_selector(spec.get("policySelector")), suspend=bool(spec.get("suspend", False)))
+        push_branch=text(push, "branch"), refspec=text(push, "refspec"),
+        push_options=_strings(push, "options"), path=text(update, "path"),
+        selector=_label_selector(spec.get("policySelector")), suspend=flag(spec, "suspend"))
+
+
+def _git_source(spec: dict[str, Any]) -> dict[str, Any]:
+    source = _map(spec, "sourceRef")
+    if text(source, "kind", "GitRepository") != "GitRepository" or not source.get("name"):
+        raise SpecError("InvalidSourceConfiguration", "spec.sourceRef must name a GitRepository (the only kind an "
+                                                      "automation updates)")
+    return source
+
+
+def _author(commit: dict[str, Any]) -> tuple[str, str]:
+    """spec.git.commit.author: its email (required) and name."""
+    author = _map(commit, "author", "spec.git.commit")
+    email, name = text(author, "email"), text(author, "name")
+    if not _EMAIL.match(email) or len(email) > 256 or len(name) > 256:
+        raise SpecError("InvalidSpec", "spec.git.commit.author.email is required (an address), name at most 256 "
+                                       "characters")
+    return email, name
 
 
 def _map(spec: dict[str, Any], key: str, where: str = "spec") -> dict[str, Any]:

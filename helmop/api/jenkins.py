@@ -23,7 +23,7 @@ DEFAULT_CHART = {"repository": {"url": "https://charts.jenkins.io", "name": "jen
 
 def app_kind(chart: dict[str, Any]) -> AppKind:
     """Jenkins as an app kind whose chart is ``chart`` (the operator's --jenkins-chart-* flags)."""
-    return AppKind(JENKINS.group, JENKINS.version, JENKINS.kind, JENKINS.plural, chart)
+    return AppKind(JENKINS, chart)
 # The chart's own installPlugins at the pinned version. spec.plugins is merged into this list by
 # plugin name (the user's version wins): the chart refuses a plugin listed in both installPlugins
 # and additionalPlugins, so helmop owns the one list.
@@ -135,6 +135,17 @@ def jenkins_values(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     if not _LABEL.match(project) or len(project) > 63:
         raise SpecError("InvalidSpec", f"spec.project {project!r} must be a lowercase label value (letters, digits, "
                                        "'-', '_', '.'; at most 63)")
+    values: dict[str, Any] = {"fullnameOverride": name, "extraLabels": {PROJECT_LABEL: project},
+                              "controller": _controller(name, spec, project),
+                              "persistence": _persistence(spec, project)}
+    agents = spec.get("agents") or {}
+    if agents.get("namespace"):
+        values["agent"] = {"enabled": True, "namespace": str(agents["namespace"])}
+    return values
+
+
+def _controller(name: str, spec: dict[str, Any], project: str) -> dict[str, Any]:
+    """The chart's controller values: the admin Secret, labels, image, plugins, configuration as code, ingress."""
     admin = admin_secret(name, spec)
     controller: dict[str, Any] = {
         # createSecret=true is what makes the chart mount an admin Secret; with existingSecret set it
@@ -158,19 +169,31 @@ def jenkins_values(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         scripts["helmop-seed-jobs"] = _seed_jobs(seed)
     if scripts:
         controller["JCasC"] = {"configScripts": scripts}
-    ingress = spec.get("ingress") or {}
+    ingress = _ingress(spec.get("ingress") or {})
     if ingress:
-        host = str(ingress.get("host") or "")
-        if not _HOST.match(host):
-            raise SpecError("InvalidIngressHost", f"spec.ingress.host {host!r} is not a valid DNS name (such as "
-                                                  "ci.example.com)")
-        controller["ingress"] = {"enabled": True, "hostName": host, "apiVersion": "networking.k8s.io/v1"}
-        if ingress.get("className"):
-            controller["ingress"]["ingressClassName"] = str(ingress["className"])
-        if ingress.get("tlsSecretName"):
-            controller["ingress"]["tls"] = [{"secretName": str(ingress["tlsSecretName"]), "hosts": [host]}]
+        controller["ingress"] = ingress
     if spec.get("resources"):
         controller["resources"] = spec["resources"]
+    return controller
+
+
+def _ingress(ingress: dict[str, Any]) -> dict[str, Any]:
+    """spec.ingress as the chart's controller.ingress ({} without one)."""
+    if not ingress:
+        return {}
+    host = str(ingress.get("host") or "")
+    if not _HOST.match(host):
+        raise SpecError("InvalidIngressHost", f"spec.ingress.host {host!r} is not a valid DNS name (such as "
+                                              "ci.example.com)")
+    out: dict[str, Any] = {"enabled": True, "hostName": host, "apiVersion": "networking.k8s.io/v1"}
+    if ingress.get("className"):
+        out["ingressClassName"] = str(ingress["className"])
+    if ingress.get("tlsSecretName"):
+        out["tls"] = [{"secretName": str(ingress["tlsSecretName"]), "hosts": [host]}]
+    return out
+
+
+def _persistence(spec: dict[str, Any], project: str) -> dict[str, Any]:
     persistence: dict[str, Any] = {"enabled": True, "labels": {PROJECT_LABEL: project}}
     storage = spec.get("persistence") or {}
     if storage.get("size"):
@@ -181,12 +204,7 @@ def jenkins_values(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         # helm leaves an object with this annotation behind on uninstall; a new Jenkins of the same
         # name renders the same claim name and adopts it.
         persistence["annotations"] = {"helm.sh/resource-policy": "keep"}
-    values: dict[str, Any] = {"fullnameOverride": name, "extraLabels": {PROJECT_LABEL: project},
-                              "controller": controller, "persistence": persistence}
-    agents = spec.get("agents") or {}
-    if agents.get("namespace"):
-        values["agent"] = {"enabled": True, "namespace": str(agents["namespace"])}
-    return values
+    return persistence
 
 
 def url(name: str, namespace: str, spec: dict[str, Any]) -> str:

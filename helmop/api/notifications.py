@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from .durations import parse_duration
 from .errors import SpecError
+from .fields import refuse_workload_identity, text
 from .kinds import family_of
 from .names import check_references
 from .patterns import compile_pattern
@@ -107,10 +108,7 @@ def parse_provider(spec: Mapping[str, Any]) -> ProviderSpec:
                                                    "HTTP(S) services only")
     if kind not in TYPES:
         raise SpecError("InvalidSpec", f"spec.type must be one of {', '.join(TYPES)}")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity, Flux's for "
-                                            "azuredevops, azureeventhub and googlepubsub) is not obtained by helmop; "
-                                            "give a token in spec.secretRef")
+    refuse_workload_identity(spec, "a token", ", Flux's for azuredevops, azureeventhub and googlepubsub")
     address, proxy = _text(spec, "address"), _text(spec, "proxy")
     if address:
         check_url(address, "spec.address")
@@ -179,21 +177,27 @@ def event_of(obj: Mapping[str, Any], event_type: str, reason: str, message: str,
     revision its chart was read at) as ``<group>/originRevision``; its own ``event.toolkit.fluxcd.io/`` annotations
     as metadata."""
     meta = obj.get("metadata") or {}
-    api_version = str(obj.get("apiVersion") or "")
-    group = api_version.rpartition("/")[0]
-    status = obj.get("status") or {}
-    revision = status.get("lastAttemptedRevision") or ((status.get("artifact") or {}).get("revision")) or ""
+    api_version = text(obj, "apiVersion")
     own = {k.removeprefix(EVENT_ANNOTATION): str(v) for k, v in (meta.get("annotations") or {}).items()
            if k.startswith(EVENT_ANNOTATION) and k != EVENT_ANNOTATION}
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Event(api_version=api_version, kind=text(obj, "kind"), namespace=text(meta, "namespace"),
+                 name=text(meta, "name"), uid=text(meta, "uid"),
+                 severity=ERROR if event_type == "Warning" else INFO, reason=reason, message=message,
+                 metadata={**own, **_controller_metadata(obj, api_version.rpartition("/")[0], origin)},
+                 resource_version=text(meta, "resourceVersion"),
+                 timestamp=stamp, labels=dict(meta.get("labels") or {}), instance=instance)
+
+
+def _controller_metadata(obj: Mapping[str, Any], group: str, origin: str) -> dict[str, str]:
+    """``<group>/revision`` (the revision tried) and, for a release whose chart is in a GitRepository,
+    ``<group>/originRevision``."""
+    status = obj.get("status") or {}
+    revision = status.get("lastAttemptedRevision") or ((status.get("artifact") or {}).get("revision")) or ""
     controller = {f"{group}/{REVISION}": str(revision)} if revision else {}
     if origin and _from_git(obj):
         controller[f"{group}/{ORIGIN_REVISION}"] = origin
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Event(api_version=api_version, kind=str(obj.get("kind") or ""), namespace=str(meta.get("namespace") or ""),
-                 name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
-                 severity=ERROR if event_type == "Warning" else INFO, reason=reason, message=message,
-                 metadata={**own, **controller}, resource_version=str(meta.get("resourceVersion") or ""),
-                 timestamp=stamp, labels=dict(meta.get("labels") or {}), instance=instance)
+    return controller
 
 
 def _from_git(obj: Mapping[str, Any]) -> bool:

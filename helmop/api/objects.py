@@ -3,67 +3,83 @@ by subscripts into ``dict[str, Any]`` (the body stays the one source of truth, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 
 from .kinds import key_of
+from .status import Struct
+
+
+class ObjectKey(NamedTuple):
+    """One of helmop's objects in the operator's memory: its kind (qualified for Flux's kinds, :func:`key_of`), its
+    namespace ("" for a cluster-scoped one) and its name."""
+
+    kind: str
+    namespace: str
+    name: str
+
+
+T = TypeVar("T")
+
+
+def _as_map(value: Any = None) -> dict[str, Any]:
+    """The body's own dict (not a copy: what controllers change of it is what gets written), {} when absent."""
+    found: dict[str, Any] = {} if value is None else value
+    return found
+
+
+class _Read(Generic[T]):
+    """An attribute of a :class:`Resource` read from its body: the value of ``key`` at the top of the body, or in its
+    metadata, made a ``T`` by ``convert`` (which, called without a value, gives what an absent or empty one reads
+    as: "", 0, False, {})."""
+
+    def __init__(self, key: str, convert: Callable[..., T], *, metadata: bool = False) -> None:
+        self.key, self.convert, self.metadata = key, convert, metadata
+
+    def __get__(self, resource: Resource, owner: type[Resource] | None = None) -> T:
+        where = resource.metadata if self.metadata else resource.body
+        return self.convert(where.get(self.key) or self.convert())
+
+
+class ObjectRef(Struct, frozen=True):
+    """A reference from one object to another, by apiVersion, kind, name and namespace ("" for the referrer's, or
+    for a cluster-scoped object): a ConfigSync's health checks, an ExternalArtifact's producer, a Project's
+    inventory."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
 class Resource:
     body: dict[str, Any]
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        meta: dict[str, Any] = self.body.get("metadata") or {}
-        return meta
+    metadata = _Read("metadata", _as_map)
+    api_version = _Read("apiVersion", str)
+    kind = _Read("kind", str)
+    namespace = _Read("namespace", str, metadata=True)
+    name = _Read("name", str, metadata=True)
+    uid = _Read("uid", str, metadata=True)
+    generation = _Read("generation", int, metadata=True)
+    deleting = _Read("deletionTimestamp", bool, metadata=True)
+    spec = _Read("spec", _as_map)
+    status = _Read("status", _as_map)
 
     @property
-    def api_version(self) -> str:
-        return str(self.body.get("apiVersion") or "")
-
-    @property
-    def kind(self) -> str:
-        return str(self.body.get("kind") or "")
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """The object's key in the operator's memory: (kind, qualified for Flux's kinds; namespace; name)."""
-        return (key_of(self.api_version, self.kind), self.namespace, self.name)
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace") or "")
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name") or "")
-
-    @property
-    def uid(self) -> str:
-        return str(self.metadata.get("uid") or "")
-
-    @property
-    def generation(self) -> int:
-        return int(self.metadata.get("generation") or 0)
-
-    @property
-    def deleting(self) -> bool:
-        return bool(self.metadata.get("deletionTimestamp"))
+    def key(self) -> ObjectKey:
+        return ObjectKey(key_of(self.api_version, self.kind), self.namespace, self.name)
 
     @property
     def deleted_at(self) -> float | None:
         """When the deletion was requested (seconds since the epoch), None when it was not."""
         stamp = self.metadata.get("deletionTimestamp")
         return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = self.body.get("spec") or {}
-        return spec
 
     @property
     def source_ref(self) -> dict[str, Any]:
@@ -73,11 +89,6 @@ class Resource:
         ref: dict[str, Any] = (chart.get("sourceRef") or (chart.get("spec") or {}).get("sourceRef")
                                or self.spec.get("chartRef") or self.spec.get("sourceRef") or {})
         return ref
-
-    @property
-    def status(self) -> dict[str, Any]:
-        status: dict[str, Any] = self.body.get("status") or {}
-        return status
 
     def annotation(self, name: str) -> str:
         """The value of an annotation ("" when absent)."""

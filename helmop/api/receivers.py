@@ -196,15 +196,8 @@ def _target(entry: Mapping[str, Any], where: str, flux: bool) -> Target:
     kind, name = _text(entry, "kind", where), _text(entry, "name", where)
     if flux and kind not in FLUX_KINDS:
         raise _invalid(f"{where}.kind must be one of {', '.join(FLUX_KINDS)}")
-    api_version = entry.get("apiVersion") or (FLUX_DEFAULT_VERSIONS.get(kind, "") if flux else f"helmop.dev/{VERSION}")
-    if not isinstance(api_version, str) or not api_version:
-        raise _invalid(f"{where}.apiVersion must be specified for kind {kind!r}")
-    if not _API_VERSION.fullmatch(api_version):
-        raise _invalid(f"{where}.apiVersion {api_version[:80]!r} is not an API version (group/version)")
-    labels = entry.get("matchLabels") or {}
-    if not isinstance(labels, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in labels.items()):
-        raise _invalid(f"{where}.matchLabels must map label names to values")
+    api_version = _api_version(entry, where, kind, flux)
+    labels = _match_labels(entry, where)
     if name == "*" and not labels:
         raise _invalid(f"{where}: matchLabels must be set when name is '*'")
     if name != "*" and problem(name):
@@ -214,6 +207,24 @@ def _target(entry: Mapping[str, Any], where: str, flux: bool) -> Target:
         raise _invalid(f"{where}.namespace is not a namespace name")
     return Target(api_version, kind, name, where_ns, tuple(sorted(labels.items())),
                   _expression(entry.get("filter"), f"{where}.filter"))
+
+
+def _api_version(entry: Mapping[str, Any], where: str, kind: str, flux: bool) -> str:
+    """The target's apiVersion; by default Flux's version of the kind, or helmop's."""
+    api_version = entry.get("apiVersion") or (FLUX_DEFAULT_VERSIONS.get(kind, "") if flux else f"helmop.dev/{VERSION}")
+    if not isinstance(api_version, str) or not api_version:
+        raise _invalid(f"{where}.apiVersion must be specified for kind {kind!r}")
+    if not _API_VERSION.fullmatch(api_version):
+        raise _invalid(f"{where}.apiVersion {api_version[:80]!r} is not an API version (group/version)")
+    return api_version
+
+
+def _match_labels(entry: Mapping[str, Any], where: str) -> Mapping[str, str]:
+    labels = entry.get("matchLabels") or {}
+    if not isinstance(labels, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in labels.items()):
+        raise _invalid(f"{where}.matchLabels must map label names to values")
+    return labels
 
 
 def _issuers(value: Any) -> tuple[Issuer, ...]:

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .durations import duration_field
 from .errors import SpecError
+from .fields import flag, optional_text, refuse_workload_identity, seconds, text
 from .names import check_references
 from .patterns import compile_pattern
 from .settings import SOURCE_INTERVAL
@@ -129,9 +129,7 @@ def generic_identity_only(spec: dict[str, Any]) -> None:
     if provider != "generic":
         raise SpecError("UnsupportedField", f"spec.provider {provider!r} is not implemented by helmop (cloud workload "
                                             "identities); give credentials in spec.secretRef")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained by "
-                                            "helmop; give credentials in spec.secretRef")
+    refuse_workload_identity(spec)
 
 
 def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
@@ -147,10 +145,9 @@ def parse_helm_repository(spec: dict[str, Any]) -> HelmRepositorySpec:
         raise SpecError("InvalidSpec", f"spec.url {url!r} must be an http(s):// URL (or set type: oci)")
     return HelmRepositorySpec(url=url, oci=kind == "oci", secret_ref=ref_name(spec, "secretRef"),
                               cert_secret_ref=ref_name(spec, "certSecretRef"),
-                              interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
-                              timeout=duration_field(spec, "timeout", 60.0) or 60.0,
-                              insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
-                              pass_credentials=bool(spec.get("passCredentials", False)),
+                              interval=seconds(spec, "interval", SOURCE_INTERVAL),
+                              timeout=seconds(spec, "timeout", 60.0), insecure=flag(spec, "insecure"),
+                              suspend=flag(spec, "suspend"), pass_credentials=flag(spec, "passCredentials"),
                               access_from=access_from_selectors(spec.get("accessFrom")))
 
 
@@ -177,32 +174,43 @@ def access_from_selectors(raw: Any) -> tuple[tuple[tuple[str, str], ...], ...] |
 def parse_oci_repository(spec: dict[str, Any]) -> OCIRepositorySpec:
     check_references(spec)
     generic_identity_only(spec)
-    url = str(spec.get("url") or "").rstrip("/")
+    url = text(spec, "url").rstrip("/")
     if not url.startswith("oci://") or not _URL.match(url):
         raise SpecError("InvalidSpec", f"spec.url {url!r} must be an oci:// URL")
+    ref = _oci_ref(spec)
+    selector = _layer_selector(spec)
+    semver_filter = text(ref, "semverFilter")
+    if semver_filter:
+        compile_pattern(semver_filter, "spec.ref.semverFilter")
+    return OCIRepositorySpec(url=url, tag=text(ref, "tag", "latest"), semver=text(ref, "semver"),
+                             digest=text(ref, "digest"), semver_filter=semver_filter,
+                             media_type=text(selector, "mediaType"), operation=text(selector, "operation", "extract"),
+                             ignore=optional_text(spec, "ignore"),
+                             secret_ref=ref_name(spec, "secretRef"), cert_secret_ref=ref_name(spec, "certSecretRef"),
+                             proxy_secret_ref=ref_name(spec, "proxySecretRef"),
+                             interval=seconds(spec, "interval", SOURCE_INTERVAL),
+                             timeout=seconds(spec, "timeout", 60.0), insecure=flag(spec, "insecure"),
+                             suspend=flag(spec, "suspend"),
+                             verify=parse_verification(spec.get("verify"), "spec.verify"))
+
+
+def _oci_ref(spec: dict[str, Any]) -> dict[str, Any]:
+    """spec.ref, its digest checked."""
     ref = spec.get("ref") or {}
     if not isinstance(ref, dict):
         raise SpecError("InvalidSpec", "spec.ref must be a map")
-    digest = str(ref.get("digest") or "")
+    digest = text(ref, "digest")
     if digest and not _DIGEST.match(digest):
         raise SpecError("InvalidSpec", f"spec.ref.digest {digest[:80]!r} must be sha256:<64 hex characters>")
+    return ref
+
+
+def _layer_selector(spec: dict[str, Any]) -> dict[str, Any]:
+    """spec.layerSelector, its operation checked."""
     selector = spec.get("layerSelector") or {}
     if not isinstance(selector, dict):
         raise SpecError("InvalidSpec", "spec.layerSelector must be a map")
-    operation = str(selector.get("operation") or "extract")
+    operation = text(selector, "operation", "extract")
     if operation not in ("copy", "extract"):
         raise SpecError("InvalidSpec", f"spec.layerSelector.operation must be copy or extract, not {operation!r}")
-    semver_filter = str(ref.get("semverFilter") or "")
-    if semver_filter:
-        compile_pattern(semver_filter, "spec.ref.semverFilter")
-    ignore = spec.get("ignore")
-    return OCIRepositorySpec(url=url, tag=str(ref.get("tag") or "latest"), semver=str(ref.get("semver") or ""),
-                             digest=digest, semver_filter=semver_filter,
-                             media_type=str(selector.get("mediaType") or ""), operation=operation,
-                             ignore=None if ignore is None else str(ignore),
-                             secret_ref=ref_name(spec, "secretRef"), cert_secret_ref=ref_name(spec, "certSecretRef"),
-                             proxy_secret_ref=ref_name(spec, "proxySecretRef"),
-                             interval=duration_field(spec, "interval", SOURCE_INTERVAL) or SOURCE_INTERVAL,
-                             timeout=duration_field(spec, "timeout", 60.0) or 60.0,
-                             insecure=bool(spec.get("insecure", False)), suspend=bool(spec.get("suspend", False)),
-                             verify=parse_verification(spec.get("verify"), "spec.verify"))
+    return selector

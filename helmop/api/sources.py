@@ -10,10 +10,13 @@ from typing import Any
 
 from .durations import duration_field
 from .errors import SpecError
+from .fields import name_in, optional_list, refuse_workload_identity, seconds
+from .gitrefs import GitRef
 from .helmrelease import HealthExpr, depends_on, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references, problem
+from .objects import ObjectRef
 from .settings import SOURCE_INTERVAL
 from .substitution import SubstitutionError, check_names
 
@@ -40,10 +43,7 @@ CLOUD_PROVIDERS = ("azure", "aws", "gcp")  # their workload identities are refus
 @dataclass(frozen=True)
 class GitRepositorySpec:
     url: str
-    branch: str = ""
-    tag: str = ""
-    semver: str = ""
-    commit: str = ""
+    ref: GitRef = field(default_factory=GitRef)  # spec.ref
     interval: float = DEFAULT_INTERVAL
     timeout: float = 60.0
     secret_ref: str = ""
@@ -51,7 +51,6 @@ class GitRepositorySpec:
     suspend: bool = False
     verify_mode: str = ""  # spec.verify: HEAD, Tag or TagAndHEAD ("": nothing verified)
     verify_secret_ref: str = ""  # the Secret of the trusted public keys
-    ref_name: str = ""  # spec.ref.name: any reference (refs/pull/7/head)
     ignore: str | None = None  # gitignore patterns over the artifact (None: not set, Flux's defaults apply)
     include: tuple[Include, ...] = ()
     recurse_submodules: bool = False
@@ -124,14 +123,6 @@ class Dependency:
     ready_expr: str = ""  # CEL over dep and self; "" = Ready for its current generation
 
 
-@dataclass(frozen=True)
-class ObjectRef:
-    api_version: str
-    kind: str
-    name: str
-    namespace: str = ""  # "" = the ConfigSync's (for namespaced kinds)
-
-
 # what a ConfigSync's sourceRef may name
 CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")
 
@@ -174,10 +165,6 @@ class ConfigSyncSpec:
             self.deletion_policy == "MirrorPrune" and self.prune)
 
 
-def _seconds(spec: dict[str, Any], key: str, default: float) -> float:
-    return duration_field(spec, key, default) or default
-
-
 def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
     check_references(spec)
     url = str(spec.get("url") or "")
@@ -191,16 +178,17 @@ def parse_git_repository(spec: dict[str, Any]) -> GitRepositorySpec:
     hook_secret = (webhook.get("secretRef") or {}) if isinstance(webhook, dict) else {}
     ignore = spec.get("ignore")
     return GitRepositorySpec(
-        url=url, branch=str(ref.get("branch") or ""), tag=str(ref.get("tag") or ""),
-        semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""), ref_name=str(ref.get("name") or ""),
-        interval=_seconds(spec, "interval", DEFAULT_INTERVAL), timeout=_seconds(spec, "timeout", 60.0),
+        url=url, ref=GitRef(branch=str(ref.get("branch") or ""), tag=str(ref.get("tag") or ""),
+                            semver=str(ref.get("semver") or ""), commit=str(ref.get("commit") or ""),
+                            name=str(ref.get("name") or "")),
+        interval=seconds(spec, "interval", DEFAULT_INTERVAL), timeout=seconds(spec, "timeout", 60.0),
         secret_ref=str(secret.get("name", "")) if isinstance(secret, dict) else "",
         webhook_secret_ref=str(hook_secret.get("name", "")) if isinstance(hook_secret, dict) else "",
         suspend=bool(spec.get("suspend", False)), ignore=None if ignore is None else str(ignore),
         include=_includes(spec.get("include")), recurse_submodules=bool(spec.get("recurseSubmodules", False)),
         sparse_checkout=tuple(relative_path(p, f"spec.sparseCheckout[{i}]", folder=True)
                               for i, p in enumerate(_string_list(spec, "sparseCheckout"))),
-        proxy_secret_ref=_ref_name(spec, "proxySecretRef"), provider=_git_provider(spec), **_verify(spec))
+        proxy_secret_ref=name_in(spec, "proxySecretRef"), provider=_git_provider(spec), **_verify(spec))
 
 
 def _git_provider(spec: dict[str, Any]) -> str:
@@ -210,22 +198,16 @@ def _git_provider(spec: dict[str, Any]) -> str:
                                             "obtained by helmop; give credentials in spec.secretRef")
     if provider not in GIT_PROVIDERS:
         raise SpecError("InvalidSpec", f"spec.provider must be one of {', '.join(GIT_PROVIDERS)}")
-    if spec.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.serviceAccountName (a cloud workload identity) is not obtained "
-                                            "by helmop; give credentials in spec.secretRef")
-    if provider == "github" and not _ref_name(spec, "secretRef"):
+    refuse_workload_identity(spec)
+    if provider == "github" and not name_in(spec, "secretRef"):
         raise SpecError("InvalidSpec", "spec.provider github needs spec.secretRef: a Secret with the GitHub App's "
                                        "githubAppID, githubAppInstallationID and githubAppPrivateKey")
     return provider
 
 
 def _includes(raw: Any) -> tuple[Include, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise SpecError("InvalidSpec", "spec.include must be a list")
     out = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(optional_list(raw, "spec.include")):
         repository = (item.get("repository") or {}) if isinstance(item, dict) else {}
         name = str(repository.get("name") or "") if isinstance(repository, dict) else ""
         if not name:
@@ -258,11 +240,6 @@ def _string_list(spec: dict[str, Any], key: str) -> list[str]:
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise SpecError("InvalidSpec", f"spec.{key} must be a list of strings")
     return list(raw)
-
-
-def _ref_name(spec: dict[str, Any], key: str) -> str:
-    ref = spec.get(key) or {}
-    return str(ref.get("name") or "") if isinstance(ref, dict) else ""
 
 
 def _verify(spec: dict[str, Any]) -> dict[str, str]:
@@ -301,7 +278,7 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           source_namespace=str(source.get("namespace") or ""), source_kind=kind,
                           service_account_name=str(spec.get("serviceAccountName") or ""),
                           target_namespace=target_namespace,
-                          interval=_seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),
+                          interval=seconds(spec, "interval", DEFAULT_INTERVAL), prune=bool(spec.get("prune", True)),
                           suspend=bool(spec.get("suspend", False)), build=_build(spec, target_namespace),
                           post_build=_post_build(spec),
                           common_labels=_strings(metadata, "labels", "spec.commonMetadata.labels"),
@@ -345,8 +322,8 @@ def _health_checks(spec: dict[str, Any]) -> tuple[ObjectRef, ...]:
     for i, item in enumerate(_list(spec, "healthChecks", "spec.healthChecks")):
         if not isinstance(item, dict) or not item.get("kind") or not item.get("name"):
             raise SpecError("InvalidSpec", f"spec.healthChecks[{i}] needs kind and name")
-        out.append(ObjectRef(str(item.get("apiVersion") or "v1"), str(item["kind"]), str(item["name"]),
-                             str(item.get("namespace") or "")))
+        out.append(ObjectRef(api_version=str(item.get("apiVersion") or "v1"), kind=str(item["kind"]),
+                             name=str(item["name"]), namespace=str(item.get("namespace") or "")))
     return tuple(out)
 
 
@@ -376,24 +353,7 @@ def _relative(path: str, where: str) -> str:
 
 
 def _build(spec: dict[str, Any], target_namespace: str) -> Build:
-    patches = []
-    for i, item in enumerate(_list(spec, "patches", "spec.patches")):
-        where = f"spec.patches[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("patch"), str) or not item["patch"].strip():
-            raise SpecError("InvalidSpec", f"{where}.patch must be a strategic merge or JSON 6902 patch (YAML text)")
-        target = _map(item, "target", f"{where}.target")
-        unknown = sorted(set(target) - set(PATCH_TARGET))
-        if unknown:
-            raise SpecError("InvalidSpec", f"{where}.target: unknown field(s) {', '.join(unknown)}")
-        patches.append(Patch(item["patch"], tuple((k, str(target[k])) for k in PATCH_TARGET if target.get(k))))
-    images = []
-    for i, item in enumerate(_list(spec, "images", "spec.images")):
-        if not isinstance(item, dict) or not item.get("name") or not (set(item) - {"name"}):
-            raise SpecError("InvalidSpec", f"spec.images[{i}] needs a name and newName, newTag or digest")
-        unknown = sorted(set(item) - set(IMAGE_FIELDS))
-        if unknown:
-            raise SpecError("InvalidSpec", f"spec.images[{i}]: unknown field(s) {', '.join(unknown)}")
-        images.append(tuple((k, str(item[k])) for k in IMAGE_FIELDS if item.get(k)))
+    patches, images = _patches(spec), _images(spec)
     components = tuple(_relative(str(c), f"spec.components[{i}]")
                        for i, c in enumerate(_list(spec, "components", "spec.components")))
     metadata = _list(spec, "buildMetadata", "spec.buildMetadata")
@@ -401,10 +361,38 @@ def _build(spec: dict[str, Any], target_namespace: str) -> Build:
     if unknown:
         raise SpecError("InvalidSpec", f"spec.buildMetadata: {unknown[0][:60]!r} is not one of "
                                        f"{', '.join(BUILD_METADATA)}")
-    return Build(patches=tuple(patches), images=tuple(images), name_prefix=str(spec.get("namePrefix") or ""),
+    return Build(patches=patches, images=images, name_prefix=str(spec.get("namePrefix") or ""),
                  name_suffix=str(spec.get("nameSuffix") or ""), components=components, namespace=target_namespace,
                  build_metadata=tuple(dict.fromkeys(str(m) for m in metadata)),
                  ignore_missing_components=bool(spec.get("ignoreMissingComponents", False)))
+
+
+def _patches(spec: dict[str, Any]) -> tuple[Patch, ...]:
+    patches = []
+    for i, item in enumerate(_list(spec, "patches", "spec.patches")):
+        where = f"spec.patches[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("patch"), str) or not item["patch"].strip():
+            raise SpecError("InvalidSpec", f"{where}.patch must be a strategic merge or JSON 6902 patch (YAML text)")
+        target = _map(item, "target", f"{where}.target")
+        _known(target, PATCH_TARGET, f"{where}.target")
+        patches.append(Patch(item["patch"], tuple((k, str(target[k])) for k in PATCH_TARGET if target.get(k))))
+    return tuple(patches)
+
+
+def _images(spec: dict[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    images = []
+    for i, item in enumerate(_list(spec, "images", "spec.images")):
+        if not isinstance(item, dict) or not item.get("name") or not (set(item) - {"name"}):
+            raise SpecError("InvalidSpec", f"spec.images[{i}] needs a name and newName, newTag or digest")
+        _known(item, IMAGE_FIELDS, f"spec.images[{i}]")
+        images.append(tuple((k, str(item[k])) for k in IMAGE_FIELDS if item.get(k)))
+    return tuple(images)
+
+
+def _known(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(item) - set(fields))
+    if unknown:
+        raise SpecError("InvalidSpec", f"{where}: unknown field(s) {', '.join(unknown)}")
 
 
 def _post_build(spec: dict[str, Any]) -> PostBuild:

@@ -27,6 +27,7 @@ from helmop.api import k8syaml, yamlc
 from helmop.api.flux.convert import Refused, convert
 from helmop.api.flux.paths import FieldPath
 from helmop.api.manifests import YamlProblem, is_manifest
+from helmop.decisions.specs import read_spec
 from helmop.sources.git import Limits
 
 from .errors import Failed
@@ -56,7 +57,7 @@ def convert_text(text: str, origin: str, to_flux: bool) -> FileResult:
         meta = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
         what = f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         try:
-            done = convert(obj, to_flux)
+            done = convert(obj, to_flux, read_spec)
         except Refused as exc:
             result.errors += [f"{origin}:{line}: {what}: {refusal.reason}: {refusal.message}"
                               for line, refusal in sorted(((_line(node, r.field), r) for r in exc.refusals),

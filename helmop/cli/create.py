@@ -31,11 +31,12 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.notifications import TYPES
-from helmop.api.specs import PARSERS
+from helmop.decisions.specs import read_spec
 from helmop.helm.values import merge, parse_values
 from helmop.infra.kube import Kube
 
-from . import images
+from . import images, target
+from .argtree import Arg, Verb, add, arg
 from .errors import Failed
 
 MANAGER = "helmop-cli"
@@ -67,112 +68,110 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def helmrelease_spec(args: argparse.Namespace) -> dict[str, Any]:
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields the flags gave (a spec leaves the others out, for their defaults)."""
+    return {key: value for key, value in fields.items() if value}
+
+
+def _ref(name: str | None) -> dict[str, str] | None:
+    return {"name": name} if name else None
+
+
+def _chart(args: argparse.Namespace) -> dict[str, Any]:
+    """A HelmRelease's chart: ``chart`` from a --repo, or from a HelmRepository or GitRepository --source (the chart
+    named by --chart); else ``chartRef``, the --source by reference."""
     if bool(args.repo) == bool(args.source):
         raise Failed("give the chart's --repo URL (Helm repository or oci://) or its --source (GitRepository/NAME, "
                      "HelmRepository/NAME, OCIRepository/NAME, HelmChart/NAME or ExternalArtifact/NAME)")
-    chart: dict[str, Any] = {}
-    kind, name = _source(args.source, ("GitRepository", "HelmRepository", "OCIRepository", "HelmChart",
-                                       "ExternalArtifact")) if args.source else ("", "")
+    version = _given(version=args.chart_version)
     if args.repo:
-        chart = {"repository": {"url": args.repo, **({"name": args.chart} if args.chart else {}),
-                                **({"version": args.chart_version} if args.chart_version else {})}}
-    elif kind == "HelmRepository":  # Flux's form: the repository declared once, shared
+        return {"chart": {"repository": {"url": args.repo, **_given(name=args.chart), **version}}}
+    kind, name = _source(args.source, ("GitRepository", "HelmRepository", "OCIRepository", "HelmChart",
+                                       "ExternalArtifact"))
+    if kind == "HelmRepository":  # Flux's form: the repository declared once, shared
         if not args.chart:
             raise Failed("--chart is the chart's name in the HelmRepository")
-        chart = {"spec": {"chart": args.chart, "sourceRef": {"kind": kind, "name": name},
-                          **({"version": args.chart_version} if args.chart_version else {})}}
-    elif kind == "GitRepository":
+        return {"chart": {"spec": {"chart": args.chart, "sourceRef": {"kind": kind, "name": name}, **version}}}
+    if kind == "GitRepository":
         if not args.chart:
             raise Failed("--chart is the chart's path in the GitRepository")
-        chart = {"sourceRef": {"kind": kind, "name": name}, "path": args.chart}
+        return {"chart": {"sourceRef": {"kind": kind, "name": name}, "path": args.chart}}
+    return {"chartRef": {"kind": kind, "name": name}}
+
+
+def _values(files: list[str]) -> dict[str, Any]:
+    """The --values files merged in order."""
     values: dict[str, Any] = {}
-    for file in args.values or []:
+    for file in files:
         try:
             values = merge(values, parse_values(Path(file).read_text(), file))
         except OSError as exc:
             raise Failed(f"--values {file}: {exc.strerror}") from None
-    spec: dict[str, Any] = ({"chart": chart} if chart else {"chartRef": {"kind": kind, "name": name}}) | {
-        "interval": args.interval}
-    optional = {"targetNamespace": args.target_namespace, "releaseName": args.release_name,
-                "serviceAccountName": args.service_account, "timeout": args.timeout, "values": values}
-    spec.update({k: v for k, v in optional.items() if v})
+    return values
+
+
+def _dependency(text: str) -> dict[str, str]:
+    """``[NAMESPACE/]NAME`` as a dependsOn entry."""
+    namespace, slash, name = text.rpartition("/")
+    return {"name": name, **({"namespace": namespace} if slash else {})}
+
+
+def helmrelease_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec = _chart(args) | {"interval": args.interval} | _given(
+        targetNamespace=args.target_namespace, releaseName=args.release_name, serviceAccountName=args.service_account,
+        timeout=args.timeout, values=_values(args.values or []))
     if args.depends_on:
-        spec["dependsOn"] = [{"name": d.rpartition("/")[2], **({"namespace": d.rpartition("/")[0]} if "/" in d
-                                                                else {})} for d in args.depends_on]
+        spec["dependsOn"] = [_dependency(d) for d in args.depends_on]
     if args.create_target_namespace:
         spec["install"] = {"createNamespace": True}
     return spec
 
 
 def gitrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
-    refs = {k: v for k, v in (("branch", args.branch), ("tag", args.tag), ("semver", args.tag_semver),
-                              ("commit", args.commit)) if v}
+    refs = _given(branch=args.branch, tag=args.tag, semver=args.tag_semver, commit=args.commit)
     if len(refs) > 1:
         raise Failed("give one of --branch, --tag, --tag-semver or --commit")
-    spec: dict[str, Any] = {"url": args.url, "ref": refs or {"branch": "main"}, "interval": args.interval}
-    if args.secret_ref:
-        spec["secretRef"] = {"name": args.secret_ref}
-    if args.timeout:
-        spec["timeout"] = args.timeout
-    return spec
+    return {"url": args.url, "ref": refs or {"branch": "main"}, "interval": args.interval} | _given(
+        secretRef=_ref(args.secret_ref), timeout=args.timeout)
 
 
 def helmrepository_spec(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"url": args.url, "interval": args.interval,
-                            **({"type": "oci"} if args.url.startswith("oci://") else {})}
-    if args.secret_ref:
-        spec["secretRef"] = {"name": args.secret_ref}
-    if args.timeout:
-        spec["timeout"] = args.timeout
-    return spec
+    return {"url": args.url, "interval": args.interval, **({"type": "oci"} if args.url.startswith("oci://") else {}),
+            **_given(secretRef=_ref(args.secret_ref), timeout=args.timeout)}
 
 
 def ocirepository_spec(args: argparse.Namespace) -> dict[str, Any]:
-    refs = {k: v for k, v in (("tag", args.tag), ("semver", args.tag_semver), ("digest", args.digest)) if v}
+    refs = _given(tag=args.tag, semver=args.tag_semver, digest=args.digest)
     if len(refs) > 1:
         raise Failed("give one of --tag, --tag-semver or --digest")
-    spec: dict[str, Any] = {"url": args.url, "ref": refs or {"tag": "latest"}, "interval": args.interval}
-    optional = {"secretRef": {"name": args.secret_ref} if args.secret_ref else None, "insecure": args.insecure,
-                "ignore": args.ignore}
-    spec.update({k: v for k, v in optional.items() if v})
-    return spec
+    return {"url": args.url, "ref": refs or {"tag": "latest"}, "interval": args.interval} | _given(
+        secretRef=_ref(args.secret_ref), insecure=args.insecure, ignore=args.ignore)
 
 
 def bucket_spec(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"bucketName": args.bucket_name, "endpoint": args.endpoint, "interval": args.interval}
-    optional = {"secretRef": {"name": args.secret_ref} if args.secret_ref else None, "insecure": args.insecure,
-                "prefix": args.prefix, "region": args.region, "ignore": args.ignore}
-    spec.update({k: v for k, v in optional.items() if v})
-    return spec
+    return {"bucketName": args.bucket_name, "endpoint": args.endpoint, "interval": args.interval} | _given(
+        secretRef=_ref(args.secret_ref), insecure=args.insecure, prefix=args.prefix, region=args.region,
+        ignore=args.ignore)
 
 
 def helmchart_spec(args: argparse.Namespace) -> dict[str, Any]:
     kind, name = _source(args.source, ("HelmRepository", "GitRepository", "Bucket"))
-    spec: dict[str, Any] = {"chart": args.chart, "sourceRef": {"kind": kind, "name": name}, "interval": args.interval}
-    optional = {"version": args.chart_version, "valuesFiles": args.values_file,
-                "reconcileStrategy": args.reconcile_strategy}
-    spec.update({k: v for k, v in optional.items() if v})
-    return spec
+    return {"chart": args.chart, "sourceRef": {"kind": kind, "name": name}, "interval": args.interval} | _given(
+        version=args.chart_version, valuesFiles=args.values_file, reconcileStrategy=args.reconcile_strategy)
 
 
 def configsync_spec(args: argparse.Namespace) -> dict[str, Any]:
     kind, name = _source(args.source, CONFIG_SOURCES)
-    spec: dict[str, Any] = {"sourceRef": {"kind": kind, "name": name},
-                            "path": args.path, "interval": args.interval, "prune": args.prune}
-    optional = {"targetNamespace": args.target_namespace, "serviceAccountName": args.service_account}
-    spec.update({k: v for k, v in optional.items() if v})
-    return spec
+    return {"sourceRef": {"kind": kind, "name": name}, "path": args.path, "interval": args.interval,
+            "prune": args.prune} | _given(targetNamespace=args.target_namespace,
+                                          serviceAccountName=args.service_account)
 
 
 def provider_spec(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"type": args.type}
-    optional = {"address": args.address, "channel": args.channel, "username": args.username, "proxy": args.proxy,
-                "timeout": args.timeout, "commitStatusExpr": args.commit_status_expr}
-    spec.update({k: v for k, v in optional.items() if v})
-    spec.update({field: {"name": name} for field, name in (("secretRef", args.secret_ref),
-                                                            ("certSecretRef", args.cert_secret_ref)) if name})
-    return spec
+    return {"type": args.type} | _given(
+        address=args.address, channel=args.channel, username=args.username, proxy=args.proxy, timeout=args.timeout,
+        commitStatusExpr=args.commit_status_expr, secretRef=_ref(args.secret_ref),
+        certSecretRef=_ref(args.cert_secret_ref))
 
 
 def _event_source(text: str) -> dict[str, str]:
@@ -186,35 +185,131 @@ def _event_source(text: str) -> dict[str, str]:
 
 def alert_spec(args: argparse.Namespace) -> dict[str, Any]:
     sources = [_event_source(part) for text in args.event_source for part in text.split(",") if part]
-    spec: dict[str, Any] = {"providerRef": {"name": args.provider_ref}, "eventSeverity": args.event_severity,
-                            "eventSources": sources}
-    if args.exclusion:
-        spec["exclusionList"] = args.exclusion
-    if args.inclusion:
-        spec["inclusionList"] = args.inclusion
-    return spec
+    return {"providerRef": {"name": args.provider_ref}, "eventSeverity": args.event_severity,
+            "eventSources": sources} | _given(exclusionList=args.exclusion, inclusionList=args.inclusion)
+
+
+_SECRET = "Secret with the credentials (username/password)"
+HELMRELEASE_FLAGS = (
+    arg("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)"),
+    arg("--source", metavar="KIND/NAME", help="where the chart is: GitRepository/NAME (--chart: its path), "
+                                              "HelmRepository/NAME (--chart: its name), or by reference "
+                                              "OCIRepository/NAME, HelmChart/NAME or ExternalArtifact/NAME"),
+    arg("--chart", help="chart name in --repo or a HelmRepository, or its path in a GitRepository"),
+    arg("--chart-version", help="version or constraint (^1.2; default the newest stable)"),
+    arg("--values", action="append", metavar="FILE", help="values file, merged in order (repeatable)"),
+    arg("--target-namespace", help="namespace of the release's objects"),
+    arg("--create-target-namespace", action="store_true", help="create it on install"),
+    arg("--release-name", help="helm release name (default [<target-namespace>-]NAME)"),
+    arg("--service-account", help="act as this ServiceAccount of the namespace"),
+    arg("--depends-on", action="append", metavar="[NAMESPACE/]NAME",
+        help="a HelmRelease that must be Ready first (repeatable)"),
+    arg("--timeout", help="helm action timeout (a duration: 5m)"))
+GITREPOSITORY_FLAGS = (
+    arg("--url", required=True, help="https://, ssh:// or git@host:path"),
+    arg("--branch", help="follow this branch (default main)"),
+    arg("--tag", help="use this tag"),
+    arg("--tag-semver", metavar="RANGE", help="the highest tag in this semver range"),
+    arg("--commit", help="exactly this commit"),
+    arg("--secret-ref", metavar="NAME", help="Secret with the credentials"),
+    arg("--timeout", help="git operation timeout (a duration: 60s)"))
+HELMREPOSITORY_FLAGS = (
+    arg("--url", required=True, help="a Helm repository (https://) or an OCI registry path (oci://, which makes it "
+                                     "type oci)"),
+    arg("--secret-ref", metavar="NAME", help=_SECRET),
+    arg("--timeout", help="index fetch timeout (a duration: 60s)"))
+OCIREPOSITORY_FLAGS = (
+    arg("--url", required=True, help="oci://REGISTRY/REPOSITORY of the artifact"),
+    arg("--tag", help="this tag (default latest)"),
+    arg("--tag-semver", metavar="RANGE", help="the highest tag in this semver range"),
+    arg("--digest", help="exactly this manifest (sha256:...)"),
+    arg("--secret-ref", metavar="NAME", help=_SECRET),
+    arg("--insecure", action="store_true", help="plain HTTP to the registry"),
+    arg("--ignore", help="gitignore patterns left out of the extracted layer"))
+BUCKET_FLAGS = (
+    arg("--bucket-name", required=True, help="the bucket"),
+    arg("--endpoint", required=True, help="host[:port] of the S3-compatible endpoint"),
+    arg("--secret-ref", metavar="NAME", help="Secret with accesskey and secretkey"),
+    arg("--insecure", action="store_true", help="plain HTTP to the endpoint"),
+    arg("--prefix", help="only the keys that start with it"),
+    arg("--region", help="the region requests are signed for (default us-east-1)"),
+    arg("--ignore", help="gitignore patterns over the keys"))
+HELMCHART_FLAGS = (
+    arg("--source", required=True, metavar="KIND/NAME", help="HelmRepository/NAME (--chart: its name), "
+                                                             "GitRepository/NAME or Bucket/NAME (--chart: its folder)"),
+    arg("--chart", required=True, help="the chart's name, or its folder"),
+    arg("--chart-version", help="version or constraint (HelmRepository; default the newest)"),
+    arg("--values-file", action="append", metavar="PATH", help="values file merged in order (repeatable)"),
+    arg("--reconcile-strategy", choices=("ChartVersion", "Revision"),
+        help="for a chart from files: a new version (default) or any new revision"))
+CONFIGSYNC_FLAGS = (
+    arg("--source", required=True, metavar="[KIND/]NAME",
+        help="the source: a GitRepository's NAME, or OCIRepository/NAME, Bucket/NAME or ExternalArtifact/NAME"),
+    arg("--path", default="", help="directory in the source's artifact (default the root)"),
+    arg("--prune", action=argparse.BooleanOptionalAction, default=True, help="delete what leaves git (default: yes)"),
+    arg("--target-namespace", help="namespace for objects that name none"),
+    arg("--service-account", help="apply as this ServiceAccount of the namespace"))
+PROVIDER_FLAGS = (
+    arg("--type", required=True, choices=TYPES, help="the service"),
+    arg("--address", help="its URL (a webhook, an API endpoint, a repository for commit statuses); a webhook whose "
+                          "path is its credential: the Secret's address key instead"),
+    arg("--channel", help="the channel (slack, rocket), room (webex, matrix), chat (telegram), CHANNEL/TOPIC (zulip) "
+                          "or environment (sentry); the routing key (pagerduty)"),
+    arg("--username", help="the name to post as (slack, rocket)"),
+    arg("--secret-ref", metavar="NAME", help="Secret with address, token, username, password, headers or proxy"),
+    arg("--cert-secret-ref", metavar="NAME", help="Secret with ca.crt, tls.crt and tls.key"),
+    arg("--proxy", metavar="URL", help="an HTTP(S) proxy"),
+    arg("--timeout", help="one request's timeout (a duration: 15s)"),
+    arg("--commit-status-expr", metavar="CEL", help="the commit status's name, a CEL expression of event, provider "
+                                                    "and alert"))
+ALERT_FLAGS = (
+    arg("--provider-ref", required=True, metavar="NAME", help="the Provider to send to"),
+    arg("--event-source", action="append", required=True, metavar="KIND/NAME[.NAMESPACE]",
+        help="objects whose events are sent (NAME may be *; repeatable, or comma-separated)"),
+    arg("--event-severity", choices=["info", "error"], default="info",
+        help="error: only errors; info: every event (default %(default)s)"),
+    arg("--exclusion", action="append", metavar="REGEX", help="never send events whose message matches (repeatable)"),
+    arg("--inclusion", action="append", metavar="REGEX", help="send only events whose message matches one "
+                                                              "(repeatable)"))
 
 
 @dataclass(frozen=True)
 class Creatable:
+    """A kind ``create`` writes: its sub-verb and alias (none: a form of ``create image``), how its spec is built
+    from the flags, its own flags, and its default interval (None: nothing to reconcile at an interval)."""
+
     kind: Kind
-    names: tuple[str, str]  # the sub-verb and its alias
+    names: tuple[str, str]
     build: Callable[[argparse.Namespace], dict[str, Any]]
+    flags: tuple[Arg, ...]
+    interval: str | None = "5m"
+
+    def verb(self, which: str) -> Verb:
+        """The sub-verb: the cluster's flags, NAME, the flags every kind takes, then the kind's own."""
+        full, short = self.names
+        interval = (arg("--interval", default=self.interval, help="reconcile interval (default %(default)s)"),)
+        common = (*target.flags(), arg("name"),
+                  arg("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)"),
+                  *(interval if self.interval else ()),
+                  arg("--export", action="store_true", help="print the YAML instead of applying it"))
+        return Verb(full, f"a {self.kind.kind}" if short else f"an {self.kind.kind}", (*common, *self.flags),
+                    aliases=(short,) if short else (), defaults={"create": which})
 
 
-KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec),
-         "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec),
-         "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec),
-         "ocirepo": Creatable(OCIREPOSITORY, ("ocirepository", "ocirepo"), ocirepository_spec),
-         "bucket": Creatable(BUCKET, ("bucket", "buckets"), bucket_spec),
-         "helmchart": Creatable(HELMCHART, ("helmchart", "hc"), helmchart_spec),
-         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec),
-         "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec),
-         "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec),
+KINDS = {"helmrelease": Creatable(HELMRELEASE, ("helmrelease", "hr"), helmrelease_spec, HELMRELEASE_FLAGS, "10m"),
+         "gitrepo": Creatable(GITREPOSITORY, ("gitrepository", "gitrepo"), gitrepository_spec, GITREPOSITORY_FLAGS),
+         "helmrepo": Creatable(HELMREPOSITORY, ("helmrepository", "helmrepo"), helmrepository_spec,
+                               HELMREPOSITORY_FLAGS),
+         "ocirepo": Creatable(OCIREPOSITORY, ("ocirepository", "ocirepo"), ocirepository_spec, OCIREPOSITORY_FLAGS),
+         "bucket": Creatable(BUCKET, ("bucket", "buckets"), bucket_spec, BUCKET_FLAGS),
+         "helmchart": Creatable(HELMCHART, ("helmchart", "hc"), helmchart_spec, HELMCHART_FLAGS),
+         "csync": Creatable(CONFIGSYNC, ("configsync", "csync"), configsync_spec, CONFIGSYNC_FLAGS),
+         "provider": Creatable(PROVIDER, ("provider", "prov"), provider_spec, PROVIDER_FLAGS, None),
+         "alert": Creatable(ALERT, ("alert", "alerts"), alert_spec, ALERT_FLAGS, None),
          # `create image repository|policy|update` (helmop.cli.images says them so)
-         "imagerepo": Creatable(IMAGEREPOSITORY, ("repository", ""), images.repository_spec),
-         "imagepolicy": Creatable(IMAGEPOLICY, ("policy", ""), images.policy_spec),
-         "imageupdate": Creatable(IMAGEUPDATEAUTOMATION, ("update", ""), images.update_spec)}
+         "imagerepo": Creatable(IMAGEREPOSITORY, ("repository", ""), images.repository_spec, images.REPOSITORY_FLAGS),
+         "imagepolicy": Creatable(IMAGEPOLICY, ("policy", ""), images.policy_spec, images.POLICY_FLAGS, "10m"),
+         "imageupdate": Creatable(IMAGEUPDATEAUTOMATION, ("update", ""), images.update_spec, images.UPDATE_FLAGS)}
 
 
 def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind, dict[str, Any]]:
@@ -229,7 +324,7 @@ def manifest(which: str, args: argparse.Namespace, namespace: str) -> tuple[Kind
     if problems:
         raise Failed("; ".join(p.split(": ", 1)[1] for p in problems))
     try:
-        PARSERS[kind.kind](obj["spec"], args.name, namespace)  # as the operator reads it
+        read_spec(kind, {"metadata": {"name": args.name, "namespace": namespace}, "spec": obj["spec"]})
     except SpecError as exc:
         raise Failed(f"{kind.kind} {namespace}/{args.name}: {exc.reason}: {exc}") from None
     return kind, obj
@@ -241,112 +336,9 @@ async def apply(kube: Kube, kind: Kind, obj: dict[str, Any]) -> str:
     return f"✔ {kind.kind} {meta['namespace']}/{meta['name']} applied"
 
 
-def add_arguments(verbs: Any, add_target: Any) -> None:
-    """The ``create`` sub-verbs' flags (``verbs``: the create verb's sub-parsers)."""
-    nested = images.nest(verbs)  # `create image repository|policy|update`, as Flux's CLI says them
+def add_verbs(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``create`` sub-verbs (``kinds``: the create verb's sub-parsers), the image kinds under ``create image``
+    as Flux's CLI says them."""
+    image = images.nest(kinds)
     for which, creatable in KINDS.items():
-        full, short = creatable.names
-        sub = (nested(full, creatable.kind.kind) if which in images.FLAGS
-               else verbs.add_parser(full, aliases=[short], help=f"a {creatable.kind.kind}"))
-        add_target(sub)
-        sub.add_argument("name")
-        sub.add_argument("--label", action="append", metavar="KEY=VALUE", help="a label (repeatable)")
-        if which not in ("provider", "alert"):  # nothing to reconcile at an interval
-            sub.add_argument("--interval", default={"helmrelease": "10m", "imagepolicy": "10m"}.get(which, "5m"),
-                             help="reconcile interval (default %(default)s)")
-        sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
-        sub.set_defaults(create=which)
-        if which in images.FLAGS:
-            images.FLAGS[which](sub)
-        elif which == "helmrelease":
-            sub.add_argument("--repo", metavar="URL", help="Helm repository (http[s]://) or OCI chart (oci://)")
-            sub.add_argument("--source", metavar="KIND/NAME", help="where the chart is: GitRepository/NAME (--chart: "
-                                                                 "its path), HelmRepository/NAME (--chart: its name), "
-                                                                 "or by reference OCIRepository/NAME, HelmChart/NAME "
-                                                                 "or ExternalArtifact/NAME")
-            sub.add_argument("--chart", help="chart name in --repo or a HelmRepository, or its path in a "
-                                             "GitRepository")
-            sub.add_argument("--chart-version", help="version or constraint (^1.2; default the newest stable)")
-            sub.add_argument("--values", action="append", metavar="FILE", help="values file, merged in order "
-                                                                               "(repeatable)")
-            sub.add_argument("--target-namespace", help="namespace of the release's objects")
-            sub.add_argument("--create-target-namespace", action="store_true", help="create it on install")
-            sub.add_argument("--release-name", help="helm release name (default [<target-namespace>-]NAME)")
-            sub.add_argument("--service-account", help="act as this ServiceAccount of the namespace")
-            sub.add_argument("--depends-on", action="append", metavar="[NAMESPACE/]NAME",
-                             help="a HelmRelease that must be Ready first (repeatable)")
-            sub.add_argument("--timeout", help="helm action timeout (a duration: 5m)")
-        elif which == "helmrepo":
-            sub.add_argument("--url", required=True, help="a Helm repository (https://) or an OCI registry path "
-                                                          "(oci://, which makes it type oci)")
-            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials (username/password)")
-            sub.add_argument("--timeout", help="index fetch timeout (a duration: 60s)")
-        elif which == "ocirepo":
-            sub.add_argument("--url", required=True, help="oci://REGISTRY/REPOSITORY of the artifact")
-            sub.add_argument("--tag", help="this tag (default latest)")
-            sub.add_argument("--tag-semver", metavar="RANGE", help="the highest tag in this semver range")
-            sub.add_argument("--digest", help="exactly this manifest (sha256:...)")
-            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials (username/password)")
-            sub.add_argument("--insecure", action="store_true", help="plain HTTP to the registry")
-            sub.add_argument("--ignore", help="gitignore patterns left out of the extracted layer")
-        elif which == "bucket":
-            sub.add_argument("--bucket-name", required=True, help="the bucket")
-            sub.add_argument("--endpoint", required=True, help="host[:port] of the S3-compatible endpoint")
-            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with accesskey and secretkey")
-            sub.add_argument("--insecure", action="store_true", help="plain HTTP to the endpoint")
-            sub.add_argument("--prefix", help="only the keys that start with it")
-            sub.add_argument("--region", help="the region requests are signed for (default us-east-1)")
-            sub.add_argument("--ignore", help="gitignore patterns over the keys")
-        elif which == "helmchart":
-            sub.add_argument("--source", required=True, metavar="KIND/NAME",
-                             help="HelmRepository/NAME (--chart: its name), GitRepository/NAME or Bucket/NAME "
-                                  "(--chart: its folder)")
-            sub.add_argument("--chart", required=True, help="the chart's name, or its folder")
-            sub.add_argument("--chart-version", help="version or constraint (HelmRepository; default the newest)")
-            sub.add_argument("--values-file", action="append", metavar="PATH", help="values file merged in order "
-                                                                                    "(repeatable)")
-            sub.add_argument("--reconcile-strategy", choices=("ChartVersion", "Revision"),
-                             help="for a chart from files: a new version (default) or any new revision")
-        elif which == "gitrepo":
-            sub.add_argument("--url", required=True, help="https://, ssh:// or git@host:path")
-            sub.add_argument("--branch", help="follow this branch (default main)")
-            sub.add_argument("--tag", help="use this tag")
-            sub.add_argument("--tag-semver", metavar="RANGE", help="the highest tag in this semver range")
-            sub.add_argument("--commit", help="exactly this commit")
-            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with the credentials")
-            sub.add_argument("--timeout", help="git operation timeout (a duration: 60s)")
-        elif which == "provider":
-            sub.add_argument("--type", required=True, choices=TYPES, help="the service")
-            sub.add_argument("--address", help="its URL (a webhook, an API endpoint, a repository for commit "
-                                               "statuses); a webhook whose path is its credential: the Secret's "
-                                               "address key instead")
-            sub.add_argument("--channel", help="the channel (slack, rocket), room (webex, matrix), chat (telegram), "
-                                               "CHANNEL/TOPIC (zulip) or environment (sentry); the routing key "
-                                               "(pagerduty)")
-            sub.add_argument("--username", help="the name to post as (slack, rocket)")
-            sub.add_argument("--secret-ref", metavar="NAME", help="Secret with address, token, username, password, "
-                                                                  "headers or proxy")
-            sub.add_argument("--cert-secret-ref", metavar="NAME", help="Secret with ca.crt, tls.crt and tls.key")
-            sub.add_argument("--proxy", metavar="URL", help="an HTTP(S) proxy")
-            sub.add_argument("--timeout", help="one request's timeout (a duration: 15s)")
-            sub.add_argument("--commit-status-expr", metavar="CEL", help="the commit status's name, a CEL "
-                                                                         "expression of event, provider and alert")
-        elif which == "alert":
-            sub.add_argument("--provider-ref", required=True, metavar="NAME", help="the Provider to send to")
-            sub.add_argument("--event-source", action="append", required=True, metavar="KIND/NAME[.NAMESPACE]",
-                             help="objects whose events are sent (NAME may be *; repeatable, or comma-separated)")
-            sub.add_argument("--event-severity", choices=["info", "error"], default="info",
-                             help="error: only errors; info: every event (default %(default)s)")
-            sub.add_argument("--exclusion", action="append", metavar="REGEX", help="never send events whose message "
-                                                                                   "matches (repeatable)")
-            sub.add_argument("--inclusion", action="append", metavar="REGEX", help="send only events whose message "
-                                                                                   "matches one (repeatable)")
-        else:
-            sub.add_argument("--source", required=True, metavar="[KIND/]NAME",
-                             help="the source: a GitRepository's NAME, or OCIRepository/NAME, Bucket/NAME or "
-                                  "ExternalArtifact/NAME")
-            sub.add_argument("--path", default="", help="directory in the source's artifact (default the root)")
-            sub.add_argument("--prune", action=argparse.BooleanOptionalAction, default=True,
-                             help="delete what leaves git (default: yes)")
-            sub.add_argument("--target-namespace", help="namespace for objects that name none")
-            sub.add_argument("--service-account", help="apply as this ServiceAccount of the namespace")
+        add(kinds if creatable.names[1] else image, creatable.verb(which))

@@ -187,11 +187,22 @@ async def trace(kube: Kube, ref: Ref, on: str = LOCAL, reach: Reach | None = Non
 
 
 async def _trace(kube: Kube, there: Kube, ref: Ref, on: str, note: str) -> str:
+    """The trace of ``ref`` read on ``there`` (unread when ``note`` says why it cannot be), its chain on ``kube``."""
     node = Node(ref, None, unread=True) if note else Node(ref, await fetch(there, ref))
     where = f" on cluster {on}" if on != LOCAL else ""
     if node.obj is None and not note:
         raise Failed(f"{ref[1]} {ref[2] + '/' if ref[2] else ''}{ref[3]} not found{where}")
-    parent = await up(kube, node.obj, on) if node.obj is not None else await _listed_in(kube, ref, on)
+    chain = await _chain(kube, node, on)
+    if not chain and not is_helmop(ref[0]):
+        raise Failed(f"{ref[1]} {ref[2]}/{ref[3]}{where} is not managed by helmop (no helm release, ConfigSync or "
+                     "owner of helmop's)" + (f"; {note}" if note else ""))
+    return (f"! {note}\n" if note else "") + _aligned(_blocks(node, chain, on))
+
+
+async def _chain(kube: Kube, node: Node, on: str) -> list[dict[str, Any]]:
+    """The helmop resources up from the object (unread: from the resource whose inventory lists it), then the
+    source the top one reads."""
+    parent = await up(kube, node.obj, on) if node.obj is not None else await _listed_in(kube, node.ref, on)
     chain = [] if parent is None else [parent]
     while chain and len(chain) < MAX_DEPTH and (parent := await up(kube, chain[-1])) is not None:
         chain.append(parent)
@@ -199,17 +210,23 @@ async def _trace(kube: Kube, there: Kube, ref: Ref, on: str, note: str) -> str:
         found = await fetch(kube, source)
         if found is not None:
             chain.append(found)
-    if not chain and not is_helmop(ref[0]):
-        raise Failed(f"{ref[1]} {ref[2]}/{ref[3]}{where} is not managed by helmop (no helm release, ConfigSync or "
-                     "owner of helmop's)" + (f"; {note}" if note else ""))
-    if is_helmop(ref[0]) and node.obj is not None and on == LOCAL:
-        blocks = [describe(node.obj), *(describe(o) for o in chain)]
+    return chain
+
+
+def _blocks(node: Node, chain: list[dict[str, Any]], on: str) -> list[list[tuple[str, str]]]:
+    """What trace says: of a helmop resource of this cluster, its description, of any other object its name,
+    cluster and health; then of each resource up the chain."""
+    if is_helmop(node.ref[0]) and node.obj is not None and on == LOCAL:
+        first = describe(node.obj)
     else:
-        blocks = [[("Object", node.title), *([("Cluster", on)] if where else []), ("Health", node.health)],
-                  *(describe(o) for o in chain)]
+        first = [("Object", node.title), *([("Cluster", on)] if on != LOCAL else []), ("Health", node.health)]
+    return [first, *(describe(o) for o in chain)]
+
+
+def _aligned(blocks: list[list[tuple[str, str]]]) -> str:
+    """The blocks' ``key: value`` lines, the values in one column, the blocks apart."""
     width = max(len(key) for block in blocks for key, _ in block) + 2
-    text = "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
-    return (f"! {note}\n" if note else "") + text
+    return "\n---\n".join("\n".join(f"{key + ':':<{width}}{value}" for key, value in block) for block in blocks)
 
 
 async def _remote(kube: Kube, namespace: str, on: str, reach: Reach) -> Kube | str:

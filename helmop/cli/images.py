@@ -4,9 +4,9 @@ repository|policy|update NAME``, and ``reconcile|suspend|resume image repository
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
+from .argtree import arg
 from .errors import Failed
 
 VERBS = ("reconcile", "suspend", "resume")  # `create image ...` is a verb of its own (:func:`nest`)
@@ -24,16 +24,11 @@ def normalized(argv: list[str]) -> list[str]:
     return argv
 
 
-def nest(verbs: Any) -> Callable[[str, str], argparse.ArgumentParser]:
-    """``create image``, whose sub-verbs (repository, policy, update) the returned function adds."""
+def nest(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse._SubParsersAction[
+        argparse.ArgumentParser]:
+    """``create image``, whose sub-verbs (repository, policy, update) are added to what it returns."""
     image = verbs.add_parser("image", help="an ImageRepository, ImagePolicy or ImageUpdateAutomation")
-    forms = image.add_subparsers(dest="create_image", required=True, metavar="repository|policy|update")
-
-    def add(word: str, kind: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = forms.add_parser(word, help=f"an {kind}")
-        return parser
-
-    return add
+    return image.add_subparsers(dest="create_image", required=True, metavar="repository|policy|update")
 
 
 def repository_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,39 +73,28 @@ def update_spec(args: argparse.Namespace) -> dict[str, Any]:
             "git": git, "update": {"path": args.path, "strategy": "Setters"}}
 
 
-def repository_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--image", required=True, help="the image repository, without a tag (ghcr.io/org/app)")
-    sub.add_argument("--secret-ref", metavar="NAME", help="a dockerconfigjson Secret with the registry's login")
-    sub.add_argument("--cert-secret-ref", metavar="NAME", help="a Secret with ca.crt, the registry's CA")
-    sub.add_argument("--insecure", action="store_true", help="plain HTTP to the registry")
-    sub.add_argument("--timeout", help="how long a scan may take (a duration: 60s)")
-    sub.add_argument("--exclusion", action="append", metavar="REGEX", help="tags left out (repeatable; default "
-                                                                           "^.*\\.sig$)")
-
-
-def policy_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--image-ref", required=True, metavar="NAME", help="the ImageRepository whose tags it chooses "
-                                                                        "from")
-    sub.add_argument("--select-semver", metavar="RANGE", help="the highest version in this range (1.x, ^1.2)")
-    sub.add_argument("--select-alpha", choices=("asc", "desc"), help="the last tag in alphabetical order (desc: "
-                                                                     "the first)")
-    sub.add_argument("--select-numeric", choices=("asc", "desc"), help="the highest number (desc: the lowest)")
-    sub.add_argument("--filter-regex", metavar="REGEX", help="only tags it matches")
-    sub.add_argument("--filter-extract", metavar="TEMPLATE", help="what of them is ordered ($1, ${name})")
-    sub.add_argument("--reflect-digest", choices=("Never", "IfNotPresent", "Always"),
-                     help="look up the chosen tag's digest")
-
-
-def update_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--git-repo-ref", required=True, metavar="NAME", help="the GitRepository to update")
-    sub.add_argument("--author-email", required=True, help="the commits' author")
-    sub.add_argument("--author-name", help="the commits' author's name")
-    sub.add_argument("--checkout-branch", help="the branch updated (default: the GitRepository's ref)")
-    sub.add_argument("--push-branch", help="the branch pushed to (default: the one checked out)")
-    sub.add_argument("--commit-template", metavar="TEMPLATE", help="the commit message (a Go template)")
-    sub.add_argument("--signing-key", metavar="SECRET", help="sign the commits with this Secret's key")
-    sub.add_argument("--signing-type", choices=("gpg", "ssh"), default="gpg", help="the key's kind (default gpg)")
-    sub.add_argument("--path", default="./", help="the folder whose markers are set (default the root)")
-
-
-FLAGS = {"imagerepo": repository_flags, "imagepolicy": policy_flags, "imageupdate": update_flags}
+REPOSITORY_FLAGS = (
+    arg("--image", required=True, help="the image repository, without a tag (ghcr.io/org/app)"),
+    arg("--secret-ref", metavar="NAME", help="a dockerconfigjson Secret with the registry's login"),
+    arg("--cert-secret-ref", metavar="NAME", help="a Secret with ca.crt, the registry's CA"),
+    arg("--insecure", action="store_true", help="plain HTTP to the registry"),
+    arg("--timeout", help="how long a scan may take (a duration: 60s)"),
+    arg("--exclusion", action="append", metavar="REGEX", help="tags left out (repeatable; default ^.*\\.sig$)"))
+POLICY_FLAGS = (
+    arg("--image-ref", required=True, metavar="NAME", help="the ImageRepository whose tags it chooses from"),
+    arg("--select-semver", metavar="RANGE", help="the highest version in this range (1.x, ^1.2)"),
+    arg("--select-alpha", choices=("asc", "desc"), help="the last tag in alphabetical order (desc: the first)"),
+    arg("--select-numeric", choices=("asc", "desc"), help="the highest number (desc: the lowest)"),
+    arg("--filter-regex", metavar="REGEX", help="only tags it matches"),
+    arg("--filter-extract", metavar="TEMPLATE", help="what of them is ordered ($1, ${name})"),
+    arg("--reflect-digest", choices=("Never", "IfNotPresent", "Always"), help="look up the chosen tag's digest"))
+UPDATE_FLAGS = (
+    arg("--git-repo-ref", required=True, metavar="NAME", help="the GitRepository to update"),
+    arg("--author-email", required=True, help="the commits' author"),
+    arg("--author-name", help="the commits' author's name"),
+    arg("--checkout-branch", help="the branch updated (default: the GitRepository's ref)"),
+    arg("--push-branch", help="the branch pushed to (default: the one checked out)"),
+    arg("--commit-template", metavar="TEMPLATE", help="the commit message (a Go template)"),
+    arg("--signing-key", metavar="SECRET", help="sign the commits with this Secret's key"),
+    arg("--signing-type", choices=("gpg", "ssh"), default="gpg", help="the key's kind (default gpg)"),
+    arg("--path", default="./", help="the folder whose markers are set (default the root)"))

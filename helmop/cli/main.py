@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helmop.api import k8syaml, validation
 from helmop.api.apps import AppKind, parse_apps
@@ -29,6 +29,7 @@ from helmop.views.remotes import Reach
 from helmop.views.tree import Node, tree
 
 from . import (
+    argtree,
     artifacts,
     builds,
     completion,
@@ -47,11 +48,17 @@ from . import (
     trying,
     verbs,
 )
+from .argtree import Arg, arg
 from .errors import Failed, missing_tool
 from .runflags import explained
 
+if TYPE_CHECKING:
+    from helmop.helm.engine import Engine
+
+    from .releases import ReleaseDiff
+
 OK, FAILED, ERROR = 0, 1, 2
-Verb = Callable[[argparse.Namespace, target.Target], Awaitable[int]]
+Work = Callable[[argparse.Namespace, target.Target], Awaitable[int]]
 
 
 def _duration(text: str) -> float:
@@ -62,7 +69,7 @@ def _duration(text: str) -> float:
         return parse_duration(text)
 
 
-def _cluster(work: Verb) -> Callable[[argparse.Namespace], int]:
+def _cluster(work: Work) -> Callable[[argparse.Namespace], int]:
     """Run an async verb against the cluster the flags name; an error is a message and exit code 2."""
 
     def verb(args: argparse.Namespace) -> int:
@@ -247,19 +254,32 @@ async def _diff(args: argparse.Namespace, where: target.Target) -> int:
     if args.filename:
         if args.kind or args.name:
             raise Failed("give either -f FILE|DIR or a HelmRelease (hr NAME), not both")
-        paths, keys = [Path(f) for f in args.filename], builds.keys_of(args.decrypt or [])
-        overlays = [await builds.build(path, _variables(args), verbs.temp_cache(), keys=keys) for path in paths
-                    if builds.is_overlay(path)]
-        masked += [text for overlay in overlays for text in overlay.plaintexts]
-        found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
-                                          [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
-                                          built=[item for overlay in overlays for item in overlay.objects])
+        found, masked = await _diff_files(args, where, engine)
     else:
         if not args.name or verbs.kind_of(args.kind or "").kind != "HelmRelease":
             raise Failed("diff needs -f FILE|DIR, or hr NAME")
         found = await releases.diff_live(where.kube, engine, verbs.temp_cache(), where.namespace, args.name)
+    return _print_diff(found, masked, args.output_format)
+
+
+async def _diff_files(args: argparse.Namespace, where: target.Target,
+                      engine: Engine) -> tuple[list[ReleaseDiff], list[str]]:
+    """The diffs of the releases in the -f manifests, kustomize overlays built first; and what was decrypted."""
+    from . import releases
+
+    paths, keys = [Path(f) for f in args.filename], builds.keys_of(args.decrypt or [])
+    overlays = [await builds.build(path, _variables(args), verbs.temp_cache(), keys=keys) for path in paths
+                if builds.is_overlay(path)]
+    found = await releases.diff_files(where.kube, engine, verbs.temp_cache(),
+                                      [p for p in paths if not builds.is_overlay(p)], _apps(args), where.namespace,
+                                      built=[item for overlay in overlays for item in overlay.objects])
+    return found, [text for overlay in overlays for text in overlay.plaintexts]
+
+
+def _print_diff(found: list[ReleaseDiff], masked: list[str], output_format: str) -> int:
+    """The diffs as unified text or JSON, what was decrypted masked; exit 1 when anything differs."""
     changed = any(d.objects for d in found)
-    if args.output_format == "json":
+    if output_format == "json":
         print(redact(json.dumps({"changed": changed, "releases": [d.json() for d in found]}, indent=2), masked))
     else:
         text = redact("".join(d.text() for d in found), masked)
@@ -351,16 +371,180 @@ def _run_verb(run: argparse.ArgumentParser) -> None:
     run.set_defaults(run=operate.run)
 
 
-def _project_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--member", action="append", metavar="KIND:NAME:ROLE",
-                     help="user:alice:edit, group:devs:view, serviceaccount:ns/name:admin (repeatable)")
-    sub.add_argument("--quota", action="append", metavar="RESOURCE=QUANTITY", help="pods=20 (repeatable)")
-    sub.add_argument("--sync", metavar="URL", help="the project's config repository")
-    sub.add_argument("--branch", default="main", help="its branch (default main)")
-    sub.add_argument("--path", default="", help="the folder of its manifests (default the root)")
-    sub.add_argument("--jenkins", action="store_true", help="a Jenkins for the project")
-    sub.add_argument("--isolate", action="store_true", help="a NetworkPolicy isolating the project namespace")
-    sub.add_argument("--export", action="store_true", help="print the YAML instead of applying it")
+def _positional(dest: str, given: str, **options: Any) -> tuple[Arg, ...]:
+    """KIND or NAME when a verb takes it (``[...]``: optional, as its help says)."""
+    return (arg(dest, nargs="?" if given.startswith("[") else None, metavar=dest.upper(), **options),) if given else ()
+
+
+def _on_cluster(name: str, what: str, work: Work, *args: Arg, all_namespaces: bool = False, kind: str = "",
+                name_arg: str = "") -> argtree.Verb:
+    """A verb acting on the cluster the flags name (its help also its description): the cluster's flags, KIND and
+    NAME when it takes them, then its own."""
+    flags = (*target.flags(all_namespaces=all_namespaces), *_positional("kind", kind, help=kind),
+             *_positional("name", name_arg), *args)
+    return argtree.Verb(name, what, flags, run=_cluster(work), description=what)
+
+
+# `tree` and `trace` reach remote clusters with their kubeconfigs, as the operator does
+_REMOTE = (arg("--insecure-kubeconfig-exec", action="store_true",
+               help="let a remote cluster's kubeconfig run its exec credential plugin (refused by default, as the "
+                    "operator's flag of the same name)"),
+           arg("--insecure-kubeconfig-tls", action="store_true",
+               help="let a remote cluster's kubeconfig skip TLS verification (as the operator's flag)"))
+# `render` and `diff` build kustomize overlays as a ConfigSync does
+_OVERLAY = (arg("--substitute", action="append", metavar="KEY=VALUE",
+                help="a ConfigSync's postBuild variable, for a kustomize overlay (repeatable)"),
+            arg("--substitute-from-file", action="append", metavar="FILE",
+                help="KEY=VALUE lines, as --substitute (repeatable; --substitute wins)"),
+            arg("--decrypt", action="append", metavar="KEYFILE",
+                help="decrypt a kustomize overlay's SOPS-encrypted files with this age identity file or armored "
+                     "OpenPGP private key (repeatable); decrypted values are masked in the output"))
+
+_CLUSTER_VERBS = (
+    _on_cluster(
+        "get", "list helmop resources (kubectl's columns and -o forms)", _get,
+        arg("names", nargs="*", metavar="NAME"),
+        arg("--output", "-o", choices=show.OUTPUTS, help="wide, json, yaml or name (default: a table)"),
+        arg("--watch", "-w", action="store_true", help="after the listing, print each change"),
+        arg("--selector", "-l", help="label selector (app=web,tier!=db)"),
+        arg("--cluster", metavar="NAME", help="only the HelmReleases, ConfigSyncs and Kustomizations that deliver to "
+                                              "this cluster, named as the CLUSTER column names it (local: the "
+                                              "operator's own)"),
+        all_namespaces=True, kind="[hr|gitrepo|csync|jk|proj|images|an app kind, or several: hr,csync] (default: all)"),
+    _on_cluster(
+        "export", "print resources as clean YAML to apply elsewhere (no status or server fields)", _export,
+        arg("names", nargs="*", metavar="NAME"),
+        arg("--selector", "-l", help="label selector"),
+        all_namespaces=True, kind="[KIND] (default: all)"),
+    _on_cluster(
+        "reconcile", "reconcile a resource now and wait for the outcome (exit 1 if not Ready)", _reconcile,
+        arg("--with-source", action="store_true", help="fetch its GitRepository first"),
+        arg("--timeout", type=explained(_duration), default=300.0, metavar="DURATION",
+            help="how long to wait (a duration: 90s, 5m; or seconds; default 5m)"),
+        arg("--reset", action="store_true",
+            help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)"),
+        arg("--force", action="store_true",
+            help="HelmRelease: one forced upgrade, even when up to date (helmop.dev/forceAt)"),
+        kind="hr, gitrepo, csync, jk, or an app kind (such as webapps)", name_arg="NAME"),
+    _on_cluster("suspend", "stop acting on a resource", _suspend, kind="hr, gitrepo, csync or jk", name_arg="NAME"),
+    _on_cluster("resume", "act on a suspended resource again", _suspend, kind="hr, gitrepo, csync or jk",
+                name_arg="NAME"),
+    _on_cluster(
+        "diff", "what an upgrade would change, object by object: the live release against a HelmRelease's spec, or "
+                "against local manifests (-f, validated as render --validate); exit 0 same, 1 different, 2 error",
+        _diff,
+        arg("--filename", "-f", action="append",
+            help="manifests (file or directory, repeatable) holding HelmReleases or app resources, or a kustomize "
+                 "overlay (built as a ConfigSync builds it); valuesFrom is read from the cluster"),
+        arg("--apps", help="app kinds file, to diff app resources too"),
+        arg("--output-format", choices=["unified", "json"], default="unified",
+            help="unified diffs under a header per object (default), or JSON for CI"),
+        *_OVERLAY,
+        kind="[hr] (with a NAME: the HelmRelease's spec in the cluster)", name_arg="[NAME]"),
+    _on_cluster(
+        "check", "check a namespace's tenancy: the ServiceAccounts helmop acts as there may not grant themselves more "
+                 "or reach outside it; exit 0 confined, 1 not", _check_tenancy,
+        arg("what", choices=["tenancy"]),
+        arg("--default-service-account", metavar="NAME", default="",
+            help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")),
+    _on_cluster(
+        "tree", "what a resource manages, down to each release's objects, with their health (on the remote cluster a "
+                "spec.kubeConfig names, read with its kubeconfig Secret)", _tree,
+        *_REMOTE,
+        kind="hr, csync, gitrepo, jk, proj, or any kind", name_arg="NAME"),
+    _on_cluster(
+        "trace", "for any object: which release or ConfigSync manages it, from which source revision, chart version "
+                 "and values digest", _trace,
+        arg("--cluster", metavar="NAME", help="the object is on this remote cluster (as `get` names it), reached "
+                                              "with the kubeconfig of a resource delivering there"),
+        *_REMOTE,
+        kind="any kind (deploy, cm, hr, ...)", name_arg="NAME"),
+    _on_cluster("events", "Events of helmop's resources, or of one and everything it manages, in time order", _events,
+                all_namespaces=True, kind="[KIND]", name_arg="[NAME]"),
+    _on_cluster(
+        "logs", "the operator's log lines (about one object, when named): from its pods, or from its --log-file",
+        _logs,
+        arg("--follow", "-f", action="store_true", help="keep printing new lines"),
+        arg("--log-file", default_from=operator_logs.log_file_default, metavar="PATH",
+            help=f"the file of an operator run with --log-file (default ${operator_logs.LOG_FILE_ENV}); without it, "
+                 "the operator's pods"),
+        arg("--tail", type=int, default=-1, metavar="N", help="the last N lines only"),
+        arg("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run (default: any "
+                                                              "namespace)"),
+        kind="[KIND]", name_arg="[NAME]"),
+    _on_cluster(
+        "ui", "serve the web UI: every resource's state, history, tree and events, live; locally with the "
+              "kubeconfig's rights (127.0.0.1), in a cluster with each viewer's token", _ui,
+        arg("--port", type=int, default=9080, help="port to listen on (default %(default)s; 0: any free one)"),
+        arg("--address", default="127.0.0.1", help="address to listen on (default %(default)s; another needs --auth "
+                                                   "token)"),
+        arg("--auth", choices=("kubeconfig", "token"), default="kubeconfig",
+            help="kubeconfig: the viewer is the kubeconfig's user; token: each viewer's bearer token (Authorization "
+                 "header or the login page), checked with TokenReview and impersonated"),
+        arg("--actions", action="store_true", help="allow reconcile, suspend and resume from the pages (default: "
+                                                   "read-only)"),
+        arg("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run, for their log lines "
+                                                              "(default: any namespace)"),
+        arg("--log-file", default_from=operator_logs.log_file_default, metavar="PATH",
+            help="the log file of an operator run with --log-file, for its log lines (default "
+                 f"${operator_logs.LOG_FILE_ENV}); without it, the operator's pods")),
+)
+
+_CREATE = "create a resource from flags (or print it with --export)"
+_PROJECT = argtree.Verb(
+    "project", "a Project (cluster-scoped)", (
+        *target.flags(), arg("name"),
+        arg("--member", action="append", metavar="KIND:NAME:ROLE",
+            help="user:alice:edit, group:devs:view, serviceaccount:ns/name:admin (repeatable)"),
+        arg("--quota", action="append", metavar="RESOURCE=QUANTITY", help="pods=20 (repeatable)"),
+        arg("--sync", metavar="URL", help="the project's config repository"),
+        arg("--branch", default="main", help="its branch (default main)"),
+        arg("--path", default="", help="the folder of its manifests (default the root)"),
+        arg("--jenkins", action="store_true", help="a Jenkins for the project"),
+        arg("--isolate", action="store_true", help="a NetworkPolicy isolating the project namespace"),
+        arg("--export", action="store_true", help="print the YAML instead of applying it")),
+    aliases=("proj",), defaults={"create": "project"})
+
+_RENDER = argtree.Verb(
+    "render", "render the releases of a config-repository tree offline", (
+        arg("path", help="a config-repository directory, or a kustomize overlay in one"),
+        arg("--values-dir", action="append", help="more directories with ConfigMaps/Secrets"),
+        arg("--output-dir", "-o", help="write <namespace>/<name>.yaml files here (default: stdout)"),
+        arg("--apps", help="app kinds file, to render app resources too"),
+        arg("--validate", action="store_true", help="first check every helmop resource in the tree against the CRD "
+                                                    "schemas (offline); errors name file:line"),
+        *_OVERLAY),
+    run=_render,
+    description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge values (ConfigMaps/Secrets from "
+                "the tree), render with helm template. A kustomize overlay (a folder with a kustomization.yaml) is "
+                "built as a ConfigSync builds it, and the objects it would apply are printed.")
+
+_CONVERT = argtree.Verb(
+    "convert", "convert Flux's manifests to helmop's kinds, or back (offline)", (
+        arg("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
+            help="a manifest file, a directory of them, or - for stdin (repeatable)"),
+        arg("--to", choices=("helmop", "flux"), default="helmop", help="the group to convert to (default "
+                                                                       "%(default)s)"),
+        arg("--output-dir", "-o", help="write each converted file here, at its path under -f (default: stdout)")),
+    run=_convert,
+    description="Rewrite Flux's HelmRelease, GitRepository, HelmRepository, OCIRepository and Kustomization as "
+                "helmop's kinds (a Kustomization becomes a ConfigSync), or back with --to flux; every other document "
+                "is kept as it is (comments inside a converted document are not). A field the other side does not "
+                "have is named (file:line) and the exit status is 1.")
+
+_COMPLETION = argtree.Verb(
+    "completion", "print the shell completion script (bash, zsh or fish)", (arg("shell", choices=completion.SHELLS),),
+    run=_completion,
+    description="Completes verbs, flags, kinds, and names and namespaces from the cluster. bash: source <(helmop "
+                "completion bash); zsh: the same in ~/.zshrc; fish: helmop completion fish | source")
+
+
+def _create_verb(verbs_: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``create KIND``: a sub-verb for each kind :mod:`.create` writes, and ``project`` (:mod:`.projects`)."""
+    made = argtree.add(verbs_, argtree.Verb("create", _CREATE, run=_create_or_export, description=_CREATE))
+    kinds = made.add_subparsers(dest="create_kind", required=True, metavar="KIND")
+    create.add_verbs(kinds)
+    argtree.add(kinds, _PROJECT)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -369,167 +553,18 @@ def parser() -> argparse.ArgumentParser:
                                          "an error.")
     top.add_argument("--version", action="version", version=f"helmop {version('helmop')}")
     verbs_ = top.add_subparsers(dest="verb", required=True, metavar="VERB")
-
-    def cluster_verb(name: str, description: str, work: Verb, *, all_namespaces: bool = False,
-                     kind: str = "", name_arg: str = "") -> argparse.ArgumentParser:
-        sub = verbs_.add_parser(name, help=description, description=description)
-        target.add_arguments(sub, all_namespaces=all_namespaces)
-        if kind:
-            sub.add_argument("kind", nargs="?" if kind.startswith("[") else None, metavar="KIND", help=kind)
-        if name_arg:
-            sub.add_argument("name", nargs="?" if name_arg.startswith("[") else None, metavar="NAME")
-        sub.set_defaults(run=_cluster(work))
-        return sub
-
     operate.sandbox_verb(verbs_.add_parser("sandbox", help="run the embedded Kubernetes API sandbox in the "
                                                            "foreground"))
     _run_verb(verbs_.add_parser("run", help="run the operator against the current kubeconfig (or an embedded "
                                              "sandbox)"))
-
-    get = cluster_verb("get", "list helmop resources (kubectl's columns and -o forms)", _get, all_namespaces=True,
-                       kind="[hr|gitrepo|csync|jk|proj|images|an app kind, or several: hr,csync] (default: all)")
-    get.add_argument("names", nargs="*", metavar="NAME")
-    get.add_argument("--output", "-o", choices=show.OUTPUTS, help="wide, json, yaml or name (default: a table)")
-    get.add_argument("--watch", "-w", action="store_true", help="after the listing, print each change")
-    get.add_argument("--selector", "-l", help="label selector (app=web,tier!=db)")
-    get.add_argument("--cluster", metavar="NAME", help="only the HelmReleases, ConfigSyncs and Kustomizations that "
-                                                       "deliver to this cluster, named as the CLUSTER column names "
-                                                       "it (local: the operator's own)")
-
-    export = cluster_verb("export", "print resources as clean YAML to apply elsewhere (no status or server "
-                                    "fields)", _export, all_namespaces=True, kind="[KIND] (default: all)")
-    export.add_argument("names", nargs="*", metavar="NAME")
-    export.add_argument("--selector", "-l", help="label selector")
-
-    rec = cluster_verb("reconcile", "reconcile a resource now and wait for the outcome (exit 1 if not Ready)",
-                       _reconcile, kind="hr, gitrepo, csync, jk, or an app kind (such as webapps)", name_arg="NAME")
-    rec.add_argument("--with-source", action="store_true", help="fetch its GitRepository first")
-    rec.add_argument("--timeout", type=explained(_duration), default=300.0, metavar="DURATION",
-                     help="how long to wait (a duration: 90s, 5m; or seconds; default 5m)")
-    rec.add_argument("--reset", action="store_true",
-                     help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)")
-    rec.add_argument("--force", action="store_true",
-                     help="HelmRelease: one forced upgrade, even when up to date (helmop.dev/forceAt)")
-
-    for name, what in (("suspend", "stop acting on a resource"), ("resume", "act on a suspended resource again")):
-        cluster_verb(name, what, _suspend, kind="hr, gitrepo, csync or jk", name_arg="NAME")
-
-    diff = cluster_verb("diff", "what an upgrade would change, object by object: the live release against a "
-                                "HelmRelease's spec, or against local manifests (-f, validated as render "
-                                "--validate); exit 0 same, 1 different, 2 error", _diff,
-                        kind="[hr] (with a NAME: the HelmRelease's spec in the cluster)", name_arg="[NAME]")
-    diff.add_argument("--filename", "-f", action="append",
-                      help="manifests (file or directory, repeatable) holding HelmReleases or app resources, or a "
-                           "kustomize overlay (built as a ConfigSync builds it); valuesFrom is read from the cluster")
-    diff.add_argument("--apps", help="app kinds file, to diff app resources too")
-    diff.add_argument("--output-format", choices=["unified", "json"], default="unified",
-                      help="unified diffs under a header per object (default), or JSON for CI")
-
-    check = cluster_verb("check", "check a namespace's tenancy: the ServiceAccounts helmop acts as there may not "
-                                  "grant themselves more or reach outside it; exit 0 confined, 1 not", _check_tenancy)
-    check.add_argument("what", choices=["tenancy"])
-    check.add_argument("--default-service-account", metavar="NAME", default="",
-                       help="the operator's --default-service-account (resources naming no ServiceAccount act as it)")
-
-    shown = cluster_verb("tree", "what a resource manages, down to each release's objects, with their health (on "
-                                 "the remote cluster a spec.kubeConfig names, read with its kubeconfig Secret)", _tree,
-                         kind="hr, csync, gitrepo, jk, proj, or any kind", name_arg="NAME")
-    traced = cluster_verb("trace", "for any object: which release or ConfigSync manages it, from which source "
-                                   "revision, chart version and values digest", _trace,
-                          kind="any kind (deploy, cm, hr, ...)", name_arg="NAME")
-    traced.add_argument("--cluster", metavar="NAME", help="the object is on this remote cluster (as `get` names it), "
-                                                          "reached with the kubeconfig of a resource delivering there")
-    for verb in (shown, traced):
-        verb.add_argument("--insecure-kubeconfig-exec", action="store_true",
-                          help="let a remote cluster's kubeconfig run its exec credential plugin (refused by default, "
-                               "as the operator's flag of the same name)")
-        verb.add_argument("--insecure-kubeconfig-tls", action="store_true",
-                          help="let a remote cluster's kubeconfig skip TLS verification (as the operator's flag)")
-    cluster_verb("events", "Events of helmop's resources, or of one and everything it manages, in time order",
-                 _events, all_namespaces=True, kind="[KIND]", name_arg="[NAME]")
-    logs = cluster_verb("logs", "the operator's log lines (about one object, when named): from its pods, or "
-                                "from its --log-file", _logs, kind="[KIND]", name_arg="[NAME]")
-    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
-    logs.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
-                      help=f"the file of an operator run with --log-file (default ${operator_logs.LOG_FILE_ENV}); "
-                           "without it, the operator's pods")
-    logs.add_argument("--tail", type=int, default=-1, metavar="N", help="the last N lines only")
-    logs.add_argument("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run "
-                                                                         "(default: any namespace)")
-
-    web = cluster_verb("ui", "serve the web UI: every resource's state, history, tree and events, live; locally "
-                             "with the kubeconfig's rights (127.0.0.1), in a cluster with each viewer's token", _ui)
-    web.add_argument("--port", type=int, default=9080, help="port to listen on (default %(default)s; 0: any free one)")
-    web.add_argument("--address", default="127.0.0.1", help="address to listen on (default %(default)s; another "
-                                                            "needs --auth token)")
-    web.add_argument("--auth", choices=("kubeconfig", "token"), default="kubeconfig",
-                     help="kubeconfig: the viewer is the kubeconfig's user; token: each viewer's bearer token "
-                          "(Authorization header or the login page), checked with TokenReview and impersonated")
-    web.add_argument("--actions", action="store_true", help="allow reconcile, suspend and resume from the pages "
-                                                             "(default: read-only)")
-    web.add_argument("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run, for their "
-                                                                         "log lines (default: any namespace)")
-    web.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
-                     help="the log file of an operator run with --log-file, for its log lines (default "
-                          f"${operator_logs.LOG_FILE_ENV}); without it, the operator's pods")
-
-    made = verbs_.add_parser("create", help="create a resource from flags (or print it with --export)",
-                             description="create a resource from flags (or print it with --export)")
-    kinds = made.add_subparsers(dest="create_kind", required=True, metavar="KIND")
-    create.add_arguments(kinds, target.add_arguments)
-    project = kinds.add_parser("project", aliases=["proj"], help="a Project (cluster-scoped)")
-    target.add_arguments(project)
-    project.add_argument("name")
-    _project_flags(project)
-    project.set_defaults(create="project")
-    made.set_defaults(run=_create_or_export)
-
-    render = verbs_.add_parser("render", help="render the releases of a config-repository tree offline",
-                               description="Find every HelmRelease (and Jenkins / app kind) under PATH, merge "
-                                           "values (ConfigMaps/Secrets from the tree), render with helm template. "
-                                           "A kustomize overlay (a folder with a kustomization.yaml) is built as "
-                                           "a ConfigSync builds it, and the objects it would apply are printed.")
-    render.add_argument("path", help="a config-repository directory, or a kustomize overlay in one")
-    render.add_argument("--values-dir", action="append", help="more directories with ConfigMaps/Secrets")
-    render.add_argument("--output-dir", "-o", help="write <namespace>/<name>.yaml files here (default: stdout)")
-    render.add_argument("--apps", help="app kinds file, to render app resources too")
-    render.add_argument("--validate", action="store_true",
-                        help="first check every helmop resource in the tree against the CRD schemas (offline); "
-                             "errors name file:line")
-    for verb in (render, diff):
-        verb.add_argument("--substitute", action="append", metavar="KEY=VALUE",
-                          help="a ConfigSync's postBuild variable, for a kustomize overlay (repeatable)")
-        verb.add_argument("--substitute-from-file", action="append", metavar="FILE",
-                          help="KEY=VALUE lines, as --substitute (repeatable; --substitute wins)")
-        verb.add_argument("--decrypt", action="append", metavar="KEYFILE",
-                          help="decrypt a kustomize overlay's SOPS-encrypted files with this age identity file or "
-                               "armored OpenPGP private key (repeatable); decrypted values are masked in the output")
-    render.set_defaults(run=_render)
-
-    conv = verbs_.add_parser("convert", help="convert Flux's manifests to helmop's kinds, or back (offline)",
-                             description="Rewrite Flux's HelmRelease, GitRepository, HelmRepository, OCIRepository "
-                                         "and Kustomization as helmop's kinds (a Kustomization becomes a ConfigSync), "
-                                         "or back with --to flux; every other document is kept as it is (comments "
-                                         "inside a converted document are not). A field the other side does not "
-                                         "have is named (file:line) and the exit status is 1.")
-    conv.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
-                      help="a manifest file, a directory of them, or - for stdin (repeatable)")
-    conv.add_argument("--to", choices=("helmop", "flux"), default="helmop", help="the group to convert to "
-                                                                                 "(default %(default)s)")
-    conv.add_argument("--output-dir", "-o", help="write each converted file here, at its path under -f "
-                                                 "(default: stdout)")
-    conv.set_defaults(run=_convert)
-
+    for verb in _CLUSTER_VERBS:
+        argtree.add(verbs_, verb)
+    _create_verb(verbs_)
+    for verb in (_RENDER, _CONVERT):
+        argtree.add(verbs_, verb)
     artifacts.add_verbs(verbs_)
-    preview.add_verb(verbs_)
-    trying.add_verb(verbs_)
-
-    comp = verbs_.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
-                             description="Completes verbs, flags, kinds, and names and namespaces from the cluster. "
-                                         "bash: source <(helmop completion bash); zsh: the same in ~/.zshrc; fish: "
-                                         "helmop completion fish | source")
-    comp.add_argument("shell", choices=completion.SHELLS)
-    comp.set_defaults(run=_completion)
+    for verb in (preview.VERB, trying.VERB, _COMPLETION):
+        argtree.add(verbs_, verb)
     return top
 
 

@@ -21,6 +21,7 @@ from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
 from . import builds, revisions, target
+from .argtree import Verb, arg
 from .errors import Failed, program
 
 if TYPE_CHECKING:
@@ -32,33 +33,6 @@ OK, FAILED, ERROR = 0, 1, 2
 
 class Unrendered(Failed):
     """A revision that does not build or render (exit code 1)."""
-
-
-def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    what = "what a change to a config repository would change, object by object (as a pull request review)"
-    sub = verbs.add_parser("preview", help=what, description=what + ": the revisions built and rendered as the "
-                           "operator would, Secrets masked, compared with another revision (--base, offline) or with "
-                           "what the cluster holds (--cluster); exit 0 when they render (whatever the diff), 1 when "
-                           "one does not (naming the file and why), 2 on an error (an unknown revision)")
-    sub.add_argument("--base", metavar="REF", help="the revision merged into (main, a commit); or --cluster")
-    sub.add_argument("--head", required=True, metavar="REF", help="the proposed revision (the pull request's)")
-    sub.add_argument("--cluster", action="store_true", help="compare the head with what the cluster the kubeconfig "
-                     "names holds, instead of a base revision (a server-side dry run where the cluster takes one)")
-    sub.add_argument("--path", action="append", metavar="DIR", help="a folder to build as a ConfigSync would "
-                     "(repeatable; default: the folders the tree's ConfigSyncs and Kustomizations name)")
-    sub.add_argument("--repo", default=".", metavar="PATH", help="the git repository (default: the current one)")
-    sub.add_argument("--output", "-o", choices=("unified", "markdown", "json"), default="unified",
-                     help="unified diffs (default), markdown (a pull-request comment), or json")
-    sub.add_argument("--max-lines", type=int, default=500, metavar="N", help="lines of one object's diff shown")
-    sub.add_argument("--max-objects", type=int, default=200, metavar="N", help="objects shown")
-    sub.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
-                     help="fetch charts whose URL starts with FROM from TO instead (repeatable)")
-    sub.add_argument("--substitute", action="append", metavar="KEY=VALUE", help="a postBuild variable (repeatable)")
-    sub.add_argument("--substitute-from-file", action="append", metavar="FILE", help="KEY=VALUE lines (repeatable)")
-    sub.add_argument("--decrypt", action="append", metavar="KEYFILE",
-                     help="a SOPS age identity or armored OpenPGP key (repeatable); what it decrypts is masked")
-    target.add_arguments(sub)
-    sub.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +54,34 @@ def run(args: argparse.Namespace) -> int:
         found, "the cluster" if args.cluster else args.base, args.head)
     print(text, end="")
     return OK
+
+
+_WHAT = "what a change to a config repository would change, object by object (as a pull request review)"
+VERB = Verb(
+    "preview", _WHAT, (
+        arg("--base", metavar="REF", help="the revision merged into (main, a commit); or --cluster"),
+        arg("--head", required=True, metavar="REF", help="the proposed revision (the pull request's)"),
+        arg("--cluster", action="store_true", help="compare the head with what the cluster the kubeconfig names "
+            "holds, instead of a base revision (a server-side dry run where the cluster takes one)"),
+        arg("--path", action="append", metavar="DIR", help="a folder to build as a ConfigSync would (repeatable; "
+            "default: the folders the tree's ConfigSyncs and Kustomizations name)"),
+        arg("--repo", default=".", metavar="PATH", help="the git repository (default: the current one)"),
+        arg("--output", "-o", choices=("unified", "markdown", "json"), default="unified",
+            help="unified diffs (default), markdown (a pull-request comment), or json"),
+        arg("--max-lines", type=int, default=500, metavar="N", help="lines of one object's diff shown"),
+        arg("--max-objects", type=int, default=200, metavar="N", help="objects shown"),
+        arg("--chart-mirror", action="append", metavar="FROM=TO", default=[],
+            help="fetch charts whose URL starts with FROM from TO instead (repeatable)"),
+        arg("--substitute", action="append", metavar="KEY=VALUE", help="a postBuild variable (repeatable)"),
+        arg("--substitute-from-file", action="append", metavar="FILE", help="KEY=VALUE lines (repeatable)"),
+        arg("--decrypt", action="append", metavar="KEYFILE",
+            help="a SOPS age identity or armored OpenPGP key (repeatable); what it decrypts is masked"),
+        *target.flags()),
+    run=run,
+    description=_WHAT + ": the revisions built and rendered as the operator would, Secrets masked, compared with "
+                "another revision (--base, offline) or with what the cluster holds (--cluster); exit 0 when they "
+                "render (whatever the diff), 1 when one does not (naming the file and why), 2 on an error (an unknown "
+                "revision)")
 
 
 async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:

@@ -8,7 +8,8 @@ import yaml
 
 from helmop.api.errors import SpecError
 from helmop.api.kinds import PROJECT
-from helmop.api.projects import MEMBER_KINDS, parse_project
+from helmop.api.projects import MEMBER_KINDS
+from helmop.decisions.specs import read_spec
 from helmop.infra.kube import Kube
 
 from .errors import Failed
@@ -43,7 +44,7 @@ def manifest(name: str, *, members: list[str], quota: list[str], sync: str | Non
     if sync:
         spec["sync"] = {"url": sync, "ref": {"branch": branch}, **({"path": path} if path else {})}
     try:
-        parse_project(spec, name)
+        read_spec(PROJECT, {"metadata": {"name": name}, "spec": spec})
     except SpecError as exc:
         raise Failed(f"Project {name}: {exc}") from None
     return {"apiVersion": PROJECT.api_version, "kind": PROJECT.kind, "metadata": {"name": name}, "spec": spec}

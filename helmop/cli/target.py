@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from helmop.infra.kube import Connection, Kube
 from helmop.infra.kubeconfig import KubeconfigError
 
+from .argtree import Arg, arg
 from .errors import Failed
 
 
@@ -35,10 +36,13 @@ def connect(args: argparse.Namespace) -> Target:
                   bool(getattr(args, "all_namespaces", False)))
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, all_namespaces: bool = False) -> None:
-    """The flags every verb that talks to a cluster takes."""
-    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context to use (default: its current-context)")
-    parser.add_argument("--namespace", "-n", help="namespace (default: the context's, else default)")
-    if all_namespaces:
-        parser.add_argument("--all-namespaces", "-A", action="store_true", help="in every namespace")
+FLAGS = (arg("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"),
+         arg("--context", help="kubeconfig context to use (default: its current-context)"),
+         arg("--namespace", "-n", help="namespace (default: the context's, else default)"))
+EVERY_NAMESPACE = arg("--all-namespaces", "-A", action="store_true", help="in every namespace")
+
+
+def flags(*, all_namespaces: bool = False) -> tuple[Arg, ...]:
+    """The flags every verb that talks to a cluster takes (-A: where it lists)."""
+    return (*FLAGS, EVERY_NAMESPACE) if all_namespaces else FLAGS
+

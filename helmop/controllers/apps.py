@@ -14,12 +14,12 @@ from typing import Any
 
 from helmop.api import jenkins
 from helmop.api.apps import AppKind
-from helmop.api.errors import SpecError
-from helmop.api.kinds import HELMRELEASE, REQUESTED_AT
-from helmop.api.objects import Resource
+from helmop.api.kinds import HELMRELEASE, REQUESTED_AT, Kind
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import parse
 from helmop.api.status.app import AppStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.tenancy import Tenancy
 from helmop.decisions.settle import app as settle
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError
@@ -27,7 +27,8 @@ from helmop.infra.kube import KubeError
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
-from .status import report, requested, write_status
+from .status import requested
+from .turn import Turn
 
 MANAGER = "helmop-apps"
 # The app's own status fields (settle.app.mirrored says which) — or SpecError / InputError
@@ -36,8 +37,54 @@ Prepare = Callable[[Context, dict[str, Any]], Awaitable[dict[str, str]]]
 
 @dataclass
 class App:
+    """An app kind's controller: its object becomes a HelmRelease it owns, whose status it mirrors."""
+
     kind: AppKind
     prepare: Prepare
+
+    def read(self, _kind: Kind, this: Resource, _tenancy: Tenancy) -> dict[str, Any]:
+        """The spec of the HelmRelease the app becomes (SpecError when the app's spec is refused)."""
+        return release_spec(self.kind, this.name, this.spec)
+
+    async def reconcile(self, turn: Turn[dict[str, Any], AppStatus]) -> Outcome:
+        ctx, this, kind = turn.ctx, turn.this, self.kind
+        extra = await self.prepare(ctx, turn.body)
+        namespace, hr_name = this.namespace, kind.release_object_name(this.name)
+        asked = requested(turn.body)
+        obj = {"apiVersion": HELMRELEASE.api_version, "kind": HELMRELEASE.kind,
+               "metadata": {"name": hr_name, "namespace": namespace, "ownerReferences": [this.owner_reference()],
+                            "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": this.name},
+                            # asked of the app: of its release
+                            "annotations": {REQUESTED_AT: asked} if asked else {}},
+               "spec": turn.spec}
+        turn.refer([ObjectKey(HELMRELEASE.kind, namespace, hr_name)])
+        try:
+            await ctx.services.kube.apply(HELMRELEASE.path(namespace, hr_name), obj, MANAGER)
+        except KubeError as exc:
+            await turn.report(False, "HelmReleaseRejected", exc.message, stalled=exc.status == 422)
+            return DONE if exc.status == 422 else FAILED
+        live = await ctx.services.kube.get(HELMRELEASE.path(namespace, hr_name)) or {}
+        mirrored = settle.mirrored(turn.status, this.generation, this.name, live,
+                                   parse(HelmReleaseStatus, live.get("status")), extra)
+        # the app's request is handled when its HelmRelease handled it (mirrored), not by this write
+        await turn.write(mirrored, outcome=False)
+        return DONE
+
+    async def finalize(self, turn: Turn[dict[str, Any], AppStatus]) -> Outcome:
+        """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
+        kube = turn.ctx.services.kube
+        path = HELMRELEASE.path(turn.namespace, self.kind.release_object_name(turn.name))
+        try:
+            await kube.request("DELETE", path)
+        except KubeError as exc:
+            if exc.status != 404:
+                return FAILED
+        limits = turn.ctx.settings.limits
+        for _ in range(round(limits.uninstall_wait / limits.uninstall_poll)):
+            if await kube.get(path) is None:
+                return DONE
+            await asyncio.sleep(limits.uninstall_poll)
+        return after(turn.ctx.settings.intervals.cleanup_wait)
 
 
 def generic_app(kind: AppKind) -> App:
@@ -73,63 +120,3 @@ def jenkins_app(default_chart: dict[str, Any]) -> App:
         return {"adminSecret": admin.name, "url": jenkins.url(obj.name, namespace, spec)}
 
     return App(jenkins.app_kind(default_chart), prepare)
-
-
-class AppController:
-    def __init__(self, ctx: Context, app: App) -> None:
-        self.ctx = ctx
-        self.app = app
-
-    async def reconcile(self, body: dict[str, Any]) -> Outcome:
-        this = Resource(body)
-        namespace, name, spec = this.namespace, this.name, this.spec
-        kind = self.app.kind
-        status = parse(AppStatus, body.get("status"))
-        try:
-            release = release_spec(kind, name, spec)
-            extra = await self.app.prepare(self.ctx, body)
-        except (SpecError, InputError) as exc:
-            transient = isinstance(exc, InputError) and exc.transient
-            await report(self.ctx, kind.resource, body, status, False, exc.reason, str(exc), stalled=not transient)
-            return FAILED if transient else DONE
-        hr_name = kind.release_object_name(name)
-        annotations = {REQUESTED_AT: requested(body)} if requested(body) else {}  # asked of the app: of its release
-        obj = {"apiVersion": HELMRELEASE.api_version, "kind": HELMRELEASE.kind,
-               "metadata": {"name": hr_name, "namespace": namespace, "ownerReferences": [this.owner_reference()],
-                            "labels": {"helmop.dev/app-kind": kind.kind.lower(), "helmop.dev/app-name": name},
-                            "annotations": annotations},
-               "spec": release}
-        self.ctx.memory.refer((kind.kind, namespace, name), [(namespace, HELMRELEASE.kind, hr_name)])
-        try:
-            await self.ctx.services.kube.apply(HELMRELEASE.path(namespace, hr_name), obj, MANAGER)
-        except KubeError as exc:
-            await report(self.ctx, kind.resource, body, status, False, "HelmReleaseRejected", exc.message,
-                         stalled=exc.status == 422)
-            return DONE if exc.status == 422 else FAILED
-        live = await self.ctx.services.kube.get(HELMRELEASE.path(namespace, hr_name)) or {}
-        await self._mirror(body, status, live, extra)
-        return DONE
-
-    async def _mirror(self, body: dict[str, Any], status: AppStatus, hr: dict[str, Any], extra: dict[str, str]) -> None:
-        this = Resource(body)
-        mirrored = settle.mirrored(status, this.generation, this.name, hr, parse(HelmReleaseStatus, hr.get("status")),
-                                   extra)
-        # the app's request is handled when its HelmRelease handled it (mirrored), not by this write
-        await write_status(self.ctx, self.app.kind.resource, body, mirrored, outcome=False)
-
-    async def finalize(self, body: dict[str, Any]) -> Outcome:
-        """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
-        this = Resource(body)
-        path = HELMRELEASE.path(this.namespace, self.app.kind.release_object_name(this.name))
-        self.ctx.memory.drop((self.app.kind.kind, this.namespace, this.name))
-        try:
-            await self.ctx.services.kube.request("DELETE", path)
-        except KubeError as exc:
-            if exc.status != 404:
-                return FAILED
-        limits = self.ctx.settings.limits
-        for _ in range(round(limits.uninstall_wait / limits.uninstall_poll)):
-            if await self.ctx.services.kube.get(path) is None:
-                return DONE
-            await asyncio.sleep(limits.uninstall_poll)
-        return after(self.ctx.settings.intervals.cleanup_wait)

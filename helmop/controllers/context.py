@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from helmop.api.addresses import Policy
+from helmop.api.objects import ObjectKey
 from helmop.api.settings import Limits, Settings
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
@@ -31,11 +32,9 @@ from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
-from .drift_memory import DriftMemory
+from .drift_memory import DriftMemory, LiveKey
 
 # (kind, namespace, name) of one of helmop's objects; (namespace, kind, name) of what it reads.
-Key = tuple[str, str, str]
-Target = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -84,15 +83,19 @@ class Services:
         await self.remotes.close()
 
 
+T = TypeVar("T", bound=Hashable)
+
+
 @dataclass
-class Links:
-    """Which of helmop's objects hold on to which targets, indexed both ways: replacing one object's
-    targets costs its own targets, not a scan of everyone's (it happens on every reconcile)."""
+class Links(Generic[T]):
+    """Which of helmop's objects hold on to which targets (other objects they read, or live objects they
+    deployed), indexed both ways: replacing one object's targets costs its own targets, not a scan of everyone's
+    (it happens on every reconcile)."""
 
-    holders: dict[Target, set[Key]] = field(default_factory=dict)
-    targets: dict[Key, list[Target]] = field(default_factory=dict)
+    holders: dict[T, set[ObjectKey]] = field(default_factory=dict)
+    targets: dict[ObjectKey, list[T]] = field(default_factory=dict)
 
-    def assign(self, holder: Key, targets: list[Target]) -> list[Target]:
+    def assign(self, holder: ObjectKey, targets: list[T]) -> list[T]:
         """Replace ``holder``'s targets; the targets nobody holds any more."""
         previous = self.targets.pop(holder, [])
         for target in previous:
@@ -107,7 +110,7 @@ class Links:
                 self.holders.setdefault(target, set()).add(holder)
         return [target for target in previous if target not in self.holders]
 
-    def of(self, target: Target) -> set[Key]:
+    def of(self, target: T) -> set[ObjectKey]:
         return self.holders.get(target, set())
 
 
@@ -132,23 +135,23 @@ class Memory:
     """What the reconciles of one process know of each other between turns. ``wake`` gives an object a
     turn now (the scheduler's)."""
 
-    def __init__(self, wake: Callable[[Key], None], written_wins: float = Limits.written_wins) -> None:
+    def __init__(self, wake: Callable[[ObjectKey], None], written_wins: float = Limits.written_wins) -> None:
         self.wake = wake
         self.written_wins = written_wins  # Settings.limits.written_wins
         # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what
         # is reported of an unexpected error, which may quote anything.
-        self.secrets: dict[Key, list[str]] = {}
+        self.secrets: dict[ObjectKey, list[str]] = {}
         # Set when a newer revision of an object's spec or inputs arrives: a running helm action for the old
         # one is stopped rather than left to wait out its timeout.
-        self.supersessions: dict[Key, Supersession] = {}
-        self.references = Links()
+        self.supersessions: dict[ObjectKey, Supersession] = {}
+        self.references: Links[ObjectKey] = Links()
         # Objects whose turn started a helm action, or a ConfigSync's apply not yet in its inventory: moving a
         # hash shard, a suspension or a deletion waits for those turns to end, and cancels the others (a turn
         # still waiting for a helm slot loses nothing).
-        self.committed: set[Key] = set()
+        self.committed: set[ObjectKey] = set()
         # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
         # (helm changing them during an action must not stop that action).
-        self.observers = Links()
+        self.observers: Links[LiveKey] = Links()
         # Which of those objects drift checks found as their release wants them, and which changed since.
         self.drift = DriftMemory()
         # (apiVersion, kind) of what is observed: the referrer watches follow this set as it grows.
@@ -156,16 +159,18 @@ class Memory:
         self.new_kinds = asyncio.Event()
         # A status just written: the next turn must read it even if the watch has not brought it yet (a
         # ConfigSync's inventory is what it prunes from, a release's what its drift checks observe).
-        self.written: dict[Key, Written] = {}
+        self.written: dict[ObjectKey, Written] = {}
+        # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
+        self.retry_at: dict[ObjectKey, float] = {}
 
-    def superseded(self, key: Key) -> Supersession:
+    def superseded(self, key: ObjectKey) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())
 
-    def fresh(self, key: Key) -> None:
+    def fresh(self, key: ObjectKey) -> None:
         """A reconcile of ``key`` starts from its newest spec and inputs: what superseded the last one is done."""
         self.supersessions.pop(key, None)
 
-    def turn_ended(self, key: Key) -> None:
+    def turn_ended(self, key: ObjectKey) -> None:
         """Forget what only a turn needed (so an idle object keeps nothing here), but not a supersession that
         arrived during it: the next turn must see it."""
         self.committed.discard(key)
@@ -173,7 +178,7 @@ class Memory:
         if supersession is not None and not supersession.is_set():
             del self.supersessions[key]
 
-    def supersede(self, key: Key, why: str) -> None:
+    def supersede(self, key: ObjectKey, why: str) -> None:
         """A newer revision of ``key``'s spec or inputs (``why``: which): wake it, and stop what it runs for
         the old one."""
         supersession = self.superseded(key)
@@ -181,21 +186,21 @@ class Memory:
         supersession.set()
         self.wake(key)
 
-    def wake_referrers(self, namespace: str, kind: str, name: str) -> None:
+    def wake_referrers(self, target: ObjectKey) -> None:
         """An input of theirs changed (a values Secret, a source's revision): supersede what they run."""
-        for key in list(self.references.of((namespace, kind, name))):
-            self.supersede(key, f"its input {kind} {namespace}/{name} changed")
+        for key in list(self.references.of(target)):
+            self.supersede(key, f"its input {target.kind} {target.namespace}/{target.name} changed")
 
-    def notify_referrers(self, namespace: str, kind: str, name: str) -> None:
+    def notify_referrers(self, target: ObjectKey) -> None:
         """A status they read changed (an app its HelmRelease's, a Project its Jenkins's): a look, no more."""
-        for key in list(self.references.of((namespace, kind, name))):
+        for key in list(self.references.of(target)):
             self.wake(key)
 
-    def refer(self, referrer: Key, targets: list[Target]) -> None:
-        """``referrer`` reads ``targets`` (namespace, kind, name): wake it when they change."""
+    def refer(self, referrer: ObjectKey, targets: list[ObjectKey]) -> None:
+        """``referrer`` reads ``targets``: wake it when they change."""
         self.references.assign(referrer, targets)
 
-    def observe(self, observer: Key, objects: list[tuple[str, str, str, str]]) -> None:
+    def observe(self, observer: ObjectKey, objects: list[tuple[str, str, str, str]]) -> None:
         """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
         self.drift.unobserved(self.observers.assign(observer, [(namespace, kind, name)
                                                                for _, namespace, kind, name in objects]))
@@ -210,18 +215,18 @@ class Memory:
             if target_kind == kind:
                 self.wake_observers(namespace, kind, name)
 
-    def observed_by(self, namespace: str, kind: str, name: str) -> set[Key]:
+    def observed_by(self, namespace: str, kind: str, name: str) -> set[ObjectKey]:
         return self.observers.of((namespace, kind, name))
 
     def wake_observers(self, namespace: str, kind: str, name: str) -> None:
         for key in self.observed_by(namespace, kind, name):
             self.wake(key)
 
-    def status_written(self, key: Key, status: dict[str, Any], uid: str = "", resource_version: str = "") -> None:
+    def status_written(self, key: ObjectKey, status: dict[str, Any], uid: str = "", resource_version: str = "") -> None:
         """``status`` was written to ``key`` (the object ``uid``), which then had ``resource_version``."""
         self.written[key] = Written(status, uid, resource_version, time.monotonic())
 
-    def watched(self, key: Key, body: dict[str, Any]) -> None:
+    def watched(self, key: ObjectKey, body: dict[str, Any]) -> None:
         """``body`` came from the watch: if it shows the last write to ``key`` (the same status, or the
         resourceVersion the write returned), the watch has caught up with it and its bodies count as they are
         from now on; another object of that name (uid) ends it too. Events come in order, so one that shows
@@ -236,7 +241,7 @@ class Memory:
                 or (written.uid and meta.get("uid") and meta.get("uid") != written.uid)):
             del self.written[key]
 
-    def with_written(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
+    def with_written(self, key: ObjectKey, body: dict[str, Any]) -> dict[str, Any]:
         """``body`` (as the watch last brought it) with the status last written to it, until the watch shows that
         write (:meth:`watched`): a turn that read the status from before it would act on what the object was (a
         release's drift checks observing an inventory of nothing, then comparing it all again at the next look).
@@ -249,12 +254,12 @@ class Memory:
             return body
         return {**body, "status": written.status}
 
-    def drop(self, key: Key) -> None:
+    def drop(self, key: ObjectKey) -> None:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
         self.drift.unobserved(self.observers.assign(key, []))
         self.drift.forget(key)
-        for table in (self.supersessions, self.secrets, self.written):
+        for table in (self.supersessions, self.secrets, self.written, self.retry_at):
             table.pop(key, None)
 
 

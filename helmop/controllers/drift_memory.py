@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Target = tuple[str, str, str]  # (namespace, kind, name), as Memory's observers
-Key = tuple[str, str, str]  # the release's resource
+from helmop.api.objects import ObjectKey
+
+LiveKey = tuple[str, str, str]  # (namespace, kind, name), as Memory's observers
 
 
 def fingerprint(meta: Mapping[str, Any]) -> int:
@@ -41,7 +42,7 @@ class Clean:
 @dataclass
 class _Release:
     token: tuple[Any, ...]  # the release record and spec generation the objects were found clean for
-    objects: dict[Target, Clean] = field(default_factory=dict)
+    objects: dict[LiveKey, Clean] = field(default_factory=dict)
     everything: bool = False  # every object of the release's manifest is among them
 
 
@@ -49,8 +50,8 @@ class DriftMemory:
     def __init__(self) -> None:
         self._epochs: dict[tuple[str, str], int] = {}  # (kind, namespace or "" for every namespace): unbroken since
         self._counter = itertools.count(1)
-        self._now: dict[Target, int] = {}  # fingerprints the watches saw last (observed objects only)
-        self._releases: dict[Key, _Release] = {}
+        self._now: dict[LiveKey, int] = {}  # fingerprints the watches saw last (observed objects only)
+        self._releases: dict[ObjectKey, _Release] = {}
 
     # --- the watches ---------------------------------------------------------------------------------
 
@@ -62,11 +63,11 @@ class DriftMemory:
         """That watch broke (or stopped): nothing of its kind is passed over until it lists again."""
         self._epochs.pop((kind, namespace), None)
 
-    def seen(self, target: Target, meta: Mapping[str, Any] | None) -> None:
+    def seen(self, target: LiveKey, meta: Mapping[str, Any] | None) -> None:
         """A watch event of an observed object (``meta`` None: deleted)."""
         self._now[target] = fingerprint(meta) if meta is not None else 0
 
-    def unobserved(self, targets: list[Target]) -> None:
+    def unobserved(self, targets: list[LiveKey]) -> None:
         """No release observes these any more: their changes go unseen from now on, so nothing found of them
         before is trusted either."""
         if not targets:
@@ -81,12 +82,12 @@ class DriftMemory:
 
     # --- the drift checks ----------------------------------------------------------------------------
 
-    def epoch(self, target: Target) -> int | None:
+    def epoch(self, target: LiveKey) -> int | None:
         """The unbroken watch covering ``target`` now (None: none; it cannot be passed over later)."""
         namespace, kind, _ = target
         return self._epochs.get((kind, "")) or self._epochs.get((kind, namespace))
 
-    def clean(self, key: Key, token: tuple[Any, ...], target: Target) -> Clean | None:
+    def clean(self, key: ObjectKey, token: tuple[Any, ...], target: LiveKey) -> Clean | None:
         """How ``target`` was found clean for this record and generation, if no change was seen since by an
         unbroken watch (None: it must be compared)."""
         release = self._releases.get(key)
@@ -96,7 +97,7 @@ class DriftMemory:
             return None
         return clean
 
-    def all_unchanged(self, key: Key, token: tuple[Any, ...]) -> int:
+    def all_unchanged(self, key: ObjectKey, token: tuple[Any, ...]) -> int:
         """How many objects the release has, when every one was found clean for this record and generation and
         none changed since (the manifest need not even be read); else 0."""
         release = self._releases.get(key)
@@ -105,10 +106,10 @@ class DriftMemory:
             return 0
         return len(release.objects)
 
-    def found(self, key: Key, token: tuple[Any, ...], clean: dict[Target, Clean], *, everything: bool) -> None:
+    def found(self, key: ObjectKey, token: tuple[Any, ...], clean: dict[LiveKey, Clean], *, everything: bool) -> None:
         """What a check of ``key`` found clean (the objects it found drifted, or could not judge, are left out);
         ``everything``: all of the release's objects are among them."""
         self._releases[key] = _Release(token, clean, everything)
 
-    def forget(self, key: Key) -> None:
+    def forget(self, key: ObjectKey) -> None:
         self._releases.pop(key, None)

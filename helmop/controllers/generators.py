@@ -6,13 +6,11 @@ revision with ``revision: @alias``): a source change elsewhere leaves it, and it
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.errors import SpecError
-from helmop.api.generators import DISABLED, ArtifactGeneratorSpec, parse_artifact_generator
+from helmop.api.generators import DISABLED, ArtifactGeneratorSpec
 from helmop.api.kinds import Family
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import Condition, now, to_json
 from helmop.api.status.sources import Artifact, ArtifactGeneratorStatus, ExternalArtifactStatus, InventoryEntry
 from helmop.decisions.settle import outcome
@@ -23,45 +21,33 @@ from helmop.sources.readers import generated_path, generator_trees
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome
-from .status import read_status, report, write_status
+from .turn import Turn
 
 GENERATOR_LABEL = "source.extensions.fluxcd.io/generator"  # Flux's: the generator's uid, on what it made
 MANAGER = "helmop"
 
 
-async def reconcile(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
-    kind = family.artifactgenerator
-    this = Resource(body)
-    status = read_status(kind, ArtifactGeneratorStatus, body)
-    if this.annotation(DISABLED).lower() == "disabled":
-        return DONE
-    try:
-        spec = parse_artifact_generator(body.get("spec") or {})
-        for i, source in enumerate(spec.sources):
-            ctx.tenancy.check_reference(this.namespace, source.namespace, f"spec.sources[{i}]")
-    except SpecError as exc:
-        reason = "AccessDenied" if exc.reason == "CrossNamespaceRef" else exc.reason
-        await report(ctx, kind, body, status, False, reason, str(exc), stalled=True)
-        return DONE
-    ctx.memory.refer((kind.key, this.namespace, this.name),
-                     [(s.namespace or this.namespace, _key(family, s.kind), s.name) for s in spec.sources])
+def disabled(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> bool:
+    """Flux's way to stop a generator: the annotation ``source.extensions.fluxcd.io/reconcile: disabled``."""
+    return turn.this.annotation(DISABLED).lower() == "disabled"
+
+
+async def reconcile(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> Outcome:
+    ctx, spec, family, this = turn.ctx, turn.spec, turn.family, turn.this
+    turn.refer([ObjectKey(_key(family, s.kind), s.namespace or this.namespace, s.name) for s in spec.sources])
     try:
         trees, sources_digest = await generator_trees(ctx.services, family, this.namespace, spec)
     except SourceError as exc:
         if exc.reason == "CrossNamespaceRef":  # met on the way (a source's own reference): refused as the spec's
-            await report(ctx, kind, body, status, False, "AccessDenied", str(exc), stalled=True)
+            await turn.report(False, "AccessDenied", str(exc), stalled=True)
             return DONE
-        await report(ctx, kind, body, status, False, "SourceFetchFailed", f"get sources failed: {exc}")
+        await turn.report(False, "SourceFetchFailed", f"get sources failed: {exc}")
         return FAILED
-    try:
-        inventory = await _publish(ctx, family, this, spec, trees)
-    except SourceError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
+    inventory = await _publish(ctx, family, this, spec, trees)
     await _collect(ctx, family, this, {entry.name for entry in inventory})
-    done = status.but(inventory=tuple(inventory), observed_sources_digest=sources_digest)
-    await write_status(ctx, kind, body, outcome(done, this.generation, True, "Succeeded",
-                                                f"reconciliation succeeded, generated {len(inventory)} artifact(s)"))
+    done = turn.status.but(inventory=tuple(inventory), observed_sources_digest=sources_digest)
+    await turn.write(outcome(done, this.generation, True, "Succeeded",
+                             f"reconciliation succeeded, generated {len(inventory)} artifact(s)"))
     return DONE
 
 
@@ -98,7 +84,7 @@ async def _publish(ctx: Context, family: Family, this: Resource, spec: ArtifactG
             revision=revision, digest=digest, size=len(data), last_update_time=now(), metadata=metadata,
             path=f"externalartifact/{this.namespace}/{name}/{digest[7:19]}.tar.gz"))
         if changed:
-            ctx.memory.wake_referrers(this.namespace, family.externalartifact.key, name)
+            ctx.memory.wake_referrers(ObjectKey(family.externalartifact.key, this.namespace, name))
             await ctx.services.events.normal(this.body, "ArtifactPublished",
                                              f"external artifact {this.namespace}/{name} ({digest}) published")
         inventory.append(InventoryEntry(name, this.namespace, digest, f"{digest[7:19]}.tar.gz"))
@@ -157,9 +143,7 @@ async def _collect(ctx: Context, family: Family, this: Resource, kept: set[str])
                     raise
 
 
-async def finalize(ctx: Context, family: Family, body: dict[str, Any]) -> Outcome:
+async def finalize(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> Outcome:
     """What the generator made goes with it."""
-    this = Resource(body)
-    await _collect(ctx, family, this, set())
-    ctx.memory.drop((family.artifactgenerator.key, this.namespace, this.name))
+    await _collect(turn.ctx, turn.family, turn.this, set())
     return DONE

@@ -14,21 +14,21 @@ from typing import Any
 
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.sources import GitRepositorySpec, parse_git_repository
 from helmop.api.status import now
 from helmop.api.status.sources import Artifact, GitRepositoryStatus, NameRef, ObservedInclude
 from helmop.decisions.settle import sources as settle
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitAuth, check_ref
-from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_ref, git_source, shaped
+from helmop.sources.readers import MAX_INCLUDE_DEPTH, Referrer, fetched_refs, git_auth, git_source, shaped
 from helmop.sources.secrets import secret_entries
 from helmop.sources.trees import GitArtifact, Mount
 from helmop.sources.verification.commits import TrustedKeys, verify
 
 from .context import Context
-from .outcome import DONE, FAILED, Outcome
-from .status import published, read_status, report, write_status
+from .outcome import DONE, Outcome
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -37,57 +37,34 @@ def webhook_path(namespace: str, name: str) -> str:
     return f"/hooks/{namespace}/{name}"
 
 
-async def reconcile(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
-    """Returns a retry delay after a transient failure, else None (come back at the interval). ``kind``:
-    helmop's GitRepository or Flux's."""
-    this = Resource(body)
-    namespace, name = this.namespace, this.name
-    status = read_status(kind, GitRepositoryStatus, body)
-    try:
-        spec = parse_git_repository(body.get("spec") or {})
-    except SpecError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
-        return DONE
-    status = settle.webhook(status, webhook_path(namespace, name) if spec.webhook_secret_ref else "")
-    if spec.suspend:
-        await write_status(ctx, kind, body, status)
-        return DONE
-    key = (kind.key, namespace, name)
-    ctx.memory.refer(key, [(namespace, "Secret", ref) for ref in (spec.secret_ref, spec.verify_secret_ref,
-                                                                  spec.proxy_secret_ref) if ref]
-                     + [(namespace, kind.key, include.repository) for include in spec.include])
-    try:
-        mounts = await _includes(ctx, kind, namespace, name, spec)
-        auth, revision = await _fetched(ctx, namespace, spec, key)
-    except SourceError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
+async def reconcile(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> Outcome:
+    ctx, spec, namespace, kind = turn.ctx, turn.spec, turn.namespace, turn.kind
+    turn.status = settle.webhook(turn.status, webhook_path(namespace, turn.name) if spec.webhook_secret_ref else "")
+    turn.refer(turn.secrets_named(spec.secret_ref, spec.verify_secret_ref, spec.proxy_secret_ref)
+               + [ObjectKey(kind.key, namespace, include.repository) for include in spec.include])
+    mounts = await _includes(ctx, kind, namespace, turn.name, spec)
+    auth, revision = await _fetched(turn)
     artifact = shaped(ctx.services.git, spec.url, revision, "", auth, spec, mounts)
     try:
         message = await _verified(ctx, namespace, spec, auth, revision, artifact.sha)
     except SourceError as exc:  # the revision is not published: readers keep the previous one
-        status = settle.unverified(status, this.generation, exc.reason, str(exc))
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
-    try:
-        digest = await _digest(artifact, status, spec)
-    except SourceError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
-    status = settle.verified(status, this.generation, spec.verify_mode, message)
-    await published(ctx, kind, body, status, settle.fetched(status, this.generation, revision, digest, now(),
-                                                            **_observed(spec, mounts)),
-                    f"stored artifact for revision {revision}")
+        turn.status = settle.unverified(turn.status, turn.generation, exc.reason, str(exc))
+        raise
+    digest = await _digest(artifact, turn.status, spec)
+    status = settle.verified(turn.status, turn.generation, spec.verify_mode, message)
+    turn.status = status
+    await turn.publish(settle.fetched(status, turn.generation, revision, digest, now(), **_observed(spec, mounts)),
+                       f"stored artifact for revision {revision}")
     return DONE
 
 
-async def _fetched(ctx: Context, namespace: str, spec: GitRepositorySpec,
-                   key: tuple[str, str, str]) -> tuple[GitAuth, str]:
+async def _fetched(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> tuple[GitAuth, str]:
     """The repository fetched into the mirror: the credentials it was fetched with, the revision its ref names."""
-    ref = git_ref(spec)
+    ctx, spec = turn.ctx, turn.spec
+    ref = spec.ref
     check_ref(ref)
-    auth = await git_auth(ctx.services.kube, namespace, spec, ctx.services.git.policy)
-    ctx.memory.secrets[key] = auth.secrets()
+    auth = await git_auth(ctx.services.kube, turn.namespace, spec, ctx.services.git.policy)
+    turn.read_secrets(auth.secrets())
     started = time.monotonic()
     try:
         await ctx.services.git.fetch(spec.url, auth, timeout=spec.timeout, refs=fetched_refs(spec))
@@ -166,16 +143,16 @@ async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth:
     except SourceError as exc:
         raise SourceError("VerificationError", f"public keys secret error: {exc}", transient=exc.transient) from None
     keys = TrustedKeys.of_entries(entries, f"Secret {namespace}/{spec.verify_secret_ref}")
-    tag = revision.rsplit("@sha1:", 1)[0] if (spec.tag or spec.semver) and not (spec.commit or spec.ref_name) else ""
+    ref = spec.ref
+    tag = revision.rsplit("@sha1:", 1)[0] if (ref.tag or ref.semver) and not (ref.commit or ref.name) else ""
     return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)
 
 
-async def finalize(ctx: Context, kind: Kind, body: dict[str, Any]) -> Outcome:
+async def finalize(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> Outcome:
     """Drop the mirror when no other GitRepository (of this kind) uses the same URL."""
-    this = Resource(body)
-    ctx.memory.drop((kind.key, this.namespace, this.name))
-    url = str((body.get("spec") or {}).get("url", ""))
-    others = await ctx.services.kube.list(kind.path())
+    ctx, this = turn.ctx, turn.this
+    url = turn.spec.url
+    others = await ctx.services.kube.list(turn.kind.path())
     if url and not any((o.get("spec") or {}).get("url") == url and Resource(o).uid != this.uid
                        for o in others):
         ctx.services.git.forget(url)

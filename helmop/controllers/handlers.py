@@ -13,86 +13,49 @@ in the context bounds helm actions across objects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import traceback
-from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
 
 from helmop.api.durations import parse_duration
-from helmop.api.errors import SpecError
+from helmop.api.errors import HelmopError, SpecError
 from helmop.api.flux import spec as flux_spec
-from helmop.api.images import FLUX_IMAGE_KINDS, HELMOP_IMAGES, ImageKinds
 from helmop.api.kinds import (
     ALERT,
-    FINALIZER,
     FLUX,
     FLUX_ALERT,
-    FLUX_FINALIZER,
     FLUX_FORCE_AT,
     FLUX_PROVIDER,
-    FLUX_RECEIVER,
     FLUX_REQUESTED_AT,
     FLUX_RESET_AT,
     FORCE_AT,
     HELMOP,
-    PREVIEW,
-    PROJECT,
     PROVIDER,
-    RECEIVER,
     REQUESTED_AT,
     RESET_AT,
     SHARD_LABEL,
-    Family,
     Kind,
 )
-from helmop.api.objects import Resource, packed, slim, unpacked
+from helmop.api.objects import ObjectKey, Resource, packed, slim, unpacked
 from helmop.api.redaction import redact
 from helmop.api.settings import Backoffs, Settings
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
-from helmop.api.status import Status
-from helmop.api.status.app import AppStatus
-from helmop.api.status.configsync import ConfigSyncStatus
-from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.api.status.images import ImagePolicyStatus, ImageRepositoryStatus, ImageUpdateAutomationStatus
-from helmop.api.status.preview import PreviewStatus
-from helmop.api.status.project import ProjectStatus
-from helmop.api.status.receiver import ReceiverStatus
-from helmop.api.status.sources import (
-    ArtifactGeneratorStatus,
-    BucketStatus,
-    GitRepositoryStatus,
-    HelmChartStatus,
-    HelmRepositoryStatus,
-    OCIRepositoryStatus,
-)
-from helmop.infra.kube import KubeError
+from helmop.api.tenancy import Tenancy
+from helmop.infra.kube import KubeError, Unreachable
 
-from . import (
-    buckets,
-    chartsources,
-    configsyncs,
-    fluxversions,
-    generators,
-    gitrepositories,
-    helmcharts,
-    imagepolicies,
-    imagerepositories,
-    imageupdates,
-    notifications,
-    previews,
-    projects,
-    receivers,
-)
-from .apps import App, AppController
-from .context import Context, Key, Memory, Services
+from . import fluxversions, notifications
+from .apps import App
+from .context import Context, Memory, Services
 from .fluxgate import FluxGate
-from .helmreleases import Reconciler
-from .outcome import DONE, FAILED, Finalize, Outcome, Reconcile
+from .outcome import DONE, FAILED, Outcome
+from .registration import Controller, controllers
 from .scheduler import Scheduler
 from .status import read_status, report
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +75,9 @@ class _Failures:
 
     def __init__(self, backoffs: Backoffs) -> None:
         self.backoffs = backoffs
-        self.counts: dict[Key, int] = {}
+        self.counts: dict[ObjectKey, int] = {}
 
-    def delay(self, key: Key, outcome: Outcome, done: float) -> float:
+    def delay(self, key: ObjectKey, outcome: Outcome, done: float) -> float:
         """The delay after ``outcome``; ``done`` when there is nothing to come back for sooner."""
         if not outcome.failed:
             self.counts.pop(key, None)
@@ -122,25 +85,9 @@ class _Failures:
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.backoffs.failure.after(self.counts[key])
 
-    def unexpected(self, key: Key) -> float:
+    def unexpected(self, key: ObjectKey) -> float:
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.backoffs.error.after(self.counts[key])
-
-
-@dataclass(frozen=True)
-class Controller:
-    """What one kind does: its reconcile and clean-up, and how often it comes back when all is well."""
-
-    resource: Kind
-    status: type[Status]
-    interval: float
-    reconcile: Reconcile
-    finalize: Finalize
-
-    @property
-    def finalizer(self) -> str:
-        """Flux's kinds keep Flux's finalizer: a cluster moving over (or back) keeps one clean-up guarantee."""
-        return FLUX_FINALIZER if self.resource.flux else FINALIZER
 
 
 class Dispatcher:
@@ -150,9 +97,9 @@ class Dispatcher:
         self.controllers: dict[str, Controller] = {}
         # Every object of helmop's kinds, as its watch last brought it: packed (compact JSON, a third of the
         # memory of its dicts); a turn reads a copy of its own.
-        self.bodies: dict[Key, bytes] = {}
-        self.uids: dict[Key, str] = {}  # which hash shard each object is in
-        self.tokens: dict[Key, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
+        self.bodies: dict[ObjectKey, bytes] = {}
+        self.uids: dict[ObjectKey, str] = {}  # which hash shard each object is in
+        self.tokens: dict[ObjectKey, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
         self.failures = _Failures(settings.backoffs)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
         self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns)
@@ -161,19 +108,19 @@ class Dispatcher:
         self.ctx = Context(settings, services, Memory(self.scheduler.wake, settings.limits.written_wins))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
-        self.interrupted: dict[Key, str] = {}  # turns stopped because their object is being deleted or suspended
-        self.halting: dict[Key, str] = {}  # why each object's last generation halts it ("" for none)
+        self.interrupted: dict[ObjectKey, str] = {}  # turns stopped because their object is being deleted or suspended
+        self.halting: dict[ObjectKey, str] = {}  # why each object's last generation halts it ("" for none)
 
     def serve_flux(self) -> None:
         """Flux's controllers stopped: every Flux object gets its turn now."""
         for key in self.bodies:
-            if self.controllers[key[0]].resource.flux:
+            if self.controllers[key[0]].kind.flux:
                 self.scheduler.wake(key)
 
-    def owns(self, key: Key) -> bool:
+    def owns(self, key: ObjectKey) -> bool:
         return self.acting is EVERYTHING or self._hash(key) in self.acting
 
-    def _hash(self, key: Key) -> int:
+    def _hash(self, key: ObjectKey) -> int:
         uid = self.uids.get(key)
         return hash_of(uid) if uid is not None else -1
 
@@ -200,13 +147,14 @@ class Dispatcher:
         """An event of kopf's watch: keep the body, and ask for a turn when something that matters changed."""
         body = _as_read(controller, body)
         meta = body["metadata"]
-        key = (controller.resource.key, meta.get("namespace") or "", meta.get("name") or "")
+        key = ObjectKey(controller.kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if event == "DELETED":
             self.halting.pop(key, None)
             self.bodies.pop(key, None)
             self.uids.pop(key, None)
             self.tokens.pop(key, None)
-            self.ctx.memory.written.pop(key, None)
+            self.ctx.memory.drop(key)  # whatever its clean-up did not (an object that had no finalizer)
+            self.failures.counts.pop(key, None)
             self.scheduler.forget(key)
             self.ctx.services.metrics.forget_resource(*key)
             return
@@ -214,7 +162,7 @@ class Dispatcher:
         self.ctx.memory.watched(key, body)
         self.bodies[key] = packed(body)
         self.uids[key] = str(meta.get("uid") or "")
-        self.ctx.services.metrics.observe_resource(controller.resource.key, body)
+        self.ctx.services.metrics.observe_resource(controller.kind.key, body)
         token = self._token(meta, controller.finalizer)
         previous = self.tokens.get(key)
         if previous == token:
@@ -234,7 +182,7 @@ class Dispatcher:
         return (meta.get("generation"), tuple(annotations.get(a) for a in ASKED),
                 finalizer in (meta.get("finalizers") or []))
 
-    def _interrupt_on_halt(self, key: Key, body: dict[str, Any]) -> None:
+    def _interrupt_on_halt(self, key: ObjectKey, body: dict[str, Any]) -> None:
         """Stop the turn running for an object that has just come to be deleted or suspended: a listing, a fetch,
         a build that may take minutes (or, from a hostile server, forever) is for nothing now, and holds its
         clean-up back. Only on that change (a later generation of an object already halting must not cut its own
@@ -250,7 +198,7 @@ class Dispatcher:
             self.interrupted[key] = why
             task.cancel()
 
-    async def turn(self, key: Key) -> float | None:
+    async def turn(self, key: ObjectKey) -> float | None:
         """Reconcile the object, or clean up after it; the delay to its next turn (None: it has none)."""
         try:
             return await self._turn(key)
@@ -263,19 +211,19 @@ class Dispatcher:
             if kept is not None:
                 await self.ctx.services.events.normal(unpacked(kept), "ReconcileInterrupted",
                                                       f"the reconcile under way was stopped: the "
-                                                      f"{self.controllers[key[0]].resource.kind} {why}")
+                                                      f"{self.controllers[key[0]].kind.kind} {why}")
             return 0.0  # the next turn, at once, sees the deletion or the suspension
         finally:
             self.interrupted.pop(key, None)
             self.ctx.memory.turn_ended(key)
 
-    async def _turn(self, key: Key) -> float | None:
+    async def _turn(self, key: ObjectKey) -> float | None:
         kept = self.bodies.get(key)
         if kept is None:
             return None
         body = self.ctx.memory.with_written(key, unpacked(kept))
         controller = self.controllers[key[0]]
-        if controller.resource.flux and self.flux_gate is not None and self.flux_gate.holds(controller.resource.group):
+        if controller.kind.flux and self.flux_gate is not None and self.flux_gate.holds(controller.kind.group):
             self.ctx.services.metrics.flux_held.labels(key[0]).inc()
             return self.ctx.settings.flux.check  # Flux's own controllers act on it: untouched (woken when they stop)
         meta, finalizer = body["metadata"], controller.finalizer
@@ -292,7 +240,7 @@ class Dispatcher:
             self.tokens[key] = self._token(held["metadata"], finalizer)
         started = time.monotonic()
         try:
-            outcome = await controller.reconcile(dict(body))
+            outcome = await self._reconcile(controller, body)
             delay = self.failures.delay(key, outcome, _interval(body, controller.interval))
         except Exception as exc:  # a bug or a case nobody foresaw: said on the object, retried with backoff
             await _unexpected(self.ctx, controller, dict(body), exc, "reconcile")
@@ -301,9 +249,22 @@ class Dispatcher:
             time.monotonic() - started)
         return delay
 
-    async def _clean_up(self, controller: Controller, key: Key, body: dict[str, Any]) -> float | None:
+    async def _reconcile(self, controller: Controller, body: dict[str, Any]) -> Outcome:
+        """The prologue every kind shares (the spec read, or refused: Stalled; suspended: nothing done), the kind's
+        turn, and what ends any turn alike: an error of its inputs reported, an API error said as APIError."""
+        turn = await opened(self.ctx, controller, dict(body))
+        if isinstance(turn, Outcome):
+            return turn
         try:
-            outcome = await controller.finalize(dict(body))
+            return await controller.reconcile(turn)
+        except KubeError as exc:
+            return await api_error(turn, exc)
+        except HelmopError as exc:
+            return await turn.failed(exc)
+
+    async def _clean_up(self, controller: Controller, key: ObjectKey, body: dict[str, Any]) -> float | None:
+        try:
+            outcome = await self._finalize(controller, key, body)
         except Exception as exc:
             await _unexpected(self.ctx, controller, dict(body), exc, "clean-up")
             return self.failures.unexpected(key)
@@ -315,13 +276,30 @@ class Dispatcher:
         self.failures.counts.pop(key, None)
         return None
 
+    async def _finalize(self, controller: Controller, key: ObjectKey, body: dict[str, Any]) -> Outcome:
+        """The kind's clean-up, with what the operator remembers of the object forgotten first (nothing it reads
+        wakes a clean-up) and again once it is done; a remote cluster it held let go."""
+        self.ctx.memory.drop(key)
+        turn = await closing(self.ctx, controller, dict(body))
+        outcome = DONE
+        if turn is not None:
+            try:
+                outcome = await controller.finalize(turn)
+            except KubeError as exc:
+                outcome = await api_error(turn, exc)
+        if outcome == DONE:
+            self.ctx.memory.drop(key)
+            if key in self.ctx.services.remotes.held:
+                await self.ctx.services.remotes.release(key)
+        return outcome
+
     async def _finalizers(self, controller: Controller, body: dict[str, Any],
                           finalizers: list[str]) -> dict[str, Any] | None:
         """Write the object's finalizers, if it has not changed since ``body`` (the list is replaced whole:
         the resourceVersion keeps another writer's entry from being lost); the object written, or None
         when it changed or is gone."""
         meta = body["metadata"]
-        path = controller.resource.path(meta.get("namespace"), meta["name"])
+        path = controller.kind.path(meta.get("namespace"), meta["name"])
         try:
             return await self.ctx.services.kube.merge_patch(path, {"metadata": {
                 "finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}})
@@ -336,7 +314,7 @@ class Dispatcher:
 
 def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, controller: Controller,
                    shard: str) -> None:
-    resource = controller.resource
+    resource = controller.kind
     dispatcher.controllers[resource.key] = controller
 
     # A replica with --shard handles only what carries that label; without, only what carries none. Every
@@ -352,28 +330,14 @@ def _kind_handlers(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, cont
 
 def register(registry: kopf.OperatorRegistry, dispatcher: Dispatcher, apps: list[App], shard: str = "", *,
              clusterwide: bool = True, flux: bool = False) -> None:
-    """Every kind's handlers; cluster-scoped kinds (Project) only for an operator that watches the whole
-    cluster; Flux's kinds with ``flux`` (--flux-api)."""
-    ctx = dispatcher.ctx
-    controllers = [
-        *_family(ctx, HELMOP),
-        *(_family(ctx, FLUX) if flux else []),
-        *_images(ctx, HELMOP_IMAGES), *(_images(ctx, FLUX_IMAGE_KINDS) if flux else []),
-        *([Controller(PROJECT, ProjectStatus, ctx.settings.intervals.release,
-                      lambda body: projects.reconcile(ctx, body), lambda body: projects.finalize(ctx, body))]
-          if clusterwide else []),
-        *(_app_controller(ctx, AppController(ctx, app)) for app in apps),
-        _receiver(ctx, RECEIVER),
-        *([_flux_checked(ctx, _receiver(ctx, FLUX_RECEIVER))] if flux else []),
-        Controller(PREVIEW, PreviewStatus, ctx.settings.intervals.preview, lambda body: previews.reconcile(ctx, body),
-                   lambda body: previews.finalize(ctx, body)),
-    ]
-    for controller in controllers:
+    """Every kind's handlers (:func:`.registration.controllers`); Providers and Alerts, and ExternalArtifacts,
+    which have no turns."""
+    for controller in controllers(dispatcher.ctx, apps, clusterwide=clusterwide, flux=flux):
         _kind_handlers(registry, dispatcher, controller, shard)
     for kind in (PROVIDER, ALERT, *((FLUX_PROVIDER, FLUX_ALERT) if flux else ())):
-        _notification_handlers(registry, ctx, kind)
+        _notification_handlers(registry, dispatcher.ctx, kind)
     for family in (HELMOP, *((FLUX,) if flux else ())):
-        _external_artifact_handlers(registry, ctx, family.externalartifact)
+        _external_artifact_handlers(registry, dispatcher.ctx, family.externalartifact)
 
 
 def _external_artifact_handlers(registry: kopf.OperatorRegistry, ctx: Context, kind: Kind) -> None:
@@ -383,7 +347,7 @@ def _external_artifact_handlers(registry: kopf.OperatorRegistry, ctx: Context, k
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.key}-seen")
     async def seen(body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata") or {}
-        ctx.memory.notify_referrers(str(meta.get("namespace") or ""), kind.key, str(meta.get("name") or ""))
+        ctx.memory.notify_referrers(ObjectKey(kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or "")))
 
     del seen  # registered; kept only by kopf
 
@@ -407,113 +371,70 @@ def _as_read(controller: Controller, body: dict[str, Any]) -> dict[str, Any]:
     (``reconcile.fluxcd.io/requestedAt``, ``resetAt``, ``forceAt``) under helmop's names, and the removed
     versions it was written in (:func:`fluxversions.noted`). In memory only: nothing writes an object's
     annotations back."""
-    body = slim(fluxversions.noted(controller.resource, body))
+    body = slim(fluxversions.noted(controller.kind, body))
     annotations = body["metadata"].get("annotations") or {}
     asked = {ours: annotations[theirs] for theirs, ours in FLUX_REQUESTS.items()
-             if controller.resource.flux and theirs in annotations}
+             if controller.kind.flux and theirs in annotations}
     if asked:
         body["metadata"]["annotations"] = {**annotations, **asked}
     return body
 
 
-def _family(ctx: Context, family: Family) -> list[Controller]:
-    """The controllers of one family of kinds: the same code for helmop's and Flux's. Methods and module
-    functions are looked up at each call (not bound once here)."""
-    releases = Reconciler(ctx, family)
-    t = ctx.settings.intervals
-    git, helm, oci, sync = family.gitrepository, family.helmrepository, family.ocirepository, family.configsync
-    bucket = family.bucket
-    controllers = [
-        Controller(family.helmrelease, HelmReleaseStatus, t.release, lambda body: releases.reconcile(body),
-                   lambda body: releases.finalize(body)),
-        Controller(git, GitRepositoryStatus, t.source, lambda body: gitrepositories.reconcile(ctx, git, body),
-                   lambda body: gitrepositories.finalize(ctx, git, body)),
-        Controller(helm, HelmRepositoryStatus, t.source,
-                   lambda body: chartsources.reconcile_helm_repository(ctx, helm, body),
-                   lambda body: chartsources.finalize(ctx, helm, body)),
-        Controller(oci, OCIRepositoryStatus, t.source,
-                   lambda body: chartsources.reconcile_oci_repository(ctx, oci, body),
-                   lambda body: chartsources.finalize(ctx, oci, body)),
-        Controller(sync, ConfigSyncStatus, t.source, lambda body: configsyncs.reconcile(ctx, family, body),
-                   lambda body: configsyncs.finalize(ctx, family, body)),
-        Controller(bucket, BucketStatus, t.source, lambda body: buckets.reconcile(ctx, bucket, body),
-                   lambda body: buckets.finalize(ctx, bucket, body)),
-        Controller(family.helmchart, HelmChartStatus, t.source,
-                   lambda body: helmcharts.reconcile(ctx, family, body),
-                   lambda body: helmcharts.finalize(ctx, family, body)),
-        # Flux's source-watcher has no interval: an hour, and at once when a source publishes
-        Controller(family.artifactgenerator, ArtifactGeneratorStatus, t.artifact_generator,
-                   lambda body: generators.reconcile(ctx, family, body),
-                   lambda body: generators.finalize(ctx, family, body)),
-    ]
-    return [_flux_checked(ctx, c) for c in controllers] if family.flux else controllers
+async def opened(ctx: Context, controller: Controller, body: dict[str, Any]) -> Turn[Any, Any] | Outcome:
+    """The turn of ``body``, or the outcome of one that stops before the kind acts: a spec refused (Stalled, with
+    its reason: for Flux's kinds, a field helmop does not implement too, never reconciled as if it were not
+    there), or suspended (nothing written)."""
+    kind = controller.kind
+    status = read_status(kind, controller.status, body)
+    try:
+        if kind.flux:
+            body = await fluxversions.read(ctx, kind, body)
+            flux_spec.check(kind, body.get("spec") or {})
+        spec = controller.read(body, ctx.tenancy)
+    except SpecError as exc:
+        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
+        return DONE
+    turn: Turn[Any, Any] = Turn(ctx, kind, body, spec, status)
+    return DONE if controller.suspended(turn) else turn
 
 
-def _images(ctx: Context, kinds: ImageKinds) -> list[Controller]:
-    """Image automation's controllers, helmop's or Flux's (policies are woken by their repository's scans, and
-    come back every ten minutes without an interval of their own)."""
-    repository, automation = kinds.repository, kinds.automation
-    controllers = [
-        Controller(repository, ImageRepositoryStatus, ctx.settings.intervals.source,
-                   lambda body: imagerepositories.reconcile(ctx, repository, body),
-                   lambda body: imagerepositories.finalize(ctx, repository, body)),
-        Controller(kinds.policy, ImagePolicyStatus, ctx.settings.intervals.image_policy,
-                   lambda body: imagepolicies.reconcile(ctx, kinds, body),
-                   lambda body: imagerepositories.finalize(ctx, kinds.policy, body)),
-        Controller(automation, ImageUpdateAutomationStatus, ctx.settings.intervals.source,
-                   lambda body: imageupdates.reconcile(ctx, kinds, body),
-                   lambda body: imagerepositories.finalize(ctx, automation, body)),
-    ]
-    return [_flux_checked(ctx, c) for c in controllers] if repository.flux else controllers
-
-
-def _flux_checked(ctx: Context, controller: Controller) -> Controller:
-    """A Flux kind's controller: a spec with a field helmop does not implement is refused (Stalled, with the
-    field's name), never reconciled as if the field were not there; deleted, it cleans nothing up (what it names
-    may be elsewhere: ``spec.kubeConfig``'s cluster)."""
-    async def reconcile(body: dict[str, Any]) -> Outcome:
-        try:
-            body = await fluxversions.read(ctx, controller.resource, body)
-            flux_spec.check(controller.resource, body.get("spec") or {})
-        except SpecError as exc:
-            status = read_status(controller.resource, controller.status, body)
-            await report(ctx, controller.resource, body, status, False, exc.reason, str(exc), stalled=True)
-            return DONE
-        return await controller.reconcile(body)
-
-    async def finalize(body: dict[str, Any]) -> Outcome:
-        try:
-            body = await fluxversions.read(ctx, controller.resource, body, warn=False)
-            flux_spec.check(controller.resource, body.get("spec") or {})
-        except SpecError as exc:
+async def closing(ctx: Context, controller: Controller, body: dict[str, Any]) -> Turn[Any, Any] | None:
+    """The clean-up turn of a deleted object; None when there is nothing to clean up: its spec was refused, so
+    it never made anything (a kind that cleans up all the same gets a turn whose spec is None). The tenancy
+    policy does not stop a clean-up: what an object made under an older policy still goes with it."""
+    kind = controller.kind
+    status = read_status(kind, controller.status, body)
+    try:
+        if kind.flux:
+            body = await fluxversions.read(ctx, kind, body, warn=False)
+            flux_spec.check(kind, body.get("spec") or {})
+        spec = controller.read(body, Tenancy())
+    except SpecError as exc:
+        if not controller.cleans_up_unread:
             this = Resource(body)
-            log.info("%s %s/%s deleted: nothing cleaned up (%s)", controller.resource.kind, this.namespace, this.name,
-                     exc)
-            return DONE
-        return await controller.finalize(body)
-
-    return replace(controller, reconcile=reconcile, finalize=finalize)
+            log.info("%s %s/%s deleted: nothing cleaned up (%s)", kind.kind, this.namespace, this.name, exc)
+            return None
+        spec = None
+    return Turn(ctx, kind, body, spec, status)
 
 
-def _receiver(ctx: Context, kind: Kind) -> Controller:
-    """A Receiver's controller: its status (the webhook path); every replica's webhook server serves its requests."""
-    return Controller(kind, ReceiverStatus, ctx.settings.intervals.receiver,
-                      lambda body: receivers.reconcile(ctx, kind, body),
-                      lambda body: receivers.finalize(ctx, kind, body))
-
-
-def _app_controller(ctx: Context, app: AppController) -> Controller:
-    """An app kind's controller (a function of its own: each app's lambdas close over their own controller)."""
-    return Controller(app.app.kind.resource, AppStatus, ctx.settings.intervals.release,
-                      lambda body: app.reconcile(body), lambda body: app.finalize(body))
+async def api_error(turn: Turn[Any, Any], exc: KubeError) -> Outcome:
+    """The API failed a turn: said in Ready (when it can be written) as APIError, or ClusterUnreachable when a
+    remote cluster did not answer; tried again after the failure backoff."""
+    turn.log.warning("API error: %s", exc)
+    said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
+    remote = isinstance(exc, Unreachable) and turn.ctx.services.remotes.unanswered(exc.server, exc.message)
+    with contextlib.suppress(KubeError):
+        await turn.report(False, "ClusterUnreachable" if remote else "APIError", turn.masked(said)[:1024])
+    return FAILED
 
 
 async def _unexpected(ctx: Context, controller: Controller, body: dict[str, Any], exc: Exception, action: str) -> None:
     """Report an exception that escaped a reconcile or clean-up: Ready=False with reason ReconcileError and
     what was raised, a Warning Event, helmop_reconcile_errors_total, the traceback in the log. What was
     raised may quote anything: the secret strings the object's reconcile read are masked in all three."""
-    this, resource = Resource(body), controller.resource
-    key = (resource.key, this.namespace, this.name)
+    this, resource = Resource(body), controller.kind
+    key = ObjectKey(resource.key, this.namespace, this.name)
     ctx.services.metrics.reconcile_errors.labels(resource.key).inc()
     message = redact(f"the {action} raised {type(exc).__name__}: {exc}", ctx.memory.secrets.get(key, []))[:1024]
     # the frames (code, not values) and the masked message; never the exception's own text

@@ -2,8 +2,8 @@
 write, round after round, until nothing is left to do.
 
 Each round observes the release once (helm's records, and the live objects' drift where it can decide),
-asks the pure ``reconcile.decide`` for one action and runs it (``actions.RUNS``); the pure
-``reconcile.settle.helmrelease`` says what status its result leads to, and that status is written. A
+asks the pure ``decisions.decide`` for one action and runs it (``actions.RUNS``); the pure
+``decisions.settle.helmrelease`` says what status its result leads to, and that status is written. A
 failed action ends the reconcile (the next one, after a backoff, decides on remediation, then the next
 try), so tries are spaced by the backoff. A reconcile that finds nothing to do spawns no helm process.
 Events are posted for actions and failures, never twice in a row for the same thing.
@@ -23,83 +23,63 @@ from helmop.api import conditions as cond
 from helmop.api.actions import Action
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.helmrelease import (
-    ArtifactChart,
     HelmReleaseSpec,
     RepositoryChart,
-    SharedRepositoryChart,
-    SourceChart,
-    parse_spec,
 )
-from helmop.api.kinds import FORCE_AT, HELMOP, RESET_AT, Family
-from helmop.api.objects import Resource
-from helmop.api.redaction import redact
+from helmop.api.kinds import FORCE_AT, RESET_AT
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.decisions import Decision, Desired, Observed, Reason, Release, decide, drift_matters
-from helmop.decisions.health import check_expression, check_exprs
+from helmop.decisions import Decision, Desired, Observed, Reason, Release, Stop, decide, drift_matters, ends_turn
 from helmop.decisions.settle import helmrelease as settle
 from helmop.decisions.settle import progressing
+from helmop.decisions.specs import chart_source
 from helmop.helm import releases
 from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
-from helmop.infra.kube import KubeError, Unreachable
+from helmop.infra.kube import KubeError
 
 from . import clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .clusters import Cluster
-from .context import Context, Key
 from .outcome import DONE, FAILED, Outcome, after
-from .status import annotation, pending_request, read_status, report, write_status
+from .status import annotation, pending_request, write_status
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
-class Reconciler:
-    """The HelmReleases of one family (helmop's kinds, or Flux's): its sources and dependencies are of the
-    same family."""
 
-    def __init__(self, ctx: Context, family: Family = HELMOP) -> None:
-        self.ctx = ctx
-        self.family = family
-        self.kind = family.helmrelease
-        # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
-        self.retry_at: dict[Key, float] = {}
 
-    # --- entry points ------------------------------------------------------------------------------
+async def reconcile(turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> Outcome:
+    turn.ctx.memory.fresh(turn.key)  # the newest spec and inputs
+    return await _Release(turn).reconcile()
 
-    async def reconcile(self, body: dict[str, Any]) -> Outcome:
-        this = Resource(body)
-        self.ctx.memory.fresh((self.kind.key, this.namespace, this.name))  # the newest spec and inputs
-        try:
-            return await self._reconcile(copy.deepcopy(body))
-        except KubeError as exc:  # the API itself failed us: said in Ready (when it can be written), tried again soon
-            log.warning("%s/%s: API error: %s", this.namespace, this.name, exc)
-            said = f"the API server answered {exc.status or 'nothing'}: {exc.message}"
-            remote = isinstance(exc, Unreachable) and self.ctx.services.remotes.unanswered(exc.server, exc.message)
-            reason = "ClusterUnreachable" if remote else "APIError"
-            secrets = self.ctx.memory.secrets.get((self.kind.key, this.namespace, this.name), [])
-            with contextlib.suppress(KubeError):
-                await report(self.ctx, self.kind, body, read_status(self.kind, HelmReleaseStatus, body), False,
-                             reason, redact(said, secrets)[:1024])
-            return FAILED
 
-    async def finalize(self, body: dict[str, Any]) -> Outcome:
-        """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
-        this = Resource(body)
-        self.ctx.memory.drop((self.kind.key, this.namespace, this.name))
-        self.retry_at.pop(this.key, None)
-        try:
-            spec = self._parse(this)
-        except SpecError:
-            await self.ctx.services.remotes.release(this.key)
-            return DONE  # nothing helmop could have installed
-        if spec.kube_config is not None and (
-                spec.suspend or _never_installed(read_status(self.kind, HelmReleaseStatus, body))):
+async def finalize(turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> Outcome:
+    """Uninstall for a deleted HelmRelease (its dependents first: it waits for them)."""
+    return await _Release(turn).finalize()
+
+
+class _Release:
+    """One turn of a HelmRelease of either family (helmop's kinds, or Flux's: its sources and dependencies are of
+    the same family)."""
+
+    def __init__(self, turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> None:
+        self.turn = turn
+        self.ctx = turn.ctx
+        self.family = turn.family
+        self.kind = turn.kind
+        self.retry_at = turn.ctx.memory.retry_at  # RetryOnFailure: when each failed release may be tried again
+
+    async def finalize(self) -> Outcome:
+        turn = self.turn
+        this, spec, body = turn.this, turn.spec, turn.body
+        if spec.kube_config is not None and (spec.suspend or _never_installed(turn.status)):
             # Flux's rule (suspended, or no storageNamespace yet): nothing to uninstall, so no cluster is asked;
             # a remote that never answers cannot hold the object. (The operator's own cluster is always asked:
             # an install cut short by a crash is recorded in helm's storage before it is in the status.)
             log.info("%s/%s deleted: %s, nothing uninstalled", this.namespace, this.name,
                      "suspended" if spec.suspend else "never installed")
-            await self.ctx.services.remotes.release(this.key)
             return DONE
         first = await dependencies.dependents_first(self.ctx, this, self.kind)
         if first:
@@ -107,13 +87,10 @@ class Reconciler:
                      ", ".join(first))
             return after(self.ctx.settings.intervals.dependents_wait)
         try:
-            cluster = await clusters.target(self.ctx, this.key, spec.kube_config)
+            cluster = await turn.cluster(spec.kube_config)
         except HelmopError as exc:
             return await self._unreachable_on_deletion(body, exc)
-        outcome = await self._uninstall(body, spec, cluster)
-        if outcome is DONE:
-            await self.ctx.services.remotes.release(this.key)
-        return outcome
+        return await self._uninstall(body, spec, cluster)
 
     async def _unreachable_on_deletion(self, body: dict[str, Any], exc: HelmopError) -> Outcome:
         """The remote cluster does not answer: tried again later. A remote that cannot be built (its kubeConfig
@@ -124,7 +101,6 @@ class Reconciler:
             return FAILED
         await self.ctx.services.events.post(body, "Warning", "UninstallSkipped", "release left on the remote cluster "
                                                                                  f"(not uninstalled): {exc}")
-        await self.ctx.services.remotes.release(Resource(body).key)
         return DONE
 
     async def _uninstall(self, body: dict[str, Any], spec: HelmReleaseSpec, cluster: Cluster) -> Outcome:
@@ -141,37 +117,16 @@ class Reconciler:
         result = await uninstall.run(job)
         await self._report(job, result)
         if not result.ok:
-            status = read_status(self.kind, HelmReleaseStatus, body)
-            await self._write(body, settle.settle(status, desired, decision, result))
+            await self._write(body, settle.settle(self.turn.status, desired, decision, result))
         return DONE if result.ok else FAILED
-
-    def _parse(self, this: Resource) -> HelmReleaseSpec:
-        return parse_spec(this.spec, this.name, this.namespace,
-                          origin=self.kind.origin_labels(this.namespace, this.name))
 
     # --- the reconcile -----------------------------------------------------------------------------
 
-    async def _reconcile(self, body: dict[str, Any]) -> Outcome:
-        this = Resource(body)
-        key = (self.kind.key, this.namespace, this.name)
-        status = read_status(self.kind, HelmReleaseStatus, body)  # read once: each write hands on the new one
-        try:
-            spec = self._parse(this)
-            source = _source(spec)
-            if source is not None:
-                self.ctx.tenancy.check_reference(this.namespace, source[1], source[2])
-            for i, (dep_namespace, _) in enumerate(spec.depends_on):
-                self.ctx.tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
-            for i, (_, expr) in enumerate(spec.ready_exprs):
-                check_expression(expr, f"spec.dependsOn[{i}].readyExpr")
-            check_exprs(spec.health_check_exprs)
-        except SpecError as exc:
-            await self._refuse(body, status, exc.reason, str(exc), stalled=True)
-            return DONE
+    async def reconcile(self) -> Outcome:
+        body = copy.deepcopy(self.turn.body)
+        this, spec, key = Resource(body), self.turn.spec, self.turn.key
+        status = self.turn.status  # read once: each write hands on the new one
         self._remember_references(key, spec)
-        if spec.suspend:
-            self._observe(key, spec, status, remote=spec.kube_config is not None)
-            return DONE
         try:
             cluster = await clusters.target(self.ctx, key, spec.kube_config)
         except HelmopError as exc:
@@ -199,11 +154,10 @@ class Reconciler:
             return await self._converge(body, status, key, spec, inputs, waiting, cluster)
         except HelmopError as exc:  # helm's records could not be read (broken, or forged by someone who may
             # write Secrets there)
-            await self._refuse(body, read_status(self.kind, HelmReleaseStatus, body), exc.reason, str(exc),
-                               stalled=not exc.transient)
+            await self._refuse(body, self.turn.status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
 
-    async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: Key, spec: HelmReleaseSpec,
+    async def _converge(self, body: dict[str, Any], status: HelmReleaseStatus, key: ObjectKey, spec: HelmReleaseSpec,
                         inputs: Inputs, waiting: tuple[str, ...], cluster: Cluster) -> Outcome:
         """Observe, decide, act, settle, write: round after round, until the release is as wanted or an action
         ends the reconcile."""
@@ -213,20 +167,21 @@ class Reconciler:
         for _ in range(self.ctx.settings.limits.release_rounds):
             observed = await self._observed(body, spec, status, desired, state, cluster)
             decision = decide(desired, observed)
-            run = RUNS.get(decision.action)
             job = Job(self.ctx, body, spec, decision, state, cluster, inputs)
-            if run is None:
+            stop = ends_turn(decision)
+            if stop is not None:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
                     # also woken when a dependency's status changes
                     return after(self.ctx.settings.intervals.dependency_recheck)
-                if decision.reason is Reason.RETRYING:
+                if stop is Stop.RETRY_LATER:
                     return after(observed.retry_in)
                 break
+            run = RUNS[decision.action]
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 # said before helm is run (an up-to-date release needs no read)
                 await self._check_namespace(spec, cluster)
-                if inputs.source_revision and (_source(spec) or ("",))[0] == "GitRepository":
+                if inputs.source_revision and (chart_source(spec) or ("",))[0] == "GitRepository":
                     # said of a chart from git (a commit status marks that commit pending)
                     await self.ctx.services.events.normal(body, "Progressing", f"{decision.message} {desired.chart} "
                                                                                f"from {inputs.source_revision}")
@@ -254,7 +209,7 @@ class Reconciler:
             state = result.state or await read_release(cluster, spec)
         return DONE
 
-    def _after_failure(self, key: Key, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
+    def _after_failure(self, key: ObjectKey, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
         """When to look again after a failed action: at the retryInterval of a RetryOnFailure strategy (no
         sooner, whatever wakes it), else after the backoff."""
         policy = spec.install.remediation if decision.action is Action.INSTALL else spec.upgrade.remediation
@@ -338,38 +293,26 @@ class Reconciler:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _observe(self, key: Key, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
+    def _observe(self, key: ObjectKey, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the
         interval does), so `kubectl scale` or a deleted Service is noticed within moments. The operator's
         watches are of its own cluster: a remote release's drift is looked for at its interval."""
         watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" and not remote else []
         self.ctx.memory.observe(key, watched)
 
-    def _remember_references(self, key: Key, spec: HelmReleaseSpec) -> None:
-        namespace = key[1]
-        targets = [(namespace, ref.kind, ref.name) for ref in spec.values_from]
+    def _remember_references(self, key: ObjectKey, spec: HelmReleaseSpec) -> None:
+        namespace = key.namespace
+        targets = [ObjectKey(ref.kind, namespace, ref.name) for ref in spec.values_from]
         if isinstance(spec.chart, RepositoryChart) and spec.chart.secret_ref:
-            targets.append((namespace, "Secret", spec.chart.secret_ref))
-        source = _source(spec)
+            targets.append(ObjectKey("Secret", namespace, spec.chart.secret_ref))
+        source = chart_source(spec)
         if source is not None:
             kind = self.family.source(source[0])
-            targets.append((source[1] or namespace, kind.key if kind else source[0], source[3]))
-        targets += [(dep_namespace, self.kind.key, dep_name) for dep_namespace, dep_name in spec.depends_on]
+            targets.append(ObjectKey(kind.key if kind else source[0], source[1] or namespace, source[3]))
+        targets += [ObjectKey(self.kind.key, dep_namespace, dep_name) for dep_namespace, dep_name in spec.depends_on]
         if spec.kube_config is not None:
-            targets.append((namespace, *spec.kube_config.source))
+            targets.append(ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1]))
         self.ctx.memory.refer(key, targets)
-
-
-def _source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
-    """(kind, namespace, the field naming it, name) of the source object a chart comes from, if any."""
-    chart = spec.chart
-    if isinstance(chart, SourceChart):
-        return (chart.kind, chart.namespace, "spec.chart.sourceRef", chart.name)
-    if isinstance(chart, SharedRepositoryChart):
-        return ("HelmRepository", chart.namespace, "spec.chart.spec.sourceRef", chart.repository)
-    if isinstance(chart, ArtifactChart):
-        return (chart.kind, chart.namespace, "spec.chartRef", chart.name)
-    return None
 
 
 def _release(state: ReleaseState, tests: bool = False, changing_from: str = "") -> Release | None:

@@ -5,88 +5,59 @@ interval."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from helmop.api.errors import HelmopError, SpecError
-from helmop.api.images import ANY_POLICY, ImageKinds, ImageUpdateAutomationSpec, parse_image_update_automation
-from helmop.api.objects import Resource
+from helmop.api.images import ANY_POLICY, ImageKinds, ImageUpdateAutomationSpec
+from helmop.api.objects import ObjectKey
 from helmop.api.sources import parse_git_repository
 from helmop.api.status import now, parse
 from helmop.api.status.images import ImagePolicyStatus, ImageRef, ImageUpdateAutomationStatus
 from helmop.decisions.settle import images as settle
 from helmop.images import automation
 from helmop.images.signing import signer
-from helmop.sources.errors import SourceError
-from helmop.sources.git import GitRef
-from helmop.sources.readers import git_auth, git_ref
+from helmop.sources.readers import git_auth
 
 from .context import Context
-from .outcome import DONE, FAILED, Outcome
-from .status import read_status, report, write_status
+from .outcome import DONE, Outcome
+from .turn import Turn
 
 
-async def reconcile(ctx: Context, kinds: ImageKinds, body: dict[str, Any]) -> Outcome:
-    kind, this = kinds.automation, Resource(body)
-    status = read_status(kind, ImageUpdateAutomationStatus, body)
-    try:
-        spec = parse_image_update_automation(body.get("spec") or {})
-        where = spec.source_namespace or this.namespace
-        ctx.tenancy.check_reference(this.namespace, where, "spec.sourceRef.namespace")
-    except SpecError as exc:
-        reason = "AccessDenied" if exc.reason == "CrossNamespaceRef" else exc.reason
-        await report(ctx, kind, body, status, False, reason, str(exc), stalled=True)
-        return DONE
-    if spec.suspend:
-        return DONE
-    try:
-        plan = await _plan(ctx, kinds, this, spec, where)
-        done = await automation.run(ctx.services.git, plan)
-    except HelmopError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
+async def reconcile(turn: Turn[ImageUpdateAutomationSpec, ImageUpdateAutomationStatus]) -> Outcome:
+    spec, kinds = turn.spec, turn.images
+    where = spec.source_namespace or turn.namespace
+    plan = await _plan(turn, where)
+    done = await automation.run(turn.ctx.services.git, plan)
     branch = automation.push_branch(plan.checkout, plan.push_branch)
     message = f"pushed commit '{done.commit[:7]}' to branch '{branch}'" if done.commit else "repository up-to-date"
-    await write_status(ctx, kind, body, settle.ran(status, this.generation, now(), done.revision, plan.refs,
-                                                   done.commit, message))
+    await turn.write(settle.ran(turn.status, turn.generation, now(), done.revision, plan.refs, done.commit, message))
     if done.commit:
-        await ctx.services.events.normal(body, "Succeeded", f"{message}\n{done.message}")
-        ctx.memory.wake((kinds.gitrepository.key, where, spec.source))
+        await turn.events.normal("Succeeded", f"{message}\n{done.message}")
+        turn.ctx.memory.wake(ObjectKey(kinds.gitrepository.key, where, spec.source))
     if done.result.problems:
-        await ctx.services.events.warning(body, "UpdateFailed", "files left alone: " + "; ".join(
-            done.result.problems[:10]))
+        await turn.events.warning("UpdateFailed", "files left alone: " + "; ".join(done.result.problems[:10]))
     return DONE
 
 
-async def _plan(ctx: Context, kinds: ImageKinds, this: Resource, spec: ImageUpdateAutomationSpec,
-                where: str) -> automation.Plan:
+async def _plan(turn: Turn[ImageUpdateAutomationSpec, ImageUpdateAutomationStatus], where: str) -> automation.Plan:
     """What the run does: the GitRepository's URL, credentials and ref; the policies' choices; the signer."""
-    key = (kinds.automation.key, this.namespace, this.name)
-    source = await ctx.services.kube.get(kinds.gitrepository.path(where, spec.source))
-    what = f"{kinds.gitrepository.kind} {where}/{spec.source}"
-    if source is None:
-        raise SourceError("InvalidSourceConfiguration", f"{what} does not exist", transient=True)
-    try:
-        git = parse_git_repository(source.get("spec") or {})
-    except SpecError as exc:
-        raise SourceError("InvalidSourceConfiguration", f"{what}: {exc}", transient=False) from None
-    refs = await _policies(ctx, kinds, this.namespace, spec)
+    ctx, spec, kinds, namespace = turn.ctx, turn.spec, turn.images, turn.namespace
+    git, _ = await turn.read_other(kinds.gitrepository, where, spec.source, parse_git_repository,
+                                   "InvalidSourceConfiguration", invalid_transient=False)
+    refs = await _policies(ctx, kinds, namespace, spec)
     # every policy of the namespace: one that chooses for the first time, or is made later, wakes it too
-    ctx.memory.refer(key, [(where, kinds.gitrepository.key, spec.source),
-                           (this.namespace, kinds.policy.key, ANY_POLICY),
-                           *((this.namespace, "Secret", s) for s in (spec.signing_secret,) if s)])
+    turn.refer([ObjectKey(kinds.gitrepository.key, where, spec.source),
+                ObjectKey(kinds.policy.key, namespace, ANY_POLICY), *turn.secrets_named(spec.signing_secret)])
     auth = await git_auth(ctx.services.kube, where, git, ctx.services.git.policy)
     secrets = auth.secrets()
     sign = None
     if spec.signing:
-        sign, masked = await signer(ctx.services.kube, this.namespace, spec.signing, spec.signing_secret)
+        sign, masked = await signer(ctx.services.kube, namespace, spec.signing, spec.signing_secret)
         secrets += masked
-    ctx.memory.secrets[key] = secrets
+    turn.read_secrets(secrets)
     ref = spec.checkout
-    checkout = GitRef(ref.branch, ref.tag, ref.semver, ref.commit, ref.name) if ref.given else git_ref(git)
+    checkout = ref if ref.given else git.ref
     return automation.Plan(url=git.url, auth=auth, checkout=checkout, push_branch=spec.push_branch,
                            refspec=spec.refspec, options=spec.push_options, path=spec.path,
                            author=(spec.author_name, spec.author_email), template=spec.message_template,
-                           values=dict(spec.template_values), namespace=this.namespace, name=this.name, refs=refs,
+                           values=dict(spec.template_values), namespace=namespace, name=turn.name, refs=refs,
                            timeout=git.timeout, sign=sign)
 
 

@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.errors import SpecError
-from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS, PROJECT
-from helmop.api.objects import Resource
-from helmop.api.projects import ProjectSpec, parse_project
+from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS
+from helmop.api.objects import ObjectKey, ObjectRef, Resource
+from helmop.api.projects import ProjectSpec
 from helmop.api.sources import GitRepositorySpec
 from helmop.api.status import READY, Status, parse
 from helmop.api.status.app import AppStatus
-from helmop.api.status.project import Environment, ObjectRef, ProjectStatus
+from helmop.api.status.project import Environment, ProjectStatus
 from helmop.decisions.projects import JENKINS as JENKINS_NAME
 from helmop.decisions.projects import (
     NAMESPACE_READY,
@@ -41,22 +40,16 @@ from helmop.decisions.projects import (
     wants_environment,
 )
 from helmop.decisions.settle import project as settle
-from helmop.helm.inputs import InputError
 from helmop.infra.kube import KubeError
-from helmop.sources.errors import SourceError
 from helmop.sources.git import Branch
 from helmop.sources.readers import git_auth
 
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
-from .status import report, write_status
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 MANAGER = "helmop-project"
-
-
-def _key(name: str) -> tuple[str, str, str]:
-    return ("Project", "", name)
 
 
 async def _path(ctx: Context, ref: ObjectRef) -> str:
@@ -75,38 +68,29 @@ def _ready(obj: dict[str, Any] | None, what: str) -> tuple[bool, str, str]:
     return False, str(ready.get("reason") or "Progressing"), f"{what}: {message}"
 
 
-async def reconcile(ctx: Context, body: dict[str, Any]) -> Outcome:
-    this = Resource(body)
-    status = parse(ProjectStatus, this.status)
-    try:
-        spec = parse_project(this.spec, this.name)
-    except SpecError as exc:
-        await report(ctx, PROJECT, body, status, False, exc.reason, str(exc), stalled=True)
-        return DONE
+async def reconcile(turn: Turn[ProjectSpec, ProjectStatus]) -> Outcome:
+    ctx, this, spec = turn.ctx, turn.this, turn.spec
     refused = await _claimed_elsewhere(ctx, this.name, spec.namespace)
     if refused:
-        await report(ctx, PROJECT, body, status, False, "NamespaceOwnedElsewhere", refused, stalled=True)
+        await turn.report(False, "NamespaceOwnedElsewhere", refused, stalled=True)
         return DONE
     wanted = parts(this.name, this.uid, spec)
     try:
         for part in wanted:
             await ctx.services.kube.apply(await _path(ctx, part.ref), part.obj, MANAGER)
-        await _prune(ctx, status.inventory, wanted)
-        environments = await _environments(ctx, this, status, spec)
+        await _prune(ctx, turn.status.inventory, wanted)
+        environments = await _environments(ctx, this, turn.status, spec)
     except KubeError as exc:
-        await report(ctx, PROJECT, body, status, False, "ApplyFailed", f"{exc.message}", stalled=exc.status == 422)
+        await turn.report(False, "ApplyFailed", f"{exc.message}", stalled=exc.status == 422)
         return DONE if exc.status == 422 else FAILED
-    except (SourceError, InputError) as exc:
-        await report(ctx, PROJECT, body, status, False, exc.reason, str(exc), stalled=not exc.transient)
-        return FAILED if exc.transient else DONE
     # woken when the Jenkins, the ConfigSync or the GitRepository reports (their status writes: a push seen
     # by the repository may add or remove a branch's environment), as when a part changes
-    ctx.memory.refer(_key(this.name), [(spec.namespace, p.obj["kind"], p.obj["metadata"]["name"]) for p in wanted
-                                       if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
-    ctx.memory.observe(_key(this.name), [(p.ref.api_version, p.ref.namespace, p.ref.kind, p.ref.name)
-                                         for p in wanted if p.obj["kind"] not in ("Namespace", "Jenkins", "ConfigSync",
-                                                                                  "GitRepository")])
-    return await _publish(ctx, body, status, spec, wanted, environments)
+    turn.refer([ObjectKey(p.obj["kind"], spec.namespace, p.obj["metadata"]["name"]) for p in wanted
+                if p.obj["kind"] in ("Jenkins", "ConfigSync", "GitRepository")])
+    ctx.memory.observe(turn.key, [(p.ref.api_version, p.ref.namespace, p.ref.kind, p.ref.name)
+                                  for p in wanted if p.obj["kind"] not in ("Namespace", "Jenkins", "ConfigSync",
+                                                                           "GitRepository")])
+    return await _publish(turn, wanted, environments)
 
 
 async def _claimed_elsewhere(ctx: Context, project: str, namespace: str) -> str:
@@ -189,9 +173,9 @@ async def _delete(ctx: Context, ref: ObjectRef) -> bool:
     return await ctx.services.kube.get(path) is None
 
 
-async def _publish(ctx: Context, body: dict[str, Any], status: ProjectStatus, spec: ProjectSpec, wanted: list[Part],
+async def _publish(turn: Turn[ProjectSpec, ProjectStatus], wanted: list[Part],
                    environments: list[Environment]) -> Outcome:
-    this = Resource(body)
+    ctx, spec = turn.ctx, turn.spec
     ns = spec.namespace
     answers = {NAMESPACE_READY: (True, "Ready", f"namespace {ns} is in place"),
                "AccessReady": (True, "Ready", f"{sum(1 for p in wanted if p.condition == 'AccessReady')} access "
@@ -203,9 +187,9 @@ async def _publish(ctx: Context, body: dict[str, Any], status: ProjectStatus, sp
     answers["SyncReady"] = (_ready(sync, f"ConfigSync {ns}/{SYNC}") if spec.sync is not None
                             else (True, "Ready", "no config repository asked for"))
     jenkins_url = parse(AppStatus, Resource(jenkins).status).url if jenkins else ""
-    settled = settle.parts(status, this.generation, ns, [p.ref for p in wanted], environments, jenkins_url,
+    settled = settle.parts(turn.status, turn.generation, ns, [p.ref for p in wanted], environments, jenkins_url,
                            {kind: answers[kind] for kind in PARTS})
-    await write_status(ctx, PROJECT, body, settled)
+    await turn.write(settled)
     # The Jenkins and the ConfigSync report on their own time: looked at again soon until they are Ready;
     # environments follow the repository's branches (and its webhook, through the GitRepository's status).
     if not settled.is_true(READY) or any(not e.ready for e in environments):
@@ -216,40 +200,33 @@ async def _publish(ctx: Context, body: dict[str, Any], status: ProjectStatus, sp
 # --- teardown ------------------------------------------------------------------------------------
 
 
-async def finalize(ctx: Context, body: dict[str, Any]) -> Outcome:
-    this = Resource(body)
-    status = parse(ProjectStatus, this.status)
-    inventory = status.inventory
-    try:
-        spec = parse_project(this.spec, this.name)
-    except SpecError:
-        spec = None
+async def finalize(turn: Turn[ProjectSpec | None, ProjectStatus]) -> Outcome:
+    """Its parts torn down in order (a refused spec tears down what the inventory names)."""
+    ctx, spec = turn.ctx, turn.spec
+    inventory = turn.status.inventory
     if spec is not None and spec.orphan:
-        await _disown(ctx, this.name, inventory)
-        ctx.memory.drop(_key(this.name))
+        await _disown(ctx, turn.name, inventory)
         return DONE
     namespace = _namespace(inventory, spec)
     if namespace and (spec is None or spec.retain_data):  # before anything that could delete a claim
-        status = settle.retained(status, await _retain_volumes(ctx, namespace))
-    for environment in status.environments:  # the branches' namespaces first
+        turn.status = settle.retained(turn.status, await _retain_volumes(ctx, namespace))
+    for environment in turn.status.environments:  # the branches' namespaces first
         waiting = await _tear_down(ctx, environment.inventory)
         if waiting:
             where = f"environment {environment.namespace}"
-            return await _wait(ctx, body, status, f"the teardown of {where}", where, waiting, spec)
+            return await _wait(turn, f"the teardown of {where}", where, waiting)
     for number, step in enumerate(STEPS, 1):
-        if status.teardown is not None and step in status.teardown.done:
+        teardown = turn.status.teardown
+        if teardown is not None and step in teardown.done:
             continue
         waiting = await _step(ctx, step, inventory, spec)
         if waiting:
-            return await _wait(ctx, body, status, f"step {number}/{len(STEPS)} ({_label(step)})", step, waiting,
-                               spec)
-        status = settle.step_done(status, step)
-        await ctx.services.events.normal(body, "TeardownStep", f"step {number}/{len(STEPS)} done: {_label(step)}")
-        await write_status(ctx, PROJECT, body, status, outcome=False)
-    kept = status.teardown.retained if status.teardown else ()
-    ctx.memory.drop(_key(this.name))
-    await ctx.services.events.normal(body, "TornDown", "every part of the project is gone"
-                                     + (f"; kept volumes: {', '.join(kept)}" if kept else ""))
+            return await _wait(turn, f"step {number}/{len(STEPS)} ({_label(step)})", step, waiting)
+        await turn.events.normal("TeardownStep", f"step {number}/{len(STEPS)} done: {_label(step)}")
+        await turn.write(settle.step_done(turn.status, step), outcome=False)
+    kept = turn.status.teardown.retained if turn.status.teardown else ()
+    await turn.events.normal("TornDown", "every part of the project is gone"
+                             + (f"; kept volumes: {', '.join(kept)}" if kept else ""))
     return DONE
 
 
@@ -293,19 +270,18 @@ async def _retain_volumes(ctx: Context, namespace: str) -> list[str]:
     return names
 
 
-async def _wait(ctx: Context, body: dict[str, Any], status: ProjectStatus, what: str, step: str, waiting: str,
-                spec: ProjectSpec | None) -> Outcome:
+async def _wait(turn: Turn[ProjectSpec | None, ProjectStatus], what: str, step: str, waiting: str) -> Outcome:
     """Record that ``step`` (described as ``what``) waits for ``waiting``; report it once past the timeout."""
-    status = settle.waiting(status, step, waiting, time.time())
+    status = settle.waiting(turn.status, step, waiting, time.time())
     teardown = status.teardown
     assert teardown is not None
-    limit = spec.teardown_timeout if spec else 600.0
+    limit = turn.spec.teardown_timeout if turn.spec else 600.0
     if time.time() - teardown.since > limit and not teardown.reported:
         status = settle.reported(status)
-        await ctx.services.events.warning(body, "TeardownStuck", f"{what} has waited more than {limit:.0f}s for "
-                                                                 f"{waiting}; trying again")
-    await write_status(ctx, PROJECT, body, status, outcome=False)
-    return after(ctx.settings.intervals.cleanup_wait)
+        await turn.events.warning("TeardownStuck", f"{what} has waited more than {limit:.0f}s for {waiting}; "
+                                                   "trying again")
+    await turn.write(status, outcome=False)
+    return after(turn.ctx.settings.intervals.cleanup_wait)
 
 
 def _label(step: str) -> str:

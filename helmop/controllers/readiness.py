@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.helmrelease import HealthExpr
+from helmop.api.objects import ObjectKey
 from helmop.decisions.health import FAILED, IN_PROGRESS, by_expression, expression_for, judge, needs_live
 from helmop.infra.kube import KubeError
 from helmop.infra.watches import Collection
 from helmop.infra.worker import WorkerTimeout
 
 from .clusters import Cluster
-from .context import Context, Key
+from .context import Context
 
 
 class Cancelled(Exception):
@@ -38,7 +39,7 @@ class Waiter:
 
     ctx: Context
     cluster: Cluster  # where the objects are
-    key: Key
+    key: ObjectKey
     acting_as: str
     exprs: tuple[HealthExpr, ...] = ()
 
@@ -98,32 +99,54 @@ async def unhealthy(waiter: Waiter, located: list[tuple[str, dict[str, Any]]], t
     live_ones = [(path, obj) for path, obj in located if needs_live(obj, waiter.exprs)]
     async with waiter.cluster.collections.reading({path.rpartition("/")[0] for path, _ in live_ones}) as held:
         watched = [_Watched(path, obj, held[path.rpartition("/")[0]]) for path, obj in live_ones]
-        problems = dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(waiter) for w in watched)),
-                            strict=True))
+        problems = await _refreshed(waiter, watched)
         while True:
             changes = [w.collection.changed(w.name) for w in watched]  # taken before judging: none is missed
-            waiting = []
-            for w in watched:
-                if problems.get(w.path):
-                    waiting.append(f"{w.kind}/{w.name}: {problems[w.path]}")
-                    continue
-                live = w.live()
-                state, why = (IN_PROGRESS, "not found") if live is None else await _judge(waiter, live)
-                if state == FAILED:
-                    return "HealthCheckFailed", f"{w.kind} {w.title} is not healthy: {why}"
-                if state == IN_PROGRESS:
-                    waiting.append(f"{w.kind}/{w.name}: {why}")
-            if not waiting:
-                return "", ""
-            if time.monotonic() > deadline:
-                return "Timeout", f"timed out: not healthy within {timeout:.0f}s: " + "; ".join(waiting[:5])
+            failed, waiting = await _look(waiter, watched, problems)
+            verdict = _verdict(failed, waiting, timeout, deadline)
+            if verdict is not None:
+                return verdict
             if superseded.is_set():
                 raise Cancelled()
             polled = [w for w in watched if w.collection.refused]
             await _next_change(changes, superseded, deadline,
                                waiter.ctx.settings.limits.unwatched_poll if polled else None)
-            problems.update(zip([w.path for w in polled], await asyncio.gather(*(w.refresh(waiter) for w in polled)),
-                                strict=True))
+            problems.update(await _refreshed(waiter, polled))
+
+
+def _verdict(failed: str, waiting: list[str], timeout: float, deadline: float) -> tuple[str, str] | None:
+    """How the wait ends after a look (None: it goes on): failed at a Failed object, done when none waits,
+    timed out past the deadline."""
+    if failed:
+        return "HealthCheckFailed", failed
+    if not waiting:
+        return "", ""
+    if time.monotonic() > deadline:
+        return "Timeout", f"timed out: not healthy within {timeout:.0f}s: " + "; ".join(waiting[:5])
+    return None
+
+
+async def _refreshed(waiter: Waiter, watched: list[_Watched]) -> dict[str, str]:
+    """Each object read again: the problem reading it, by path ("" when none)."""
+    return dict(zip([w.path for w in watched], await asyncio.gather(*(w.refresh(waiter) for w in watched)),
+                    strict=True))
+
+
+async def _look(waiter: Waiter, watched: list[_Watched], problems: dict[str, str]) -> tuple[str, list[str]]:
+    """One look at every object: what is wrong with the first Failed one ("" when none), and what the others
+    not Current yet wait for (the objects that could not be read among them)."""
+    waiting = []
+    for w in watched:
+        if problems.get(w.path):
+            waiting.append(f"{w.kind}/{w.name}: {problems[w.path]}")
+            continue
+        live = w.live()
+        state, why = (IN_PROGRESS, "not found") if live is None else await _judge(waiter, live)
+        if state == FAILED:
+            return f"{w.kind} {w.title} is not healthy: {why}", waiting
+        if state == IN_PROGRESS:
+            waiting.append(f"{w.kind}/{w.name}: {why}")
+    return "", waiting
 
 
 async def _next_change(changes: list[asyncio.Event], superseded: asyncio.Event, deadline: float,

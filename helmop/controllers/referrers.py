@@ -18,6 +18,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from helmop.api.objects import ObjectKey
 from helmop.helm.releases import NOT_STORAGE
 from helmop.infra.kube import KubeError
 
@@ -116,7 +117,7 @@ class Watches:
     def _changed(self, kind: str, type_: str, meta: dict[str, object]) -> None:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if kind in ("ConfigMap", "Secret"):
-            self.ctx.memory.wake_referrers(namespace, kind, name)
+            self.ctx.memory.wake_referrers(ObjectKey(kind, namespace, name))
         if not self.ctx.memory.observed_by(namespace, kind, name):
             return
         key = (namespace, kind, name)

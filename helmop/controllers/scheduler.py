@@ -17,22 +17,22 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from .context import Key
+from helmop.api.objects import ObjectKey
 
 log = logging.getLogger(__name__)
 
-Turn = Callable[[Key], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
+Turn = Callable[[ObjectKey], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
 
 
 class Scheduler:
-    def __init__(self, turn: Turn, owns: Callable[[Key], bool] = lambda key: True, limit: int = 100) -> None:
+    def __init__(self, turn: Turn, owns: Callable[[ObjectKey], bool] = lambda key: True, limit: int = 100) -> None:
         self.turn, self.owns, self.limit = turn, owns, limit
-        self._ready: deque[Key] = deque()  # due, waiting for one of the ``limit`` places
-        self._queued: set[Key] = set()
-        self.due: dict[Key, float] = {}  # the loop's time of each object's next turn
-        self.running: dict[Key, asyncio.Task[None]] = {}
-        self._again: set[Key] = set()  # woken during their turn
-        self._heap: list[tuple[float, Key]] = []  # (time, key); entries that no longer match ``due`` are stale
+        self._ready: deque[ObjectKey] = deque()  # due, waiting for one of the ``limit`` places
+        self._queued: set[ObjectKey] = set()
+        self.due: dict[ObjectKey, float] = {}  # the loop's time of each object's next turn
+        self.running: dict[ObjectKey, asyncio.Task[None]] = {}
+        self._again: set[ObjectKey] = set()  # woken during their turn
+        self._heap: list[tuple[float, ObjectKey]] = []  # (time, key); entries that no longer match ``due`` are stale
         self._timer: asyncio.TimerHandle | None = None
         self._stopping = False
 
@@ -41,7 +41,7 @@ class Scheduler:
         """Turns due and waiting for one of the ``limit`` places."""
         return len(self._queued)
 
-    def wake(self, key: Key, delay: float = 0.0) -> None:
+    def wake(self, key: ObjectKey, delay: float = 0.0) -> None:
         """A turn for ``key`` in ``delay`` seconds (or sooner, if one is due sooner already)."""
         if self._stopping:
             return
@@ -54,13 +54,13 @@ class Scheduler:
             return
         self._at(key, at)
 
-    def forget(self, key: Key) -> None:
+    def forget(self, key: ObjectKey) -> None:
         """No more turns for ``key`` (the one running ends as it will)."""
         self.due.pop(key, None)
         self._again.discard(key)
         self._queued.discard(key)  # its place in the queue is passed over
 
-    def _at(self, key: Key, at: float) -> None:
+    def _at(self, key: ObjectKey, at: float) -> None:
         self.due[key] = at
         heapq.heappush(self._heap, (at, key))
         if len(self._heap) > 2 * len(self.due) + 64:  # mostly stale entries: rebuild, so memory stays bounded
@@ -97,7 +97,7 @@ class Scheduler:
                 if self.owns(key):
                     self.running[key] = asyncio.create_task(self._run(key))
 
-    async def _run(self, key: Key) -> None:
+    async def _run(self, key: ObjectKey) -> None:
         delay: float | None = None
         try:
             delay = await self.turn(key)

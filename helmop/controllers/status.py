@@ -11,7 +11,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.flux import status as flux_status
 from helmop.api.kinds import REQUESTED_AT, Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import S, Status, merge_patch, parse, to_json
 from helmop.api.status.sources import (
     BucketStatus,
@@ -71,8 +71,8 @@ async def write_status(ctx: Context, kind: Kind, body: dict[str, Any], status: S
         if exc.status != 404:
             raise
     body["status"] = after
-    ctx.memory.status_written((kind.key, obj.namespace, obj.name), after, obj.uid, version)
-    ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)
+    ctx.memory.status_written(ObjectKey(kind.key, obj.namespace, obj.name), after, obj.uid, version)
+    ctx.memory.notify_referrers(ObjectKey(kind.key, obj.namespace, obj.name))
     return True
 
 
@@ -111,6 +111,6 @@ async def published(ctx: Context, kind: Kind, body: dict[str, Any], before: Sour
         await ctx.services.events.normal(body, "NewArtifact", message)
         obj = Resource(body)
         if stops_readers and _revision(before)[0]:
-            ctx.memory.wake_referrers(obj.namespace, kind.key, obj.name)
+            ctx.memory.wake_referrers(ObjectKey(kind.key, obj.namespace, obj.name))
         else:
-            ctx.memory.notify_referrers(obj.namespace, kind.key, obj.name)
+            ctx.memory.notify_referrers(ObjectKey(kind.key, obj.namespace, obj.name))

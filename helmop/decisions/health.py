@@ -139,29 +139,36 @@ def _workload(obj: dict[str, Any]) -> tuple[str, str]:
     return (CURRENT, "") if ready >= wanted else (IN_PROGRESS, f"{ready}/{wanted} replicas ready")
 
 
-def judge(obj: dict[str, Any]) -> tuple[str, str]:
-    """(Current | InProgress | Failed, why) for one live object, by kstatus' rules."""
-    kind = obj.get("kind")
-    status = obj.get("status") or {}
-    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
-        return _workload(obj)
-    if kind == "Job":
-        if condition_of(obj, "Failed").get("status") == "True":
-            return FAILED, "the Job failed"
-        done = condition_of(obj, "Complete").get("status") == "True"
-        return (CURRENT, "") if done else (IN_PROGRESS, "the Job has not completed")
-    if kind == "Pod":
-        phase = status.get("phase")
-        if phase == "Failed":
-            return FAILED, "the Pod failed"
-        ready = phase == "Succeeded" or condition_of(obj, "Ready").get("status") == "True"
-        return (CURRENT, "") if ready else (IN_PROGRESS, f"the Pod is {phase or 'pending'}")
-    if kind == "PersistentVolumeClaim":
-        return (CURRENT, "") if status.get("phase") == "Bound" else (IN_PROGRESS, "the claim is not bound")
-    if kind == "Service" and (obj.get("spec") or {}).get("type") == "LoadBalancer":
-        assigned = (status.get("loadBalancer") or {}).get("ingress")
-        return (CURRENT, "") if assigned else (IN_PROGRESS, "no load balancer assigned")
-    # kstatus' generic rules for anything else: Stalled/Ready conditions when there are any
+def _job(obj: dict[str, Any]) -> tuple[str, str]:
+    if condition_of(obj, "Failed").get("status") == "True":
+        return FAILED, "the Job failed"
+    done = condition_of(obj, "Complete").get("status") == "True"
+    return (CURRENT, "") if done else (IN_PROGRESS, "the Job has not completed")
+
+
+def _pod(obj: dict[str, Any]) -> tuple[str, str]:
+    phase = (obj.get("status") or {}).get("phase")
+    if phase == "Failed":
+        return FAILED, "the Pod failed"
+    ready = phase == "Succeeded" or condition_of(obj, "Ready").get("status") == "True"
+    return (CURRENT, "") if ready else (IN_PROGRESS, f"the Pod is {phase or 'pending'}")
+
+
+def _claim(obj: dict[str, Any]) -> tuple[str, str]:
+    bound = (obj.get("status") or {}).get("phase") == "Bound"
+    return (CURRENT, "") if bound else (IN_PROGRESS, "the claim is not bound")
+
+
+def _service(obj: dict[str, Any]) -> tuple[str, str]:
+    """A LoadBalancer waits for its address; any other Service is judged by the generic rules."""
+    if (obj.get("spec") or {}).get("type") != "LoadBalancer":
+        return _by_conditions(obj)
+    assigned = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    return (CURRENT, "") if assigned else (IN_PROGRESS, "no load balancer assigned")
+
+
+def _by_conditions(obj: dict[str, Any]) -> tuple[str, str]:
+    """kstatus' generic rules for anything else: Stalled/Ready conditions when there are any."""
     if condition_of(obj, "Stalled").get("status") == "True":
         return FAILED, str(condition_of(obj, "Stalled").get("message") or "Stalled")
     ready = condition_of(obj, "Ready")
@@ -169,6 +176,16 @@ def judge(obj: dict[str, Any]) -> tuple[str, str]:
         return IN_PROGRESS, str(ready.get("message") or "not Ready")
     if not ready and _reports_ready(obj):
         return IN_PROGRESS, "its controller has not reported Ready yet"
-    if "observedGeneration" in status and not _generation_observed(obj):
+    if "observedGeneration" in (obj.get("status") or {}) and not _generation_observed(obj):
         return IN_PROGRESS, "the controller has not seen the newest generation yet"
     return CURRENT, ""
+
+
+# kstatus' rules by kind (kinds not named here: by their conditions)
+_BY_KIND = {"Deployment": _workload, "StatefulSet": _workload, "DaemonSet": _workload, "ReplicaSet": _workload,
+            "Job": _job, "Pod": _pod, "PersistentVolumeClaim": _claim, "Service": _service}
+
+
+def judge(obj: dict[str, Any]) -> tuple[str, str]:
+    """(Current | InProgress | Failed, why) for one live object, by kstatus' rules for its kind."""
+    return _BY_KIND.get(str(obj.get("kind")), _by_conditions)(obj)

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from helmop.api.objects import ObjectRef
 from helmop.api.projects import Environments, Member, ProjectSpec
-from helmop.api.status.project import ObjectRef
 
 PROJECT_LABEL = "helmop.dev/project"
 DEPLOYER = "deployer"

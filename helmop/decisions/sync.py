@@ -9,7 +9,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from helmop.api.manifests import Manifest
 from helmop.api.status.configsync import AppliedObject
@@ -88,6 +88,13 @@ class Marks:
     origin: Mapping[str, str] = field(default_factory=dict)
 
 
+class Refusal(NamedTuple):
+    """Why a sync applies nothing: the condition's reason, and a message naming every offending object."""
+
+    reason: str
+    message: str
+
+
 @dataclass(frozen=True)
 class Desired:
     """The objects a sync applies, as applied: namespaced ones in their namespace, all marked."""
@@ -126,10 +133,10 @@ def desired(found: list[Manifest], namespaced: Mapping[tuple[str, str], bool], n
     return Desired(objects, origins, frozenset(cluster_scoped), tuple(duplicates))
 
 
-def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> tuple[str, str]:
+def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> Refusal | None:
     """Without a ServiceAccount to act as, a ConfigSync writes only namespaced objects into its own
     namespace, and no RBAC objects (written with the operator's rights, a RoleBinding to cluster-admin or
-    a Role granting everything would escape Kubernetes' own escalation checks). ("", "") when ``objects``
+    a Role granting everything would escape Kubernetes' own escalation checks). None when ``objects``
     (id -> file:line) keep to that; else the reason and a message listing every offender."""
     outside = [f"{objects[o]}: {o} is cluster-scoped" for o in sorted(objects) if o in cluster_scoped]
     reason = "ClusterScopedObject" if outside else ""
@@ -139,10 +146,11 @@ def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: se
     rbac = [f"{objects[o]}: {o} is an RBAC object" for o in sorted(objects)
             if o not in cluster_scoped and o.api_version.split("/")[0] == RBAC_GROUP]
     if not outside and not rbac:
-        return "", ""
-    return reason or "RBACObjectRefused", (
-        f"without spec.serviceAccountName a ConfigSync only writes namespaced objects other than Roles and "
-        f"RoleBindings in its own namespace {namespace!r}; refused, nothing applied: " + "; ".join(outside + rbac))
+        return None
+    return Refusal(reason or "RBACObjectRefused",
+                   f"without spec.serviceAccountName a ConfigSync only writes namespaced objects other than Roles "
+                   f"and RoleBindings in its own namespace {namespace!r}; refused, nothing applied: "
+                   + "; ".join(outside + rbac))
 
 
 def owned(meta: dict[str, Any], uid: str, label: str, in_inventory: bool,
@@ -182,16 +190,16 @@ def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: 
 
 def claims(want: Desired, live: Mapping[ObjectId, dict[str, Any] | None], marks: Marks,
            inventory: tuple[AppliedObject, ...], *, adopt: bool, left: frozenset[ObjectId] = frozenset()
-           ) -> tuple[str, str]:
-    """("ObjectOwnedElsewhere", message) when applying would take over objects that are not this sync's (see
-    :func:`claim_problem`), else ("", ""); ``left``: objects the sync leaves as they are (never applied)."""
+           ) -> Refusal | None:
+    """Refused (ObjectOwnedElsewhere) when applying would take over objects that are not this sync's (see
+    :func:`claim_problem`), else None; ``left``: objects the sync leaves as they are (never applied)."""
     previous = {id_of(x): x.uid for x in inventory}
     problems = [p for oid in apply_order([oid for oid in want.objects if oid not in left])
                 if (p := claim_problem(oid, want.origins[oid], live.get(oid), marks.uid, marks.label, oid in previous,
                                        previous.get(oid, ""), adopt=adopt))]
     if not problems:
-        return "", ""
-    return "ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(problems[:10])}"
+        return None
+    return Refusal("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(problems[:10])}")
 
 
 def inventory_after(want: Desired, inventory: tuple[AppliedObject, ...], applied: Mapping[ObjectId, str],

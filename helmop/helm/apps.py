@@ -17,7 +17,7 @@ from .values import merge
 
 
 def is_jenkins(kind: AppKind) -> bool:
-    return (kind.group, kind.kind) == (JENKINS.group, JENKINS.kind)
+    return kind.resource == JENKINS
 
 
 def release_spec(kind: AppKind, name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,73 +36,79 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class UpgradeRequest:
+class _Request:
+    """What every helm request names: the release and its namespace, who helm acts as and on which cluster. The
+    fields a base class adds are keyword-only: each request's own come next when constructed positionally."""
+
     release: str
     namespace: str
-    chart: Path
-    values: dict[str, Any]
-    timeout: float
+    _: KW_ONLY
+    impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
+    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
+
+    @property
+    def as_user(self) -> list[str]:
+        """The flag that makes helm act as ``impersonate`` (none without one)."""
+        return ["--kube-as-user", self.impersonate] if self.impersonate else []
+
+
+@dataclass(frozen=True)
+class _Mutation(_Request):
+    """A request that changes the release (upgrade, rollback, uninstall): whether helm waits for what it did, and
+    whether the chart's hooks run."""
+
+    _: KW_ONLY
     wait: bool = True
     disable_hooks: bool = False
+
+
+@dataclass(frozen=True)
+class _Change(_Mutation):
+    """The options upgrade and rollback share (a new revision of the release): :func:`_change_flags`."""
+
+    _: KW_ONLY
     force: bool = False
     cleanup_on_fail: bool = False
-    create_namespace: bool = False
     max_history: int = 5
-    labels: dict[str, str] = field(default_factory=dict)
-    description: str = ""
-    impersonate: str = ""  # a user helm acts as (a ServiceAccount's "system:serviceaccount:<ns>:<name>")
-    skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
-    post_render: dict[str, Any] = field(default_factory=dict)  # helmop's post-renderer configuration
     server_side: str = "auto"  # helm 4's --server-side: true | false | auto (as the last revision was applied;
     # resolved by the caller from helm's records where it can: conflicts are forced only server-side)
     wait_for_jobs: bool = True
     legacy_wait: bool = False  # helm's own readiness logic of helm 3 (waitStrategy legacy) rather than its watcher
+
+
+@dataclass(frozen=True)
+class UpgradeRequest(_Change):
+    chart: Path
+    values: dict[str, Any]
+    timeout: float
+    create_namespace: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    skip_crds: bool = False  # leave the chart's crds/ out (CRD policy Skip, or helmop applies them itself)
+    post_render: dict[str, Any] = field(default_factory=dict)  # helmop's post-renderer configuration
     take_ownership: bool = True
     schema_validation: bool = True
     reuse_values: bool = False
-    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
-class RollbackRequest:
-    release: str
-    namespace: str
+class RollbackRequest(_Change):
     revision: int
     timeout: float
-    wait: bool = True
-    disable_hooks: bool = False
-    force: bool = False
-    cleanup_on_fail: bool = False
-    max_history: int = 5
-    impersonate: str = ""
-    server_side: str = "auto"
-    wait_for_jobs: bool = True
-    legacy_wait: bool = False
     recreate: bool = False  # helm 3's --recreate-pods
-    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
-class UninstallRequest:
-    release: str
-    namespace: str
+class UninstallRequest(_Mutation):
     timeout: float
-    wait: bool = True
     keep_history: bool = False
-    disable_hooks: bool = False
     cascade: str = "background"  # how the objects' dependents are deleted: background | foreground | orphan
-    impersonate: str = ""
-    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 @dataclass(frozen=True)
-class TestRequest:
-    release: str
-    namespace: str
+class TestRequest(_Request):
     timeout: float
     filters: tuple[tuple[str, bool], ...] = ()  # (test name, exclude)
-    impersonate: str = ""
-    kubeconfig: str = ""  # the cluster helm acts on ("": the operator's): a remote's (spec.kubeConfig)
 
 
 def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
@@ -115,26 +121,22 @@ def upgrade_args(req: UpgradeRequest, major: int) -> list[str]:
             # helm run, a sixth to a third of its CPU, for nothing. Validation stays the server's (Strict: helm 4).
             "--disable-openapi-validation"]
     args += _change_flags(major, req)
-    if req.create_namespace:
-        args.append("--create-namespace")
     if req.labels:
         args += ["--labels", ",".join(f"{k}={v}" for k, v in sorted(req.labels.items()))]
     if req.description:
         args += ["--description", req.description]
-    if req.skip_crds:
-        args.append("--skip-crds")
-    if req.take_ownership:
-        args.append("--take-ownership")
-    if not req.schema_validation:
-        args.append("--skip-schema-validation")
-    if req.reuse_values:
-        args.append("--reuse-values")
-    if req.impersonate:
-        args += ["--kube-as-user", req.impersonate]
-    return args
+    return args + _switches((req.create_namespace, "--create-namespace"), (req.skip_crds, "--skip-crds"),
+                            (req.take_ownership, "--take-ownership"),
+                            (not req.schema_validation, "--skip-schema-validation"),
+                            (req.reuse_values, "--reuse-values")) + req.as_user
 
 
-def _change_flags(major: int, req: UpgradeRequest | RollbackRequest) -> list[str]:
+def _switches(*flags: tuple[bool, str]) -> list[str]:
+    """The flags whose condition holds, in their order."""
+    return [flag for on, flag in flags if on]
+
+
+def _change_flags(major: int, req: _Change) -> list[str]:
     """The flags upgrade and rollback share, in each helm major's spelling."""
     args = []
     if req.wait:
@@ -171,18 +173,14 @@ def rollback_args(req: RollbackRequest, major: int) -> list[str]:
     args += _change_flags(major, req)
     if req.recreate and major < 4:
         args.append("--recreate-pods")
-    if req.impersonate:
-        args += ["--kube-as-user", req.impersonate]
-    return args
+    return args + req.as_user
 
 
 def test_args(req: TestRequest) -> list[str]:
     args = ["test", req.release, "--namespace", req.namespace, "--timeout", f"{int(req.timeout)}s"]
     for name, exclude in req.filters:
         args += ["--filter", f"{'!' if exclude else ''}name={name}"]
-    if req.impersonate:
-        args += ["--kube-as-user", req.impersonate]
-    return args
+    return args + req.as_user
 
 
 def template_args(req: UpgradeRequest) -> list[str]:
@@ -195,14 +193,8 @@ def template_args(req: UpgradeRequest) -> list[str]:
 
 def uninstall_args(req: UninstallRequest) -> list[str]:
     args = ["uninstall", req.release, "--namespace", req.namespace, "--timeout", f"{int(req.timeout)}s"]
-    if req.impersonate:
-        args += ["--kube-as-user", req.impersonate]
-    if req.wait:
-        args.append("--wait")
-    if req.keep_history:
-        args.append("--keep-history")
-    if req.disable_hooks:
-        args.append("--no-hooks")
+    args += req.as_user + _switches((req.wait, "--wait"), (req.keep_history, "--keep-history"),
+                                    (req.disable_hooks, "--no-hooks"))
     if req.cascade != "background":  # helm's default
         args.append(f"--cascade={req.cascade}")
     return args

@@ -52,6 +52,7 @@ from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
+from helmop.sources.readers import Readers as SourceReaders
 from helmop.sources.readers import Referrer, read_file, referenced, source_artifact, unpublished
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
@@ -59,22 +60,15 @@ from helmop.sources.trees import GitArtifact
 from helmop.sources.verification import registry
 
 
-class Readers(Protocol):
-    """Where inputs are read from: the API, the chart and git caches, helm (dependency builds) and the
-    worker process that loads large YAML. The operator's services are one; the CLI builds its own."""
+class Readers(SourceReaders, Protocol):
+    """Where inputs are read from: a source's readers (the API, the chart and git caches, the tenancy), helm
+    (dependency builds) and the worker process that loads large YAML. The operator's services are one; the CLI
+    builds its own."""
 
-    @property
-    def kube(self) -> Kube: ...
-    @property
-    def repos(self) -> Repositories: ...
-    @property
-    def git(self) -> GitCache: ...
     @property
     def engine(self) -> Engine: ...
     @property
     def yaml(self) -> Worker: ...
-    @property
-    def tenancy(self) -> Tenancy: ...
 
 
 @dataclass
@@ -266,11 +260,7 @@ async def helm_chart(ctx: Readers, namespace: str, ref: ArtifactChart, family: F
     """spec.chartRef to a HelmChart: the chart it published (its version pinned: what it resolved is what the
     release takes, whatever its HelmRepository lists by now), with its values files."""
     where = ref.namespace or namespace
-    obj = await _source(ctx, family.helmchart, where, ref.name, Referrer(namespace, "spec.chartRef"))
-    revision = str(((obj.get("status") or {}).get("artifact") or {}).get("revision") or "")
-    if not revision:
-        why = unpublished(obj, family.helmchart, where, ref.name)
-        raise InputError(why.reason, str(why), transient=why.transient)
+    obj, revision = await _published(ctx, namespace, ref, family.helmchart)
     try:
         template = parse_helm_chart(obj.get("spec") or {}).chart
     except SpecError as exc:
@@ -295,6 +285,18 @@ async def external_chart(ctx: Readers, namespace: str, ref: ArtifactChart, famil
                                           "top (<chart>/Chart.yaml)", transient=False)
     source = SourceChart(kind="ExternalArtifact", name=ref.name, path=tops[0], namespace=where)
     return await git_chart(ctx, where, source, family)
+
+
+async def _published(ctx: Readers, namespace: str, ref: ArtifactChart, kind: Kind) -> tuple[dict[str, Any], str]:
+    """The source spec.chartRef names (of a release of ``namespace``) and the revision of the artifact it
+    published; InputError until it has published one."""
+    where = ref.namespace or namespace
+    obj = await _source(ctx, kind, where, ref.name, Referrer(namespace, "spec.chartRef"))
+    revision = str(((obj.get("status") or {}).get("artifact") or {}).get("revision") or "")
+    if not revision:
+        why = unpublished(obj, kind, where, ref.name)
+        raise InputError(why.reason, str(why), transient=why.transient)
+    return obj, revision
 
 
 async def _source(ctx: Readers, kind: Kind, namespace: str, name: str, by: Referrer) -> dict[str, Any]:
@@ -350,11 +352,7 @@ async def artifact_chart(ctx: Readers, namespace: str, chart: ArtifactChart,
                          family: Family) -> tuple[ResolvedChart, Path, Credentials]:
     """The chart an OCIRepository's artifact holds (its layer, from the cache or the registry by digest)."""
     where = chart.namespace or namespace
-    repo = await _source(ctx, family.ocirepository, where, chart.name, Referrer(namespace, "spec.chartRef"))
-    revision = str(((repo.get("status") or {}).get("artifact") or {}).get("revision") or "")
-    if not revision:
-        why = unpublished(repo, family.ocirepository, where, chart.name)
-        raise InputError(why.reason, str(why), transient=why.transient)
+    repo, revision = await _published(ctx, namespace, chart, family.ocirepository)
     try:
         source = parse_oci_repository(repo.get("spec") or {})
     except SpecError as exc:

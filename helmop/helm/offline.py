@@ -55,8 +55,8 @@ def planned(found: list[manifests.Manifest], apps: list[AppKind],
             if item.api_version == HELMRELEASE.api_version and item.kind == HELMRELEASE.kind:
                 out.append(Planned(item.origin, namespace, item.name, parse_spec(spec, item.name, namespace)))
                 continue
-            kind = next((k for k in _app_kinds(apps) if (k.api_version, k.kind) == (item.api_version, item.kind)),
-                        None)
+            kind = next((k for k in _app_kinds(apps)
+                         if (k.resource.api_version, k.kind) == (item.api_version, item.kind)), None)
             if kind is not None:
                 hr_name = kind.release_object_name(item.name)
                 out.append(Planned(item.origin, namespace, hr_name,

@@ -32,7 +32,7 @@ FIELD_MANAGER = "helm"  # helm's own field manager; drift is corrected under it,
 FIELD_MANAGERS = (FIELD_MANAGER, "helmop-drift", "helm-controller")
 HISTORY_KEPT = 5  # revisions shown in status.history
 
-ObjectRef = tuple[str, str, str, str]  # (apiVersion, namespace, kind, name)
+LiveObject = tuple[str, str, str, str]  # (apiVersion, namespace, kind, name) of an object a release deployed
 
 
 def owner_token(namespace: str, name: str, kind: str = "HelmRelease") -> str:
@@ -160,7 +160,7 @@ def inventory(objects: list[dict[str, Any]]) -> Inventory:
     return Inventory(entries=tuple(InventoryEntry(id=i, v=v) for i, v in sorted(entries)))
 
 
-def inventory_objects(recorded: Inventory | None) -> list[ObjectRef]:
+def inventory_objects(recorded: Inventory | None) -> list[LiveObject]:
     """(apiVersion, namespace, kind, name) of each entry of an inventory (none of an id's parts can contain
     an underscore); malformed entries are passed over."""
     out = []

@@ -77,4 +77,4 @@ def uninstall_request(spec: HelmReleaseSpec, acting_as: str) -> UninstallRequest
 def helm_test_request(spec: HelmReleaseSpec, acting_as: str) -> TestRequest:
     """``helm test`` with spec.test's timeout and filters, as ``acting_as``."""
     return TestRequest(spec.release_name, spec.target_namespace, spec.test.timeout or spec.timeout,
-                       spec.test.filters, acting_as)
+                       spec.test.filters, impersonate=acting_as)

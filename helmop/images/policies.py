@@ -8,23 +8,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from helmop.api.errors import SpecError
 from helmop.api.images import ImagePolicySpec
 from helmop.api.patterns import compile_pattern
+from helmop.api.semver import Constraint, Version
 from helmop.sources.errors import SourceError
-from helmop.sources.semver import Constraint, Version
 
 _REFERENCE = re.compile(r"\$(?:\$|\{(\w+)\}|(\w+))")
-
-
-def check(spec: ImagePolicySpec) -> None:
-    """SpecError InvalidPolicy for a semver range that is not one (the rest is checked as the spec is parsed)."""
-    if spec.policy == "semver":
-        try:
-            Constraint(spec.argument)
-        except (ValueError, IndexError):
-            raise SpecError("InvalidPolicy", f"spec.policy.semver.range {spec.argument[:100]!r} is not a semver "
-                                             "range") from None
 
 
 def choose(spec: ImagePolicySpec, tags: tuple[str, ...] | list[str]) -> str:

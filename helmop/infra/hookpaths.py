@@ -10,12 +10,11 @@ import logging
 from typing import Any
 
 from helmop.api.kinds import Kind
-from helmop.api.objects import packed, unpacked
+from helmop.api.objects import ObjectKey, packed, unpacked
 
 from .kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str, str]  # kind, namespace, name
 UNSERVED_PAUSE = 60.0  # a kind not served (yet) or not allowed: looked for again this often
 
 
@@ -24,9 +23,9 @@ class HookPaths:
         self.kube = kube
         self.collections = [(kind, kind.path(namespace or None)) for kind in kinds for namespace in namespaces or [""]]
         self.kinds = {kind.key: kind for kind in kinds}
-        self.bodies: dict[Key, bytes] = {}  # every Receiver, as last seen
-        self.paths: dict[Key, str] = {}
-        self.by_path: dict[str, set[Key]] = {}  # two Receivers of one path: Flux's and helmop's of one name
+        self.bodies: dict[ObjectKey, bytes] = {}  # every Receiver, as last seen
+        self.paths: dict[ObjectKey, str] = {}
+        self.by_path: dict[str, set[ObjectKey]] = {}  # two Receivers of one path: Flux's and helmop's of one name
 
     def find(self, path: str) -> tuple[Kind, dict[str, Any]] | None:
         """The Receiver whose status.webhookPath is ``path`` (the first by kind, namespace and name when two are),
@@ -41,9 +40,9 @@ class HookPaths:
         """Follow every collection until cancelled."""
         await asyncio.gather(*(self._follow(kind, path) for kind, path in self.collections))
 
-    def _seen(self, kind: Kind, obj: dict[str, Any]) -> Key:
+    def _seen(self, kind: Kind, obj: dict[str, Any]) -> ObjectKey:
         meta = obj.get("metadata") or {}
-        key = (kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        key = ObjectKey(kind.key, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         self._forget(key)
         path = str((obj.get("status") or {}).get("webhookPath") or "")
         self.bodies[key] = packed({"apiVersion": kind.api_version, "kind": kind.kind, **obj})
@@ -52,7 +51,7 @@ class HookPaths:
             self.by_path.setdefault(path, set()).add(key)
         return key
 
-    def _forget(self, key: Key) -> None:
+    def _forget(self, key: ObjectKey) -> None:
         self.bodies.pop(key, None)
         path = self.paths.pop(key, None)
         if path is not None:
@@ -61,7 +60,7 @@ class HookPaths:
                 del self.by_path[path]
 
     async def _follow(self, kind: Kind, path: str) -> None:
-        version, pause, mine = "", 0.5, set[Key]()
+        version, pause, mine = "", 0.5, set[ObjectKey]()
         while True:
             try:
                 if not version:

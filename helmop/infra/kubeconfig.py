@@ -205,22 +205,9 @@ def _exec(spec: Any, folder: Path, cluster: dict[str, Any], where: str) -> dict[
         raise KubeconfigError(f"{where}: the exec plugin names no command")
     if os.sep in command:  # as client-go: a relative path is the kubeconfig's, a bare name is looked up
         command = str(_resolve(command, folder))
-    request: dict[str, Any] = {"apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
-                               "kind": "ExecCredential", "spec": {"interactive": False}}
-    if spec.get("provideClusterInfo"):
-        request["spec"]["cluster"] = {k: cluster[k] for k in (
-            "server", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name") if k in cluster}
     env = {**os.environ, **{str(e.get("name")): str(e.get("value", "")) for e in spec.get("env") or []
-                            if isinstance(e, dict)}, "KUBERNETES_EXEC_INFO": json.dumps(request)}
-    try:
-        done = subprocess.run([command, *map(str, args)], env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=EXEC_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise KubeconfigError(f"{where}: the exec plugin {Path(command).name} failed: {exc}") from None
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise KubeconfigError(f"{where}: the exec plugin {Path(command).name} exited {done.returncode}: "
-                              f"{said[0][:200]}")
+                            if isinstance(e, dict)}, "KUBERNETES_EXEC_INFO": json.dumps(_exec_info(spec, cluster))}
+    done = _run_plugin([command, *map(str, args)], env, where)
     try:
         credential = json.loads(done.stdout[:EXEC_OUTPUT_MAX])
         status = credential["status"]
@@ -230,6 +217,30 @@ def _exec(spec: Any, folder: Path, cluster: dict[str, Any], where: str) -> dict[
         raise KubeconfigError(f"{where}: the exec plugin {Path(command).name} did not print an ExecCredential "
                               "with a status") from None
     return status
+
+
+def _exec_info(spec: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
+    """The ExecCredential request a plugin reads from KUBERNETES_EXEC_INFO (with the cluster when it asks)."""
+    request: dict[str, Any] = {"apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
+                               "kind": "ExecCredential", "spec": {"interactive": False}}
+    if spec.get("provideClusterInfo"):
+        request["spec"]["cluster"] = {k: cluster[k] for k in (
+            "server", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name") if k in cluster}
+    return request
+
+
+def _run_plugin(argv: list[str], env: dict[str, str], where: str) -> subprocess.CompletedProcess[bytes]:
+    """The plugin's run; KubeconfigError when it cannot start, times out or fails."""
+    name = Path(argv[0]).name
+    try:
+        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=EXEC_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KubeconfigError(f"{where}: the exec plugin {name} failed: {exc}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise KubeconfigError(f"{where}: the exec plugin {name} exited {done.returncode}: {said[0][:200]}")
+    return done
 
 
 _private: list[Path] = []  # this process's folder of materialised *-data files

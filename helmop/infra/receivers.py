@@ -44,11 +44,11 @@ from helmop.api.hookchecks import (
 )
 from helmop.api.jwts import TokenRefused, UnknownKey, bearer, unverified_issuer, verify
 from helmop.api.kinds import Kind
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.receivers import Issuer, ReceiverSpec, parse_receiver
 from helmop.api.tenancy import Tenancy
 
-from .hookpaths import HookPaths, Key
+from .hookpaths import HookPaths
 from .hooktargets import request_reconciles
 from .kube import Kube, KubeError
 from .metrics import Metrics
@@ -89,7 +89,7 @@ class Receivers:
         self.paths = HookPaths(kube, kinds, namespaces)
         self.issuers = Issuers(policy)
         self.cel = Worker(timeout=cel_timeout)
-        self.buckets: dict[Key, Bucket] = {}
+        self.buckets: dict[ObjectKey, Bucket] = {}
 
     async def run(self) -> None:
         await self.paths.run()
@@ -106,7 +106,7 @@ class Receivers:
         this = Resource(body)
         labels = (kind.key, f"{this.namespace}/{this.name}")
         try:
-            if not self._bucket((kind.key, this.namespace, this.name)).take(time.monotonic()):
+            if not self._bucket(ObjectKey(kind.key, this.namespace, this.name)).take(time.monotonic()):
                 raise Refused(429, f"more than {BURST} requests at once, or {RATE:g} a second", "too many requests")
             asked = await self._accepted(kind, body, Delivery(request.headers, await _read(request)))
         except Refused as exc:
@@ -120,7 +120,7 @@ class Receivers:
         self.metrics.receiver_requests.labels(*labels, RESULTS[200]).inc()
         return web.json_response({"ok": True})
 
-    def _bucket(self, key: Key) -> Bucket:
+    def _bucket(self, key: ObjectKey) -> Bucket:
         if key not in self.buckets:  # a new one: those of Receivers gone go
             self.buckets = {k: b for k, b in self.buckets.items() if k in self.paths.bodies}
         return self.buckets.setdefault(key, Bucket())

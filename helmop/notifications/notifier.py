@@ -22,6 +22,7 @@ from typing import Any
 from helmop.api.addresses import Policy
 from helmop.api.kinds import ALERT, FLUX_ALERT, FLUX_PROVIDER, PROVIDER, key_of
 from helmop.api.notifications import AlertSpec, Event, ProviderSpec, event_of
+from helmop.api.objects import ObjectKey
 from helmop.api.redaction import redact
 from helmop.api.settings import Notifications
 from helmop.infra.events import Recorder
@@ -36,7 +37,6 @@ from .targets import default_status_id, host, resolve
 
 # (flux, namespace, name): an Alert refers to the Provider of its own family and namespace
 Ref = tuple[bool, str, str]
-Key = tuple[str, str, str]  # (kind key, namespace, name) of an object whose events are sent
 _OWN = {(k.api_version, k.kind) for k in (PROVIDER, ALERT, FLUX_PROVIDER, FLUX_ALERT)}
 _REMEMBERED = 10000  # events remembered for rate limiting, and releases' source revisions
 
@@ -57,7 +57,7 @@ class Destination:
 
 class Notifier:
     def __init__(self, recorder: Recorder, metrics: Metrics, cel: Worker, settings: Notifications, policy: Policy, *,
-                 secrets_of: Callable[[Key], list[str]] = lambda _key: []) -> None:
+                 secrets_of: Callable[[ObjectKey], list[str]] = lambda _key: []) -> None:
         self.recorder = recorder
         self.kube = recorder.kube
         self.metrics = metrics
@@ -69,7 +69,7 @@ class Notifier:
         self.providers: dict[Ref, Destination] = {}
         self.outboxes: dict[Ref, Outbox] = {}
         self._sent: OrderedDict[tuple[str, ...], float] = OrderedDict()
-        self._origins: OrderedDict[Key, str] = OrderedDict()
+        self._origins: OrderedDict[ObjectKey, str] = OrderedDict()
 
     # --- what the controllers keep up to date ---------------------------------------------------------
 
@@ -87,7 +87,7 @@ class Notifier:
         else:
             self.providers[ref] = Destination(spec, body)
 
-    def sourced(self, key: Key, revision: str) -> None:
+    def sourced(self, key: ObjectKey, revision: str) -> None:
         """The revision a release's chart was read at (its source's; "": not read): the commit its events mark,
         even when the GitRepository has moved on since."""
         if not revision:
@@ -105,8 +105,8 @@ class Notifier:
         if (obj.get("apiVersion"), obj.get("kind")) in _OWN or not self.alerts:
             return
         meta = obj.get("metadata") or {}
-        key = (key_of(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))), meta.get("namespace") or "",
-               meta.get("name") or "")
+        key = ObjectKey(key_of(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))),
+                        str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         secrets = self.secrets_of(key)
         event = event_of(obj, event_type, reason, redact(message, secrets) if secrets else message,
                          instance=self.recorder.instance, origin=self._origins.get(key, ""))

@@ -28,13 +28,13 @@ import yaml
 from helmop.api import yamlc
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import OCIRepositorySpec
+from helmop.api.semver import highest
 from helmop.infra.filememo import FileMemo
 
 from . import tarballs
 from .errors import SourceError, unreachable
 from .ignore import FILE, Ignore
 from .repositories import MANIFEST_TYPES, Credentials, Repositories, ResolvedChart, credential_key
-from .semver import highest
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,10 @@ from urllib.parse import urlsplit
 
 from helmop.api.addresses import AddressRefused, Policy
 from helmop.api.errors import some
+from helmop.api.gitrefs import GitRef as GitRef  # re-exported: what the git cache resolves
 from helmop.api.process import minimal_env, niced
 from helmop.api.redaction import redact, safe_url
+from helmop.api.semver import highest
 from helmop.infra import addresses
 
 from .errors import SourceError
@@ -47,7 +49,6 @@ from .gitobjects import Objects
 from .mirrors import mirrored
 from .proxies import Proxy
 from .secrets import decoded
-from .semver import highest
 from .verification.commits import Signed
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -99,22 +100,6 @@ class Branch:
     name: str
     sha: str
     committed: float  # the head commit's committer time (epoch seconds)
-
-
-@dataclass(frozen=True)
-class GitRef:
-    """Which commit to take, Flux's precedence: commit, then name (any reference), tag, semver, branch."""
-
-    branch: str = ""
-    tag: str = ""
-    semver: str = ""
-    commit: str = ""
-    name: str = ""  # a full reference (refs/pull/7/head), fetched on its own: a mirror holds heads and tags
-
-    @property
-    def fetched(self) -> str:
-        """The reference ``name`` names, once peeled of a trailing ``^{}``."""
-        return self.name.removesuffix("^{}")
 
 
 def check_url(url: str, *, file_roots: tuple[Path, ...] = (), forbidden: Path | None = None) -> None:

@@ -168,17 +168,28 @@ def _references(body: _Fields, where: str) -> list[str]:
             *body.strings("crds"), *body.strings("configurations")]
     refs += [p for p in body.strings("patchesStrategicMerge") if "\n" not in p and ":" not in p]
     refs += [p for key in ("transformers", "generators", "validators") for p in body.strings(key) if "\n" not in p]
-    for key in ("patches", "patchesJson6902", "replacements"):
-        refs += [path for item in body.maps(key) for path in item.all("path") if isinstance(path, str)]
-    refs += [path for value in body.all("openapi") if isinstance(value, dict)
-             for path in _Fields(value).all("path") if isinstance(path, str)]
+    refs += _path_fields(body) + _generator_files(body)
+    for ref in refs:
+        if not ref.strip():
+            raise _refused("BuildFailed", f"{where}: an empty path")
+    return refs
+
+
+def _path_fields(body: _Fields) -> list[str]:
+    """The ``path`` of patches, JSON 6902 patches, replacements and openapi."""
+    refs = [path for key in ("patches", "patchesJson6902", "replacements") for item in body.maps(key)
+            for path in item.all("path") if isinstance(path, str)]
+    return refs + [path for value in body.all("openapi") if isinstance(value, dict)
+                   for path in _Fields(value).all("path") if isinstance(path, str)]
+
+
+def _generator_files(body: _Fields) -> list[str]:
+    """The files and env files ConfigMap and Secret generators read."""
+    refs: list[str] = []
     for key in ("configMapGenerator", "secretGenerator"):
         for item in body.maps(key):
             refs += [f.partition("=")[2] or f for f in item.strings("files")]
             refs += item.strings("envs") + [e for e in item.all("env") if isinstance(e, str)]
-    for ref in refs:
-        if not ref.strip():
-            raise _refused("BuildFailed", f"{where}: an empty path")
     return refs
 
 
@@ -197,18 +208,7 @@ def read_files(files: Mapping[str, bytes], folders: list[str]) -> list[tuple[str
         if current in seen or not where:
             continue
         seen.add(current)
-        try:
-            body = yamlc.load(files[where]) or {}
-        except yaml.YAMLError:
-            continue  # the build says what is wrong with it
-        fields = _Fields(body if isinstance(body, dict) else {})
-        named: list[tuple[str, str, str]] = []
-        for item in fields.maps("secretGenerator"):
-            named += [(ref.partition("=")[2] or ref, ref.partition("=")[0], "files") for ref in item.strings("files")]
-            named += [(ref, ref, "envs") for ref in item.strings("envs")]
-        generated = {ref for ref, _, _ in named}
-        named += [(ref, ref, "manifest") for ref in _references(fields, where) if ref not in generated]
-        for ref, name, how in named:
+        for ref, name, how in _named(files, where):
             try:
                 path, is_dir = _resolve(files, current, ref, where)
             except SourceError:
@@ -218,6 +218,22 @@ def read_files(files: Mapping[str, bytes], folders: list[str]) -> list[tuple[str
             else:
                 found.append((path, name, how))
     return found
+
+
+def _named(files: Mapping[str, bytes], where: str) -> list[tuple[str, str, str]]:
+    """What the kustomization file ``where`` names: (reference, the name it is read under, how); nothing when it
+    is not YAML (the build says what is wrong with it)."""
+    try:
+        body = yamlc.load(files[where]) or {}
+    except yaml.YAMLError:
+        return []
+    fields = _Fields(body if isinstance(body, dict) else {})
+    named: list[tuple[str, str, str]] = []
+    for item in fields.maps("secretGenerator"):
+        named += [(ref.partition("=")[2] or ref, ref.partition("=")[0], "files") for ref in item.strings("files")]
+        named += [(ref, ref, "envs") for ref in item.strings("envs")]
+    generated = {ref for ref, _, _ in named}
+    return named + [(ref, ref, "manifest") for ref in _references(fields, where) if ref not in generated]
 
 
 def components_of(files: Mapping[str, bytes], folder: str, build: Build) -> list[tuple[int, str]]:

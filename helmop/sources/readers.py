@@ -33,7 +33,7 @@ from helmop.infra.kube import Kube
 from . import artifacts, buckets, generator, github, tarballs
 from .credentials import bucket_access, credentials
 from .errors import SourceError
-from .git import GitAuth, GitCache, GitRef
+from .git import GitAuth, GitCache
 from .proxies import proxy_of
 from .repositories import Repositories
 from .secrets import secret_data
@@ -193,13 +193,9 @@ async def git_auth(kube: Kube, namespace: str, spec: GitRepositorySpec, policy: 
     return replace(GitAuth.from_secret_data(data, scope=scope), proxy=proxy)
 
 
-def git_ref(spec: GitRepositorySpec) -> GitRef:
-    return GitRef(spec.branch, spec.tag, spec.semver, spec.commit, spec.ref_name)
-
-
 def fetched_refs(spec: GitRepositorySpec) -> tuple[str, ...]:
     """References a fetch asks for besides heads and tags (spec.ref.name)."""
-    return (git_ref(spec).fetched,) if spec.ref_name else ()
+    return (spec.ref.fetched,) if spec.ref.name else ()
 
 
 def shaped(git: GitCache, url: str, revision: str, digest: str, auth: GitAuth, spec: GitRepositorySpec,
@@ -273,7 +269,8 @@ async def external_source(readers: Readers, family: Family, namespace: str, name
     like any other: whoever may write an ExternalArtifact's status must not have another namespace's generator
     build for it what the tenancy policy keeps from them."""
     kind = family.externalartifact
-    obj, spec = await _parsed(readers, kind, namespace, name, parse_external_artifact, by)
+    obj, parsed = await _parsed(readers, kind, namespace, name, parse_external_artifact, by)
+    spec = parsed.source_ref
     revision, digest = _published(obj, kind, namespace, name)
     what = f"{kind.kind} {namespace}/{name}"
     if spec.kind == family.artifactgenerator.kind:

@@ -37,6 +37,7 @@ from helmop.api.addresses import Policy
 from helmop.api.errors import some
 from helmop.api.redaction import safe_url
 from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
+from helmop.api.semver import Version, highest
 from helmop.infra import addresses
 
 from . import index
@@ -45,7 +46,6 @@ from .index import Entry, IndexInvalid
 from .mirrors import mirrored
 from .proxies import Proxy
 from .secrets import decoded
-from .semver import Version, highest
 
 MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 _TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)

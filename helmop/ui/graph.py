@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.kinds import HELMRELEASE, Kind, family_of, key_of
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.app import AppStatus
 from helmop.views.cells import health
 from helmop.views.statuses import status_of
-
-Key = tuple[str, str, str]  # kind (qualified by its group for Flux's: api.kinds.key_of), namespace, name
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 210, 44, 70, 14, 10
 MAX_NODES = 500  # more than a screen can show: the page asks for a namespace first
@@ -23,7 +21,7 @@ NOT_DRAWN = ("Provider", "Alert", "Receiver")  # notifications and webhooks: not
 
 @dataclass(frozen=True)
 class Box:
-    key: Key
+    key: ObjectKey
     kind: Kind
     health: str
     x: int
@@ -51,22 +49,23 @@ class Layout:
     height: int
 
 
-def _needs(obj: dict[str, Any]) -> list[tuple[Key, str]]:
+def _needs(obj: dict[str, Any]) -> list[tuple[ObjectKey, str]]:
     """What one resource needs: (kind, namespace, name) and why."""
     this = Resource(obj)
-    out: list[tuple[Key, str]] = []
+    out: list[tuple[ObjectKey, str]] = []
     source = this.source_ref
     if source.get("name"):
         kind = str(source.get("kind") or "GitRepository")
         found = family_of(this.api_version.rpartition("/")[0]).source(kind)
-        out.append(((found.key if found else key_of(this.api_version, kind),
-                     str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
+        out.append((ObjectKey(found.key if found else key_of(this.api_version, kind),
+                              str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
     for dep in this.spec.get("dependsOn") or []:
         if isinstance(dep, dict) and dep.get("name"):
-            out.append(((this.key[0], str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
+            out.append((ObjectKey(this.key.kind, str(dep.get("namespace") or this.namespace), str(dep["name"])),
+                        "dependsOn"))
     status = status_of(obj)
     if isinstance(status, AppStatus) and status.helm_release:  # a Jenkins's, an app resource's
-        out.append(((HELMRELEASE.key, this.namespace, status.helm_release), "release"))
+        out.append((ObjectKey(HELMRELEASE.key, this.namespace, status.helm_release), "release"))
     return out
 
 
@@ -74,16 +73,16 @@ def layout(objects: list[tuple[Kind, dict[str, Any]]]) -> Layout:
     """``objects``: (kind, object) pairs."""
     found = {Resource(o).key: (kind, o) for kind, o in objects}
     needs = {key: [(k, why) for k, why in _needs(obj) if k in found and k != key] for key, (_, obj) in found.items()}
-    columns: dict[Key, int] = {}
+    columns: dict[ObjectKey, int] = {}
 
-    def column(key: Key, visiting: frozenset[Key]) -> int:
+    def column(key: ObjectKey, visiting: frozenset[ObjectKey]) -> int:
         if key not in columns:  # a cycle (refused by the operator, but drawn) stops where it closes
             columns[key] = 1 + max((column(k, visiting | {key}) for k, _ in needs[key] if k not in visiting),
                                    default=-1)
         return columns[key]
 
     rows: dict[int, int] = {}
-    boxes: dict[Key, Box] = {}
+    boxes: dict[ObjectKey, Box] = {}
     for key in sorted(found, key=lambda k: (column(k, frozenset()), k)):
         col = columns[key]
         row = rows[col] = rows.get(col, -1) + 1

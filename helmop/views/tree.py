@@ -4,7 +4,7 @@ ConfigSyncs, HelmReleases, HelmCharts and ArtifactGenerators of its family that 
 ExternalArtifacts it made, a Jenkins or app resource its HelmRelease, a Project its parts and environments (a
 source's readers are looked for in its own namespace); each status read through its typed model
 (``views.statuses``). Each object carries its health: Ready for
-helmop's resources, ``reconcile.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
+helmop's resources, ``decisions.health``'s verdict for the others. ``helmop tree`` prints it, the web UI
 draws it.
 
 What a HelmRelease or ConfigSync with ``spec.kubeConfig`` manages lives on the remote cluster it delivers to: it
@@ -21,11 +21,11 @@ from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import APPS_GROUP, GROUP, HELMRELEASE, Family, Kind, family_of
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectRef, Resource
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.api.status.project import ObjectRef, ProjectStatus
+from helmop.api.status.project import ProjectStatus
 from helmop.api.status.sources import ArtifactGeneratorStatus
 from helmop.decisions.health import CURRENT, judge
 from helmop.helm.releases import inventory_objects

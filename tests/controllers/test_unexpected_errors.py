@@ -14,9 +14,8 @@ import pytest
 import yaml
 from helmop_sandbox import Sandbox
 
-from helmop.controllers import configsyncs, gitrepositories
-from helmop.controllers.apps import AppController
-from helmop.controllers.helmreleases import Reconciler
+from helmop.controllers import configsyncs, gitrepositories, helmreleases
+from helmop.controllers.apps import App
 from helmop.helm import inputs
 from helmop.infra.kube import KubeError
 from tests.chartrepo import ChartRepo
@@ -49,7 +48,7 @@ def _objects(chart_repo: ChartRepo, repo: Repo) -> list[tuple[str, str, dict[str
     return [
         ("hr", "HelmRelease", {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
                                "spec": {"interval": "1h", "chart": chart,
-                                        "values": {"fullnameOverride": "web"}}}, Reconciler),
+                                        "values": {"fullnameOverride": "web"}}}, helmreleases),
         (GITREPO, "GitRepository", {"apiVersion": GROUP, "kind": "GitRepository", "metadata": {"name": "src"},
                                       "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
          gitrepositories),
@@ -58,7 +57,7 @@ def _objects(chart_repo: ChartRepo, repo: Repo) -> list[tuple[str, str, dict[str
          configsyncs),
         ("jenkins", "Jenkins", {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins",
                                 "metadata": {"name": "ci"}, "spec": {"project": "p", "interval": "1h"}},
-         AppController),
+         App),
     ]
 
 
@@ -128,7 +127,7 @@ def test_what_an_unexpected_error_quotes_of_a_secret_is_masked(running: tuple[Op
     async def quoting(*_: Any, **__: Any) -> Any:
         raise RuntimeError(f"could not use {secret} (upper: {secret.upper()})")
 
-    monkeypatch.setattr(Reconciler, "reconcile", quoting)
+    monkeypatch.setattr(helmreleases, "reconcile", quoting)
     kube("kubectl", "-n", ns, "annotate", "--overwrite", "hr", "web", f"helmop.dev/requestedAt={uuid.uuid4()}")
     failed = eventually(lambda: (o := get(kube, ns, "hr", "web")) and condition(o).get("reason") == "ReconcileError"
                         and o)

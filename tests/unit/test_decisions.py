@@ -10,11 +10,11 @@ import pytest
 from helmop.api.actions import Action
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import Remediation, RepositoryChart, default_release_name, parse_spec
+from helmop.api.semver import highest
 from helmop.decisions import Desired, Observed, Release, decide
 from helmop.helm import storage
 from helmop.helm.engine import UpgradeRequest, upgrade_args
 from helmop.helm.values import digest, merge, parse_values, set_path
-from helmop.sources.semver import highest
 
 IN, UP = Action.INSTALL, Action.UPGRADE  # the last attempted action, as status records it
 CHART = {"repository": {"url": "https://charts.example.com", "name": "web", "version": "^1.2"}}

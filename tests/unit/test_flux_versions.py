@@ -23,10 +23,10 @@ from helmop.api.flux.paths import dotted
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import FLUX, HELMOP
 from helmop.api.objects import slim
-from helmop.api.specs import PARSERS
 from helmop.cli.main import parser
 from helmop.controllers import fluxversions
 from helmop.controllers.configsyncs import prune
+from helmop.decisions.specs import read_spec
 from helmop.decisions.sync import OWNER_UID, Marks, ObjectId
 from helmop.infra.kube import Connection, Kube
 from tests.tools import ROOT, tool
@@ -97,7 +97,7 @@ def test_a_v1beta2_kustomization_is_read_as_v1() -> None:
                     "spec.validation ignored, as the last Flux that served it did (remove it)"]
     kind = next(theirs for _, theirs in PAIRS if theirs.kind == "Kustomization")
     flux_spec.check(kind, read)
-    PARSERS["ConfigSync"](read, "apps", "flux-system")  # helmop's kind of the same model
+    read_spec(HELMOP.configsync, {"metadata": {"name": "apps", "namespace": "flux-system"}, "spec": read})
 
 
 @pytest.mark.parametrize("kind", [k for k in versions.KINDS if k.gone])
@@ -254,7 +254,7 @@ def test_helmop_convert_still_names_the_replacement() -> None:
            "spec": {"chart": {"spec": {"chart": "demo", "valuesFile": "values-prod.yaml",
                                        "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}}
     with pytest.raises(convert.Refused) as caught:
-        convert.convert(old, to_flux=False)
+        convert.convert(old, to_flux=False, read=read_spec)
     assert [r.message for r in caught.value.refusals] == [
         f"{HELM}/v2beta1 was removed in Flux 2.7: rewrite it as {HELM}/v2 (flux migrate -f does)",
         f"spec.chart.spec.valuesFile is not in {HELM}/v2: use spec.chart.spec.valuesFiles, a list"]

@@ -13,8 +13,11 @@ from typing import Any
 from helmop.api.kinds import FINALIZER, HELMOP
 from helmop.api.settings import Settings
 from helmop.api.status.sources import BucketStatus
-from helmop.controllers.handlers import Controller, Dispatcher
+from helmop.api.tenancy import Tenancy
+from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
+from helmop.controllers.registration import Controller
+from helmop.controllers.turn import Turn
 from helmop.infra.metrics import Metrics
 
 KIND = HELMOP.bucket
@@ -56,23 +59,29 @@ def _dispatcher(clean_up: asyncio.Event | None = None) -> tuple[Dispatcher, Cont
     ``clean_up`` (when given)."""
     started: list[dict[str, Any]] = []
 
-    async def reconcile(body: dict[str, Any]) -> Outcome:
+    async def reconcile(turn: Turn[dict[str, Any], BucketStatus]) -> Outcome:
+        body = turn.body
         started.append(body)
         if not body["spec"].get("suspend"):
             await asyncio.Event().wait()  # a listing that never ends
         return DONE
 
-    async def finalize(body: dict[str, Any]) -> Outcome:
-        started.append({**body, "finalized": True})
+    async def finalize(turn: Turn[dict[str, Any], BucketStatus]) -> Outcome:
+        started.append({**turn.body, "finalized": True})
         if clean_up is not None:
             await clean_up.wait()
         return DONE
 
     events = _Events()
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), events=events,
-                               kube=SimpleNamespace(merge_patch=_patched))
+                               kube=SimpleNamespace(merge_patch=_patched), tenancy=Tenancy(),
+                               remotes=SimpleNamespace(held={}))
     dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
-    controller = dispatcher.controllers[KIND.key] = Controller(KIND, BucketStatus, 600.0, reconcile, finalize)
+    # a kind whose turn sees the suspension itself (it must run to be seen stopping)
+    controller = dispatcher.controllers[KIND.key] = Controller(
+        KIND, BucketStatus, 600.0, SimpleNamespace(reconcile=reconcile, finalize=finalize),
+        reader=lambda _kind, this, _tenancy: this.spec,
+        suspended=lambda _turn: False)
     return dispatcher, controller, started, events
 
 

@@ -45,7 +45,7 @@ def test_confinement_without_a_service_account() -> None:
     crb = ObjectId("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "grab")
     mine = ObjectId("v1", "ConfigMap", "team", "ok")
     theirs = ObjectId("v1", "ConfigMap", "kube-system", "planted")
-    assert confinement({mine: "a.yaml:1"}, "team", set()) == ("", "")
+    assert confinement({mine: "a.yaml:1"}, "team", set()) is None
     reason, message = confinement({crb: "a.yaml:3", mine: "a.yaml:1", theirs: "b.yaml:7"}, "team", {crb})
     assert reason == "ClusterScopedObject"
     assert "a.yaml:3: ClusterRoleBinding/grab is cluster-scoped" in message

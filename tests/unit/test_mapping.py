@@ -13,6 +13,7 @@ from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import ValuesReference, parse_spec
+from helmop.api.kinds import Kind
 from helmop.helm import values
 from helmop.helm.apps import release_spec
 from helmop.helm.engine import template_args, uninstall_args, upgrade_args
@@ -62,8 +63,9 @@ def test_uninstall_deletion_propagation() -> None:
 
 
 def test_app_kinds_map_onto_a_helmrelease_spec() -> None:
-    web = AppKind("demo.example.com", "v1", "Webapp", "webapps", {"repository": {"url": "https://x", "name": "w"}},
-                  override_values={"service": {"type": "ClusterIP"}}, interval="5m")
+    web = AppKind(Kind("Webapp", "demo.example.com", "v1", "webapps"),
+                  {"repository": {"url": "https://x", "name": "w"}}, override_values={"service": {"type": "ClusterIP"}},
+                  interval="5m")
     spec = release_spec(web, "shop", {"replicaCount": 2, "service": {"type": "NodePort", "port": 80}})
     assert spec["values"] == {"replicaCount": 2, "service": {"type": "ClusterIP", "port": 80}}
     assert (spec["releaseName"], spec["interval"], spec["chart"]) == ("shop", "5m", web.chart)

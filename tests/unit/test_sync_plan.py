@@ -63,7 +63,7 @@ def test_claims_name_every_object_of_someone_else() -> None:
     assert reason == "ObjectOwnedElsewhere" and "theirs is managed by another ConfigSync (uid uid-2)" in message
     assert "mine" not in message and "new" not in message
     assert claims(want, {**live, ObjectId("v1", "ConfigMap", "team", "theirs"): None}, MARKS, (),
-                  adopt=False) == ("", "")
+                  adopt=False) is None
 
 
 def test_an_object_recreated_by_someone_else_is_not_claimed() -> None:
@@ -73,7 +73,7 @@ def test_an_object_recreated_by_someone_else_is_not_claimed() -> None:
     copied = {"metadata": {"uid": "other-uid", "annotations": {OWNER_UID: "uid-1"}}}
     assert claims(want, {oid: copied}, MARKS, inventory, adopt=False)[0] == "ObjectOwnedElsewhere"
     kept = {"metadata": {"uid": "applied-uid", "annotations": {OWNER_UID: "uid-1"}}}
-    assert claims(want, {oid: kept}, MARKS, inventory, adopt=False) == ("", "")
+    assert claims(want, {oid: kept}, MARKS, inventory, adopt=False) is None
 
 
 A, B, GONE = (ObjectId("v1", "ConfigMap", "team", n) for n in ("a", "b", "gone"))

@@ -15,10 +15,13 @@ from helmop_sandbox.tls import make_serving_cert
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import HELMOP
 from helmop.api.kubeconfigs import KubeConfigRef, TokenAddresses, check, check_audiences, parse_ref, token_server
-from helmop.controllers import configsyncs
+from helmop.api.status.configsync import ConfigSyncStatus
+from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.controllers import configsyncs, helmreleases
 from helmop.controllers.context import Memory
-from helmop.controllers.helmreleases import Reconciler
-from helmop.controllers.outcome import DONE, FAILED
+from helmop.controllers.handlers import closing
+from helmop.controllers.outcome import DONE, FAILED, Outcome
+from helmop.controllers.registration import Controller
 from helmop.infra.clusters import MAX_REMOTES, MAX_REMOTES_PER_NAMESPACE, Options, Remotes
 
 PEM = make_serving_cert()
@@ -309,17 +312,24 @@ def test_a_deletion_with_nothing_to_clean_up_asks_for_no_remote() -> None:
         ctx: Any = SimpleNamespace(memory=Memory(lambda key: None),
                                    settings=SimpleNamespace(intervals=SimpleNamespace(deleted_together=0.0)),
                                    services=SimpleNamespace(remotes=remotes, kube=FakeKube(text), events=events))
-        releases = Reconciler(ctx)
-        assert await releases.finalize(body("HelmRelease", chart)) is DONE
-        assert await releases.finalize(body("HelmRelease", {**chart, "suspend": True}, {
+        releases = Controller(HELMOP.helmrelease, HelmReleaseStatus, 0.0, helmreleases)
+        syncs = Controller(HELMOP.configsync, ConfigSyncStatus, 0.0, configsyncs)
+
+        async def finalized(controller: Controller, obj: dict[str, Any]) -> Outcome:
+            turn = await closing(ctx, controller, obj)
+            assert turn is not None
+            return await controller.finalize(turn)
+
+        assert await finalized(releases, body("HelmRelease", chart)) is DONE
+        assert await finalized(releases, body("HelmRelease", {**chart, "suspend": True}, {
             "releaseName": "x", "history": [{"revision": 1, "status": "deployed"}]})) is DONE
-        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync)) is DONE
-        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync, {"inventory": []})) is DONE
+        assert await finalized(syncs, body("ConfigSync", sync)) is DONE
+        assert await finalized(syncs, body("ConfigSync", sync, {"inventory": []})) is DONE
         assert not events.posted and not remotes.by_key
         installed = body("HelmRelease", chart, {"releaseName": "x", "lastAttemptedReleaseAction": "install"})
-        assert await releases.finalize(installed) is FAILED
+        assert await finalized(releases, installed) is FAILED
         applied = {"inventory": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "namespace": "team-a"}]}
-        assert await configsyncs.finalize(ctx, HELMOP, body("ConfigSync", sync, applied)) is FAILED
+        assert await finalized(syncs, body("ConfigSync", sync, applied)) is FAILED
         assert events.posted == [("Warning", "ClusterLimit")] * 2
         await remotes.close()
 

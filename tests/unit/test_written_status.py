@@ -14,9 +14,12 @@ from typing import Any
 from helmop.api.kinds import FINALIZER, HELMOP
 from helmop.api.settings import Settings
 from helmop.api.status.helmrelease import HelmReleaseStatus
+from helmop.api.tenancy import Tenancy
 from helmop.controllers.context import Memory
-from helmop.controllers.handlers import Controller, Dispatcher
+from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
+from helmop.controllers.registration import Controller
+from helmop.controllers.turn import Turn
 from helmop.infra.metrics import Metrics
 
 KIND = HELMOP.helmrelease
@@ -37,16 +40,15 @@ def _body(version: str, status: dict[str, Any] | None = None, uid: str = "u1") -
 async def test_a_turn_reads_what_it_wrote_until_the_watch_shows_that_write() -> None:
     read: list[dict[str, Any] | None] = []
 
-    async def reconcile(body: dict[str, Any]) -> Outcome:
-        read.append(body.get("status"))
+    async def reconcile(turn: Turn[dict[str, Any], HelmReleaseStatus]) -> Outcome:
+        read.append(turn.body.get("status"))
         return DONE
 
-    async def finalize(_body: dict[str, Any]) -> Outcome:
-        return DONE
-
-    services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace())
+    services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), tenancy=Tenancy())
     dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
-    controller = dispatcher.controllers[KIND.key] = Controller(KIND, HelmReleaseStatus, 600.0, reconcile, finalize)
+    controller = dispatcher.controllers[KIND.key] = Controller(KIND, HelmReleaseStatus, 600.0,
+                                                               SimpleNamespace(reconcile=reconcile),
+                                                               reader=lambda _kind, this, _tenancy: this.spec)
     dispatcher.seen(controller, _body("10"), "ADDED")
     # one turn installed the release: three status writes (progress, the install, Ready), the last at version 13
     dispatcher.ctx.memory.status_written(KEY, READY, "u1", "13")

@@ -11,12 +11,12 @@ serves it any more.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api.errors import SpecError
 from helmop.api.kinds import Kind
-from helmop.api.specs import PARSERS
 
 from . import spec as flux_spec
 from . import versions
@@ -59,9 +59,13 @@ def counterpart(api_version: str, kind: str, to_flux: bool) -> tuple[Kind, Kind]
     return None
 
 
-def convert(obj: dict[str, Any], to_flux: bool) -> Converted:
+SpecReader = Callable[[Kind, dict[str, Any]], object]
+
+
+def convert(obj: dict[str, Any], to_flux: bool, read: SpecReader) -> Converted:
     """``obj`` as the other group's kind (or kept, with what to know); Refused naming everything that cannot be,
-    a Flux object of a removed or unknown version included, whichever the direction."""
+    a Flux object of a removed or unknown version included, whichever the direction. ``read`` reads a spec as the
+    operator does (:func:`helmop.decisions.specs.read_spec`: a layer above this one)."""
     api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
     refused = versions.refusals(obj)
     pair = counterpart(versions.served(api_version, kind), kind, to_flux)
@@ -81,7 +85,7 @@ def convert(obj: dict[str, Any], to_flux: bool) -> Converted:
     meta = dict(obj.get("metadata") or {})
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace", "") or "default")
     try:
-        PARSERS[(source if to_flux else target).kind](spec, name, namespace)  # as the operator reads it
+        read(source if to_flux else target, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
     except SpecError as exc:
         raise Refused([Refusal(exc.reason, str(exc))]) from None
     notes = []

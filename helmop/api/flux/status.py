@@ -27,31 +27,42 @@ _ONLY_HELMOP = {
 def outward(kind: str, status: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     """helmop's status JSON for the object ``body`` as Flux writes it."""
     out = {k: v for k, v in status.items() if k not in _ONLY_HELMOP.get(kind, ())}
-    meta = body.get("metadata") or {}
     if kind == "HelmRelease":
-        spec = body.get("spec") or {}
-        target = str(spec.get("targetNamespace") or meta.get("namespace") or "")
-        out["storageNamespace"] = str(spec.get("storageNamespace") or target)
-        release = str(status.get("releaseName") or "")
-        if status.get("history"):
-            out["history"] = [_snapshot_out(s, release, target) for s in status["history"]]
-        failures = int(status.get("installFailures") or 0) + int(status.get("upgradeFailures") or 0)
-        if failures:
-            out["failures"] = failures
+        out.update(_release_out(status, body))
     elif kind in SOURCES and status.get("artifact"):
-        artifact = dict(status["artifact"])
-        name = artifact["revision"].rpartition(":")[2][:64]
-        artifact.setdefault("path", f"{kind.lower()}/{meta.get('namespace')}/{meta.get('name')}/{name}.tar.gz")
-        artifact.setdefault("url", "")
-        out["artifact"] = artifact
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "ArtifactInStorage"]
-        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-        if ready is not None:  # one ArtifactInStorage, whatever the status it was made from already had
-            stored = {**ready, "type": "ArtifactInStorage", "status": "True", "reason": "Succeeded",
-                      "message": f"stored artifact for revision '{artifact['revision']}'"}
-            out["conditions"] = [*conditions, stored]
+        out.update(_artifact_out(kind, status, body.get("metadata") or {}))
     elif kind == "Kustomization" and "inventory" in status:
         out["inventory"] = {"entries": [_entry_out(e) for e in status["inventory"]]}
+    return out
+
+
+def _release_out(status: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A HelmRelease's storageNamespace, history snapshots and failures as Flux writes them."""
+    spec, meta = body.get("spec") or {}, body.get("metadata") or {}
+    target = str(spec.get("targetNamespace") or meta.get("namespace") or "")
+    out: dict[str, Any] = {"storageNamespace": str(spec.get("storageNamespace") or target)}
+    release = str(status.get("releaseName") or "")
+    if status.get("history"):
+        out["history"] = [_snapshot_out(s, release, target) for s in status["history"]]
+    failures = int(status.get("installFailures") or 0) + int(status.get("upgradeFailures") or 0)
+    if failures:
+        out["failures"] = failures
+    return out
+
+
+def _artifact_out(kind: str, status: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A source's artifact (with Flux's required path and url) and its ArtifactInStorage condition."""
+    artifact = dict(status["artifact"])
+    name = artifact["revision"].rpartition(":")[2][:64]
+    artifact.setdefault("path", f"{kind.lower()}/{meta.get('namespace')}/{meta.get('name')}/{name}.tar.gz")
+    artifact.setdefault("url", "")
+    out: dict[str, Any] = {"artifact": artifact}
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "ArtifactInStorage"]
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is not None:  # one ArtifactInStorage, whatever the status it was made from already had
+        stored = {**ready, "type": "ArtifactInStorage", "status": "True", "reason": "Succeeded",
+                  "message": f"stored artifact for revision '{artifact['revision']}'"}
+        out["conditions"] = [*conditions, stored]
     return out
 
 

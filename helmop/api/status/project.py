@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
+from helmop.api.objects import ObjectRef
+
 from . import Status, Struct
-
-
-class ObjectRef(Struct, frozen=True):
-    api_version: str
-    kind: str
-    name: str
-    namespace: str = ""
 
 
 class Environment(Struct, frozen=True):

@@ -24,43 +24,13 @@ from helmop.api.manifests import Manifest
 from helmop.infra.kube import Connection, Kube, KubeError
 
 from .. import builds
+from ..argtree import Verb, arg
 from ..errors import Failed
 from . import cluster, plan, processes, repository
 from .report import Live, Result, as_json, as_table
 from .states import Tracked
 
 OK, FAILED, ERROR = 0, 1, 2
-
-
-def add_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    what = "try a config repository on an embedded sandbox, no cluster needed"
-    sub = verbs.add_parser("try", help=what, description=what + ": the sandbox and the operator started, the "
-                           "repository served to it from a private copy, the cluster folder's objects applied, and "
-                           "everything followed until Ready, stuck, or failing alike for a minute; exit 0 when all "
-                           "is Ready, 1 when not, 2 on an error before anything was tried")
-    sub.add_argument("source", metavar="PATH|GIT_URL", help="a local folder (a git working tree, a bare repository "
-                     "or a plain folder) or a git URL")
-    sub.add_argument("--path", metavar="DIR", help="the cluster folder to apply (default: the folder given inside "
-                     "a working tree; else the one a Kustomization or ConfigSync in it applies, as flux bootstrap "
-                     "lays out; else the one folder under clusters/; else the root)")
-    sub.add_argument("--ref", metavar="REF", help="the branch, tag or commit to try (default: a URL's default "
-                     "branch; a working tree as it is, uncommitted changes included)")
-    sub.add_argument("--timeout", type=_duration, default=600.0, metavar="DURATION",
-                     help="how long to wait for everything to be Ready (default 10m)")
-    sub.add_argument("--wait-for-transient", action="store_true",
-                     help="wait the whole --timeout even when nothing can progress (by default it ends once every "
-                          "object not Ready has failed with the same reason for 60s, or two of its retryIntervals, "
-                          "or waits for one that has)")
-    sub.add_argument("--output", "-o", choices=("table", "json"), default="table", help="the report's form")
-    sub.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
-                     help="fetch charts whose URL starts with FROM from TO instead (repeatable; the operator's flag)")
-    sub.add_argument("--decrypt", action="append", metavar="KEYFILE", default=[],
-                     help="a SOPS age identity or armored OpenPGP private key (repeatable): the operator's "
-                          "--decryption-keys, and the Secret each spec.decryption.secretRef names")
-    sub.add_argument("--ui", action="store_true", help="also serve the web UI on the sandbox, and print its URL")
-    sub.add_argument("--keep", action="store_true", help="leave the sandbox and the operator (and the UI) running, "
-                     "and print the KUBECONFIG to use and how to stop them")
-    sub.set_defaults(run=run)
 
 
 def _duration(text: str) -> float:
@@ -118,6 +88,37 @@ def run(args: argparse.Namespace) -> int:
         if not kept:
             children.stop()
             shutil.rmtree(work, ignore_errors=True)
+
+
+_WHAT = "try a config repository on an embedded sandbox, no cluster needed"
+VERB = Verb(
+    "try", _WHAT, (
+        arg("source", metavar="PATH|GIT_URL", help="a local folder (a git working tree, a bare repository or a plain "
+            "folder) or a git URL"),
+        arg("--path", metavar="DIR", help="the cluster folder to apply (default: the folder given inside a working "
+            "tree; else the one a Kustomization or ConfigSync in it applies, as flux bootstrap lays out; else the one "
+            "folder under clusters/; else the root)"),
+        arg("--ref", metavar="REF", help="the branch, tag or commit to try (default: a URL's default branch; a "
+            "working tree as it is, uncommitted changes included)"),
+        arg("--timeout", type=_duration, default=600.0, metavar="DURATION",
+            help="how long to wait for everything to be Ready (default 10m)"),
+        arg("--wait-for-transient", action="store_true",
+            help="wait the whole --timeout even when nothing can progress (by default it ends once every object not "
+                 "Ready has failed with the same reason for 60s, or two of its retryIntervals, or waits for one "
+                 "that has)"),
+        arg("--output", "-o", choices=("table", "json"), default="table", help="the report's form"),
+        arg("--chart-mirror", action="append", metavar="FROM=TO", default=[],
+            help="fetch charts whose URL starts with FROM from TO instead (repeatable; the operator's flag)"),
+        arg("--decrypt", action="append", metavar="KEYFILE", default=[],
+            help="a SOPS age identity or armored OpenPGP private key (repeatable): the operator's "
+                 "--decryption-keys, and the Secret each spec.decryption.secretRef names"),
+        arg("--ui", action="store_true", help="also serve the web UI on the sandbox, and print its URL"),
+        arg("--keep", action="store_true", help="leave the sandbox and the operator (and the UI) running, and print "
+            "the KUBECONFIG to use and how to stop them")),
+    run=run,
+    description=_WHAT + ": the sandbox and the operator started, the repository served to it from a private copy, "
+                "the cluster folder's objects applied, and everything followed until Ready, stuck, or failing alike "
+                "for a minute; exit 0 when all is Ready, 1 when not, 2 on an error before anything was tried")
 
 
 def _kept(result: Result) -> str:

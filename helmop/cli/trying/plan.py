@@ -196,32 +196,44 @@ def _left_out(out: Plan, left: list[Manifest], tree: Path) -> None:
     out.left_out = [title(item) for item in left]
     if not left:
         return
-    deletes = []
-    for item in left:
-        namespace = (item.obj.get("metadata") or {}).get("namespace")
-        meta = {"name": item.name, **({"namespace": namespace} if namespace else {})}
-        deletes.append({"patch": yaml.safe_dump({"$patch": "delete", "apiVersion": item.api_version,
-                                                 "kind": item.kind, "metadata": meta})})
-    folder = tree / out.path if out.path else tree
-    name = next((posixpath.join(out.path, n) for n in FILES if (folder / n).is_file()), "")
-    if name:
-        try:
-            body = yamlc.load((tree / name).read_bytes())  # kustomize has built it: bounded, a mapping
-        except yaml.YAMLError as exc:
-            raise Broken(f"{name}: {exc}") from None
-        given = body.get("patches") if isinstance(body, dict) else None
-        if not isinstance(body, dict) or not isinstance(given, list | None):
-            raise Broken(f"{name}: patches is not a list")
-    else:
-        name = posixpath.join(out.path, "kustomization.yaml")
-        files = [Path(top, file).relative_to(tree).as_posix() for top, _, names in os.walk(folder) for file in names]
-        body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [
-            posixpath.relpath(resource, out.path or ".") for resource in
-            generate([file for file in files if ".git" not in file.split("/")], out.path).resources]}
-        given = None
+    deletes = [_deleted(item) for item in left]
+    name, body, given = _kustomization(tree, out.path)
     out.copy[name] = k8syaml.dump_all([{**body, "patches": [*(given or []), *deletes]}]).encode()
     out.made.append(f"{name} (in the private copy): patches deleting the {len(left)} objects of Flux's install left "
                     "out, from every build of the cluster folder")
+
+
+def _deleted(item: Manifest) -> dict[str, str]:
+    """A kustomize patch deleting the object."""
+    namespace = (item.obj.get("metadata") or {}).get("namespace")
+    meta = {"name": item.name, **({"namespace": namespace} if namespace else {})}
+    return {"patch": yaml.safe_dump({"$patch": "delete", "apiVersion": item.api_version, "kind": item.kind,
+                                     "metadata": meta})}
+
+
+def _kustomization(tree: Path, path: str) -> tuple[str, dict[str, Any], list[Any] | None]:
+    """The cluster folder's kustomization: its file's name, its body and its patches; when it has none, the one
+    Flux generates over the folder (to be written)."""
+    folder = tree / path if path else tree
+    name = next((posixpath.join(path, n) for n in FILES if (folder / n).is_file()), "")
+    if not name:
+        return posixpath.join(path, "kustomization.yaml"), _generated(tree, folder, path), None
+    try:
+        body = yamlc.load((tree / name).read_bytes())  # kustomize has built it: bounded, a mapping
+    except yaml.YAMLError as exc:
+        raise Broken(f"{name}: {exc}") from None
+    given = body.get("patches") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or not isinstance(given, list | None):
+        raise Broken(f"{name}: patches is not a list")
+    return name, body, given
+
+
+def _generated(tree: Path, folder: Path, path: str) -> dict[str, Any]:
+    """The kustomization Flux generates over a folder that has none: every manifest under it."""
+    files = [Path(top, file).relative_to(tree).as_posix() for top, _, names in os.walk(folder) for file in names]
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [
+        posixpath.relpath(resource, path or ".") for resource in
+        generate([file for file in files if ".git" not in file.split("/")], path).resources]}
 
 
 def _words(container: Any) -> list[str]:

@@ -82,6 +82,12 @@ def observe(obj: dict[str, Any]) -> tuple[str, str, str]:
     seen = ready.get("observedGeneration", (obj.get("status") or {}).get("observedGeneration"))
     if not ready or (seen is not None and seen != meta.get("generation")):
         return "Progressing", str(busy.get("reason") or ""), str(busy.get("message") or "waiting for the operator")
+    return _verdict(ready, busy)
+
+
+def _verdict(ready: dict[str, Any], busy: dict[str, Any]) -> tuple[str, str, str]:
+    """(state, reason, message) the Ready condition of the current generation says (Reconciling: whether the
+    operator is at work)."""
     reason, message = str(ready.get("reason") or ""), str(ready.get("message") or "")
     if ready.get("status") == "True":
         return "Ready", reason, message

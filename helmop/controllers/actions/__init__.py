@@ -1,8 +1,8 @@
 """The actions a HelmRelease reconcile carries out, one module per action with behaviour of its own
 (Flux's small atomic actions): deploy (install and upgrade: one ``helm upgrade --install``), test,
 rollback, uninstall, unlock, correct (drift). Each action's ``run`` does the I/O (helm, or the API) and
-returns a :class:`~.job.Result`; ``reconcile.settle.helmrelease`` says what status that result leads to;
-``reconcile.decide`` picks the action. Adding one means a module here, a row in :data:`RUNS` and rows in
+returns a :class:`~.job.Result`; ``decisions.settle.helmrelease`` says what status that result leads to;
+``decisions.decide`` picks the action. Adding one means a module here, a row in :data:`RUNS` and rows in
 the decision table.
 """
 

@@ -13,7 +13,7 @@ from helmop.decisions.drift import differences, excluded, ignored_paths, owned_b
 from helmop.helm.releases import FIELD_MANAGER, FIELD_MANAGERS, as_helm_applies
 from helmop.infra.kube import KubeError
 
-from ..drift_memory import Clean, Target, fingerprint
+from ..drift_memory import Clean, LiveKey, fingerprint
 from .job import Job, Result, objects
 
 
@@ -21,7 +21,7 @@ def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
     return as_helm_applies(obj, job.spec.release_name, job.spec.target_namespace)
 
 
-def _target(obj: dict[str, Any]) -> Target:
+def _target(obj: dict[str, Any]) -> LiveKey:
     meta = obj["metadata"]
     return (str(meta.get("namespace") or ""), obj["kind"], meta["name"])
 

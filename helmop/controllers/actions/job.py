@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import HelmReleaseSpec
-from helmop.api.objects import Resource
+from helmop.api.objects import ObjectKey, Resource
 from helmop.api.redaction import redact
 from helmop.decisions import Decision
 from helmop.decisions.settle.helmrelease import ActionResult
@@ -53,7 +53,7 @@ class Job:
         return self.cluster.acting_as(self.ctx.tenancy, self.namespace, self.spec.service_account_name)
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> ObjectKey:
         """The HelmRelease's key in the operator's tables (supersessions, committed turns)."""
         return Resource(self.body).key
 

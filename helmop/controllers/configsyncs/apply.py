@@ -4,7 +4,8 @@ Established before the next. Every object of a stage is dry-run before any of th
 refuses stops its stage and those after it, nothing of them applied, every refused object named. An object equal to
 its dry run is left alone (no new resourceVersion); the ``ssa`` marks and spec.ignore say what else is
 (:mod:`helmop.decisions.ssa`, :mod:`helmop.decisions.fieldowners`). A forced apply recreates an object whose
-immutable fields changed."""
+immutable fields changed. Each stage: its objects seen and dry-run (:mod:`.dryrun`), a plan
+(:func:`helmop.decisions.syncplan.staged`), then its actions."""
 
 from __future__ import annotations
 
@@ -15,37 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api import conditions as cond
-from helmop.api.flux import versions
-from helmop.api.ignorerules import IgnoreRule, ignored
-from helmop.decisions import fieldowners, ssa
+from helmop.decisions import ssa
 from helmop.decisions.sync import Desired, ObjectId
+from helmop.decisions.syncplan import MANAGER, Act, Action, Rules, staged
 from helmop.infra.kube import Kube, KubeError
 
+from . import dryrun
 from .observe import path_of
 
 log = logging.getLogger(__name__)
-
-MANAGER = "helmop-configsync"
-FORCE = "kustomize.toolkit.fluxcd.io/force"  # on an object: recreate it when an immutable field changed
-JSON_PATCH = "application/json-patch+json"
-
-
-@dataclass(frozen=True)
-class Rules:
-    """What the spec says of every apply: spec.force, spec.ignore."""
-
-    force: bool = False
-    ignore: tuple[IgnoreRule, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What phase two does with one object: create, configure, recreate, or nothing (unchanged, skipped)."""
-
-    oid: ObjectId
-    action: str
-    payload: dict[str, Any]
-    uid: str = ""  # of the live object left as it is
 
 
 @dataclass
@@ -56,107 +35,53 @@ class Applied:
     held: int = 0  # objects not applied because a stage had a refused one
 
 
-class _Refused(Exception):
-    pass
-
-
 async def apply_all(kube: Kube, want: Desired, live: dict[ObjectId, dict[str, Any] | None], rules: Rules, *,
                     deadline: float) -> Applied:
     """Apply ``want`` (``live``: the objects as read before, None where there was none) stage by stage; after a
     refused dry run or a failed apply, no later stage. ``deadline`` (monotonic): how long a CRD may take to be
     Established."""
     done = Applied()
-    staged = ssa.stages(list(want.objects))
-    for i, stage in enumerate(staged):
-        plans, refused = [], []
-        for oid in stage:
-            try:
-                plans.append(await _plan(kube, oid, want.objects[oid], live.get(oid), rules))
-            except _Refused as exc:
-                refused.append(f"{exc} (apiVersion {oid.api_version}, {want.origins[oid]})")
-        if refused:
-            done.failures += refused
-            done.held = sum(len(later) for later in staged[i:])
+    stages = ssa.stages(list(want.objects))
+    for i, stage in enumerate(stages):
+        seen = {oid: await dryrun.seen(kube, oid, want.objects[oid], live.get(oid)) for oid in stage}
+        plan = staged(want, stage, seen, rules)
+        if plan.refused:
+            done.failures += plan.refused
+            done.held = sum(len(later) for later in stages[i:])
             break
-        for plan in plans:
-            await _act(kube, plan, done)
+        for action in plan.actions:
+            await _act(kube, action, done)
         if done.failures:
-            done.held = sum(len(later) for later in staged[i + 1:])
+            done.held = sum(len(later) for later in stages[i + 1:])
             break
-        await established(kube, [p.oid for p in plans if p.oid.kind == "CustomResourceDefinition"], deadline)
+        await established(kube, [a.oid for a in plan.actions if a.oid.kind == "CustomResourceDefinition"], deadline)
     return done
 
 
-async def _plan(kube: Kube, oid: ObjectId, obj: dict[str, Any], live: dict[str, Any] | None, rules: Rules) -> _Plan:
-    """Phase one for one object: read it when it was not there before (an earlier stage's CRD serves it now), take
-    over what kubectl wrote of it (unless ssa: Merge), dry-run its apply and judge the drift. _Refused when the API
-    server refuses it."""
-    try:
-        path = await path_of(kube, oid)
-        live = live if live is not None else await kube.get(path)
-    except KubeError as exc:
-        # a version of Flux's that Flux removed, where it is not served (--flux-api=current): what to write instead
-        removed = [r.message for r in versions.refusals(obj) if r.reason == "RemovedAPIVersion"]
-        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}"
-                       + "".join(f": {message}" for message in removed if exc.status == 404)) from None
-    why = ssa.skipped(obj, live)
-    if why:
-        log.debug("%s: not applied (%s)", oid, why)
-        return _Plan(oid, "skipped", obj)
-    if live is not None and not ssa.merges(obj, live):
-        live = await _take_over(kube, oid, path, live)
-    try:
-        dry_run = await kube.apply(path, obj, MANAGER, dry_run=True)
-    except KubeError as exc:
-        if live is not None and exc.status == 422 and "immutable" in exc.message and _forced(obj, rules):
-            return _Plan(oid, "recreate", obj)
-        raise _Refused(f"{oid} dry-run failed ({exc.reason}): {exc.message}") from None
-    if live is None:
-        return _Plan(oid, "create", obj)
-    paths = ignored(rules.ignore, dry_run)
-    if not ssa.drifted(live, dry_run, paths):
-        return _Plan(oid, "unchanged", obj, str(live["metadata"].get("uid", "")))
-    return _Plan(oid, "configure", fieldowners.resolved(obj, live, dry_run, paths, MANAGER))
-
-
-async def _take_over(kube: Kube, oid: ObjectId, path: str, live: dict[str, Any]) -> dict[str, Any]:
-    """``live`` once this ConfigSync's manager owns what kubectl wrote of it (fieldowners.TAKEN_OVER)."""
-    patch = fieldowners.taken_over(live, MANAGER)
-    if not patch:
-        return live
-    try:
-        return await kube.request("PATCH", path, patch, params={"fieldManager": MANAGER}, content_type=JSON_PATCH)
-    except KubeError as exc:
-        raise _Refused(f"{oid} metadata.managedFields cleanup failed ({exc.reason}): {exc.message}") from None
-
-
-def _forced(obj: dict[str, Any], rules: Rules) -> bool:
-    return rules.force or ssa.mark(obj, FORCE) == "enabled"
-
-
-async def _act(kube: Kube, plan: _Plan, done: Applied) -> None:
+async def _act(kube: Kube, action: Action, done: Applied) -> None:
     """Phase two for one object."""
-    oid = plan.oid
-    if plan.action == "skipped":
+    oid = action.oid
+    if action.act is Act.SKIP:
+        log.debug("%s: not applied (%s)", oid, action.why)
         done.skipped.add(oid)
         return
-    if plan.action == "unchanged":
-        done.uids[oid] = plan.uid
+    if action.act is Act.UNCHANGED:
+        done.uids[oid] = action.uid
         return
     try:
         path = await path_of(kube, oid)
-        if plan.action == "recreate":
-            await _delete(kube, oid, path)
-        applied = await kube.apply(path, plan.payload, MANAGER)
+        if action.act is Act.RECREATE:
+            await _delete(kube, oid, path, action.why)
+        applied = await kube.apply(path, action.payload, MANAGER)
         done.uids[oid] = str((applied.get("metadata") or {}).get("uid", ""))
     except KubeError as exc:
         done.failures.append(f"{oid} apply failed ({exc.reason}): {exc.message}")
 
 
-async def _delete(kube: Kube, oid: ObjectId, path: str) -> None:
+async def _delete(kube: Kube, oid: ObjectId, path: str, why: str) -> None:
     """Delete an object whose immutable fields changed (spec.force, or its force: enabled mark), until it is gone
     (a finalizer may hold it a while; a minute at most)."""
-    log.info("recreating %s: an immutable field changed (force)", oid)
+    log.info("recreating %s: %s", oid, why)
     await kube.request("DELETE", path, {"propagationPolicy": "Background"})  # its dependents go after it
     for _ in range(600):
         if await kube.get(path) is None:

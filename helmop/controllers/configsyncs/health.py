@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from helmop.api.objects import ObjectKey
 from helmop.api.sources import ConfigSyncSpec
 from helmop.decisions.sync import Desired, apply_order
 
 from ..clusters import Cluster
-from ..context import Context, Key
+from ..context import Context
 from ..readiness import Waiter, unhealthy
 
 
@@ -22,7 +23,7 @@ def checked(spec: ConfigSyncSpec, want: Desired) -> list[dict[str, Any]]:
             for ref in spec.health_checks]
 
 
-async def wait(ctx: Context, cluster: Cluster, key: Key, spec: ConfigSyncSpec, want: Desired,
+async def wait(ctx: Context, cluster: Cluster, key: ObjectKey, spec: ConfigSyncSpec, want: Desired,
                started: float) -> tuple[str, str]:
     """("", "") once healthy; else the reason and what is not. Raises readiness.Cancelled when a newer
     generation arrives."""

@@ -10,7 +10,7 @@ from typing import Any
 from helmop.api.manifests import Manifest
 from helmop.api.sources import ConfigSyncSpec
 from helmop.api.substitution import SubstitutionError, check_names
-from helmop.decisions.sync import ObjectId
+from helmop.decisions.sync import ObjectId, apply_order
 from helmop.helm.inputs import InputError
 from helmop.infra.kube import Kube, KubeError
 from helmop.sources.decryption.keys import KeyInvalid, Keys
@@ -102,3 +102,8 @@ async def live(kube: Kube, oid: ObjectId) -> dict[str, Any] | None:
         if exc.status in (403, 404):
             return None
         raise
+
+
+async def objects(kube: Kube, ids: list[ObjectId]) -> dict[ObjectId, dict[str, Any] | None]:
+    """Each object of ``ids`` as it is now (None: absent or not readable), read in apply order."""
+    return {oid: await live(kube, oid) for oid in apply_order(ids)}

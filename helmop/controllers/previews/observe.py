@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from helmop.api.errors import SpecError
+from helmop.api.errors import HelmopError, SpecError
 from helmop.api.kinds import GITREPOSITORY, PROVIDER
 from helmop.api.notifications import parse_provider
 from helmop.api.objects import Resource
@@ -26,12 +26,8 @@ from helmop.sources.secrets import secret_entries
 from ..context import Context
 
 
-class Unobservable(Exception):
+class Unobservable(HelmopError):
     """What stops a turn before any pull request is looked at: a reason, and whether trying again may help."""
-
-    def __init__(self, reason: str, message: str, *, transient: bool) -> None:
-        super().__init__(message)
-        self.reason, self.transient = reason, transient
 
 
 @dataclass(frozen=True)
@@ -72,7 +68,7 @@ async def _observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed
     auth = await git_auth(kube, namespace, repository, git.policy)
     host = await _host(ctx, this, spec)
     keys = await _keys(ctx, namespace, spec.decryption_secret)
-    base = spec.base or repository.branch or "main"
+    base = spec.base or repository.ref.branch or "main"
     listed = (await host.open_requests(base))[:spec.max_pull_requests]
     started = time.monotonic()
     await git.fetch(repository.url, auth, timeout=repository.timeout,

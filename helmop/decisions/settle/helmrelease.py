@@ -151,7 +151,7 @@ def _deployed(status: Status, desired: Desired, decision: Decision, action: Acti
     if policy.retry and not result.transient:
         return out.with_condition(RECONCILING, True, Reason.RETRYING,
                                   f"retrying after {go_duration(policy.retry_interval)}", desired.generation)
-    # Whether retries are left is reconcile.decide's to say (Stalled RetriesExceeded), on the next round.
+    # Whether retries are left is decisions.decide's to say (Stalled RetriesExceeded), on the next round.
     return out
 
 
@@ -164,5 +164,5 @@ def _tested(status: Status, desired: Desired, result: ActionResult) -> Status:
         return _set(out, desired, READY, True, result, message)
     if not result.transient:
         out = _failed_once_more(out, action)
-    # Whether retries are left is reconcile.decide's to say (Stalled RetriesExceeded), on the next round.
+    # Whether retries are left is decisions.decide's to say (Stalled RetriesExceeded), on the next round.
     return _set(out, desired, READY, False, result)

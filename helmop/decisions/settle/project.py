@@ -3,7 +3,8 @@ the teardown's progress while it is deleted."""
 
 from __future__ import annotations
 
-from helmop.api.status.project import Environment, ObjectRef, ProjectStatus, Teardown
+from helmop.api.objects import ObjectRef
+from helmop.api.status.project import Environment, ProjectStatus, Teardown
 
 from . import outcome
 

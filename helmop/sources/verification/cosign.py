@@ -15,9 +15,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from ..errors import SourceError
 from . import sigstore, ssh
@@ -28,7 +28,7 @@ PAYLOAD_TYPE = "cosign container image signature"
 MAX_SIGNATURES = 16  # layers of a signature manifest looked at
 MAX_PAYLOAD = 64 << 10
 
-PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey
+PublicKey = sigstore.PublicKey
 
 
 def signature_tag(digest: str) -> str:
@@ -78,19 +78,6 @@ def layers(manifest: bytes) -> list[tuple[str, dict[str, str]]]:
                           transient=False) from None
 
 
-def _verifies(key: PublicKey, signature: bytes, payload: bytes) -> bool:
-    try:
-        if isinstance(key, ec.EllipticCurvePublicKey):
-            key.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
-        elif isinstance(key, ed25519.Ed25519PublicKey):
-            key.verify(signature, payload)
-        else:
-            key.verify(signature, payload, padding.PKCS1v15(), hashes.SHA256())
-    except (InvalidSignature, ValueError):
-        return False
-    return True
-
-
 def _names(payload: bytes, digest: str) -> bool:
     """Whether a simple-signing payload is a cosign signature of ``digest``."""
     try:
@@ -108,7 +95,7 @@ def verify(digest: str, reference: str, signatures: list[Signature], keys: list[
         except binascii.Error:
             continue
         for name, key in keys:
-            if _verifies(key, raw, found.payload):
+            if sigstore.verifies(key, raw, found.payload):
                 return name
     raise SourceError("VerificationError", f"failed to verify the signature using provider 'cosign': no matching "
                                            f"signatures were found for '{reference}@{digest}'", transient=True)

@@ -103,7 +103,8 @@ def _logs(entries: Iterable[Any]) -> dict[bytes, _Key]:
     return out
 
 
-def _verify(key: PublicKey, signature: bytes, data: bytes) -> bool:
+def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
+    """Whether ``signature`` over ``data`` is ``key``'s (ECDSA and RSA over SHA-256, or Ed25519)."""
     try:
         if isinstance(key, ec.EllipticCurvePublicKey):
             key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
@@ -155,7 +156,7 @@ def _sct(leaf: x509.Certificate, issuer: x509.Certificate, root: TrustedRoot) ->
         millis = (stamped - _EPOCH) // datetime.timedelta(milliseconds=1)  # exact: no float rounding
         signed = (struct.pack(">BBQH", 0, 0, millis, 1) + issuer_hash + len(tbs).to_bytes(3, "big") + tbs
                   + struct.pack(">H", len(sct.extension_bytes)) + sct.extension_bytes)
-        if _verify(log.key, sct.signature, signed):
+        if verifies(log.key, sct.signature, signed):
             return
     raise SignatureError("no Signed Certificate Timestamp of the certificate is from a CT log of the trusted root")
 
@@ -177,7 +178,7 @@ def _rekor(bundle: Any, payload: bytes, signature: str, leaf: x509.Certificate,
         logged = datetime.datetime.fromtimestamp(int(entry["integratedTime"]), datetime.UTC)
     except (ValueError, KeyError, TypeError, binascii.Error, OverflowError, OSError, RecursionError):
         raise SignatureError("the Rekor bundle is malformed") from None
-    if log is None or not _verify(log.key, stamp, canonical):
+    if log is None or not verifies(log.key, stamp, canonical):
         raise SignatureError("the Rekor bundle is not signed by a transparency log of the trusted root")
     if (log.start and logged < log.start) or (log.end and logged > log.end):
         raise SignatureError("the Rekor bundle's log was not valid when the signing was logged")
@@ -223,7 +224,7 @@ def verify(payload: bytes, signature: str, certificate: str, bundle_text: str, r
 def _checked(leaf: x509.Certificate, payload: bytes, raw: bytes, signature: str, bundle: Any, root: TrustedRoot,
              identities: list[tuple[str, str]]) -> str:
     key = leaf.public_key()
-    if not isinstance(key, ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey) or not _verify(
+    if not isinstance(key, ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey) or not verifies(
             key, raw, payload):
         raise SignatureError("the signature does not verify with its certificate")
     logged = _rekor(bundle, payload, signature, leaf, root)

@@ -79,28 +79,36 @@ def _term(term: str) -> Check:
     op, text = m.group(1) or "=", m.group(2)
     v, given = _bounds(text)
     if op == "^":
-        first = next((i for i, n in enumerate((v.major, v.minor, v.patch)) if n), None)
-        if given == 0:
-            return lambda _v: True
-        part = min(first if first is not None else given - 1, given - 1)
-        return _range(v, _bump(v, part))
+        return _caret(v, given)
     if op in ("~", "~>"):
         return _range(v, _bump(v, 0 if given == 1 else 1))
     if op in ("=", "!=") and given < 3:
         inside = _range(v, _bump(v, given - 1)) if given else (lambda _v: True)
         return inside if op == "=" else (lambda x: not inside(x))
-    if op == "=":
-        return lambda x: x.key() == v.key()
-    if op == "!=":
-        return lambda x: x.key() != v.key()
-    if op == ">":
-        return (lambda x: v < x) if given == 3 else (lambda x: not x < _bump(v, max(given - 1, 0)))
-    if op == "<":
-        return lambda x: x < v
-    if op in (">=", "=>"):
-        return lambda x: not x < v
+    return _comparison(op, v, given)
+
+
+def _caret(v: Version, given: int) -> Check:
+    """^: up to the next change of the first nonzero part given."""
+    first = next((i for i, n in enumerate((v.major, v.minor, v.patch)) if n), None)
+    if given == 0:
+        return lambda _v: True
+    part = min(first if first is not None else given - 1, given - 1)
+    return _range(v, _bump(v, part))
+
+
+def _comparison(op: str, v: Version, given: int) -> Check:
+    """=, !=, >, <, >= and <= of ``v`` (of which ``given`` parts were written)."""
+    rules: dict[str, Check] = {
+        "=": lambda x: x.key() == v.key(),
+        "!=": lambda x: x.key() != v.key(),
+        ">": (lambda x: v < x) if given == 3 else (lambda x: not x < _bump(v, max(given - 1, 0))),
+        "<": lambda x: x < v,
+        ">=": lambda x: not x < v,
+        "=>": lambda x: not x < v,
+    }
     # <= with a partial version includes the whole named range (<=1.2 admits 1.2.9)
-    return (lambda x: not v < x) if given == 3 else (lambda x: x < _bump(v, max(given - 1, 0)))
+    return rules.get(op) or ((lambda x: not v < x) if given == 3 else (lambda x: x < _bump(v, max(given - 1, 0))))
 
 
 def _and_group(text: str) -> tuple[list[Check], bool]:
