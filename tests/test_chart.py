@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from helmop.api import crds
+from helmop.cli import runflags
 from helmop.cli.main import parser
 from tests.tools import ROOT, Run
 
@@ -132,3 +133,30 @@ def test_chart_refuses_decryption_namespaces_given_as_a_string(run: Run) -> None
                           (["--set-json", "decryption.namespaces=[]"], "")):
         rendered = run("helm", "template", "h", str(CHART), "--set", "decryption.keysSecret=k", *flags).stdout
         assert f"--decryption-keys-namespaces={listed}\n" in rendered
+
+
+# Chart values that differ from the operator's defaults on purpose: in a pod, the servers are on.
+CHART_OWN = {"metrics.port", "webhook.port"}
+
+
+def test_the_charts_values_and_args_agree_with_the_operators_settings(run: Run) -> None:
+    """Each flag the chart gives from a value of its own (runflags.chart_values, from the settings' metadata):
+    the value is in values.yaml and read by the template next to the flag; every flag the template passes is one
+    of `helmop run`'s; and a value the template always passes defaults to the operator's own default."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    template = (CHART / "templates" / "deployment.yaml").read_text()
+    cli = parser()
+    unset = runflags.built(cli.parse_args(["run"]))
+    for path, flag in runflags.chart_values():
+        default: Any = values
+        for key in path.split("."):
+            assert isinstance(default, dict) and key in default, f"values.yaml has no {path} ({flag})"
+            default = default[key]
+        assert f".Values.{path}" in template and flag.removeprefix("--") in template, (path, flag)
+        if isinstance(default, str | int) and not isinstance(default, bool) and default != "" and \
+                f"- {flag}={{{{ .Values.{path} }}}}" in template and path not in CHART_OWN:
+            assert runflags.built(cli.parse_args(["run", f"{flag}={default}"])) == unset, (path, default)
+    rendered = run("helm", "template", "h", str(CHART)).stdout
+    deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    runflags.built(cli.parse_args(["run", *args]))  # every flag known, every value taken

@@ -1,6 +1,6 @@
 """Names the dead-code finder (vulture, run by tests/test_architecture.py) cannot see being used."""
 
-from helmop.controllers.operator import OperatorConfig
+from helmop.controllers.operator import Bound
 
 # kopf reads its settings' attributes; helmop only sets them.
 _.worker_limit  # type: ignore[name-defined]  # noqa: B018, F821
@@ -9,8 +9,8 @@ _.enabled  # type: ignore[name-defined]  # noqa: B018, F821
 _.standalone  # type: ignore[name-defined]  # noqa: B018, F821
 _.diffbase_storage  # type: ignore[name-defined]  # noqa: B018, F821
 # The ports actually bound (when 0 asked for any free one), for whoever embeds the operator (the tests do).
-OperatorConfig.bound_webhook_port  # noqa: B018
-OperatorConfig.bound_metrics_port  # noqa: B018
+Bound.webhook  # noqa: B018
+Bound.metrics  # noqa: B018
 # pytest calls the sandbox plugin's hook by name.
 from helmop_sandbox import Sandbox, testing  # noqa: E402
 

@@ -14,11 +14,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from helmop.api import k8syaml, settings, validation
+from helmop.api import k8syaml, validation
 from helmop.api.apps import AppKind, parse_apps
-from helmop.api.durations import parse_duration, parse_size
+from helmop.api.durations import parse_duration
 from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, IMAGES, Kind
 from helmop.api.redaction import redact, redact_data
@@ -41,6 +41,7 @@ from . import (
     operator_logs,
     preview,
     projects,
+    runflags,
     show,
     target,
     tenancy,
@@ -49,26 +50,15 @@ from . import (
 )
 from .argtree import Arg, arg
 from .errors import Failed, missing_tool
+from .runflags import explained
 
 if TYPE_CHECKING:
     from helmop.helm.engine import Engine
 
     from .releases import ReleaseDiff
 
-T = TypeVar("T")
 OK, FAILED, ERROR = 0, 1, 2
 Work = Callable[[argparse.Namespace, target.Target], Awaitable[int]]
-
-
-def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """An argparse type from a parser whose ValueError says what is wrong (argparse shows that message)."""
-    def convert(text: str) -> T:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
 
 
 def _duration(text: str) -> float:
@@ -370,97 +360,14 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _run_verb(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster); "
-                                          "with --sandbox, where to write the sandbox's")
+    """``helmop run``: the process's own flags, then every setting's (generated from the settings)."""
     run.add_argument("--sandbox", action="store_true",
                      help="start an embedded sandbox in this process, install the CRDs, run the operator on it")
-    run.add_argument("--install-crds", action="store_true", help="create or update helmop's CRDs at start")
-    run.add_argument("--namespace", "-n", action="append", help="watch this namespace (repeatable; default all)")
-    run.add_argument("--all-namespaces", "-A", action="store_true", help="watch all namespaces (the default)")
-    run.add_argument("--concurrency", type=int, default=settings.CONCURRENCY,
-                     help="helm actions at once (default %(default)s)")
-    run.add_argument("--cache-dir", help="chart and helm caches (default ~/.cache/helmop)")
-    run.add_argument("--webhook-port", type=int, help="serve git push webhooks on this port (default: off)")
-    run.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
-    run.add_argument("--bind-address", help="address the webhook and metrics servers listen on (default: all "
-                                            "interfaces; 127.0.0.1 with --sandbox)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON")
     run.add_argument("--log-file", default=operator_logs.log_file_default(), metavar="PATH",
                      help=f"also write JSON log lines here, rotated at 10 MiB (default ${operator_logs.LOG_FILE_ENV}; "
                           "what `helmop logs` reads for an operator that is not a pod)")
-    run.add_argument("--allow-file-git", metavar="DIR", action="append", default=[],
-                     help="allow file:// GitRepository URLs under DIR (repeatable; never helmop's cache)")
-    run.add_argument("--default-service-account", metavar="NAME",
-                     help="resources that name no ServiceAccount act as this ServiceAccount of their own namespace "
-                          "(multi-tenancy lockdown; default: the operator's own rights)")
-    run.add_argument("--no-cross-namespace-refs", action="store_true",
-                     help="refuse every reference from a resource into another namespace (sourceRef, ...)")
-    run.add_argument("--chart-mirror", action="append", metavar="FROM=TO", default=[],
-                     help="fetch charts whose URL (HTTP or oci://) starts with FROM from TO instead (repeatable): "
-                          "repositories written for the internet, unchanged behind a mirror")
-    run.add_argument("--git-mirror", action="append", metavar="FROM=TO", default=[],
-                     help="fetch git repositories whose URL starts with FROM from TO instead (repeatable): "
-                          "GitRepositories written for a public host, unchanged behind a mirror")
-    run.add_argument("--flux-api", nargs="?", const="all", choices=("all", "current"), metavar="current",
-                     help="serve and reconcile Flux's kinds too (HelmRelease v2, GitRepository, HelmRepository, "
-                          "OCIRepository, Kustomization; Provider and Alert v1beta3) with Flux's semantics: a Flux "
-                          "cluster moves over unchanged. The versions Flux has removed (HelmRelease v2beta1, "
-                          "Kustomization v1beta2, ...) are served too, read as the current ones with a Warning; "
-                          "--flux-api=current serves only the versions Flux serves")
-    run.add_argument("--flux-namespace", metavar="NAMESPACE", default="flux-system",
-                     help="with --flux-api: the namespace of Flux's controllers, whose leader Leases say whether they "
-                          "still run (Flux's kinds are not served until they stop; default: flux-system)")
-    run.add_argument("--allow-notify-cidr", action="append", metavar="CIDR", default=[],
-                     help="notifications may reach addresses in this range (repeatable): loopback, link-local, "
-                          "private and cluster ranges are refused by default (an in-cluster Alertmanager: its range)")
-    run.add_argument("--strict-substitution", action="store_true",
-                     help="a ConfigSync's ${var} without a value or a default fails its sync instead of becoming "
-                          "\"\" (Flux's StrictPostBuildSubstitutions)")
-    run.add_argument("--decryption-keys", metavar="DIR",
-                     help="SOPS keys (*.agekey, *.asc files) for ConfigSyncs whose spec.decryption names no Secret "
-                          "(Flux's controller-wide decryption; chart value decryption.keysSecret)")
-    run.add_argument("--decryption-keys-namespaces", metavar="NS,...", action="append",
-                     help="the namespaces whose objects may use the --decryption-keys (repeatable, comma-separated; "
-                          "'*': all; '': none). Default: all, or none with --no-cross-namespace-refs or "
-                          "--default-service-account (a tenant must not open what another encrypted for these keys)")
-    run.add_argument("--unconfined-builds", action="store_true",
-                     help="run kustomize builds without the kernel's confinement (Landlock and seccomp: reads beneath "
-                          "the repository only, no program, no socket) where the kernel has none; their boundary is "
-                          "then a check of the kustomizations' text alone (docs: Multi-tenancy)")
-    run.add_argument("--insecure-kubeconfig-exec", action="store_true",
-                     help="let kubeconfigs of spec.kubeConfig run exec credential plugins (Flux's flag; refused by "
-                          "default: a tenant's kubeconfig would run a program in the operator)")
-    run.add_argument("--insecure-kubeconfig-tls", action="store_true",
-                     help="let kubeconfigs of spec.kubeConfig skip TLS verification (insecure-skip-tls-verify; Flux's "
-                          "flag)")
-    run.add_argument("--kubeconfig-token-addresses", metavar="HOST|URL,...", action="append",
-                     help="where ServiceAccount tokens minted for spec.kubeConfig.configMapRef (workload identity) "
-                          "may be sent: hosts (any port), host:port or https URLs (repeatable, comma-separated; "
-                          "'*': any; '': none). Default: any, as Flux, or none with --no-cross-namespace-refs or "
-                          "--default-service-account (a tenant would send its namespace's tokens where it likes)")
-    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
-                     help="run as one of several replicas: only the holder of the Lease helmop-leader[-SHARD] acts "
-                          "(default: on in a pod, where replicas are likely; off elsewhere)")
-    run.add_argument("--leader-election-namespace", metavar="NAMESPACE",
-                     help="namespace of the leader Lease (default: $POD_NAMESPACE, the pod's own, or default)")
-    run.add_argument("--shard", metavar="NAME",
-                     help="handle only resources labelled helmop.dev/shard=NAME (default: only those without it)")
-    run.add_argument("--shards", choices=["auto"],
-                     help="auto: the replicas (of this --shard) split the objects among themselves by the hash of "
-                          "their uid, each announced by a Lease helmop-member-<identity>; no leader")
-    run.add_argument("--helm-cache-ttl", type=_argument(parse_duration), default=settings.HELM_CACHE_TTL,
-                     metavar="DURATION", help="how long a chart repository's index is used before it is asked "
-                                              "again (default %(default)ss; `helmop reconcile` asks at once)")
-    run.add_argument("--helm-index-max-size", type=_argument(parse_size), default=settings.HELM_INDEX_MAX_SIZE,
-                     metavar="SIZE", help="largest repository index read (default %(default)s bytes); over it: "
-                                          "IndexTooLarge")
-    run.add_argument("--helm-chart-max-size", type=_argument(parse_size), default=settings.HELM_CHART_MAX_SIZE,
-                     metavar="SIZE", help="largest chart archive downloaded (default %(default)s bytes); over it: "
-                                          "ChartTooLarge")
-    run.add_argument("--apps", help="app kinds file: custom resources whose spec are a chart's values")
-    run.add_argument("--jenkins-chart-repository", help="Helm repository of the Jenkins chart "
-                                                        "(default https://charts.jenkins.io)")
-    run.add_argument("--jenkins-chart-version", help="Jenkins chart version (default: the pinned one)")
+    runflags.add(run)
     run.set_defaults(run=operate.run)
 
 
@@ -512,7 +419,7 @@ _CLUSTER_VERBS = (
     _on_cluster(
         "reconcile", "reconcile a resource now and wait for the outcome (exit 1 if not Ready)", _reconcile,
         arg("--with-source", action="store_true", help="fetch its GitRepository first"),
-        arg("--timeout", type=_argument(_duration), default=300.0, metavar="DURATION",
+        arg("--timeout", type=explained(_duration), default=300.0, metavar="DURATION",
             help="how long to wait (a duration: 90s, 5m; or seconds; default 5m)"),
         arg("--reset", action="store_true",
             help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)"),

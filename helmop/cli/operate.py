@@ -13,18 +13,11 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from helmop.api.addresses import Policy
-from helmop.api.apps import parse_apps
-from helmop.api.kubeconfigs import TokenAddresses
-from helmop.api.tenancy import Tenancy
+from helmop.api.settings import Settings
 from helmop.infra.kubeconfig import KubeconfigError, in_cluster_namespace
 
-from . import logsetup
-
-if TYPE_CHECKING:  # the operator is imported by the verb that runs it
-    from helmop.controllers.operator import OperatorConfig
+from . import logsetup, runflags
 
 
 def sandbox_verb(parser: argparse.ArgumentParser) -> None:
@@ -63,48 +56,21 @@ def _tune_process() -> None:
 def run(args: argparse.Namespace) -> int:
     _tune_process()
     # The operator (kopf, the controllers) is imported by the verb that runs it, not by every CLI command.
-    from helmop.controllers.operator import OperatorConfig
     from helmop.controllers.operator import run as run_operator
 
     if args.shards == "auto" and args.leader_elect:
         print("helmop: --shards auto and --leader-elect exclude each other: hash shards all act", file=sys.stderr)
         return 2
     logsetup.setup(args.log_format, args.log_file)
-    # In a cluster the probes and webhooks must be reachable from outside the pod; a sandbox is local.
-    address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
-    cfg = OperatorConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-                         namespaces=[] if args.all_namespaces else (args.namespace or []),
-                         concurrency=args.concurrency, install_crds=args.install_crds or args.sandbox,
-                         webhook_port=args.webhook_port, webhook_address=address, metrics_port=args.metrics_port,
-                         metrics_address=address, allow_file_git=tuple(map(Path, args.allow_file_git)),
-                         tenancy=Tenancy(args.default_service_account or "", args.no_cross_namespace_refs),
-                         helm_cache_ttl=args.helm_cache_ttl, helm_index_max_size=args.helm_index_max_size,
-                         helm_chart_max_size=args.helm_chart_max_size, shard=args.shard or "",
-                         shards_auto=args.shards == "auto", leader_election=_leader_election(args),
-                         leader_election_namespace=args.leader_election_namespace or _own_namespace())
-    cfg.chart_mirrors = _mirrors(args.chart_mirror, "--chart-mirror")
-    cfg.git_mirrors = _mirrors(args.git_mirror, "--git-mirror")
-    cfg.flux_api = args.flux_api is not None
-    if args.flux_api == "current":
-        cfg.tunables = replace(cfg.tunables, flux_removed_versions=False)
-    cfg.flux_namespace = args.flux_namespace
-    if args.strict_substitution:
-        cfg.tunables = replace(cfg.tunables, strict_substitution=True)
-    _tenancy(args, cfg)
-    if args.cache_dir:
-        cfg.cache_dir = Path(args.cache_dir)
-    if (problem := _unwritable(cfg.cache_dir)) is not None:
-        print(f"helmop: the cache directory {cfg.cache_dir} is not writable ({problem}): it must be, for helm, charts "
-              "and git mirrors (--cache-dir, or mount a volume there: an emptyDir in Kubernetes)", file=sys.stderr)
+    settings = _placed(runflags.built(args), args)
+    if (problem := _unwritable(settings.helm.cache_dir)) is not None:
+        print(f"helmop: the cache directory {settings.helm.cache_dir} is not writable ({problem}): it must be, for "
+              "helm, charts and git mirrors (--cache-dir, or mount a volume there: an emptyDir in Kubernetes)",
+              file=sys.stderr)
         return 2
-    if args.apps:
-        cfg.apps = parse_apps(Path(args.apps).read_text(), args.apps)
-    repository = cfg.jenkins_chart["repository"]
-    cfg.jenkins_chart = {"repository": {**repository, "url": args.jenkins_chart_repository or repository["url"],
-                                        "version": args.jenkins_chart_version or repository["version"]}}
     if not args.sandbox:
         try:
-            asyncio.run(run_operator(cfg))
+            asyncio.run(run_operator(settings))
         except KubeconfigError as exc:
             print(f"helmop: {exc}", file=sys.stderr)
             return 2
@@ -115,33 +81,19 @@ def run(args: argparse.Namespace) -> int:
         return _no_sandbox()
     with Sandbox(kubeconfig=args.kubeconfig) as sandbox:
         print(f"kubeconfig: {sandbox.kubeconfig}", flush=True)
-        cfg.kubeconfig = sandbox.kubeconfig
-        asyncio.run(run_operator(cfg))
+        asyncio.run(run_operator(replace(settings, kubeconfig=sandbox.kubeconfig)))
     return 0
 
 
-def _tenancy(args: argparse.Namespace, cfg: OperatorConfig) -> None:
-    """What tenants' objects may reach through the operator: addresses notifications may go to, unconfined
-    builds, its own SOPS keys (--decryption-keys and the namespaces they serve), remote clusters' kubeconfigs
-    (exec plugins, TLS, where tokens may be sent). A flag that does not parse ends the process, naming it."""
-    try:
-        cfg.allow_notify_cidrs = tuple(str(Policy.notifications([c]).allowed[0]) for c in args.allow_notify_cidr)
-    except ValueError as exc:
-        raise SystemExit(f"helmop: --allow-notify-cidr: {exc}") from None
-    cfg.unconfined_builds = args.unconfined_builds
-    cfg.decryption_keys = Path(args.decryption_keys) if args.decryption_keys else None
-    if args.decryption_keys_namespaces is not None:
-        try:
-            cfg.tenancy = replace(cfg.tenancy, decryption_keys_namespaces=Tenancy.namespaces(
-                args.decryption_keys_namespaces))
-        except ValueError as exc:
-            raise SystemExit(f"helmop: --decryption-keys-namespaces: {exc}") from None
-    cfg.kubeconfig_exec, cfg.kubeconfig_tls = args.insecure_kubeconfig_exec, args.insecure_kubeconfig_tls
-    if args.kubeconfig_token_addresses is not None:
-        try:
-            cfg.kubeconfig_token_addresses = TokenAddresses.parse(args.kubeconfig_token_addresses)
-        except ValueError as exc:
-            raise SystemExit(f"helmop: --kubeconfig-token-addresses: {exc}") from None
+def _placed(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The defaults that depend on where the operator runs: with --sandbox, its CRDs installed and its servers on
+    loopback (a sandbox is local); in a pod, leader election on and the Lease in the pod's namespace."""
+    # In a cluster the probes and webhooks must be reachable from outside the pod.
+    address = args.bind_address or ("127.0.0.1" if args.sandbox else "0.0.0.0")
+    return replace(settings, install_crds=settings.install_crds or args.sandbox,
+                   servers=replace(settings.servers, address=address),
+                   leadership=replace(settings.leadership, election=_leader_election(args),
+                                      namespace=args.leader_election_namespace or _own_namespace()))
 
 
 def _unwritable(directory: Path) -> str | None:
@@ -153,13 +105,6 @@ def _unwritable(directory: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
-
-
-def _mirrors(given: list[str], flag: str) -> tuple[tuple[str, str], ...]:
-    mirrors = [tuple(m.split("=", 1)) for m in given]
-    if any(len(m) != 2 or not m[0] or not m[1] for m in mirrors):
-        raise SystemExit(f"helmop: {flag} takes FROM=TO (two URL prefixes)")
-    return tuple((m[0], m[1]) for m in mirrors)
 
 
 def _leader_election(args: argparse.Namespace) -> bool:

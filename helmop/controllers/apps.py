@@ -79,11 +79,12 @@ class App:
         except KubeError as exc:
             if exc.status != 404:
                 return FAILED
-        for _ in range(60):  # most uninstalls end within this; the rest are looked at again
+        limits = turn.ctx.settings.limits
+        for _ in range(round(limits.uninstall_wait / limits.uninstall_poll)):
             if await kube.get(path) is None:
                 return DONE
-            await asyncio.sleep(0.5)
-        return after(turn.ctx.tunables.cleanup_wait)
+            await asyncio.sleep(limits.uninstall_poll)
+        return after(turn.ctx.settings.intervals.cleanup_wait)
 
 
 def generic_app(kind: AppKind) -> App:

@@ -1,5 +1,5 @@
-"""What every reconcile of one operator process shares, in three parts: the settings (tunables, fixed at start;
-the tenancy policy, held by the services, whose readers judge references by it), the :class:`Services` (clients,
+"""What every reconcile of one operator process shares, in three parts: the :class:`Settings` (fixed at start;
+the tenancy policy, also held by the services, whose readers judge references by it), the :class:`Services` (clients,
 workers, caches: the I/O), and the
 :class:`Memory` of what reconciles learned about each other (who reads what, who is superseded), which
 lets a change to one object wake the reconcilers of the objects that depend on it."""
@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from helmop.api.addresses import Policy
 from helmop.api.objects import ObjectKey
-from helmop.api.settings import Tunables
+from helmop.api.settings import Limits, Settings
 from helmop.api.tenancy import Tenancy
 from helmop.helm.engine import Engine
 from helmop.helm.releases import Gateway
@@ -63,17 +63,17 @@ class Services:
 
     @classmethod
     def of(cls, kube: Kube, engine: Engine, repos: Repositories, git: GitCache, kustomize: Kustomize, *,
-           concurrency: int, tunables: Tunables, metrics: Metrics | None = None,
-           notify: Policy | None = None, keys_folder: Path | None = None,
-           remotes: Options | None = None, tenancy: Tenancy | None = None) -> Services:
-        events, metrics, cel = Recorder(kube), metrics or Metrics(), Worker(timeout=tunables.cel_timeout)
-        notifier = Notifier(events, metrics, cel, tunables, notify or Policy.notifications())
+           settings: Settings, metrics: Metrics | None = None, remotes: Options | None = None) -> Services:
+        events, metrics = Recorder(kube), metrics or Metrics()
+        cel = Worker(timeout=settings.limits.cel_timeout)
+        notifier = Notifier(events, metrics, cel, settings.notifications,
+                            Policy.notifications(settings.notifications.allow_cidrs))
         events.listeners.append(notifier.observe)
         return cls(kube=kube, engine=engine, repos=repos, git=git, kustomize=kustomize, events=events,
-                   slots=asyncio.Semaphore(concurrency), metrics=metrics, cel=cel,
-                   yaml=Worker(timeout=tunables.yaml_timeout), releases=Gateway(kube),
-                   collections=Collections(kube), notifier=notifier, keys_folder=keys_folder,
-                   remotes=Remotes(remotes, metrics), tenancy=tenancy or Tenancy())
+                   slots=asyncio.Semaphore(settings.helm.concurrency), metrics=metrics, cel=cel,
+                   yaml=Worker(timeout=settings.limits.yaml_timeout), releases=Gateway(kube),
+                   collections=Collections(kube), notifier=notifier, keys_folder=settings.sources.decryption_keys,
+                   remotes=Remotes(remotes, metrics), tenancy=settings.tenancy)
 
     async def close(self) -> None:
         await self.notifier.close()
@@ -121,11 +121,6 @@ class Supersession(asyncio.Event):
     why: str = ""
 
 
-# How long a status written wins at most over watch events that do not show it yet: a bound for a write whose own
-# event never comes (the watch listed afresh, and someone else wrote the status meanwhile), not the watch's delay.
-WRITTEN_WINS = 60.0
-
-
 @dataclass(frozen=True)
 class Written:
     """A status a turn wrote."""
@@ -140,8 +135,9 @@ class Memory:
     """What the reconciles of one process know of each other between turns. ``wake`` gives an object a
     turn now (the scheduler's)."""
 
-    def __init__(self, wake: Callable[[ObjectKey], None]) -> None:
+    def __init__(self, wake: Callable[[ObjectKey], None], written_wins: float = Limits.written_wins) -> None:
         self.wake = wake
+        self.written_wins = written_wins  # Settings.limits.written_wins
         # Secret strings each object's last reconcile read (values from Secrets, credentials): masked in what
         # is reported of an unexpected error, which may quote anything.
         self.secrets: dict[ObjectKey, list[str]] = {}
@@ -249,11 +245,11 @@ class Memory:
         """``body`` (as the watch last brought it) with the status last written to it, until the watch shows that
         write (:meth:`watched`): a turn that read the status from before it would act on what the object was (a
         release's drift checks observing an inventory of nothing, then comparing it all again at the next look).
-        At most WRITTEN_WINS seconds (a write whose event never comes)."""
+        At most ``written_wins`` seconds (a write whose event never comes)."""
         written = self.written.get(key)
         if written is None:
             return body
-        if time.monotonic() - written.at > WRITTEN_WINS:
+        if time.monotonic() - written.at > self.written_wins:
             del self.written[key]
             return body
         return {**body, "status": written.status}
@@ -269,7 +265,7 @@ class Memory:
 
 @dataclass(frozen=True)
 class Context:
-    tunables: Tunables
+    settings: Settings
     services: Services
     memory: Memory
 

@@ -17,8 +17,6 @@ from helmop.infra.worker import WorkerTimeout
 
 from .context import Context
 
-MAX_CHAIN = 100  # HelmReleases followed when looking for a cycle
-
 
 def _ready(obj: dict[str, Any]) -> bool:
     ready = cond.condition_of(obj, cond.READY)
@@ -63,7 +61,7 @@ async def _cycle(ctx: Context, kind: Kind, start: tuple[str, str],
     """A path from ``start`` back to itself through dependsOn, or []."""
     paths: list[list[tuple[str, str]]] = [[start, dep] for dep in depends_on]
     seen = {start}
-    while paths and len(seen) < MAX_CHAIN:
+    while paths and len(seen) < ctx.settings.limits.dependency_chain:
         path = paths.pop(0)
         node = path[-1]
         if node == start:
@@ -81,7 +79,7 @@ async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMREL
     """The HelmReleases that depend on ``deleted`` and go before it: those being deleted too, and, while its
     own deletion is younger than ``deleted_together``, those whose deletion may still be on its way."""
     deleted_at = deleted.deleted_at
-    together = deleted_at is not None and time.time() - deleted_at < ctx.tunables.deleted_together
+    together = deleted_at is not None and time.time() - deleted_at < ctx.settings.intervals.deleted_together
     out = []
     for obj in await ctx.services.kube.list(kind.path()):
         if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):

@@ -5,7 +5,7 @@ Flux's controllers elect a leader through a Lease named ``<controller>-leader-el
 (``flux-system`` unless installed elsewhere: ``--flux-namespace``). A Lease with a holder whose last renewal is
 more recent than its duration is a running controller; one released (no holder, a clean stop) or lapsed is
 not. The Leases are read at the start, before any Flux object gets a turn, and again every
-``tunables.flux_check`` seconds: when Flux's controllers come back, helmop stops serving Flux's kinds again.
+``settings.flux.check`` seconds: when Flux's controllers come back, helmop stops serving Flux's kinds again.
 """
 
 from __future__ import annotations

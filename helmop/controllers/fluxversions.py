@@ -40,7 +40,7 @@ async def read(ctx: Context, kind: Kind, body: dict[str, Any], warn: bool = True
     generation. SpecError ``InvalidSpec`` for a field of a removed version that is not of its shape."""
     known = flux_kind(kind.api_version, kind.kind)
     spec = body.get("spec")
-    if not ctx.tunables.flux_removed_versions or known is None or not isinstance(spec, dict):
+    if not ctx.settings.flux.removed_versions or known is None or not isinstance(spec, dict):
         return body
     removed = {f"{known.group}/{version}" for version, _ in known.removed}
     meta = body.get("metadata") or {}

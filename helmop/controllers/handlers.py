@@ -42,7 +42,7 @@ from helmop.api.kinds import (
 )
 from helmop.api.objects import ObjectKey, Resource, packed, slim, unpacked
 from helmop.api.redaction import redact
-from helmop.api.settings import Tunables
+from helmop.api.settings import Backoffs, Settings
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError, Unreachable
@@ -73,8 +73,8 @@ def _interval(body: dict[str, Any], default: float) -> float:
 class _Failures:
     """Failures in a row per object, turned into the next delay by the settings' backoffs."""
 
-    def __init__(self, tunables: Tunables) -> None:
-        self.tunables = tunables
+    def __init__(self, backoffs: Backoffs) -> None:
+        self.backoffs = backoffs
         self.counts: dict[ObjectKey, int] = {}
 
     def delay(self, key: ObjectKey, outcome: Outcome, done: float) -> float:
@@ -83,29 +83,29 @@ class _Failures:
             self.counts.pop(key, None)
             return done if outcome.retry_after is None else outcome.retry_after
         self.counts[key] = self.counts.get(key, 0) + 1
-        return self.tunables.failure_backoff.after(self.counts[key])
+        return self.backoffs.failure.after(self.counts[key])
 
     def unexpected(self, key: ObjectKey) -> float:
         self.counts[key] = self.counts.get(key, 0) + 1
-        return self.tunables.error_backoff.after(self.counts[key])
+        return self.backoffs.error.after(self.counts[key])
 
 
 class Dispatcher:
     """Every object of helmop's kinds this operator sees: its latest body, its turns, its failures."""
 
-    def __init__(self, services: Services, tunables: Tunables) -> None:
+    def __init__(self, services: Services, settings: Settings) -> None:
         self.controllers: dict[str, Controller] = {}
         # Every object of helmop's kinds, as its watch last brought it: packed (compact JSON, a third of the
         # memory of its dicts); a turn reads a copy of its own.
         self.bodies: dict[ObjectKey, bytes] = {}
         self.uids: dict[ObjectKey, str] = {}  # which hash shard each object is in
         self.tokens: dict[ObjectKey, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
-        self.failures = _Failures(tunables)
+        self.failures = _Failures(settings.backoffs)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
-        self.scheduler = Scheduler(self.turn, self.owns, tunables.max_turns)
+        self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns)
         services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
         services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
-        self.ctx = Context(tunables, services, Memory(wake=self.scheduler.wake))
+        self.ctx = Context(settings, services, Memory(self.scheduler.wake, settings.limits.written_wins))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run
         self.interrupted: dict[ObjectKey, str] = {}  # turns stopped because their object is being deleted or suspended
@@ -225,7 +225,7 @@ class Dispatcher:
         controller = self.controllers[key[0]]
         if controller.kind.flux and self.flux_gate is not None and self.flux_gate.holds(controller.kind.group):
             self.ctx.services.metrics.flux_held.labels(key[0]).inc()
-            return self.ctx.tunables.flux_check  # Flux's own controllers act on it: untouched (woken when they stop)
+            return self.ctx.settings.flux.check  # Flux's own controllers act on it: untouched (woken when they stop)
         meta, finalizer = body["metadata"], controller.finalizer
         if meta.get("deletionTimestamp"):
             return await self._clean_up(controller, key, body) if finalizer in (meta.get("finalizers") or []) else None

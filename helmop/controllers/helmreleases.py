@@ -48,7 +48,6 @@ from .turn import Turn
 
 log = logging.getLogger(__name__)
 
-MAX_ROUNDS = 6  # unlock, install/upgrade, test: a few actions at most before the answer is "nothing"
 
 
 async def reconcile(turn: Turn[HelmReleaseSpec, HelmReleaseStatus]) -> Outcome:
@@ -86,7 +85,7 @@ class _Release:
         if first:
             log.info("%s/%s: waiting for %s to be uninstalled first", this.namespace, this.name,
                      ", ".join(first))
-            return after(self.ctx.tunables.dependents_wait)
+            return after(self.ctx.settings.intervals.dependents_wait)
         try:
             cluster = await turn.cluster(spec.kube_config)
         except HelmopError as exc:
@@ -165,7 +164,7 @@ class _Release:
         desired = replace(_desired(body, spec, inputs, waiting), adopts=self.family.flux)
         marked = False
         state = await read_release(cluster, spec)  # then read again only after an action changed it
-        for _ in range(MAX_ROUNDS):
+        for _ in range(self.ctx.settings.limits.release_rounds):
             observed = await self._observed(body, spec, status, desired, state, cluster)
             decision = decide(desired, observed)
             job = Job(self.ctx, body, spec, decision, state, cluster, inputs)
@@ -173,7 +172,8 @@ class _Release:
             if stop is not None:
                 await self._settle_terminal(job, status, desired, state)
                 if waiting:
-                    return after(self.ctx.tunables.dependency_recheck)  # also woken when a dependency's status changes
+                    # also woken when a dependency's status changes
+                    return after(self.ctx.settings.intervals.dependency_recheck)
                 if stop is Stop.RETRY_LATER:
                     return after(observed.retry_in)
                 break
@@ -281,9 +281,9 @@ class _Release:
 
     async def _mark_reconciling(self, body: dict[str, Any], status: HelmReleaseStatus, message: str,
                                 writing: asyncio.Event) -> None:
-        """Reconciling=True, for an action that is still running after ``tunables.progress_after`` seconds (most end
-        sooner, and one write of their outcome is all their status needs)."""
-        await asyncio.sleep(self.ctx.tunables.progress_after)
+        """Reconciling=True, for an action that is still running after ``settings.intervals.progress_after``
+        seconds (most end sooner, and one write of their outcome is all their status needs)."""
+        await asyncio.sleep(self.ctx.settings.intervals.progress_after)
         writing.set()
         # Not yet an outcome: `helmop reconcile` waits for lastHandledReconcileAt, so it is not set here.
         await self._write(body, progressing(status, Resource(body).generation, message), outcome=False)

@@ -193,8 +193,8 @@ async def _publish(turn: Turn[ProjectSpec, ProjectStatus], wanted: list[Part],
     # The Jenkins and the ConfigSync report on their own time: looked at again soon until they are Ready;
     # environments follow the repository's branches (and its webhook, through the GitRepository's status).
     if not settled.is_true(READY) or any(not e.ready for e in environments):
-        return after(ctx.tunables.dependency_recheck)
-    return after(ctx.tunables.source_interval) if spec.environments is not None else DONE
+        return after(ctx.settings.intervals.dependency_recheck)
+    return after(ctx.settings.intervals.source) if spec.environments is not None else DONE
 
 
 # --- teardown ------------------------------------------------------------------------------------
@@ -281,7 +281,7 @@ async def _wait(turn: Turn[ProjectSpec | None, ProjectStatus], what: str, step: 
         await turn.events.warning("TeardownStuck", f"{what} has waited more than {limit:.0f}s for {waiting}; "
                                                    "trying again")
     await turn.write(status, outcome=False)
-    return after(turn.ctx.tunables.cleanup_wait)
+    return after(turn.ctx.settings.intervals.cleanup_wait)
 
 
 def _label(step: str) -> str:

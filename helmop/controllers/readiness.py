@@ -28,8 +28,6 @@ from helmop.infra.worker import WorkerTimeout
 from .clusters import Cluster
 from .context import Context
 
-POLL = 1.0  # for objects of collections the operator may not watch
-
 
 class Cancelled(Exception):
     """The wait was stopped because a newer revision of the spec or inputs arrived (or a deletion)."""
@@ -111,7 +109,8 @@ async def unhealthy(waiter: Waiter, located: list[tuple[str, dict[str, Any]]], t
             if superseded.is_set():
                 raise Cancelled()
             polled = [w for w in watched if w.collection.refused]
-            await _next_change(changes, superseded, deadline, POLL if polled else None)
+            await _next_change(changes, superseded, deadline,
+                               waiter.ctx.settings.limits.unwatched_poll if polled else None)
             problems.update(await _refreshed(waiter, polled))
 
 

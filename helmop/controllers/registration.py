@@ -22,8 +22,6 @@ from helmop.api.kinds import (
     Kind,
 )
 from helmop.api.objects import Resource
-from helmop.api.previews import INTERVAL as PREVIEW_INTERVAL
-from helmop.api.receivers import INTERVAL as RECEIVER_INTERVAL
 from helmop.api.status import Status
 from helmop.api.status.app import AppStatus
 from helmop.api.status.configsync import ConfigSyncStatus
@@ -118,28 +116,28 @@ def controllers(ctx: Context, app_kinds: list[App], *, clusterwide: bool = True,
     return [
         *_family(ctx, HELMOP), *(_family(ctx, FLUX) if flux else []),
         *_images(ctx, HELMOP_IMAGES), *(_images(ctx, FLUX_IMAGE_KINDS) if flux else []),
-        *([Controller(PROJECT, ProjectStatus, ctx.tunables.release_interval, projects, cleans_up_unread=True)]
+        *([Controller(PROJECT, ProjectStatus, ctx.settings.intervals.release, projects, cleans_up_unread=True)]
           if clusterwide else []),
         *(_app(ctx, app) for app in app_kinds),
-        Controller(RECEIVER, ReceiverStatus, RECEIVER_INTERVAL, receivers),
-        *([Controller(FLUX_RECEIVER, ReceiverStatus, RECEIVER_INTERVAL, receivers)] if flux else []),
-        Controller(PREVIEW, PreviewStatus, PREVIEW_INTERVAL, previews),
+        Controller(RECEIVER, ReceiverStatus, ctx.settings.intervals.receiver, receivers),
+        *([Controller(FLUX_RECEIVER, ReceiverStatus, ctx.settings.intervals.receiver, receivers)] if flux else []),
+        Controller(PREVIEW, PreviewStatus, ctx.settings.intervals.preview, previews),
     ]
 
 
 def _family(ctx: Context, family: Family) -> list[Controller]:
     """The controllers of one family of kinds: the same code for helmop's and Flux's."""
-    t = ctx.tunables
+    t = ctx.settings.intervals
     return [
-        Controller(family.helmrelease, HelmReleaseStatus, t.release_interval, helmreleases),
-        Controller(family.gitrepository, GitRepositoryStatus, t.source_interval, gitrepositories),
-        Controller(family.helmrepository, HelmRepositoryStatus, t.source_interval, helmrepositories),
-        Controller(family.ocirepository, OCIRepositoryStatus, t.source_interval, ocirepositories),
-        Controller(family.configsync, ConfigSyncStatus, t.source_interval, configsyncs),
-        Controller(family.bucket, BucketStatus, t.source_interval, buckets),
-        Controller(family.helmchart, HelmChartStatus, t.source_interval, helmcharts),
+        Controller(family.helmrelease, HelmReleaseStatus, t.release, helmreleases),
+        Controller(family.gitrepository, GitRepositoryStatus, t.source, gitrepositories),
+        Controller(family.helmrepository, HelmRepositoryStatus, t.source, helmrepositories),
+        Controller(family.ocirepository, OCIRepositoryStatus, t.source, ocirepositories),
+        Controller(family.configsync, ConfigSyncStatus, t.source, configsyncs),
+        Controller(family.bucket, BucketStatus, t.source, buckets),
+        Controller(family.helmchart, HelmChartStatus, t.source, helmcharts),
         # Flux's source-watcher has no interval: an hour, and at once when a source publishes
-        Controller(family.artifactgenerator, ArtifactGeneratorStatus, 3600.0, generators,
+        Controller(family.artifactgenerator, ArtifactGeneratorStatus, t.artifact_generator, generators,
                    suspended=generators.disabled),
     ]
 
@@ -148,12 +146,12 @@ def _images(ctx: Context, kinds: ImageKinds) -> list[Controller]:
     """Image automation's controllers, helmop's or Flux's (policies are woken by their repository's scans, and
     come back every ten minutes without an interval of their own)."""
     return [
-        Controller(kinds.repository, ImageRepositoryStatus, ctx.tunables.source_interval, imagerepositories),
-        Controller(kinds.policy, ImagePolicyStatus, 600.0, imagepolicies),
-        Controller(kinds.automation, ImageUpdateAutomationStatus, ctx.tunables.source_interval, imageupdates),
+        Controller(kinds.repository, ImageRepositoryStatus, ctx.settings.intervals.source, imagerepositories),
+        Controller(kinds.policy, ImagePolicyStatus, ctx.settings.intervals.image_policy, imagepolicies),
+        Controller(kinds.automation, ImageUpdateAutomationStatus, ctx.settings.intervals.source, imageupdates),
     ]
 
 
 def _app(ctx: Context, app: App) -> Controller:
     """An app kind's controller: its spec read as the HelmRelease it becomes."""
-    return Controller(app.kind.resource, AppStatus, ctx.tunables.release_interval, app, reader=app.read)
+    return Controller(app.kind.resource, AppStatus, ctx.settings.intervals.release, app, reader=app.read)

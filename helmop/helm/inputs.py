@@ -39,7 +39,7 @@ from helmop.api.repositories import (
     parse_helm_repository,
     parse_oci_repository,
 )
-from helmop.api.settings import Tunables
+from helmop.api.settings import Limits
 from helmop.api.tenancy import Tenancy
 from helmop.helm import chartdeps
 from helmop.helm import values as helm_values
@@ -79,7 +79,7 @@ class StandaloneReaders:
     repos: Repositories
     git: GitCache
     engine: Engine
-    yaml: Worker = field(default_factory=lambda: Worker(timeout=Tunables().yaml_timeout))
+    yaml: Worker = field(default_factory=lambda: Worker(timeout=Limits().yaml_timeout))
     tenancy: Tenancy = field(default_factory=Tenancy)  # the CLI reads with its user's own rights
 
 

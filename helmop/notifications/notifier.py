@@ -2,7 +2,7 @@
 
 Every Event helmop posts about one of its objects is offered here (:meth:`Notifier.observe`, called by the
 event recorder, synchronously and without I/O): it is turned into Flux's event, rate-limited (the same object,
-reason, message and revision at most once per ``tunables.notify_rate_limit``), matched against the Alerts in
+reason, message and revision at most once per ``settings.notifications.rate_limit``), matched against the Alerts in
 memory, and queued on each matching Alert's Provider. The Provider's queue resolves its Secrets, builds the
 service's requests and sends them (``outbox``; a pull request comment is a conversation of requests); each delivery
 is an Event on the Provider (NotificationSent, or a Warning NotificationFailed saying why) and a count in
@@ -24,7 +24,7 @@ from helmop.api.kinds import ALERT, FLUX_ALERT, FLUX_PROVIDER, PROVIDER, key_of
 from helmop.api.notifications import AlertSpec, Event, ProviderSpec, event_of
 from helmop.api.objects import ObjectKey
 from helmop.api.redaction import redact
-from helmop.api.settings import Tunables
+from helmop.api.settings import Notifications
 from helmop.infra.events import Recorder
 from helmop.infra.kube import KubeError
 from helmop.infra.metrics import Metrics
@@ -56,15 +56,15 @@ class Destination:
 
 
 class Notifier:
-    def __init__(self, recorder: Recorder, metrics: Metrics, cel: Worker, tunables: Tunables, policy: Policy, *,
+    def __init__(self, recorder: Recorder, metrics: Metrics, cel: Worker, settings: Notifications, policy: Policy, *,
                  secrets_of: Callable[[ObjectKey], list[str]] = lambda _key: []) -> None:
         self.recorder = recorder
         self.kube = recorder.kube
         self.metrics = metrics
         self.cel = cel
-        self.tunables = tunables
+        self.settings = settings
         self.secrets_of = secrets_of  # what the object's last reconcile read from Secrets: masked in what is sent
-        self.sender = Sender(policy, tunables.notify_backoff, tunables.notify_retry_for)
+        self.sender = Sender(policy, settings.backoff, settings.retry_for)
         self.alerts: dict[Ref, Subscription] = {}
         self.providers: dict[Ref, Destination] = {}
         self.outboxes: dict[Ref, Outbox] = {}
@@ -121,7 +121,7 @@ class Notifier:
             ref = (flux, namespace, alert.provider)
             outbox = self.outboxes.get(ref)
             if outbox is None:
-                outbox = self.outboxes[ref] = Outbox(self.tunables.notify_queue, partial(self._count, ref, "dropped"))
+                outbox = self.outboxes[ref] = Outbox(self.settings.queue, partial(self._count, ref, "dropped"))
             outbox.put(partial(self._deliver, ref, alert.decorated(event), subscription))
 
     def _limited(self, event: Event) -> bool:
@@ -130,7 +130,7 @@ class Notifier:
                event.revision())
         now = time.monotonic()
         last = self._sent.get(key)
-        if last is not None and now - last < self.tunables.notify_rate_limit:
+        if last is not None and now - last < self.settings.rate_limit:
             return True
         self._sent[key] = now
         self._sent.move_to_end(key)

@@ -20,8 +20,8 @@ import yaml
 from helmop_sandbox import Sandbox
 
 from helmop.api.apps import parse_apps
-from helmop.api.settings import Backoff, Tunables
-from helmop.controllers.operator import OperatorConfig, run
+from helmop.api.settings import Backoff, Backoffs, Flux, Helm, Intervals, Servers, Settings, Sources
+from helmop.controllers.operator import Bound, run
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo
@@ -34,8 +34,8 @@ MIRRORED = "https://charts.example.invalid/stable"
 # kubectl's name for helmop's GitRepository: with Flux's CRDs installed, `gitrepo` names Flux's (kube-apiserver
 # lists source.toolkit.fluxcd.io first)
 GITREPO = "gitrepositories.helmop.dev"  # what the operators fetch from the test repository
-FAST = Tunables(failure_backoff=Backoff(0.2, 5.0), error_backoff=Backoff(0.5, 5.0), dependency_recheck=2.0,
-                dependents_wait=0.2, cleanup_wait=0.2)
+FAST = Settings(backoffs=Backoffs(failure=Backoff(0.2, 5.0), error=Backoff(0.5, 5.0)),
+                intervals=Intervals(dependency_recheck=2.0, dependents_wait=0.2, cleanup_wait=0.2))
 
 
 @pytest.fixture(params=["stand-in", "official"])
@@ -110,23 +110,23 @@ class Operator:
         self.log = workdir / "helm-calls.log"
         self.values_log = workdir / "helm-values.log"
         wrapper = helm_wrapper(workdir / "helm-wrapper", TOOLS / helm, self.log, self.values_log)
-        self.config = OperatorConfig(kubeconfig=kubeconfig or sandbox.kubeconfig, concurrency=4,
-                                     cache_dir=workdir / "cache",
-                                     helm=str(wrapper), install_crds=True, webhook_port=0,
-                                     webhook_address="127.0.0.1", metrics_port=0, metrics_address="127.0.0.1",
-                                     tunables=FAST)
-        # (a repository written for the public internet, served by the test repository: --chart-mirror)
-        self.config.chart_mirrors = ((MIRRORED, charts.url),)
-        self.config.flux_api = True  # Flux's kinds beside helmop's, as a cluster moving over has them
-        # the operator's SOPS key folder (--decryption-keys), empty until a test puts a key there
-        self.config.decryption_keys = workdir / "decryption-keys"
-        self.config.decryption_keys.mkdir()
-        self.config.jenkins_chart = {"repository": {"url": charts.url, "name": "jenkins",
-                                                    "version": JENKINS_STAND_IN_VERSION}}
         # The sample app kind from deploy/examples, its chart served by the test repository.
         apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
-        self.config.apps = [replace(kind, chart={"repository": {"url": charts.url, "name": "demo",
-                                                                "version": "0.1.0"}}) for kind in apps]
+        self.settings = replace(
+            FAST, kubeconfig=kubeconfig or sandbox.kubeconfig, install_crds=True,
+            helm=Helm(executable=str(wrapper), concurrency=4, cache_dir=workdir / "cache",
+                      # (a repository written for the public internet, served by the test repository: --chart-mirror)
+                      mirrors=((MIRRORED, charts.url),),
+                      jenkins_chart={"repository": {"url": charts.url, "name": "jenkins",
+                                                    "version": JENKINS_STAND_IN_VERSION}},
+                      apps=tuple(replace(kind, chart={"repository": {"url": charts.url, "name": "demo",
+                                                                     "version": "0.1.0"}}) for kind in apps)),
+            servers=Servers(address="127.0.0.1", webhook_port=0, metrics_port=0),
+            # the operator's SOPS key folder (--decryption-keys), empty until a test puts a key there
+            sources=Sources(decryption_keys=workdir / "decryption-keys"),
+            flux=Flux(api=True))  # Flux's kinds beside helmop's, as a cluster moving over has them
+        (workdir / "decryption-keys").mkdir()
+        self.bound = Bound()  # the ports the servers listen on
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._main, daemon=True)
@@ -134,9 +134,13 @@ class Operator:
 
     def _main(self) -> None:
         try:
-            asyncio.run(run(self.config, stop_flag=self.stop, ready_flag=self.ready))
+            asyncio.run(run(self.settings, stop_flag=self.stop, ready_flag=self.ready, bound=self.bound))
         except BaseException as exc:  # surfaced by the tests
             self.failure = exc
+
+    def set(self, group: str, **values: Any) -> None:
+        """Change settings of one group (before :meth:`start`): ``op.set("flux", check=0.3)``."""
+        self.settings = replace(self.settings, **{group: replace(getattr(self.settings, group), **values)})
 
     def start(self) -> None:
         self.thread.start()
@@ -144,11 +148,11 @@ class Operator:
 
     @property
     def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.config.bound_metrics_port}"
+        return f"http://127.0.0.1:{self.bound.metrics}"
 
     @property
     def webhook_url(self) -> str:
-        return f"http://127.0.0.1:{self.config.bound_webhook_port}"
+        return f"http://127.0.0.1:{self.bound.webhook}"
 
     def reconciles(self, kind: str) -> float:
         """Reconciles of ``kind`` finished so far (helmop_reconcile_duration_seconds_count)."""

@@ -22,7 +22,6 @@ import requests
 import yaml
 from helmop_sandbox import Sandbox
 
-from helmop.api.tenancy import Tenancy
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
 from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
@@ -323,8 +322,8 @@ def catalogue(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -
         subprocess.run([tool("kubectl"), "--kubeconfig", str(sandbox.kubeconfig), "apply", "-f",
                         str(ROOT / "deploy/examples/webapp/crd.yaml")], check=True, capture_output=True)
         op = Operator(sandbox, "helm", work, chart_repo)
-        op.config.helm_index_max_size = 1 << 20  # the endless index stops at 1 MiB
-        op.config.tenancy = Tenancy(no_cross_namespace_refs=True)
+        op.set("helm", index_max_size=1 << 20)  # the endless index stops at 1 MiB
+        op.set("tenancy", no_cross_namespace_refs=True)
         op.start()
         kube = _runner(sandbox)
         for case in CASES:

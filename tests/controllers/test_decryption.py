@@ -59,7 +59,7 @@ def nowhere_but_the_cluster(kube: Run, ns: str, operator: Operator, logged: str,
     """Not in any object's status, in no Event, not logged, in no file of the operator's cache."""
     statuses = json.dumps([o.get("status") for kind in ("csync", GITREPO) for o in get(kube, ns, kind)["items"]])
     said = json.dumps(get(kube, ns, "events")["items"])
-    cached = [path for path in Path(operator.config.cache_dir).rglob("*") if path.is_file()]
+    cached = [path for path in Path(operator.settings.helm.cache_dir).rglob("*") if path.is_file()]
     for value in values:
         for form in forms(value):
             assert form not in statuses and form not in said and form not in logged, form
@@ -132,9 +132,9 @@ def test_objects_that_name_no_secret_use_the_operators_key_folder(operator: Oper
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=sync("app", "app", ""))
     missing = outcome(kube, ns, "app", "DecryptionFailed")
     assert "operator's key folder" in condition(missing)["message"]
-    assert operator.config.decryption_keys is not None
+    assert operator.settings.sources.decryption_keys is not None
     # a file of the folder that is no key: its own reason, naming the file and not what it holds
-    broken = operator.config.decryption_keys / "broken.asc"
+    broken = operator.settings.sources.decryption_keys / "broken.asc"
     broken.write_text("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nc2VjcmV0LXZhbHVl\n"
                       "-----END PGP PRIVATE KEY BLOCK-----\n")
     try:
@@ -146,7 +146,7 @@ def test_objects_that_name_no_secret_use_the_operators_key_folder(operator: Oper
         assert "c2VjcmV0LXZhbHVl" not in said
     finally:
         broken.unlink()
-    (operator.config.decryption_keys / "platform.agekey").write_text(identity + "\n")
+    (operator.settings.sources.decryption_keys / "platform.agekey").write_text(identity + "\n")
     kube("kubectl", "-n", ns, "annotate", "--overwrite", "csync", "app", f"helmop.dev/requestedAt={uuid.uuid4()}")
     outcome(kube, ns, "app", "ReconciliationSucceeded")
     assert base64.b64decode(get(kube, ns, "secret", "db")["data"]["password"]).decode() == value
@@ -176,7 +176,7 @@ def listing(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> 
     workdir = tmp_path_factory.mktemp("listing")
     with Sandbox(ready_delay=0.05) as sandbox:
         op = Operator(sandbox, "helm", workdir, chart_repo)
-        op.config.tenancy = Tenancy(no_cross_namespace_refs=True, decryption_keys_namespaces=frozenset({LISTED}))
+        op.set("tenancy", no_cross_namespace_refs=True, decryption_keys_namespaces=frozenset({LISTED}))
         op.start()
         yield op
         op.close()
@@ -188,8 +188,8 @@ def test_the_operators_keys_serve_only_the_namespaces_listed(listing: Operator, 
     decrypted in the first, refused in the second with its own reason, naming no other namespace."""
     kube = _runner(listing.sandbox)
     identity, recipient = age_identity()
-    assert listing.config.decryption_keys is not None
-    (listing.config.decryption_keys / "platform.agekey").write_text(identity + "\n")
+    assert listing.settings.sources.decryption_keys is not None
+    (listing.settings.sources.decryption_keys / "platform.agekey").write_text(identity + "\n")
     value = f"platform-{uuid.uuid4().hex}"
     repo = Repo(git_server, f"r-{uuid.uuid4().hex[:6]}", tmp_path / "work")
     repo.commit({"app/secret.yaml": Sops(age=[recipient], regex=FLUX_REGEX).yaml(secret("db", value))})

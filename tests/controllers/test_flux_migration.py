@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from helmop.api.flux import crds as flux_crds
 from helmop.helm.storage import OWNER_LABEL
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import FAST, MIRRORED, Operator, condition, get
+from tests.controllers.conftest import MIRRORED, Operator, condition, get
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, eventually
 
@@ -128,7 +127,7 @@ def test_a_cluster_moves_from_flux_in_place(cluster: tuple[Sandbox, Run], chart_
 
     (tmp_path / "op").mkdir()
     op = Operator(sandbox, "helm", tmp_path / "op", chart_repo)
-    op.config.tunables = replace(FAST, flux_check=0.3)
+    op.set("flux", check=0.3)
     op.start()
     try:
         # Flux still holds its Lease: helmop leaves Flux's objects alone, and says why

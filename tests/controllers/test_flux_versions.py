@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +177,7 @@ def current_only(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo
     workdir = tmp_path_factory.mktemp("operator-current")
     with Sandbox(ready_delay=0.05) as sandbox:
         op = Operator(sandbox, "helm", workdir, chart_repo)
-        op.config.tunables = replace(op.config.tunables, flux_removed_versions=False)
+        op.set("flux", removed_versions=False)
         op.start()
         yield _runner(sandbox)
         op.close()

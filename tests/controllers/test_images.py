@@ -57,7 +57,7 @@ def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """This module's operator: allowed to notify 127.0.0.1 (the receiver of an Alert on ImagePolicies)."""
     with Sandbox(ready_delay=0.05) as sandbox:
         op = Operator(sandbox, request.param, tmp_path_factory.mktemp("images"), chart_repo)
-        op.config.allow_notify_cidrs = ("127.0.0.1/32",)
+        op.set("notifications", allow_cidrs=("127.0.0.1/32",))
         op.start()
         yield op
         op.close()

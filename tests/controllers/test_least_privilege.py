@@ -207,7 +207,7 @@ def _every_rule_was_needed(sandbox: Sandbox, kube: Run) -> None:
 
 def test_the_service_account_has_no_more_than_it_needs(restricted: tuple[Operator, Run]) -> None:
     operator, kube = restricted
-    as_operator = ["kubectl", "--kubeconfig", str(operator.config.kubeconfig)]
+    as_operator = ["kubectl", "--kubeconfig", str(operator.settings.kubeconfig)]
     kube("kubectl", "create", "namespace", "victim")
     for attempt in (["delete", "namespace", "victim"], ["create", "clusterrole", "x", "--verb=get", "--resource=pods"],
                     ["delete", "crd", "helmreleases.helmop.dev"], ["label", "node", "sandbox-node", "x=y"],

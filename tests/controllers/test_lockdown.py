@@ -13,7 +13,6 @@ import pytest
 import yaml
 from helmop_sandbox import Sandbox
 
-from helmop.api.tenancy import Tenancy
 from tests.conftest import _runner
 from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync, tenant
@@ -38,7 +37,8 @@ def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         config["users"][0]["user"]["token"] = token
         (workdir / "kubeconfig").write_text(yaml.safe_dump(config))
         op = Operator(sandbox, "helm", workdir, chart_repo, kubeconfig=workdir / "kubeconfig")
-        op.config.tenancy = Tenancy("helmop-tenant", no_cross_namespace_refs=True)  # what the chart's args say
+        # what the chart's args say
+        op.set("tenancy", default_service_account="helmop-tenant", no_cross_namespace_refs=True)
         op.start()
         yield op, admin
         op.close()

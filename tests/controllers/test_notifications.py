@@ -10,7 +10,6 @@ import hmac
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,8 +34,8 @@ def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     retries 0.2 s apart at first."""
     with Sandbox(ready_delay=0.05) as sandbox:
         op = Operator(sandbox, request.param, tmp_path_factory.mktemp("notifying"), chart_repo)
-        op.config.allow_notify_cidrs = ("127.0.0.1/32",)
-        op.config.tunables = replace(op.config.tunables, notify_backoff=Backoff(0.2, 1.0), notify_retry_for=120.0)
+        op.set("notifications", allow_cidrs=("127.0.0.1/32",))
+        op.set("notifications", backoff=Backoff(0.2, 1.0), retry_for=120.0)
         op.start()
         yield op
         op.close()

@@ -19,7 +19,6 @@ import requests
 import yaml
 from helmop_sandbox import Sandbox
 
-from helmop.api.tenancy import Tenancy
 from helmop.infra.receivers import BURST
 from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import GITREPO, Operator, apply, condition, get
@@ -41,8 +40,8 @@ def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     other namespaces refused (--no-cross-namespace-refs)."""
     with Sandbox(ready_delay=0.05) as sandbox:
         op = Operator(sandbox, request.param, tmp_path_factory.mktemp("receiving"), chart_repo)
-        op.config.allow_notify_cidrs = ("127.0.0.1/32",)
-        op.config.tenancy = Tenancy(no_cross_namespace_refs=True)
+        op.set("notifications", allow_cidrs=("127.0.0.1/32",))
+        op.set("tenancy", no_cross_namespace_refs=True)
         op.start()
         yield op
         op.close()

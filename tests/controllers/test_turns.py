@@ -15,7 +15,7 @@ from helmop_sandbox import Sandbox
 from helmop.api.images import HELMOP_IMAGES
 from helmop.api.kinds import RECEIVER
 from helmop.api.objects import ObjectKey
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.tenancy import Tenancy
 from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.operator import install_crds
@@ -39,7 +39,7 @@ def _dispatcher(kube: Kube) -> Dispatcher:
     """A dispatcher serving every kind of helmop's (the operator's own table), its I/O the sandbox's."""
     services: Any = SimpleNamespace(kube=kube, events=Recorder(kube), metrics=Metrics(), notifier=SimpleNamespace(),
                                     tenancy=Tenancy(), remotes=Remotes())
-    dispatcher = Dispatcher(services, Tunables())
+    dispatcher = Dispatcher(services, Settings())
     for controller in controllers(dispatcher.ctx, [], clusterwide=False):
         dispatcher.controllers[controller.kind.key] = controller
     return dispatcher

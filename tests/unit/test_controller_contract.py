@@ -7,7 +7,7 @@ from typing import Any
 
 from helmop.api.conditions import condition_of
 from helmop.api.redaction import safe_url
-from helmop.api.settings import Backoff, Tunables
+from helmop.api.settings import Backoff, Backoffs
 from helmop.controllers.handlers import _Failures
 from helmop.controllers.outcome import DONE, FAILED, after
 
@@ -20,7 +20,7 @@ def test_backoff_doubles_up_to_its_limit() -> None:
 
 
 def test_failures_back_off_and_a_success_resets_them() -> None:
-    failures = _Failures(Tunables(failure_backoff=Backoff(1.0, 10.0), error_backoff=Backoff(5.0, 60.0)))
+    failures = _Failures(Backoffs(failure=Backoff(1.0, 10.0), error=Backoff(5.0, 60.0)))
     assert [failures.delay(KEY, FAILED, 600.0) for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 10.0]
     assert failures.delay(KEY, DONE, 600.0) == 600.0  # done: the object's interval
     assert failures.delay(KEY, FAILED, 600.0) == 1.0  # the count started again

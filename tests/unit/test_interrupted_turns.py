@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.status.sources import BucketStatus
 from helmop.api.tenancy import Tenancy
 from helmop.controllers.handlers import Dispatcher
@@ -76,7 +76,7 @@ def _dispatcher(clean_up: asyncio.Event | None = None) -> tuple[Dispatcher, Cont
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), events=events,
                                kube=SimpleNamespace(merge_patch=_patched), tenancy=Tenancy(),
                                remotes=SimpleNamespace(held={}))
-    dispatcher = Dispatcher(services, Tunables())  # type: ignore[arg-type]
+    dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
     # a kind whose turn sees the suspension itself (it must run to be seen stopping)
     controller = dispatcher.controllers[KIND.key] = Controller(
         KIND, BucketStatus, 600.0, SimpleNamespace(reconcile=reconcile, finalize=finalize),

@@ -309,7 +309,8 @@ def test_a_deletion_with_nothing_to_clean_up_asks_for_no_remote() -> None:
     async def scenario() -> None:
         events = Events()
         remotes = Remotes(Options(limit=0, namespace_limit=0))
-        ctx: Any = SimpleNamespace(memory=Memory(lambda key: None), tunables=SimpleNamespace(deleted_together=0.0),
+        ctx: Any = SimpleNamespace(memory=Memory(lambda key: None),
+                                   settings=SimpleNamespace(intervals=SimpleNamespace(deleted_together=0.0)),
                                    services=SimpleNamespace(remotes=remotes, kube=FakeKube(text), events=events))
         releases = Controller(HELMOP.helmrelease, HelmReleaseStatus, 0.0, helmreleases)
         syncs = Controller(HELMOP.configsync, ConfigSyncStatus, 0.0, configsyncs)

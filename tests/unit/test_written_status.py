@@ -12,10 +12,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.tenancy import Tenancy
-from helmop.controllers.context import WRITTEN_WINS, Memory
+from helmop.controllers.context import Memory
 from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
 from helmop.controllers.registration import Controller
@@ -45,7 +45,7 @@ async def test_a_turn_reads_what_it_wrote_until_the_watch_shows_that_write() -> 
         return DONE
 
     services = SimpleNamespace(metrics=Metrics(), notifier=SimpleNamespace(), tenancy=Tenancy())
-    dispatcher = Dispatcher(services, Tunables())  # type: ignore[arg-type]
+    dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
     controller = dispatcher.controllers[KIND.key] = Controller(KIND, HelmReleaseStatus, 600.0,
                                                                SimpleNamespace(reconcile=reconcile),
                                                                reader=lambda _kind, this, _tenancy: this.spec)
@@ -78,7 +78,7 @@ def test_another_object_of_the_name_and_the_bound_end_it() -> None:
     memory.watched(KEY, _body("20", uid="u2"))  # deleted and made again
     assert "status" not in memory.with_written(KEY, _body("20", uid="u2"))
     memory.status_written(KEY, INSTALLED, "u1", "12")
-    memory.written[KEY] = replace(memory.written[KEY], at=memory.written[KEY].at - WRITTEN_WINS - 1)
+    memory.written[KEY] = replace(memory.written[KEY], at=memory.written[KEY].at - memory.written_wins - 1)
     assert "status" not in memory.with_written(KEY, _body("10"))  # a write whose event never came
     memory.status_written(KEY, INSTALLED)  # the object was gone when written: no uid, no version
     memory.watched(KEY, _body("31"))

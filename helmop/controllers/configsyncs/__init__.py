@@ -120,7 +120,7 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     if not waiting:
         return None
     await _write(turn, settle.waiting(_before(turn), waiting))
-    return after(ctx.tunables.dependency_recheck)
+    return after(ctx.settings.intervals.dependency_recheck)
 
 
 async def _fetched(turn: _Turn, spec: ConfigSyncSpec) -> Outcome:
@@ -161,7 +161,7 @@ async def _built(turn: _Turn, spec: ConfigSyncSpec, artifact: Artifact) -> list[
     variables, ctx.memory.secrets[turn.key] = await observe.variables(ctx, namespace, spec)
     keys = await observe.decryption_keys(ctx, namespace, spec)
     built = await Builder(ctx.services.kustomize, ctx.services.yaml, namespace).build(
-        artifact, spec, variables, strict=ctx.tunables.strict_substitution, keys=keys)
+        artifact, spec, variables, strict=ctx.settings.sources.strict_substitution, keys=keys)
     ctx.memory.secrets[turn.key] += built.plaintexts
     return built.objects
 
@@ -291,7 +291,7 @@ async def _terminated(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, order: list
         await turn.ctx.services.events.normal(turn.body, "WaitingForTermination", f"waiting for {len(left)} object(s) "
                                               f"to be gone (deletionPolicy WaitForTermination): "
                                               + ", ".join(map(str, left[:10])))
-        return after(turn.ctx.tunables.cleanup_wait)
+        return after(turn.ctx.settings.intervals.cleanup_wait)
     if left:
         log.error("ConfigSync %s/%s: %d object(s) still terminating after %.0fs (spec.timeout); letting it go: %s",
                   this.namespace, this.name, len(left), spec.deadline, ", ".join(map(str, left[:10])))
