@@ -3,9 +3,7 @@ the same failure backoff for every kind, the object's interval after a success."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,6 +22,3 @@ FAILED = Outcome(failed=True)
 
 def after(seconds: float) -> Outcome:
     return Outcome(retry_after=seconds)
-
-Reconcile = Callable[[dict[str, Any]], Awaitable[Outcome]]
-Finalize = Callable[[dict[str, Any]], Awaitable[Outcome]]
