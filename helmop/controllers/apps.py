@@ -19,7 +19,6 @@ from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import parse
 from helmop.api.status.app import AppStatus
 from helmop.api.status.helmrelease import HelmReleaseStatus
-from helmop.api.tenancy import Tenancy
 from helmop.decisions.settle import app as settle
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import InputError
@@ -42,7 +41,7 @@ class App:
     kind: AppKind
     prepare: Prepare
 
-    def read(self, _kind: Kind, this: Resource, _tenancy: Tenancy) -> dict[str, Any]:
+    def read(self, _kind: Kind, this: Resource) -> dict[str, Any]:
         """The spec of the HelmRelease the app becomes (SpecError when the app's spec is refused)."""
         return release_spec(self.kind, this.name, this.spec)
 
@@ -70,8 +69,9 @@ class App:
         await turn.write(mirrored, outcome=False)
         return DONE
 
-    async def finalize(self, turn: Turn[dict[str, Any], AppStatus]) -> Outcome:
-        """Delete the owned HelmRelease and wait for its uninstall, so the app goes last."""
+    async def finalize(self, turn: Turn[dict[str, Any] | None, AppStatus]) -> Outcome:
+        """Delete the owned HelmRelease and wait for its uninstall, so the app goes last (whatever its spec says
+        now: the release is named after the app)."""
         kube = turn.ctx.services.kube
         path = HELMRELEASE.path(turn.namespace, self.kind.release_object_name(turn.name))
         try:

@@ -143,7 +143,7 @@ async def _collect(ctx: Context, family: Family, this: Resource, kept: set[str])
                     raise
 
 
-async def finalize(turn: Turn[ArtifactGeneratorSpec, ArtifactGeneratorStatus]) -> Outcome:
-    """What the generator made goes with it."""
+async def finalize(turn: Turn[ArtifactGeneratorSpec | None, ArtifactGeneratorStatus]) -> Outcome:
+    """What the generator made goes with it (whatever its spec says now: what it made is found by its uid)."""
     await _collect(turn.ctx, turn.family, turn.this, set())
     return DONE

@@ -148,10 +148,11 @@ async def _verified(ctx: Context, namespace: str, spec: GitRepositorySpec, auth:
     return verify(await ctx.services.git.signed(spec.url, auth, sha, tag), spec.verify_mode, keys)
 
 
-async def finalize(turn: Turn[GitRepositorySpec, GitRepositoryStatus]) -> Outcome:
-    """Drop the mirror when no other GitRepository (of this kind) uses the same URL."""
+async def finalize(turn: Turn[GitRepositorySpec | None, GitRepositoryStatus]) -> Outcome:
+    """Drop the mirror when no other GitRepository (of this kind) uses the same URL (its spec as written: one the
+    model refuses may still have fetched, before it was edited)."""
     ctx, this = turn.ctx, turn.this
-    url = turn.spec.url
+    url = str(this.spec.get("url") or "")
     others = await ctx.services.kube.list(turn.kind.path())
     if url and not any((o.get("spec") or {}).get("url") == url and Resource(o).uid != this.uid
                        for o in others):

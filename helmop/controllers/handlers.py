@@ -44,7 +44,6 @@ from helmop.api.objects import ObjectKey, Resource, packed, slim, unpacked
 from helmop.api.redaction import redact
 from helmop.api.settings import Backoffs, Settings
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
-from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError, Unreachable
 
 from . import fluxversions, notifications
@@ -399,16 +398,17 @@ async def opened(ctx: Context, controller: Controller, body: dict[str, Any]) -> 
 
 
 async def closing(ctx: Context, controller: Controller, body: dict[str, Any]) -> Turn[Any, Any] | None:
-    """The clean-up turn of a deleted object; None when there is nothing to clean up: its spec was refused, so
-    it never made anything (a kind that cleans up all the same gets a turn whose spec is None). The tenancy
-    policy does not stop a clean-up: what an object made under an older policy still goes with it."""
+    """The clean-up turn of a deleted object, its spec read by its model alone (what an object made under other
+    rules, an older tenancy policy say, still goes with it); None when there is nothing to clean up: the model
+    cannot read its spec, so it never made anything (a kind whose clean-up needs no spec gets a turn whose spec
+    is None)."""
     kind = controller.kind
     status = read_status(kind, controller.status, body)
     try:
         if kind.flux:
             body = await fluxversions.read(ctx, kind, body, warn=False)
             flux_spec.check(kind, body.get("spec") or {})
-        spec = controller.read(body, Tenancy())
+        spec = controller.read(body, None)
     except SpecError as exc:
         if not controller.cleans_up_unread:
             this = Resource(body)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import time
 from dataclasses import replace
@@ -123,7 +122,7 @@ class _Release:
     # --- the reconcile -----------------------------------------------------------------------------
 
     async def reconcile(self) -> Outcome:
-        body = copy.deepcopy(self.turn.body)
+        body = self.turn.body  # each status write hands on the new status in it (and in the turn)
         this, spec, key = Resource(body), self.turn.spec, self.turn.key
         status = self.turn.status  # read once: each write hands on the new one
         self._remember_references(key, spec)
@@ -289,6 +288,8 @@ class _Release:
         await self._write(body, progressing(status, Resource(body).generation, message), outcome=False)
 
     async def _write(self, body: dict[str, Any], status: HelmReleaseStatus, *, outcome: bool = True) -> bool:
+        """``status`` written, and the turn's from now on: a failure reported later starts from it."""
+        self.turn.status = status
         return await write_status(self.ctx, self.kind, body, status, outcome=outcome)
 
     # --- bookkeeping -------------------------------------------------------------------------------

@@ -103,8 +103,9 @@ class Controller:
         finalize: Act | None = getattr(self.acts, "finalize", None)
         return DONE if finalize is None else await finalize(turn)
 
-    def read(self, body: dict[str, Any], tenancy: Tenancy) -> Any:
-        """The spec as this kind reads it (SpecError when it is refused)."""
+    def read(self, body: dict[str, Any], tenancy: Tenancy | None) -> Any:
+        """The spec as this kind reads it (SpecError when it is refused); ``tenancy`` None: as a clean-up reads it,
+        the model alone."""
         reader = self.reader or READERS[self.kind.kind]
         return reader(self.kind, Resource(body), tenancy)
 
@@ -130,7 +131,7 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
     t = ctx.settings.intervals
     return [
         Controller(family.helmrelease, HelmReleaseStatus, t.release, helmreleases),
-        Controller(family.gitrepository, GitRepositoryStatus, t.source, gitrepositories),
+        Controller(family.gitrepository, GitRepositoryStatus, t.source, gitrepositories, cleans_up_unread=True),
         Controller(family.helmrepository, HelmRepositoryStatus, t.source, helmrepositories),
         Controller(family.ocirepository, OCIRepositoryStatus, t.source, ocirepositories),
         Controller(family.configsync, ConfigSyncStatus, t.source, configsyncs),
@@ -138,7 +139,7 @@ def _family(ctx: Context, family: Family) -> list[Controller]:
         Controller(family.helmchart, HelmChartStatus, t.source, helmcharts),
         # Flux's source-watcher has no interval: an hour, and at once when a source publishes
         Controller(family.artifactgenerator, ArtifactGeneratorStatus, t.artifact_generator, generators,
-                   suspended=generators.disabled),
+                   suspended=generators.disabled, cleans_up_unread=True),
     ]
 
 
@@ -154,4 +155,5 @@ def _images(ctx: Context, kinds: ImageKinds) -> list[Controller]:
 
 def _app(ctx: Context, app: App) -> Controller:
     """An app kind's controller: its spec read as the HelmRelease it becomes."""
-    return Controller(app.kind.resource, AppStatus, ctx.settings.intervals.release, app, reader=app.read)
+    return Controller(app.kind.resource, AppStatus, ctx.settings.intervals.release, app, reader=Reader(app.read),
+                      cleans_up_unread=True)

@@ -6,6 +6,7 @@ disagree about a spec."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.buckets import parse_bucket
@@ -38,7 +39,32 @@ from helmop.api.tenancy import Tenancy
 
 from .health import check_expression, check_exprs
 
-Reader = Callable[[Kind, Resource, Tenancy], Any]
+Parse = Callable[[Kind, Resource], Any]  # the model's parser: SpecError for a spec it cannot read
+Check = Callable[[Any, Resource, Tenancy], None]  # what the operator's rules refuse of a spec the model reads
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one kind's spec is read: its model's parser, then the operator's checks (a reference to another
+    namespace under the tenancy policy, CEL expressions compiled, semver ranges). A clean-up reads with the model
+    only: what an object made under other rules still goes with it."""
+
+    parse: Parse
+    check: Check | None = None
+    denied: str = ""  # the reason a refused reference to another namespace is said with ("": CrossNamespaceRef)
+
+    def __call__(self, kind: Kind, this: Resource, tenancy: Tenancy | None) -> Any:
+        """``this``'s spec; ``tenancy`` None: the model's reading alone."""
+        spec = self.parse(kind, this)
+        if self.check is None or tenancy is None:
+            return spec
+        try:
+            self.check(spec, this, tenancy)
+        except SpecError as exc:
+            if self.denied and exc.reason == "CrossNamespaceRef":
+                raise SpecError(self.denied, str(exc)) from None
+            raise
+        return spec
 
 
 def chart_source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
@@ -53,8 +79,11 @@ def chart_source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
     return None
 
 
-def _helm_release(kind: Kind, this: Resource, tenancy: Tenancy) -> HelmReleaseSpec:
-    spec = parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name))
+def _helm_release(kind: Kind, this: Resource) -> HelmReleaseSpec:
+    return parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name))
+
+
+def _check_helm_release(spec: HelmReleaseSpec, this: Resource, tenancy: Tenancy) -> None:
     source = chart_source(spec)
     if source is not None:
         tenancy.check_reference(this.namespace, source[1], source[2])
@@ -63,22 +92,18 @@ def _helm_release(kind: Kind, this: Resource, tenancy: Tenancy) -> HelmReleaseSp
     for i, (_, expr) in enumerate(spec.ready_exprs):
         check_expression(expr, f"spec.dependsOn[{i}].readyExpr")
     check_exprs(spec.health_check_exprs)
-    return spec
 
 
-def _config_sync(_kind: Kind, this: Resource, tenancy: Tenancy) -> ConfigSyncSpec:
-    spec = parse_config_sync(this.spec, this.name, this.namespace)
+def _check_config_sync(spec: ConfigSyncSpec, this: Resource, tenancy: Tenancy) -> None:
     tenancy.check_reference(this.namespace, spec.source_namespace, "spec.sourceRef")
     for i, dep in enumerate(spec.depends_on):
         tenancy.check_reference(this.namespace, dep.namespace, f"spec.dependsOn[{i}]")
         if dep.ready_expr:
             check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
     check_exprs(spec.health_check_exprs)
-    return spec
 
 
-def _receiver(kind: Kind, this: Resource, tenancy: Tenancy) -> ReceiverSpec:
-    spec = parse_receiver(this.spec, flux=kind.flux)
+def _check_receiver(spec: ReceiverSpec, this: Resource, tenancy: Tenancy) -> None:
     for field, expression in spec.expressions():
         try:
             check_expression(expression, field)
@@ -86,25 +111,9 @@ def _receiver(kind: Kind, this: Resource, tenancy: Tenancy) -> ReceiverSpec:
             raise SpecError("InvalidCELExpression", str(exc)) from None
     for i, target in enumerate(spec.resources):
         tenancy.check_reference(this.namespace, target.namespace, f"spec.resources[{i}].namespace")
-    return spec
 
 
-def _denied(read: Reader) -> Reader:
-    """Image automation's and the source generator's readers: a reference refused by the tenancy policy is Flux's
-    ``AccessDenied`` for those kinds."""
-    def reader(kind: Kind, this: Resource, tenancy: Tenancy) -> Any:
-        try:
-            return read(kind, this, tenancy)
-        except SpecError as exc:
-            if exc.reason == "CrossNamespaceRef":
-                raise SpecError("AccessDenied", str(exc)) from None
-            raise
-
-    return reader
-
-
-def _image_policy(_kind: Kind, this: Resource, tenancy: Tenancy) -> ImagePolicySpec:
-    spec = parse_image_policy(this.spec)
+def _check_image_policy(spec: ImagePolicySpec, this: Resource, tenancy: Tenancy) -> None:
     if spec.policy == "semver":
         try:
             Constraint(spec.argument)
@@ -113,50 +122,49 @@ def _image_policy(_kind: Kind, this: Resource, tenancy: Tenancy) -> ImagePolicyS
                                              "range") from None
     tenancy.check_reference(this.namespace, spec.repository_namespace or this.namespace,
                             "spec.imageRepositoryRef.namespace")
-    return spec
 
 
-def _image_update_automation(_kind: Kind, this: Resource, tenancy: Tenancy) -> Any:
-    spec = parse_image_update_automation(this.spec)
+def _check_image_update_automation(spec: Any, this: Resource, tenancy: Tenancy) -> None:
     tenancy.check_reference(this.namespace, spec.source_namespace or this.namespace, "spec.sourceRef.namespace")
-    return spec
 
 
-def _artifact_generator(_kind: Kind, this: Resource, tenancy: Tenancy) -> Any:
-    spec = parse_artifact_generator(this.spec)
+def _check_artifact_generator(spec: Any, this: Resource, tenancy: Tenancy) -> None:
     for i, source in enumerate(spec.sources):
         tenancy.check_reference(this.namespace, source.namespace, f"spec.sources[{i}]")
-    return spec
 
 
-def _model(parse: Callable[[dict[str, Any]], Any]) -> Reader:
-    """A kind whose model's parser is the whole reading."""
-    return lambda _kind, this, _tenancy: parse(this.spec)
+def _of_spec(parse: Callable[[dict[str, Any]], Any]) -> Parse:
+    """A model's parser that reads the spec alone."""
+    return lambda _kind, this: parse(this.spec)
 
 
+_CONFIG_SYNC = Reader(lambda _kind, this: parse_config_sync(this.spec, this.name, this.namespace), _check_config_sync)
 READERS: dict[str, Reader] = {
-    "HelmRelease": _helm_release,
-    "GitRepository": _model(parse_git_repository),
-    "HelmRepository": _model(parse_helm_repository),
-    "OCIRepository": _model(parse_oci_repository),
-    "Bucket": _model(parse_bucket),
-    "HelmChart": _model(parse_helm_chart),
-    "ExternalArtifact": _model(parse_external_artifact),
-    "ArtifactGenerator": _denied(_artifact_generator),
-    "ConfigSync": _config_sync,
-    "Kustomization": _config_sync,  # Flux's kind of the ConfigSync's model
-    "Provider": _model(parse_provider),
-    "Alert": lambda _kind, this, _tenancy: parse_alert(this.spec, this.namespace),
-    "Receiver": _receiver,
-    "ImageRepository": _model(parse_image_repository),
-    "ImagePolicy": _denied(_image_policy),
-    "ImageUpdateAutomation": _denied(_image_update_automation),
-    "Preview": _model(parse_preview),
-    "Project": lambda _kind, this, _tenancy: parse_project(this.spec, this.name),
+    "HelmRelease": Reader(_helm_release, _check_helm_release),
+    "GitRepository": Reader(_of_spec(parse_git_repository)),
+    "HelmRepository": Reader(_of_spec(parse_helm_repository)),
+    "OCIRepository": Reader(_of_spec(parse_oci_repository)),
+    "Bucket": Reader(_of_spec(parse_bucket)),
+    "HelmChart": Reader(_of_spec(parse_helm_chart)),
+    "ExternalArtifact": Reader(_of_spec(parse_external_artifact)),
+    # image automation and the source generator say Flux's AccessDenied for a reference the tenancy refuses
+    "ArtifactGenerator": Reader(_of_spec(parse_artifact_generator), _check_artifact_generator, "AccessDenied"),
+    "ConfigSync": _CONFIG_SYNC,
+    "Kustomization": _CONFIG_SYNC,  # Flux's kind of the ConfigSync's model
+    "Provider": Reader(_of_spec(parse_provider)),
+    "Alert": Reader(lambda _kind, this: parse_alert(this.spec, this.namespace)),
+    "Receiver": Reader(lambda kind, this: parse_receiver(this.spec, flux=kind.flux), _check_receiver),
+    "ImageRepository": Reader(_of_spec(parse_image_repository)),
+    "ImagePolicy": Reader(_of_spec(parse_image_policy), _check_image_policy, "AccessDenied"),
+    "ImageUpdateAutomation": Reader(_of_spec(parse_image_update_automation), _check_image_update_automation,
+                                    "AccessDenied"),
+    "Preview": Reader(_of_spec(parse_preview)),
+    "Project": Reader(lambda _kind, this: parse_project(this.spec, this.name)),
 }
 
 
 def read_spec(kind: Kind, body: dict[str, Any], tenancy: Tenancy | None = None) -> Any:
-    """``body``'s spec as the operator reads it (SpecError, with the reason its status says, when it is refused).
-    ``kind`` is helmop's kind or Flux's of the same model (Flux's read with Flux's rules where they differ)."""
+    """``body``'s spec as the operator reads it, under ``tenancy`` (default: the operator's default policy):
+    SpecError, with the reason its status says, when it is refused. ``kind`` is helmop's kind or Flux's of the
+    same model (Flux's read with Flux's rules where they differ)."""
     return READERS[kind.kind](kind, Resource(body), tenancy or Tenancy())

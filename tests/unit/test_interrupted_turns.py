@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
+from helmop.api.objects import ObjectKey
 from helmop.api.settings import Settings
 from helmop.api.status.sources import BucketStatus
 from helmop.api.tenancy import Tenancy
@@ -18,10 +19,11 @@ from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
 from helmop.controllers.registration import Controller
 from helmop.controllers.turn import Turn
+from helmop.decisions.specs import Reader
 from helmop.infra.metrics import Metrics
 
 KIND = HELMOP.bucket
-KEY = (KIND.key, "apps", "cfg")
+KEY = ObjectKey(KIND.key, "apps", "cfg")
 
 
 async def eventually_async(check: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -80,7 +82,7 @@ def _dispatcher(clean_up: asyncio.Event | None = None) -> tuple[Dispatcher, Cont
     # a kind whose turn sees the suspension itself (it must run to be seen stopping)
     controller = dispatcher.controllers[KIND.key] = Controller(
         KIND, BucketStatus, 600.0, SimpleNamespace(reconcile=reconcile, finalize=finalize),
-        reader=lambda _kind, this, _tenancy: this.spec,
+        reader=Reader(lambda _kind, this: this.spec),
         suspended=lambda _turn: False)
     return dispatcher, controller, started, events
 

@@ -3,6 +3,7 @@ used to add on their own (CEL compiled, semver ranges, the tenancy policy) refus
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,8 +13,9 @@ from helmop.api.errors import SpecError
 from helmop.api.flux import convert
 from helmop.api.images import HELMOP_IMAGES
 from helmop.api.kinds import HELMOP, RECEIVER
-from helmop.api.settings import Tunables
+from helmop.api.settings import Settings
 from helmop.api.tenancy import Tenancy
+from helmop.controllers.handlers import closing
 from helmop.controllers.registration import controllers
 from helmop.decisions.specs import READERS, read_spec
 
@@ -26,7 +28,7 @@ def _body(spec: dict[str, Any], namespace: str = "apps") -> dict[str, Any]:
 
 
 def test_every_kind_the_operator_serves_has_a_reader() -> None:
-    ctx: Any = SimpleNamespace(tunables=Tunables())
+    ctx: Any = SimpleNamespace(settings=Settings())
     rows = controllers(ctx, [], clusterwide=True, flux=True)
     assert {row.kind.kind for row in rows} >= {"HelmRelease", "Kustomization", "ImagePolicy", "Receiver", "Project"}
     assert not [row.kind.kind for row in rows if row.reader is None and row.kind.kind not in READERS]
@@ -65,3 +67,22 @@ def test_convert_reads_the_spec_as_the_operator_does() -> None:
     with pytest.raises(convert.Refused) as refused:
         convert.convert(policy, to_flux=False, read=read_spec)
     assert [r.reason for r in refused.value.refusals] == ["InvalidPolicy"]
+
+
+def test_a_clean_up_reads_the_spec_with_the_model_alone() -> None:
+    """What an object made under other rules (an older tenancy policy, a CEL expression edited since) still goes
+    with it; a spec the model cannot read made nothing, but a kind whose clean-up needs no spec still cleans up."""
+    ctx: Any = SimpleNamespace(settings=Settings(), tenancy=LOCKED)
+    rows = {row.kind.kind: row for row in controllers(ctx, [], clusterwide=True)}
+    refused_now = {"chart": {"spec": {"chart": "web", "sourceRef": {"kind": "HelmRepository", "name": "charts",
+                                                                   "namespace": "shared"}}},
+                   "healthCheckExprs": [{"apiVersion": "v1", "kind": "Pod", "current": "self.status.phase =="}]}
+
+    async def scenario() -> None:
+        release = await closing(ctx, rows["HelmRelease"], _body(refused_now))
+        assert release is not None and release.spec.chart.repository == "charts"
+        assert await closing(ctx, rows["HelmRelease"], _body({"chart": {}})) is None  # nothing could be installed
+        generator = await closing(ctx, rows["ArtifactGenerator"], _body({"sources": "not a list"}))
+        assert generator is not None and generator.spec is None  # what it made is found by its uid
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from helmop.api.kinds import FINALIZER, HELMOP
+from helmop.api.objects import ObjectKey
 from helmop.api.settings import Settings
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.tenancy import Tenancy
@@ -20,10 +21,11 @@ from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.outcome import DONE, Outcome
 from helmop.controllers.registration import Controller
 from helmop.controllers.turn import Turn
+from helmop.decisions.specs import Reader
 from helmop.infra.metrics import Metrics
 
 KIND = HELMOP.helmrelease
-KEY = (KIND.key, "apps", "web")
+KEY = ObjectKey(KIND.key, "apps", "web")
 PROGRESSING = {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "Progressing"}]}
 INSTALLED = {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "InstallSucceeded"}],
              "inventory": {"entries": [{"id": "apps_web_apps_Deployment", "v": "v1"}]}}
@@ -48,7 +50,7 @@ async def test_a_turn_reads_what_it_wrote_until_the_watch_shows_that_write() -> 
     dispatcher = Dispatcher(services, Settings())  # type: ignore[arg-type]
     controller = dispatcher.controllers[KIND.key] = Controller(KIND, HelmReleaseStatus, 600.0,
                                                                SimpleNamespace(reconcile=reconcile),
-                                                               reader=lambda _kind, this, _tenancy: this.spec)
+                                                               reader=Reader(lambda _kind, this: this.spec))
     dispatcher.seen(controller, _body("10"), "ADDED")
     # one turn installed the release: three status writes (progress, the install, Ready), the last at version 13
     dispatcher.ctx.memory.status_written(KEY, READY, "u1", "13")
