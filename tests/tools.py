@@ -11,10 +11,12 @@ from typing import TypeVar
 
 import pytest
 
+from tests.kubeapi import Api
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("HELMOP_TOOLS", ROOT / ".tools" / "bin"))
 
-Run = Callable[..., subprocess.CompletedProcess[str]]
+Run = Callable[..., subprocess.CompletedProcess[str]]  # a Runner, or a stand-in for one
 T = TypeVar("T")
 
 
@@ -44,19 +46,34 @@ def tool(name: str) -> str:
     return str(path)
 
 
-def runner(kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> Run:
-    """Run kubectl, helm or helm3 against ``kubeconfig``, helm's cache, config and data under ``home``."""
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": str(home / "helm-cache"),
-           "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data"),
-           # kubectl's discovery cache is keyed by host:port, and a port is reused by the next sandbox
-           "KUBECACHEDIR": str(home / "kube-cache")}
+class Runner:
+    """Runs kubectl, helm or helm3 against a kubeconfig, helm's cache, config and data under ``home``; ``api``
+    reads the same cluster in-process (what a wait polls)."""
 
-    def run(*args: str, check: bool = True, timeout: float = default_timeout,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def __init__(self, kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> None:
+        self.kubeconfig, self.default_timeout = kubeconfig, default_timeout
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HELM_CACHE_HOME": str(home / "helm-cache"),
+                    "HELM_CONFIG_HOME": str(home / "helm-config"), "HELM_DATA_HOME": str(home / "helm-data"),
+                    # kubectl's discovery cache is keyed by host:port, and a port is reused by the next sandbox
+                    "KUBECACHEDIR": str(home / "kube-cache")}
+        self._api: Api | None = None
+
+    def __call__(self, *args: str, check: bool = True, timeout: float | None = None,
+                 stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         cmd = [tool(args[0]), *args[1:]]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
+        done = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
+                              timeout=timeout or self.default_timeout, input=stdin)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         return done
 
-    return run
+    @property
+    def api(self) -> Api:
+        if self._api is None:
+            self._api = Api(self.kubeconfig)
+        return self._api
+
+
+def runner(kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> Runner:
+    """Run kubectl, helm or helm3 against ``kubeconfig``, helm's cache, config and data under ``home``."""
+    return Runner(kubeconfig, home, default_timeout)

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -23,9 +22,10 @@ from helmop.api.apps import parse_apps
 from helmop.api.settings import Backoff, Backoffs, Flux, Helm, Intervals, Servers, Settings, Sources
 from helmop.controllers.operator import Bound, run
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
+from tests.clirun import run_cli
 from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo
-from tests.tools import ROOT, TOOLS, Run, eventually, tool
+from tests.tools import ROOT, TOOLS, Run, Runner, eventually, tool
 
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
@@ -241,8 +241,15 @@ def settled(kube: Run, ns: str, kind: str, name: str, timeout: float = 60.0) -> 
 
 
 def get(kube: Run, ns: str, *what: str) -> dict[str, Any]:
-    done = kube("kubectl", "-n", ns, "get", *what, "-o", "json", check=False)
-    return json.loads(done.stdout) if done.returncode == 0 else {}
+    """What ``kubectl -n <ns> get <what> -o json`` prints ({} for an error): read in-process (a wait polls it),
+    ``what`` being a resource, a name and ``-l <selector>``."""
+    if not isinstance(kube, Runner):
+        done = kube("kubectl", "-n", ns, "get", *what, "-o", "json", check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+    args = list(what)
+    selector = args.pop(args.index("-l") + 1) if "-l" in args else ""
+    args = [a for a in args if a != "-l"]
+    return kube.api.get(ns, args[0], args[1] if len(args) > 1 else "", selector)
 
 
 def condition(obj: dict[str, Any], kind: str = "Ready") -> dict[str, Any]:
@@ -291,8 +298,7 @@ def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:
 
 
 def helmop(operator: Operator, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The helmop command as a user runs it (a process of its own), against the operator's sandbox."""
-    env = {**os.environ, "KUBECONFIG": str(operator.sandbox.kubeconfig), "HELMOP_HELM": str(TOOLS / "helm"),
-           **(env or {})}
-    return subprocess.run([sys.executable, "-m", "helmop.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=180)
+    """The helmop command as a user runs it, against the operator's sandbox: in-process (:mod:`tests.clirun`:
+    what it prints and its exit code)."""
+    return run_cli(list(args), {"KUBECONFIG": str(operator.sandbox.kubeconfig), "HELMOP_HELM": str(TOOLS / "helm"),
+                                **(env or {})})

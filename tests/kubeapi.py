@@ -1,0 +1,111 @@
+"""What a test reads of a cluster, in-process: the objects ``kubectl get <resource> [name] -o json`` prints, read
+with one kept-alive HTTPS connection instead of a kubectl process per look (a test's wait polls it every 0.2 s).
+Resource names resolve as kubectl's do (plural, singular, kind or short name, optionally ``.group``; the first
+group in the server's discovery order wins), from the aggregated discovery the server serves (read again when a
+name is not found: a CRD installed since)."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+@dataclass(frozen=True)
+class Resource:
+    prefix: str  # /api/v1 or /apis/<group>/<version>
+    plural: str
+    namespaced: bool
+    names: frozenset[str]  # what names it: plural, singular, kind, short names (lower case)
+    group: str
+
+
+class Api:
+    """The server of a kubeconfig (its first cluster and user: a sandbox's), read as its admin."""
+
+    def __init__(self, kubeconfig: Path | str) -> None:
+        config = yaml.safe_load(Path(kubeconfig).read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        server = urllib.parse.urlsplit(cluster["server"])
+        self.host, self.port = server.hostname or "127.0.0.1", server.port or 443
+        self.token = str(user.get("token") or "")
+        self.tls = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        self.local = threading.local()  # a connection per thread (tests may look from helper threads)
+        self.resources: list[Resource] = []
+
+    def _request(self, path: str, accept: str = "application/json") -> tuple[int, Any]:
+        for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again once
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                connection = self.local.connection = http.client.HTTPSConnection(self.host, self.port,
+                                                                                 context=self.tls, timeout=30)
+            try:
+                connection.request("GET", path, headers={"Authorization": f"Bearer {self.token}", "Accept": accept})
+                answer = connection.getresponse()
+                body = answer.read()
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                self.local.connection = None
+                if attempt == 2:
+                    raise
+                continue
+            return answer.status, json.loads(body) if body else {}
+        raise AssertionError("unreachable")
+
+    def _discover(self) -> None:
+        found = []
+        for root, prefix in (("/api", "/api"), ("/apis", "/apis")):
+            status, listed = self._request(root, DISCOVERY)
+            assert status == 200, f"discovery of {root}: {status} {listed}"
+            for group in listed.get("items") or []:
+                name = str((group.get("metadata") or {}).get("name") or "")
+                version = (group.get("versions") or [{}])[0]  # the preferred version comes first
+                where = "/".join(part for part in (prefix, name, str(version.get("version") or "")) if part)
+                for r in version.get("resources") or []:
+                    kind = str((r.get("responseKind") or {}).get("kind") or "")
+                    names = {r["resource"], str(r.get("singularResource") or ""), kind.lower(),
+                             *(s.lower() for s in r.get("shortNames") or [])}
+                    found.append(Resource(where, r["resource"], r.get("scope") == "Namespaced",
+                                          frozenset(n for n in names if n), name))
+        self.resources = found
+
+    def resource(self, text: str) -> Resource:
+        """The resource ``text`` names, as kubectl resolves it."""
+        name, _, group = text.lower().partition(".")
+        for attempt in (1, 2):
+            if attempt == 2 or not self.resources:
+                self._discover()
+            for resource in self.resources:
+                if name in resource.names and (not group or resource.group == group
+                                               or f"{resource.prefix.rsplit('/', 1)[1]}.{resource.group}" == group):
+                    return resource
+        raise AssertionError(f"the server has no resource {text!r}")
+
+    def get(self, namespace: str, resource: str, name: str = "", selector: str = "") -> dict[str, Any]:
+        """The object (or the list of them, without a name) as ``kubectl get -o json`` prints it; {} when there
+        is none (kubectl's error)."""
+        found = self.resource(resource)
+        path = f"{found.prefix}/namespaces/{namespace}/{found.plural}" if found.namespaced and namespace else \
+            f"{found.prefix}/{found.plural}"
+        path += f"/{urllib.parse.quote(name)}" if name else ""
+        if selector:
+            path += "?" + urllib.parse.urlencode({"labelSelector": selector})
+        status, obj = self._request(path)
+        if status != 200 or not isinstance(obj, dict):
+            return {}
+        if not name:  # kubectl names each item's apiVersion and kind, which a list's items leave out
+            kind = str(obj.get("kind") or "").removesuffix("List")
+            for item in obj.get("items") or []:
+                item.setdefault("apiVersion", obj.get("apiVersion"))
+                item.setdefault("kind", kind)
+        return obj
