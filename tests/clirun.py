@@ -33,7 +33,11 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def run_cli(args: list[str], env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``helmop <args>`` with ``env`` added to the environment (and ``stdin`` as its input)."""
+    """``helmop <args>`` with ``env`` added to the environment (and ``stdin`` as its input). A shell's completion
+    request is answered by a child: argcomplete ends the process that answers it."""
+    if "_ARGCOMPLETE" in env:
+        return subprocess.run([sys.executable, "-m", "helmop.cli", *args], env={**os.environ, **env}, input=stdin,
+                              capture_output=True, text=True, timeout=180)
     out, err = io.StringIO(), io.StringIO()
     with _ONE_AT_A_TIME, _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         before_stdin = sys.stdin

@@ -53,7 +53,8 @@ async def file_lines(path: Path, follow: bool) -> AsyncIterator[str]:
 
 
 async def logs(kube: Kube, *, kind: str, namespace: str, name: str, log_file: str | None, follow: bool,
-               tail: int, operator_namespace: str | None, out: TextIO = sys.stdout) -> None:
+               tail: int, operator_namespace: str | None, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     if log_file:
         lines = file_lines(Path(log_file), follow)
     else:

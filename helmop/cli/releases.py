@@ -49,8 +49,10 @@ def read_tree(roots: list[Path]) -> dict[str, bytes]:
 
 
 async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Path, apps: list[AppKind],
-                 output: Path | None, out: Any = sys.stdout, err: Any = sys.stderr) -> bool:
+                 output: Path | None, out: Any = None, err: Any = None) -> bool:
     """Render every HelmRelease (and Jenkins / app kind) under ``root`` offline; False on any error."""
+    err = err or sys.stderr  # the stream of the moment (not of import time)
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     found, errors = manifests.parse(read_tree([root, *values_dirs]))
     releases, problems = planned(found, apps, "default")
     for problem in errors + problems:

@@ -83,9 +83,10 @@ def render(found: list[tuple[Kind, dict[str, Any]]], output: str, scope: str | N
 
 
 async def collect(kube: Kube, kinds: list[Kind], scope: str | None, names: list[str], selector: str,
-                  err: TextIO = sys.stderr) -> tuple[list[tuple[Kind, dict[str, Any]]], bool]:
+                  err: TextIO | None = None) -> tuple[list[tuple[Kind, dict[str, Any]]], bool]:
     """The objects asked for, and whether every named one was found (those missing are said on ``err``,
     as kubectl says them)."""
+    err = err or sys.stderr  # the stream of the moment (not of import time)
     found: list[tuple[Kind, dict[str, Any]]] = []
     complete = True
     if names and scope is None and any(kind.namespaced for kind in kinds):
@@ -116,8 +117,9 @@ class Listed(NamedTuple):
 
 
 async def get(target: Target, kinds: list[Kind], names: list[str], *, output: str, selector: str,
-              cluster_name: str = "", out: TextIO = sys.stdout) -> Listed:
+              cluster_name: str = "", out: TextIO | None = None) -> Listed:
     """Print the objects (``cluster_name``: only those delivering to that cluster)."""
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     scope = target.scope
     found, complete = await collect(target.kube, kinds, scope, names, selector)
     if cluster_name:
@@ -139,10 +141,11 @@ async def version_now(target: Target, kind: Kind) -> str:
 
 
 async def watch(target: Target, kind: Kind, names: list[str], version: str, *, output: str, selector: str,
-                cluster_name: str = "", clusters: bool = False, out: TextIO = sys.stdout) -> None:
+                cluster_name: str = "", clusters: bool = False, out: TextIO | None = None) -> None:
     """One line (or document) per change after ``version`` (taken before the listing was printed), until
     interrupted (kubectl get --watch); with ``cluster_name``, of the objects delivering there only; ``clusters``:
     with the CLUSTER column, as the listing had it."""
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     scope = target.scope
     path = kind.path(scope if kind.namespaced else None)
     show: Callable[[dict[str, Any]], str] = _watch_line(kind, output, scope, clusters)
@@ -193,7 +196,8 @@ def clean(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 async def export(target: Target, kinds: list[Kind], names: list[str], selector: str,
-                 out: TextIO = sys.stdout) -> bool:
+                 out: TextIO | None = None) -> bool:
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     found, complete = await collect(target.kube, kinds, target.scope, names, selector)
     print("".join("---\n" + yaml.safe_dump(clean(obj), sort_keys=False) for _, obj in found), end="", file=out)
     return complete

@@ -96,9 +96,10 @@ def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
 
 
 async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_source: bool, timeout: float,
-                    reset: bool = False, force: bool = False, out: Any = sys.stdout) -> bool:
+                    reset: bool = False, force: bool = False, out: Any = None) -> bool:
     """Ask for a reconcile now and wait for its outcome (not an earlier one); True when it ended Ready.
     ``reset``: the failure counts start afresh (one more try); ``force``: one forced upgrade."""
+    out = out or sys.stdout  # the stream of the moment (not of import time)
     obj = await kube.get(kind.path(namespace, name))
     if obj is None:
         raise Failed(f"{kind.kind} {namespace}/{name} not found")
