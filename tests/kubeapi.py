@@ -69,14 +69,18 @@ class Api:
             assert status == 200, f"discovery of {root}: {status} {listed}"
             for group in listed.get("items") or []:
                 name = str((group.get("metadata") or {}).get("name") or "")
-                version = (group.get("versions") or [{}])[0]  # the preferred version comes first
-                where = "/".join(part for part in (prefix, name, str(version.get("version") or "")) if part)
-                for r in version.get("resources") or []:
-                    kind = str((r.get("responseKind") or {}).get("kind") or "")
-                    names = {r["resource"], str(r.get("singularResource") or ""), kind.lower(),
-                             *(s.lower() for s in r.get("shortNames") or [])}
-                    found.append(Resource(where, r["resource"], r.get("scope") == "Namespaced",
-                                          frozenset(n for n in names if n), name))
+                seen: set[str] = set()
+                for version in group.get("versions") or []:  # the preferred version first: a resource is its
+                    where = "/".join(part for part in (prefix, name, str(version.get("version") or "")) if part)
+                    for r in version.get("resources") or []:
+                        if r["resource"] in seen:
+                            continue
+                        seen.add(r["resource"])
+                        kind = str((r.get("responseKind") or {}).get("kind") or "")
+                        names = {r["resource"], str(r.get("singularResource") or ""), kind.lower(),
+                                 *(s.lower() for s in r.get("shortNames") or [])}
+                        found.append(Resource(where, r["resource"], r.get("scope") == "Namespaced",
+                                              frozenset(n for n in names if n), name))
         self.resources = found
 
     def resource(self, text: str) -> Resource:

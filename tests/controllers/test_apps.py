@@ -26,8 +26,10 @@ def ready(kube: Run, ns: str, kind: str, name: str, generation: int = 1) -> dict
 
 
 def reason(kube: Run, ns: str, kind: str, name: str, wanted: str) -> dict[str, Any]:
+    """The object once its current generation was reconciled and said ``wanted``."""
     obj: dict[str, Any] = eventually(lambda: (o := get(kube, ns, kind, name)) and condition(o).get("reason") == wanted
-                                     and o)
+                                     and (o.get("status") or {}).get("observedGeneration")
+                                     == o["metadata"].get("generation") and o)
     return obj
 
 

@@ -383,7 +383,8 @@ def test_drift_is_noticed_when_an_object_of_the_release_changes(operator: Operat
     eventually(lambda: get(kube, ns, "deploy", "watched")["spec"]["replicas"] == 1, timeout=20)
     kube("kubectl", "-n", ns, "delete", "svc", "watched")
     eventually(lambda: get(kube, ns, "svc", "watched"), timeout=20)
-    assert reasons(kube, ns, "watched").count("DriftCorrected") >= 2
+    # the correction's Event is posted once the object is back
+    eventually(lambda: reasons(kube, ns, "watched").count("DriftCorrected") >= 2, timeout=20)
 
 
 def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
