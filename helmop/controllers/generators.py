@@ -12,7 +12,7 @@ from helmop.api.generators import DISABLED, ArtifactGeneratorSpec
 from helmop.api.kinds import Family
 from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status import Condition, now, to_json
-from helmop.api.status.sources import Artifact, ArtifactGeneratorStatus, ExternalArtifactStatus, InventoryEntry
+from helmop.api.status.sources import Artifact, ArtifactGeneratorStatus, ExternalArtifactStatus, GeneratedArtifact
 from helmop.decisions.settle import outcome
 from helmop.infra.kube import KubeError
 from helmop.sources import generator, tarballs
@@ -57,7 +57,7 @@ def _key(family: Family, kind: str) -> str:
 
 
 async def _publish(ctx: Context, family: Family, this: Resource, spec: ArtifactGeneratorSpec,
-                   trees: dict[str, dict[str, bytes]]) -> list[InventoryEntry]:
+                   trees: dict[str, dict[str, bytes]]) -> list[GeneratedArtifact]:
     """Each planned artifact composed, kept in this replica's cache, published as an ExternalArtifact (its
     readers woken when its digest changed)."""
     inventory = []
@@ -87,7 +87,7 @@ async def _publish(ctx: Context, family: Family, this: Resource, spec: ArtifactG
             ctx.memory.wake_referrers(ObjectKey(family.externalartifact.key, this.namespace, name))
             await ctx.services.events.normal(this.body, "ArtifactPublished",
                                              f"external artifact {this.namespace}/{name} ({digest}) published")
-        inventory.append(InventoryEntry(name, this.namespace, digest, f"{digest[7:19]}.tar.gz"))
+        inventory.append(GeneratedArtifact(name, this.namespace, digest, f"{digest[7:19]}.tar.gz"))
     return inventory
 
 

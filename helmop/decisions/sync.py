@@ -96,7 +96,7 @@ class Refusal(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Desired:
+class Wanted:
     """The objects a sync applies, as applied: namespaced ones in their namespace, all marked."""
 
     objects: dict[ObjectId, dict[str, Any]]
@@ -106,7 +106,7 @@ class Desired:
 
 
 def desired(found: list[Manifest], namespaced: Mapping[tuple[str, str], bool], namespace: str,
-            marks: Marks) -> Desired:
+            marks: Marks) -> Wanted:
     """``found`` (what the build made) as applied: ``namespaced`` says of each (apiVersion, kind) whether its
     objects live in a namespace (a kind it does not name is taken as namespaced: its CRD comes in this sync);
     ``namespace``: where those without one go."""
@@ -130,7 +130,7 @@ def desired(found: list[Manifest], namespaced: Mapping[tuple[str, str], bool], n
         objects[oid], origins[oid] = obj, item.origin
         if not scoped:
             cluster_scoped.add(oid)
-    return Desired(objects, origins, frozenset(cluster_scoped), tuple(duplicates))
+    return Wanted(objects, origins, frozenset(cluster_scoped), tuple(duplicates))
 
 
 def confinement(objects: dict[ObjectId, str], namespace: str, cluster_scoped: set[ObjectId]) -> Refusal | None:
@@ -188,7 +188,7 @@ def claim_problem(oid: ObjectId, origin: str, live: dict[str, Any] | None, uid: 
             f"{ADOPT}=\"true\" to let it be adopted)")
 
 
-def claims(want: Desired, live: Mapping[ObjectId, dict[str, Any] | None], marks: Marks,
+def claims(want: Wanted, live: Mapping[ObjectId, dict[str, Any] | None], marks: Marks,
            inventory: tuple[AppliedObject, ...], *, adopt: bool, left: frozenset[ObjectId] = frozenset()
            ) -> Refusal | None:
     """Refused (ObjectOwnedElsewhere) when applying would take over objects that are not this sync's (see
@@ -202,7 +202,7 @@ def claims(want: Desired, live: Mapping[ObjectId, dict[str, Any] | None], marks:
     return Refusal("ObjectOwnedElsewhere", f"refused, nothing applied: {'; '.join(problems[:10])}")
 
 
-def inventory_after(want: Desired, inventory: tuple[AppliedObject, ...], applied: Mapping[ObjectId, str],
+def inventory_after(want: Wanted, inventory: tuple[AppliedObject, ...], applied: Mapping[ObjectId, str],
                     unpruned: list[ObjectId]) -> list[AppliedObject]:
     """What the sync has applied once it applied ``applied`` (id -> the object's uid): the objects applied now
     or before (one refused at its first apply was never this sync's), each with its own uid (an object deleted

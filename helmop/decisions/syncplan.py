@@ -16,7 +16,7 @@ from helmop.api.ignorerules import IgnoreRule, ignored
 from helmop.api.status.configsync import AppliedObject
 
 from . import fieldowners, ssa
-from .sync import Desired, Marks, ObjectId, Refusal, claims, id_of, to_prune
+from .sync import Marks, ObjectId, Refusal, Wanted, claims, id_of, to_prune
 
 MANAGER = "helmop-configsync"  # the field manager of every apply
 FORCE = "kustomize.toolkit.fluxcd.io/force"  # on an object: recreate it when an immutable field changed
@@ -32,7 +32,7 @@ class Plan:
     prune: tuple[ObjectId, ...] = ()  # what left the source, in prune order
 
 
-def planned(want: Desired, live: Live, marks: Marks, inventory: tuple[AppliedObject, ...], *,
+def planned(want: Wanted, live: Live, marks: Marks, inventory: tuple[AppliedObject, ...], *,
             confined: Refusal | None, adopt: bool, prune: bool) -> Plan:
     """The plan of a sync applying ``want`` over ``live`` (the objects as read; none when ``confined``: what
     :func:`.sync.confinement` refused) after ``inventory``; ``adopt``: any object no other sync manages is taken
@@ -116,7 +116,7 @@ class Stage:
     refused: tuple[str, ...]
 
 
-def staged(want: Desired, stage: list[ObjectId], seen: Mapping[ObjectId, Seen], rules: Rules) -> Stage:
+def staged(want: Wanted, stage: list[ObjectId], seen: Mapping[ObjectId, Seen], rules: Rules) -> Stage:
     """The plan of ``stage`` (ids of ``want``), each object ``seen`` as it is and dry-run."""
     actions: list[Action] = []
     refused: list[str] = []

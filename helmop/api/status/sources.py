@@ -80,7 +80,7 @@ class ExternalArtifactStatus(Status, frozen=True):
     artifact: Artifact | None = None
 
 
-class InventoryEntry(Struct, frozen=True):
+class GeneratedArtifact(Struct, frozen=True):
     """An ExternalArtifact an ArtifactGenerator made."""
 
     name: str
@@ -90,5 +90,5 @@ class InventoryEntry(Struct, frozen=True):
 
 
 class ArtifactGeneratorStatus(Status, frozen=True):
-    inventory: tuple[InventoryEntry, ...] = ()
+    inventory: tuple[GeneratedArtifact, ...] = ()
     observed_sources_digest: str = ""  # of its sources' artifacts, as the published ones were made of

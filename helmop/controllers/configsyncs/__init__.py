@@ -194,7 +194,7 @@ async def _sync(turn: _Turn, spec: ConfigSyncSpec, revision: str, found: list[Ma
     return await _settled(turn, spec, cluster, revision, replace(want, objects=applied_objects), pruned, started)
 
 
-async def _acted(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, want: sync.Desired,
+async def _acted(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, want: sync.Wanted,
                  live: dict[sync.ObjectId, dict[str, Any] | None], plan: syncplan.Plan,
                  started: float) -> tuple[apply.Applied, list[sync.ObjectId], list[str]]:
     """``want`` applied and, when all of it was, ``plan``'s prune list pruned; the inventory after settled. What
@@ -218,7 +218,7 @@ async def _acted(turn: _Turn, spec: ConfigSyncSpec, kube: Kube, want: sync.Desir
     return applied, pruned, failures
 
 
-async def _settled(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster, revision: str, want: sync.Desired,
+async def _settled(turn: _Turn, spec: ConfigSyncSpec, cluster: Cluster, revision: str, want: sync.Wanted,
                    pruned: list[sync.ObjectId], started: float) -> Outcome:
     """Everything applied and pruned: Ready once what must be healthy is."""
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.decisions import ssa
-from helmop.decisions.sync import Desired, ObjectId
+from helmop.decisions.sync import ObjectId, Wanted
 from helmop.decisions.syncplan import MANAGER, Act, Action, Rules, staged
 from helmop.infra.kube import Kube, KubeError
 
@@ -35,7 +35,7 @@ class Applied:
     held: int = 0  # objects not applied because a stage had a refused one
 
 
-async def apply_all(kube: Kube, want: Desired, live: dict[ObjectId, dict[str, Any] | None], rules: Rules, *,
+async def apply_all(kube: Kube, want: Wanted, live: dict[ObjectId, dict[str, Any] | None], rules: Rules, *,
                     deadline: float) -> Applied:
     """Apply ``want`` (``live``: the objects as read before, None where there was none) stage by stage; after a
     refused dry run or a failed apply, no later stage. ``deadline`` (monotonic): how long a CRD may take to be

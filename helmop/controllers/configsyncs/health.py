@@ -7,14 +7,14 @@ from typing import Any
 
 from helmop.api.objects import ObjectKey
 from helmop.api.sources import ConfigSyncSpec
-from helmop.decisions.sync import Desired, apply_order
+from helmop.decisions.sync import Wanted, apply_order
 
 from ..clusters import Cluster
 from ..context import Context
 from ..readiness import Waiter, unhealthy
 
 
-def checked(spec: ConfigSyncSpec, want: Desired) -> list[dict[str, Any]]:
+def checked(spec: ConfigSyncSpec, want: Wanted) -> list[dict[str, Any]]:
     """What must become healthy after the apply: every object with spec.wait, else spec.healthChecks."""
     if spec.wait:
         return [want.objects[oid] for oid in apply_order(list(want.objects))]
@@ -23,7 +23,7 @@ def checked(spec: ConfigSyncSpec, want: Desired) -> list[dict[str, Any]]:
             for ref in spec.health_checks]
 
 
-async def wait(ctx: Context, cluster: Cluster, key: ObjectKey, spec: ConfigSyncSpec, want: Desired,
+async def wait(ctx: Context, cluster: Cluster, key: ObjectKey, spec: ConfigSyncSpec, want: Wanted,
                started: float) -> tuple[str, str]:
     """("", "") once healthy; else the reason and what is not. Raises readiness.Cancelled when a newer
     generation arrives."""

@@ -18,7 +18,7 @@ from helmop.decisions.settle import preview as settle
 
 from ..outcome import DONE, FAILED, Outcome
 from ..turn import Turn
-from .observe import Observed, observed
+from .observe import World, observed
 from .post import posted
 from .render import previewed
 
@@ -32,7 +32,7 @@ async def reconcile(turn: Turn[PreviewSpec, PreviewStatus]) -> Outcome:
     return await _previewed(turn, seen)
 
 
-async def _previewed(turn: Turn[PreviewSpec, PreviewStatus], seen: Observed) -> Outcome:
+async def _previewed(turn: Turn[PreviewSpec, PreviewStatus], seen: World) -> Outcome:
     """The pull requests the plan names rendered and posted, one after the other; the status settled."""
     spec = turn.spec
     decided = plan(turn.status, turn.generation, list(seen.open), spec.max_pull_requests)

@@ -31,7 +31,10 @@ class Unobservable(HelmopError):
 
 
 @dataclass(frozen=True)
-class Observed:
+class World:
+    """What a Preview's turn observes once: its repository and its credentials, the git host, the base branch and
+    the open pull requests into it."""
+
     url: str
     auth: GitAuth
     host: Host
@@ -47,7 +50,7 @@ class Observed:
         return [*self.auth.secrets(), *self.host.secrets]
 
 
-async def observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed:
+async def observed(ctx: Context, this: Resource, spec: PreviewSpec) -> World:
     try:
         return await _observed(ctx, this, spec)
     except SourceError as exc:
@@ -62,7 +65,7 @@ async def observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed:
                            transient=True) from None
 
 
-async def _observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed:
+async def _observed(ctx: Context, this: Resource, spec: PreviewSpec) -> World:
     kube, git, namespace = ctx.services.kube, ctx.services.git, this.namespace
     repository = await _repository(ctx, namespace, spec.source)
     auth = await git_auth(kube, namespace, repository, git.policy)
@@ -76,7 +79,7 @@ async def _observed(ctx: Context, this: Resource, spec: PreviewSpec) -> Observed
     ctx.services.metrics.git_fetch.labels("success").observe(time.monotonic() - started)
     revision, sha = await git.resolve(repository.url, GitRef(branch=base), auth)
     heads = tuple([Open(pr.number, await _head(ctx, repository.url, pr, auth)) for pr in listed])
-    return Observed(repository.url, auth, host, keys, base, sha, revision, heads, repository.timeout)
+    return World(repository.url, auth, host, keys, base, sha, revision, heads, repository.timeout)
 
 
 async def _repository(ctx: Context, namespace: str, name: str) -> GitRepositorySpec:

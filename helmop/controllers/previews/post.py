@@ -13,11 +13,11 @@ from helmop.decisions.previews import NOT_POSTED
 from helmop.infra.kube import KubeError
 from helmop.notifications.previews import PayloadError, Undeliverable
 
-from .observe import Observed
+from .observe import World
 from .render import Previewed
 
 
-async def posted(this: Resource, seen: Observed, preview: Previewed) -> PullRequestPreview:
+async def posted(this: Resource, seen: World, preview: Previewed) -> PullRequestPreview:
     """The record of what was posted (NotPosted, with why, when the host did not take it: tried again)."""
     changes = preview.changes
     counts = changes.counts if changes is not None else {}

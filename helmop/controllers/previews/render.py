@@ -20,7 +20,7 @@ from helmop.sources.errors import SourceError
 from helmop.sources.git import write_tree
 
 from ..context import Context
-from .observe import Observed
+from .observe import World
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Previewed:
         return markdown(self.changes, base, head, max_chars=MAX_CHARS - len(footer)) + footer
 
 
-async def previewed(ctx: Context, seen: Observed, spec: PreviewSpec, pr: Open, salt: bytes) -> Previewed:
+async def previewed(ctx: Context, seen: World, spec: PreviewSpec, pr: Open, salt: bytes) -> Previewed:
     """``pr`` rendered and compared with its merge base (``salt`` keys the Secrets' digests)."""
     base = ""
     try:
@@ -56,7 +56,7 @@ async def previewed(ctx: Context, seen: Observed, spec: PreviewSpec, pr: Open, s
     return Previewed(pr.number, pr.head, base, changes)
 
 
-async def _rendered(ctx: Context, seen: Observed, spec: PreviewSpec, pr: Open, base: str,
+async def _rendered(ctx: Context, seen: World, spec: PreviewSpec, pr: Open, base: str,
                     salt: bytes) -> tuple[Rendering, Rendering]:
     with tempfile.TemporaryDirectory(prefix="helmop-preview-") as work:
         trees = [await _tree(ctx, seen, base, Path(work) / "base", f"the base ({seen.base}@{base[:12]})"),
@@ -70,7 +70,7 @@ async def _rendered(ctx: Context, seen: Observed, spec: PreviewSpec, pr: Open, b
         return await both(trees[0], trees[1], paths, given)
 
 
-async def _tree(ctx: Context, seen: Observed, sha: str, folder: Path, ref: str) -> Tree:
+async def _tree(ctx: Context, seen: World, sha: str, folder: Path, ref: str) -> Tree:
     """The files of commit ``sha`` (every one, within the mirror's limits), also written under ``folder``."""
     files = await ctx.services.git.files(seen.url, sha, "", seen.auth)
     folder.mkdir()
