@@ -38,10 +38,11 @@ def run_cli(args: list[str], env: dict[str, str], stdin: str | None = None) -> s
     if "_ARGCOMPLETE" in env:
         return subprocess.run([sys.executable, "-m", "helmop.cli", *args], env={**os.environ, **env}, input=stdin,
                               capture_output=True, text=True, timeout=180)
-    out, err = io.StringIO(), io.StringIO()
+    # text streams over bytes, as a process's are: a verb may read or write their .buffer
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
     with _ONE_AT_A_TIME, _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         before_stdin = sys.stdin
-        sys.stdin = io.StringIO(stdin or "")
+        sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
         try:
             code = main(list(args))
         except SystemExit as exc:  # argparse, or a verb that exits
@@ -53,4 +54,11 @@ def run_cli(args: list[str], env: dict[str, str], stdin: str | None = None) -> s
             code = 1
         finally:
             sys.stdin = before_stdin
-    return subprocess.CompletedProcess(["helmop", *args], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["helmop", *args], code, _text(out), _text(err))
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    written = stream.buffer
+    assert isinstance(written, io.BytesIO)
+    return written.getvalue().decode("utf-8", "replace")

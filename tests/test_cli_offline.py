@@ -21,14 +21,20 @@ from typing import ClassVar
 import yaml
 
 from helmop.api import validation
+from tests.clirun import run_cli
 from tests.sops import Sops, age_identity
 from tests.tools import TOOLS, eventually, tool
 
 
 def helmop(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The helmop command: in-process (:mod:`tests.clirun`), but `helmop run`, whose process is the point (it sets
+    up the process's logging and signals)."""
+    env = {"HELMOP_HELM": str(TOOLS / "helm"), **(env or {})}
+    if args[:1] != ("run",):
+        return run_cli(list(args), env, stdin)
     return subprocess.run([sys.executable, "-m", "helmop.cli", *args], capture_output=True, text=True, input=stdin,
-                          timeout=timeout, env={**os.environ, "HELMOP_HELM": str(TOOLS / "helm"), **(env or {})})
+                          timeout=timeout, env={**os.environ, **env})
 
 
 def test_version() -> None:
