@@ -43,23 +43,26 @@ class Api:
         self.local = threading.local()  # a connection per thread (tests may look from helper threads)
         self.resources: list[Resource] = []
 
-    def _request(self, path: str, accept: str = "application/json") -> tuple[int, Any]:
+    def _request(self, path: str, accept: str = "application/json", method: str = "GET",
+                 body: dict[str, Any] | None = None) -> tuple[int, Any]:
         for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again once
             connection = getattr(self.local, "connection", None)
             if connection is None:
                 connection = self.local.connection = http.client.HTTPSConnection(self.host, self.port,
                                                                                  context=self.tls, timeout=30)
             try:
-                connection.request("GET", path, headers={"Authorization": f"Bearer {self.token}", "Accept": accept})
+                headers = {"Authorization": f"Bearer {self.token}", "Accept": accept,
+                           **({"Content-Type": "application/json"} if body is not None else {})}
+                connection.request(method, path, json.dumps(body) if body is not None else None, headers)
                 answer = connection.getresponse()
-                body = answer.read()
+                data = answer.read()
             except (OSError, http.client.HTTPException):
                 connection.close()
                 self.local.connection = None
                 if attempt == 2:
                     raise
                 continue
-            return answer.status, json.loads(body) if body else {}
+            return answer.status, json.loads(data) if data else {}
         raise AssertionError("unreachable")
 
     def _discover(self) -> None:
@@ -94,6 +97,12 @@ class Api:
                                                or f"{resource.prefix.rsplit('/', 1)[1]}.{resource.group}" == group):
                     return resource
         raise AssertionError(f"the server has no resource {text!r}")
+
+    def create_namespace(self, name: str) -> None:
+        """``kubectl create namespace <name>``."""
+        status, answer = self._request("/api/v1/namespaces", method="POST",
+                                       body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        assert status == 201, f"namespace {name}: {status} {answer}"
 
     def get(self, namespace: str, resource: str, name: str = "", selector: str = "") -> dict[str, Any]:
         """The object (or the list of them, without a name) as ``kubectl get -o json`` prints it; {} when there

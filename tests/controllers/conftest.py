@@ -224,7 +224,10 @@ def ns(kube: Run) -> str:
     import uuid
 
     name = f"hr-{uuid.uuid4().hex[:6]}"
-    kube("kubectl", "create", "namespace", name)
+    if isinstance(kube, Runner):
+        kube.api.create_namespace(name)
+    else:
+        kube("kubectl", "create", "namespace", name)
     return name
 
 
