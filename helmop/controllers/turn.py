@@ -7,7 +7,7 @@ released after a clean-up."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
@@ -31,6 +31,13 @@ from .status import Source, published, report, write_status
 SpecT = TypeVar("SpecT")
 StatusT = TypeVar("StatusT", bound=Status)
 T = TypeVar("T")
+
+
+class _Named(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose lines start with the object they are about."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        return f"{(self.extra or {}).get('object')}: {msg}", kwargs
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,8 @@ class Turn(Generic[SpecT, StatusT]):
         self.this = Resource(self.body)
         self.key = ObjectKey(self.kind.key, self.this.namespace, self.this.name)
         where = f"{self.this.namespace}/{self.this.name}" if self.this.namespace else self.this.name
-        self.log = logging.LoggerAdapter(logging.getLogger(f"helmop.{self.kind.kind.lower()}"),
-                                         {"object": f"{self.kind.kind} {where}"})
+        self.log = _Named(logging.getLogger(f"helmop.{self.kind.kind.lower()}"),
+                          {"object": f"{self.kind.kind} {where}"})
         self.events = Said(self.ctx, self.body)
 
     @property
