@@ -1,11 +1,14 @@
-"""The kopf handlers: thin, they only route events to the reconcilers.
+"""The kopf handlers and the dispatcher every kind's turn goes through.
 
 kopf watches helmop's kinds and hands each event to :class:`Dispatcher`, which keeps the object's latest
 body and asks the :class:`Scheduler` for a turn: now for a change of its spec (generation), of
 ``helmop.dev/requestedAt`` (and the other requests) or of its finalizer, or when something it reads
 changes (a ConfigMap/Secret of its values, its GitRepository, a push webhook: ``Memory.wake``); else at
 its interval. A turn reconciles the object, or cleans up after it once it is being deleted and removes
-helmop's finalizer (which a turn adds before anything else). No per-object task or kopf state: kopf only
+helmop's finalizer (which a turn adds before anything else). Every kind's turn is built here (:func:`opened`,
+:func:`closing`: the spec read, refused or suspended) and ended here (an input error reported, an API error said
+as APIError, an exception nobody foresaw as ReconcileError, the memory of a deleted object released); the kind,
+from the table in :mod:`.registration`, does only its own work. No per-object task or kopf state: kopf only
 watches (its own finalizer setting names one nobody sets). One turn at a time per object; the semaphore
 in the context bounds helm actions across objects.
 """
