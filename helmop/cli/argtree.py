@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,17 @@ class Verb:
     description: str | None = None
     aliases: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+def explained(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a parser whose ValueError says what is wrong (argparse shows that message)."""
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def add_args(parser: argparse.ArgumentParser, args: Iterable[Arg]) -> argparse.ArgumentParser:

@@ -48,9 +48,8 @@ from . import (
     trying,
     verbs,
 )
-from .argtree import Arg, arg
+from .argtree import Arg, arg, explained
 from .errors import Failed, missing_tool
-from .runflags import explained
 
 if TYPE_CHECKING:
     from helmop.helm.engine import Engine

@@ -5,13 +5,13 @@ deploy/helmop gives each (``python -m helmop.cli.runflags`` prints them)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 from helmop.api import settings
 from helmop.api.settings import Flag, Settings
 
-T = TypeVar("T")
+from .argtree import explained
 
 
 def add(parser: argparse.ArgumentParser) -> None:
@@ -35,17 +35,6 @@ def _options(flag: Flag) -> dict[str, Any]:
         options.update({"nargs": "?", "const": flag.optional_value} if flag.optional_value else {})
         options.update({"action": "append"} if flag.repeatable else {})
     return options
-
-
-def explained(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """An argparse type from a parser whose ValueError says what is wrong (argparse shows that message)."""
-    def convert(text: str) -> T:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
 
 
 def built(args: argparse.Namespace) -> Settings:

@@ -24,20 +24,13 @@ from helmop.api.manifests import Manifest
 from helmop.infra.kube import Connection, Kube, KubeError
 
 from .. import builds
-from ..argtree import Verb, arg
+from ..argtree import Verb, arg, explained
 from ..errors import Failed
 from . import cluster, plan, processes, repository
 from .report import Live, Result, as_json, as_table
 from .states import Tracked
 
 OK, FAILED, ERROR = 0, 1, 2
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _say(text: str) -> None:
@@ -100,7 +93,7 @@ VERB = Verb(
             "folder under clusters/; else the root)"),
         arg("--ref", metavar="REF", help="the branch, tag or commit to try (default: a URL's default branch; a "
             "working tree as it is, uncommitted changes included)"),
-        arg("--timeout", type=_duration, default=600.0, metavar="DURATION",
+        arg("--timeout", type=explained(parse_duration), default=600.0, metavar="DURATION",
             help="how long to wait for everything to be Ready (default 10m)"),
         arg("--wait-for-transient", action="store_true",
             help="wait the whole --timeout even when nothing can progress (by default it ends once every object not "
