@@ -176,11 +176,17 @@ def _jenkins_chart(given: Given) -> dict[str, Any]:
                            "version": given.get("jenkins_chart_version") or repository["version"]}}
 
 
+def default_helm() -> str:
+    """The helm binary to run: ``$HELMOP_HELM`` (unless empty), else ``helm`` on the PATH (read when asked, not at
+    import)."""
+    return os.environ.get("HELMOP_HELM") or "helm"
+
+
 @dataclass(frozen=True)
 class Helm:
     """helm (and kubectl for kustomize), the chart caches and the charts helmop itself installs."""
 
-    executable: str = field(default_factory=lambda: os.environ.get("HELMOP_HELM") or "helm")
+    executable: str = field(default_factory=default_helm)
     kubectl: str = field(default_factory=lambda: os.environ.get("HELMOP_KUBECTL", "kubectl"))  # its kustomize
     concurrency: int = setting(10, Flag("--concurrency", "helm actions at once (default %(default)s)", int,
                                         chart="concurrency"))

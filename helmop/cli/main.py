@@ -22,6 +22,7 @@ from helmop.api.durations import parse_duration
 from helmop.api.errors import SpecError
 from helmop.api.kinds import BUILTIN, IMAGES, Kind
 from helmop.api.redaction import redact, redact_data
+from helmop.api.settings import default_helm
 from helmop.infra.kube import KubeError
 from helmop.sources.errors import SourceError
 from helmop.views.cells import LOCAL
@@ -244,11 +245,11 @@ def _apps(args: argparse.Namespace) -> list[AppKind]:
 
 
 async def _diff(args: argparse.Namespace, where: target.Target) -> int:
-    from helmop.helm.engine import Engine, default_executable
+    from helmop.helm.engine import Engine
 
     from . import releases  # with helm's client (pyhelm3, pydantic): for diff and render only
 
-    engine = Engine.start(default_executable(), Path(args.kubeconfig) if args.kubeconfig else None)
+    engine = Engine.start(default_helm(), Path(args.kubeconfig) if args.kubeconfig else None)
     masked: list[str] = []  # what was decrypted
     if args.filename:
         if args.kind or args.name:
@@ -311,7 +312,7 @@ def _build(args: argparse.Namespace) -> int:
 def _render(args: argparse.Namespace) -> int:
     if builds.is_overlay(Path(args.path)):
         return _build(args)
-    from helmop.helm.engine import Engine, default_executable
+    from helmop.helm.engine import Engine
 
     from . import releases
 
@@ -319,7 +320,7 @@ def _render(args: argparse.Namespace) -> int:
         apps = _apps(args)
         if args.validate and _schema_problems(args.path):
             return FAILED
-        engine = Engine.start(default_executable())
+        engine = Engine.start(default_helm())
         ok = asyncio.run(releases.render(Path(args.path), [Path(p) for p in args.values_dir or []], engine,
                                          verbs.temp_cache(), apps, Path(args.output_dir) if args.output_dir else None))
     except (Failed, SpecError) as exc:

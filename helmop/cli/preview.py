@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from helmop.api.settings import default_helm
 from helmop.infra import confine
 from helmop.infra.kube import KubeError
 from helmop.sources.build import Builder
@@ -87,14 +88,14 @@ VERB = Verb(
 async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
     """(base, head): two revisions rendered, or what the cluster holds and the head rendered."""
     # helm's client (pyhelm3, pydantic), loaded for this verb only
-    from helmop.helm.engine import Engine, default_executable
+    from helmop.helm.engine import Engine
     from helmop.helm.previews import Inputs, Unbuildable, both, paths_of
 
     paths = [posixpath.normpath(p).strip("/") for p in args.path or []]
     with tempfile.TemporaryDirectory(prefix="helmop-preview-") as folder:
         work = Path(folder)
         given = Inputs(builds.variables(args.substitute or [], args.substitute_from_file or []),
-                       builds.keys_of(args.decrypt or []), Engine.start(default_executable()),
+                       builds.keys_of(args.decrypt or []), Engine.start(default_helm()),
                        Repositories(work / "charts", mirrors=_mirrors(args.chart_mirror)), _builder(work),
                        secrets.token_bytes(32))
         head = _checkout(Path(args.repo), args.head, work / "head")

@@ -323,12 +323,6 @@ def helm_env(home: Path, **extra: str) -> dict[str, str]:
     return minimal_env(str(home / "home"), **settings, **extra)
 
 
-def default_executable() -> str:
-    """The helm binary to run: ``$HELMOP_HELM`` (unless empty), else ``helm`` on the PATH (read when asked, not at
-    import)."""
-    return os.environ.get("HELMOP_HELM") or "helm"
-
-
 class Engine:
     """One pyhelm3 Command for the process: it is cheap, and the helm version is asked once.
 
