@@ -47,6 +47,7 @@ from helmop.api.objects import ObjectKey, Resource, packed, slim, unpacked
 from helmop.api.redaction import redact
 from helmop.api.settings import Backoffs, Settings
 from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
+from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError, Unreachable
 
 from . import fluxversions, notifications
@@ -382,21 +383,28 @@ def _as_read(controller: Controller, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+async def _read(ctx: Context, controller: Controller, body: dict[str, Any],
+                tenancy: Tenancy | None, *, warn: bool) -> tuple[dict[str, Any], Any]:
+    """The body (a Flux object's spec read as the served version's, a removed version's Warning posted with
+    ``warn``) and its spec, as the kind reads it under ``tenancy`` (None: the model alone); SpecError when it is
+    refused (for Flux's kinds, a field helmop does not implement too, never reconciled as if it were not there)."""
+    kind = controller.kind
+    if kind.flux:
+        body = await fluxversions.read(ctx, kind, body, warn=warn)
+        flux_spec.check(kind, body.get("spec") or {})
+    return body, controller.read(body, tenancy)
+
+
 async def opened(ctx: Context, controller: Controller, body: dict[str, Any]) -> Turn[Any, Any] | Outcome:
     """The turn of ``body``, or the outcome of one that stops before the kind acts: a spec refused (Stalled, with
-    its reason: for Flux's kinds, a field helmop does not implement too, never reconciled as if it were not
-    there), or suspended (nothing written)."""
-    kind = controller.kind
-    status = read_status(kind, controller.status, body)
+    its reason), or suspended (nothing written)."""
+    status = read_status(controller.kind, controller.status, body)
     try:
-        if kind.flux:
-            body = await fluxversions.read(ctx, kind, body)
-            flux_spec.check(kind, body.get("spec") or {})
-        spec = controller.read(body, ctx.tenancy)
+        body, spec = await _read(ctx, controller, body, ctx.tenancy, warn=True)
     except SpecError as exc:
-        await report(ctx, kind, body, status, False, exc.reason, str(exc), stalled=True)
+        await report(ctx, controller.kind, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
-    turn: Turn[Any, Any] = Turn(ctx, kind, body, spec, status)
+    turn: Turn[Any, Any] = Turn(ctx, controller.kind, body, spec, status)
     return DONE if controller.suspended(turn) else turn
 
 
@@ -405,20 +413,17 @@ async def closing(ctx: Context, controller: Controller, body: dict[str, Any]) ->
     rules, an older tenancy policy say, still goes with it); None when there is nothing to clean up: the model
     cannot read its spec, so it never made anything (a kind whose clean-up needs no spec gets a turn whose spec
     is None)."""
-    kind = controller.kind
-    status = read_status(kind, controller.status, body)
+    status = read_status(controller.kind, controller.status, body)
     try:
-        if kind.flux:
-            body = await fluxversions.read(ctx, kind, body, warn=False)
-            flux_spec.check(kind, body.get("spec") or {})
-        spec = controller.read(body, None)
+        body, spec = await _read(ctx, controller, body, None, warn=False)
     except SpecError as exc:
         if not controller.cleans_up_unread:
             this = Resource(body)
-            log.info("%s %s/%s deleted: nothing cleaned up (%s)", kind.kind, this.namespace, this.name, exc)
+            log.info("%s %s/%s deleted: nothing cleaned up (%s)", controller.kind.kind, this.namespace, this.name,
+                     exc)
             return None
         spec = None
-    return Turn(ctx, kind, body, spec, status)
+    return Turn(ctx, controller.kind, body, spec, status)
 
 
 async def api_error(turn: Turn[Any, Any], exc: KubeError) -> Outcome:
