@@ -87,8 +87,10 @@ def test_an_exception_in_any_kind_is_reported_and_retried(running: tuple[Operato
                                 and condition(o).get("reason") == "ReconcileError" and o)
             assert "the reconcile raised RuntimeError: injected fault" in condition(failed)["message"]
             assert not condition(failed, "Reconciling")  # no stale "in progress"
-            assert any(e["reason"] == "ReconcileError" and e["type"] == "Warning"
-                       for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name)
+            # the Warning Event is posted once the status is written
+            eventually(lambda n=name: any(e["reason"] == "ReconcileError" and e["type"] == "Warning"
+                                          for e in get(kube, ns, "events")["items"]
+                                          if e["involvedObject"]["name"] == n))
             assert operator.metric("helmop_reconcile_errors_total", kind=kind) > before
             monkeypatch.undo()  # the fault is gone: the retry (after its backoff) succeeds
             eventually(lambda s=short, n=name: condition(get(kube, ns, s, n)).get("status") == "True", timeout=60)
