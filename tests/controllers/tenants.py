@@ -32,8 +32,9 @@ def sync(kube: Run, ns: str, repo: Repo, name: str = "apps", **spec: Any) -> Non
 def stalled(kube: Run, ns: str, kind: str, name: str, reason: str) -> str:
     obj = eventually(lambda: (o := get(kube, ns, kind, name)) and condition(o).get("reason") == reason and o)
     assert condition(obj, "Stalled").get("status") == "True"
-    events = [e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name]
-    assert any(e["reason"] == reason and e["type"] == "Warning" for e in events), events
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == reason and e["type"] == "Warning"
+                           for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name))
     return str(condition(obj)["message"])
 
 

@@ -116,8 +116,8 @@ def test_invalid_jenkins_specs(operator: Operator, kube: Run, ns: str) -> None:
         obj = reason(kube, ns, "jenkins", "bad", "InvalidConfigAsCode")
         assert problem in condition(obj)["message"] and "spec.configAsCode.main" in condition(obj)["message"]
         assert condition(obj, "Stalled").get("status") == "True"
-    assert any(e["reason"] == "InvalidConfigAsCode" for e in get(kube, ns, "events")["items"]
-               if e["involvedObject"]["name"] == "bad")
+    eventually(lambda: any(e["reason"] == "InvalidConfigAsCode" for e in get(kube, ns, "events")["items"]
+                           if e["involvedObject"]["name"] == "bad"))  # the Event follows the status
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("bad", "gamma", adminSecretRef={"name": "nope"}))
     reason(kube, ns, "jenkins", "bad", "AdminSecretNotFound")
     assert not get(kube, ns, "hr", "bad-jenkins")  # nothing was attempted

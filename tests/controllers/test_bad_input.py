@@ -354,8 +354,10 @@ def test_bad_input(catalogue: tuple[Operator, Any], case: Case) -> None:
     ready = condition(obj)
     assert ready["reason"] == case.reason and case.message in ready["message"], ready
     assert SECRET_VALUE not in json.dumps(obj.get("status"))
-    events = [e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name]
-    assert any(e["reason"] == case.reason and e["type"] == case.event for e in events), events
+    events = eventually(lambda: (said := [e for e in get(kube, ns, "events")["items"]
+                                          if e["involvedObject"]["name"] == name])
+                        and any(e["reason"] == case.reason and e["type"] == case.event for e in said)
+                        and said)  # the Event follows the status
     assert all(SECRET_VALUE not in e.get("message", "") for e in events)
 
 

@@ -166,8 +166,8 @@ def test_flux_release_options_and_status_shape(operator: Operator, kube: Run, ns
                ["chartName"] == "demo", timeout=90)
     status = ready(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]
     assert [(h["version"], h["action"]) for h in status["history"]] == [(1, "install")]
-    assert any(e["reason"] == "UninstallSucceeded" and "chartNameChangeStrategy Reinstall" in e["message"]
-               for e in events(kube, ns, "rel"))
+    eventually(lambda: any(e["reason"] == "UninstallSucceeded" and "chartNameChangeStrategy Reinstall" in e["message"]
+                           for e in events(kube, ns, "rel")))  # the Event follows the status
     # in place, the chart's new selector labels cannot be applied: tried again later, nothing remediated
     apply(kube, ns, release(f"renamed-{ns}", chartNameChangeStrategy="InPlaceUpdate"))
     obj = eventually(lambda: (o := get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel"))

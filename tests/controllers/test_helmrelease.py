@@ -131,7 +131,8 @@ def test_bad_inputs_give_specific_conditions_and_recover(operator: Operator, kub
     apply(kube, ns, hr("bad", chart_repo, chart="nope"))
     obj = failing(kube, ns, "bad", "ChartNotFound")
     assert "nope" in condition(obj)["message"] and condition(obj, "Stalled")["status"] == "True"
-    assert any(e["reason"] == "ChartNotFound" and e["type"] == "Warning" for e in events(kube, ns, "bad"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == "ChartNotFound" and e["type"] == "Warning" for e in events(kube, ns, "bad")))
     # version not found
     apply(kube, ns, hr("bad", chart_repo, version=">=9.0"))
     assert "9.0" in condition(failing(kube, ns, "bad", "VersionNotFound"))["message"]

@@ -171,7 +171,8 @@ def test_new_tags_become_signed_commits_the_configsync_applies(operator: Operato
                    capture_output=True)
     verified = subprocess.run(["git", "-C", str(repo.bare), "verify-commit", head], env=env, capture_output=True)
     assert verified.returncode == 0, verified.stderr
-    assert any(e["reason"] == "ImageUpdated" for e in events(kube, ns, "web"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == "ImageUpdated" for e in events(kube, ns, "web")))
     sent = eventually(lambda: [r.json() for r in receiver.at("/images") if r.json()["reason"] == "ImageUpdated"])
     assert sent[-1]["involvedObject"]["kind"] == "ImagePolicy" and sent[-1]["message"].endswith(f"{image}:1.3.0")
     shown_images = helmop(operator, "get", "images", "-n", ns)

@@ -121,7 +121,9 @@ def test_a_folder_with_nothing_to_apply_is_fine_and_a_broken_manifest_is_named(o
                       and c)
     assert "apps/nested/broken.yml:1: missing metadata.name" in said["message"]
     assert not get(kube, ns, "cm", "good") and not get(kube, ns, "cm", "base")
-    assert any(e["reason"] == "ManifestInvalid" and e["type"] == "Warning" for e in events(kube, ns, "apps"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == "ManifestInvalid" and e["type"] == "Warning"
+                           for e in events(kube, ns, "apps")))
 
 
 def test_one_refused_object_leaves_its_stage_unapplied_naming_every_refusal(operator: Operator, kube: Run, ns: str,
@@ -144,7 +146,8 @@ def test_one_refused_object_leaves_its_stage_unapplied_naming_every_refusal(oper
     assert f"Nothing/{ns}/x dry-run failed (NotFound): " in message and "apiVersion example.com/v1" in message
     assert not get(kube, ns, "cm", "a") and not get(kube, ns, "cm", "z")  # nothing of the refused stage
     assert get(kube, "", "namespace", staged)  # the Namespaces' stage came before, as Flux's
-    assert any(e["reason"] == "ApplyFailed" and e["type"] == "Warning" for e in events(kube, ns, "apps"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == "ApplyFailed" and e["type"] == "Warning" for e in events(kube, ns, "apps")))
 
     repo.commit({"apps/bad.yaml": None, "apps/unknown.yaml": None})
     kube("kubectl", "-n", ns, "annotate", GITREPO, "config", "helmop.dev/requestedAt=1", "--overwrite")

@@ -169,7 +169,8 @@ def test_a_hostile_build_is_refused_with_its_reason_and_nothing_applied(operator
     ready = eventually(lambda: (c := condition(get(kube, ns, "csync", "bad"))).get("reason") == reason and c)
     assert ready["status"] == "False" and said in ready["message"], ready["message"]
     assert condition(get(kube, ns, "csync", "bad"), "Stalled").get("status") == "True"
-    assert any(e["reason"] == reason and e["type"] == "Warning" for e in events(kube, ns, "bad"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == reason and e["type"] == "Warning" for e in events(kube, ns, "bad")))
     assert not get(kube, ns, "deploy", "web") and not (get(kube, ns, "csync", "bad")["status"].get("inventory"))
 
 

@@ -169,7 +169,7 @@ def test_failed_tests_roll_back_unless_ignored(operator: Operator, kube: Run, ns
     apply(kube, ns, release("tested", chart_repo, flaky, values={"testFail": True, "replicaCount": 2}, **spec))
     obj = eventually(lambda: (o := get(kube, ns, "hr", "tested")) and condition(o, "Remediated").get("status")
                      == "True" and o, timeout=60)
-    assert "TestFailed" in reasons(kube, ns, "tested")
+    eventually(lambda: "TestFailed" in reasons(kube, ns, "tested"))  # the Event follows the status
     assert [h["status"] for h in helm_history(kube, ns, "tested")][-1] == "deployed"
     assert get(kube, ns, "deploy", "tested")["spec"]["replicas"] == 1  # rolled back
 
@@ -404,13 +404,13 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
     obj = eventually(lambda: (o := get(kube, ns, "hr", "drift")) and condition(o, "Drifted").get("status") == "True"
                      and o)
     assert "Deployment/drift: /spec/replicas" in condition(obj, "Drifted")["message"]
-    assert "DriftDetected" in reasons(kube, ns, "drift")
+    eventually(lambda: "DriftDetected" in reasons(kube, ns, "drift"))  # the Event follows the status
     assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 9  # warn changes nothing
 
     apply(kube, ns, drifting("enabled"))
     eventually(lambda: get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 1)
     eventually(lambda: condition(get(kube, ns, "hr", "drift"), "Drifted").get("status") == "False")
-    assert "DriftCorrected" in reasons(kube, ns, "drift")
+    eventually(lambda: "DriftCorrected" in reasons(kube, ns, "drift"))  # the Event follows the status
     # a correction re-applies a drifted object whole: let any still under way end before the next edits
     settled(kube, ns, "hr", "drift")
     # a deleted Service is re-created; an ignored path and a field another manager applied are left alone

@@ -93,7 +93,9 @@ def test_what_helmop_cannot_send_is_refused_by_name(kube: Run, ns: str) -> None:
     refused = eventually(lambda: condition(get(kube, ns, "providers.helmop.dev", "bus")).get("reason")
                          == "UnsupportedProviderType" and get(kube, ns, "providers.helmop.dev", "bus"), 30)
     assert "NATS's own protocol" in condition(refused)["message"] and condition(refused)["status"] == "False"
-    assert [e["type"] for e in events(kube, ns, "bus") if e["reason"] == "UnsupportedProviderType"] == ["Warning"]
+    # the Event follows the status
+    eventually(lambda: [e["type"] for e in events(kube, ns, "bus") if e["reason"] == "UnsupportedProviderType"]
+               == ["Warning"])
     apply(kube, ns, provider("devops", "azuredevops", address="https://dev.azure.com/org/proj/_git/repo",
                              serviceAccountName="tenant-a"))
     refused = eventually(lambda: condition(get(kube, ns, "providers.helmop.dev", "devops")).get("reason")

@@ -96,7 +96,8 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
     east.kube("kubectl", "-n", ns, "scale", "deploy/web", "--replicas=5")
     settled(kube, ns, "hr", "web")
     eventually(lambda: get(east.kube, ns, "deploy", "web")["spec"]["replicas"] == 2, timeout=30)
-    assert any(e["reason"] == "DriftCorrected" for e in events(kube, ns, "web"))
+    # the Event follows the status
+    eventually(lambda: any(e["reason"] == "DriftCorrected" for e in events(kube, ns, "web")))
     assert len(release_secrets(east.kube, ns, "web")) == 1
     # deleting the HelmRelease uninstalls there
     kube("kubectl", "-n", ns, "delete", "hr", "api", "web", "--wait=true", "--timeout=60s")

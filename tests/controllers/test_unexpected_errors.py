@@ -135,8 +135,9 @@ def test_what_an_unexpected_error_quotes_of_a_secret_is_masked(running: tuple[Op
                         and o)
     monkeypatch.undo()
     assert "could not use ***" in condition(failed)["message"]
-    events = [e["message"] for e in get(kube, ns, "events")["items"] if e["reason"] == "ReconcileError"]
-    assert events and not [m for m in events if secret in m or secret.upper() in m]
+    events = eventually(lambda: [e["message"] for e in get(kube, ns, "events")["items"]
+                                 if e["reason"] == "ReconcileError"])  # the Event follows the status
+    assert not [m for m in events if secret in m or secret.upper() in m]
     assert secret not in json.dumps(failed) and secret.upper() not in json.dumps(failed)
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ReconcileError" in logged or "raised RuntimeError" in logged
@@ -162,7 +163,7 @@ def test_an_api_error_in_a_releases_reconcile_is_said_in_ready(running: tuple[Op
          "spec": {"interval": "1h", "chart": chart, "valuesFrom": [{"kind": "ConfigMap", "name": "v"}]}}))
     failed = eventually(lambda: (o := get(kube, ns, "hr", "web")) and condition(o).get("reason") == "APIError" and o)
     assert condition(failed)["message"] == "the API server answered 500: etcdserver: leader changed"
-    assert any(e["reason"] == "APIError" and e["type"] == "Warning"
-               for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == "web")
+    eventually(lambda: any(e["reason"] == "APIError" and e["type"] == "Warning"
+                           for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == "web"))
     monkeypatch.undo()
     eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True", timeout=60)
