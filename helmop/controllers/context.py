@@ -75,6 +75,11 @@ class Services:
                    collections=Collections(kube), notifier=notifier, keys_folder=settings.sources.decryption_keys,
                    remotes=Remotes(remotes, metrics), tenancy=settings.tenancy)
 
+    async def unwatch(self) -> None:
+        """Stop the shared watches, here and on remote clusters (the operator is stopping: no turn reads them)."""
+        await self.collections.close()
+        await self.remotes.unwatch()
+
     async def close(self) -> None:
         await self.notifier.close()
         await self.cel.close()

@@ -231,8 +231,10 @@ class _Process:
         self.background.append(asyncio.create_task(watches.run()))
         self.background.append(asyncio.create_task(_started(self.ready, self.rearm, settings.limits.poll)))
         # kopf gives the tasks started after it a grace period of 5 s when it stops; helmop's own
-        # (probes, watches) are stopped as soon as the operator is told to stop.
+        # (probes, watches) are stopped as soon as the operator is told to stop, and so are the turns and the
+        # shared watches, though started after kopf (the first task is not in the second's list: not cancelled).
         self.background.append(asyncio.create_task(_cancel_on(self.halt, list(self.background))))
+        self.background.append(asyncio.create_task(_quiet_on(self.halt, dispatcher, services)))
         await self._kopf(dispatcher)
         if lost.is_set():
             raise SystemExit("helmop: lost the leader Lease; exiting so that a restart rejoins the election")
@@ -346,6 +348,12 @@ async def _cancel_on(halt: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> Non
     await halt.wait()
     for task in tasks:
         task.cancel()
+
+
+async def _quiet_on(halt: asyncio.Event, dispatcher: Dispatcher, services: Services) -> None:
+    await halt.wait()
+    await dispatcher.stop()
+    await services.unwatch()
 
 
 async def _hold(election: Election, halt: asyncio.Event, lost: asyncio.Event) -> None:

@@ -263,6 +263,10 @@ class Remotes:
             self._folder = Path(tempfile.mkdtemp(prefix="helmop-remotes-"))
         return self._folder
 
+    async def unwatch(self) -> None:
+        for remote in list(self.by_key.values()):
+            await remote.collections.close()
+
     async def close(self) -> None:
         for remote in list(self.by_key.values()):
             await remote.close()
