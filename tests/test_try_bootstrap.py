@@ -270,7 +270,8 @@ def test_flux_lockdown_is_the_operators_and_flux_identities_stay_in_flux_system(
         tenant.append(sync)
     files = {**layout, "clusters/staging/flux-system/kustomization.yaml": LOCKDOWN,
              "tenants/dev-team.yaml": yaml.safe_dump_all(tenant)}
-    done = helmop_try(str(bare_repository(tmp_path, files)), "-o", "json", "--timeout", "240s")
+    # (--patience: try ends 20 s after the failures stopped changing, not the default minute)
+    done = helmop_try(str(bare_repository(tmp_path, files)), "-o", "json", "--timeout", "240s", "--patience", "20s")
     report = _json(done)
     assert done.returncode == 1 and report["verdict"] == "failing", (report["failures"], done.stderr[-5000:])
     assert report["lockdown"] == ["--no-cross-namespace-refs", "--default-service-account=flux"]
@@ -302,8 +303,9 @@ def refusing_port() -> Iterator[int]:
 
 def test_a_try_that_cannot_progress_ends_early_naming_why(tmp_path: Path, refusing_port: int) -> None:
     """The only failure is a chart repository nobody answers: the HelmRepository and the HelmRelease fail with
-    the same reason at every retry; try ends (exit 1) once that has lasted a minute, long before its
-    default 10-minute timeout, and the report says it ended early and why."""
+    the same reason at every retry; try ends (exit 1) once that has lasted its --patience (15 s here; a minute by
+    default: test_follow_ends_once_a_failure_is_unchanged_for_its_patience), long before its default 10-minute
+    timeout, and the report says it ended early and why."""
     objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podinfo"}},
                {"apiVersion": SOURCE, "kind": "HelmRepository", "metadata": {"name": "podinfo",
                                                                              "namespace": "flux-system"},
@@ -316,12 +318,13 @@ def test_a_try_that_cannot_progress_ends_early_naming_why(tmp_path: Path, refusi
              "clusters/staging/podinfo.yaml": yaml.safe_dump_all(objects)}
     bare = bare_repository(tmp_path, files)
     started = time.monotonic()
-    done = helmop_try(str(bare), "-o", "json")
+    done = helmop_try(str(bare), "-o", "json", "--patience", "15s")
     took = time.monotonic() - started
     report = _json(done)
     assert done.returncode == 1, (report["failures"], done.stderr[-5000:])
-    assert report["verdict"] == "failing" and 60 <= report["seconds"] < 100 and took < 150, (report, took)
+    assert report["verdict"] == "failing" and 15 <= report["seconds"] < 60 and took < 100, (report, took)
     assert "HelmRepository flux-system/podinfo" in report["endedEarly"]
+    assert "with the same reason for 15s or more" in report["endedEarly"]
     assert "--wait-for-transient" in report["endedEarly"]
     failures = {f["object"]: f for f in report["failures"]}
     source = failures["HelmRepository flux-system/podinfo"]
@@ -544,9 +547,10 @@ class _Cluster:
         self.now += seconds
 
 
-def _follow(cluster: _Cluster, timeout: float, patient: bool = False) -> tuple[dict[str, states.Tracked], str]:
+def _follow(cluster: _Cluster, timeout: float,
+            patience: float | None = states.PATIENCE) -> tuple[dict[str, states.Tracked], str]:
     return asyncio.run(trycluster.follow(cluster, trycluster.followed_kinds(True), [],  # type: ignore[arg-type]
-                                         cluster.now, timeout, lambda *_: None, patient, clock=lambda: cluster.now,
+                                         cluster.now, timeout, lambda *_: None, patience, clock=lambda: cluster.now,
                                          pause=cluster.pause))
 
 
@@ -559,7 +563,8 @@ def _retrying(obj: dict[str, Any]) -> dict[str, Any]:
 def test_follow_ends_once_a_failure_is_unchanged_for_its_patience() -> None:
     """Failing alike for its patience (a minute) ends the follow as "failing", long before the timeout, and not a
     look sooner; a retry in progress between two failures does not restart the clock, a new reason does;
-    --wait-for-transient waits for the timeout. Looks are POLL apart on follow()'s clock, driven here."""
+    --patience sets the minute, --wait-for-transient waits for the timeout. Looks are POLL apart on follow()'s
+    clock, driven here."""
     per_minute = int(states.PATIENCE / trycluster.POLL)
     cluster = _Cluster(lambda look: _failing("charts", "FetchFailed"))
     table, found = _follow(cluster, 600)
@@ -576,8 +581,11 @@ def test_follow_ends_once_a_failure_is_unchanged_for_its_patience() -> None:
     table, found = _follow(reasons, 300)  # a new reason every 50 s: never the same for a minute
     assert found == "timeout" and reasons.looks == 602, reasons.looks
 
-    patient = _Cluster(lambda look: _failing("charts", "FetchFailed"))
-    table, found = _follow(patient, 300, patient=True)
+    short = _Cluster(lambda look: _failing("charts", "FetchFailed"))  # --patience 10s: failing at 10 s
+    assert _follow(short, 600, 10.0)[1] == "failing" and short.looks == int(10 / trycluster.POLL) + 2, short.looks
+
+    patient = _Cluster(lambda look: _failing("charts", "FetchFailed"))  # --wait-for-transient
+    table, found = _follow(patient, 300, None)
     assert found == "timeout" and [item.state for item in table.values()] == ["TimedOut"]
     assert patient.looks == 602 and patient.now - 1000.0 == 300.5
 
@@ -594,6 +602,8 @@ def test_the_report_of_a_try_that_ended_early() -> None:
     table = as_table(result)
     assert "✗ not converged (failing, 63.0s; fleet@main (abc), clusters/dev):\n  ended before the timeout" in table
     assert json.loads(as_json(Result("f", "a" * 40, "", True, "stuck", 1.0)))["endedEarly"] is None
+    result.patience = 15.0  # --patience 15s
+    assert "with the same reason for 15s or more" in json.loads(as_json(result))["endedEarly"]
 
 
 def test_a_bootstrap_repository_with_placeholders_converges(tmp_path: Path) -> None:

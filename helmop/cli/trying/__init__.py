@@ -28,7 +28,7 @@ from ..argtree import Verb, arg, explained
 from ..errors import Failed
 from . import cluster, plan, processes, repository
 from .report import Live, Result, as_json, as_table
-from .states import Tracked
+from .states import PATIENCE, Tracked
 
 OK, FAILED, ERROR = 0, 1, 2
 
@@ -95,10 +95,13 @@ VERB = Verb(
             "working tree as it is, uncommitted changes included)"),
         arg("--timeout", type=explained(parse_duration), default=600.0, metavar="DURATION",
             help="how long to wait for everything to be Ready (default 10m)"),
+        arg("--patience", type=explained(parse_duration), default=PATIENCE, metavar="DURATION",
+            help="how long an object may fail with the same reason before nothing is expected of it (default 1m, or "
+                 "two of its retryIntervals when longer): once every object not Ready has, or waits for one that "
+                 "has, try ends"),
         arg("--wait-for-transient", action="store_true",
-            help="wait the whole --timeout even when nothing can progress (by default it ends once every object not "
-                 "Ready has failed with the same reason for 60s, or two of its retryIntervals, or waits for one "
-                 "that has)"),
+            help="wait the whole --timeout even when nothing can progress (instead of ending once every object not "
+                 "Ready has failed with the same reason for its --patience, or waits for one that has)"),
         arg("--output", "-o", choices=("table", "json"), default="table", help="the report's form"),
         arg("--chart-mirror", action="append", metavar="FROM=TO", default=[],
             help="fetch charts whose URL starts with FROM from TO instead (repeatable; the operator's flag)"),
@@ -130,7 +133,7 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
     _say(f"▶ trying {served.label}")
     found = plan.tree_objects(served.tree)
     path = plan.cluster_folder(found, served.tree, args.path, served.subfolder)
-    result = Result(served.label, served.commit, path, False, "broken", 0.0)
+    result = Result(served.label, served.commit, path, False, "broken", 0.0, patience=args.patience)
     try:
         objects, planned = _planned(args, served, found, path, work)
     except plan.Broken as exc:
@@ -149,7 +152,7 @@ def _try(args: argparse.Namespace, children: processes.Children) -> Result:
     _say(f"▶ applying, then following (at most {args.timeout:.0f}s); KUBECONFIG={children.kubeconfig}")
     try:
         result.table, result.verdict = asyncio.run(_follow(children.kubeconfig, planned, args.timeout,
-                                                           args.wait_for_transient))
+                                                           None if args.wait_for_transient else args.patience))
     except Failed as exc:  # the sandbox went away: what the operator's process said last
         raise Failed(f"{exc}\n{children.tail('operator')}") from None
     result.seconds = time.monotonic() - started
@@ -174,13 +177,13 @@ def _planned(args: argparse.Namespace, served: repository.Served, found: list[Ma
 
 
 async def _follow(kubeconfig: Path, planned: plan.Plan, timeout: float,
-                  patient: bool) -> tuple[dict[str, Tracked], str]:
+                  patience: float | None) -> tuple[dict[str, Tracked], str]:
     kube = Kube(Connection.from_kubeconfig(str(kubeconfig), None))
     try:
         started = time.monotonic()
         refused = await cluster.apply(kube, planned.applied)
         return await cluster.follow(kube, cluster.followed_kinds(planned.flux), refused, started, timeout,
-                                    Live(sys.stderr), patient)
+                                    Live(sys.stderr), patience)
     except KubeError as exc:
         raise Failed(f"the sandbox's API said: {exc.message}") from None
     finally:

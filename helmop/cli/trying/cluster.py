@@ -14,7 +14,7 @@ from helmop.api.kinds import FLUX, FLUX_IMAGES, HELMOP, IMAGES, JENKINS, Kind
 from helmop.api.manifests import Manifest
 from helmop.infra.kube import Kube, KubeError
 
-from .states import Tracked, applied_by, block, failing, observe, patience, verdict, waits_for
+from .states import PATIENCE, Tracked, applied_by, block, failing, observe, patience, verdict, waits_for
 
 MANAGER = "helmop-try"
 POLL = 0.5  # seconds between two looks at the sandbox (a local API server)
@@ -83,7 +83,7 @@ async def _listed(kube: Kube, kinds: list[Kind]) -> list[dict[str, Any]]:
     return out
 
 
-def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: float) -> None:
+def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: float, least: float) -> None:
     seen = set()
     for obj in objects:
         meta = obj.get("metadata") or {}
@@ -93,7 +93,7 @@ def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: f
         item.state, item.reason, item.message = observe(obj)
         item.after, item.needs = waits_for(obj)
         item.parent = applied_by(obj)
-        item.patience = patience(obj)
+        item.patience = patience(obj, least)
         item.seen, item.since = (meta.get("generation"), item.state, item.reason), elapsed
         if before is not None and before.seen[:1] == item.seen[:1] and \
                 (item.state == "Progressing" or before.seen == item.seen):
@@ -107,17 +107,18 @@ def _update(table: dict[str, Tracked], objects: list[dict[str, Any]], elapsed: f
 
 
 async def follow(kube: Kube, kinds: list[Kind], refused: list[Tracked], started: float, timeout: float,
-                 show: Callable[[dict[str, Tracked], float], None], patient: bool = False,
+                 show: Callable[[dict[str, Tracked], float], None], patience: float | None = PATIENCE,
                  clock: Callable[[], float] = time.monotonic,
                  pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> tuple[dict[str, Tracked], str]:
-    """Follow until a verdict ("converged", "stuck", "failing" unless ``patient``) holds for two looks in a row,
-    or "timeout"; ``started``: a time of ``clock``, ``pause`` waits between two looks."""
+    """Follow until a verdict ("converged", "stuck", "failing" unless ``patience`` is None: failures are waited
+    out) holds for two looks in a row, or "timeout"; ``patience``: the least an unchanged failure is given
+    (:func:`.states.patience`); ``started``: a time of ``clock``, ``pause`` waits between two looks."""
     table: dict[str, Tracked] = {item.key: item for item in refused}
     last: set[tuple[str, str]] | None = None
     while True:
         elapsed = clock() - started
-        _update(table, await _listed(kube, kinds), elapsed)
-        failed = set() if patient else failing(table, elapsed)
+        _update(table, await _listed(kube, kinds), elapsed, patience or PATIENCE)
+        failed = set() if patience is None else failing(table, elapsed)
         block(table, failed)
         show(table, elapsed)
         found = verdict(table, failed) if table else "empty"  # none of what was applied is followed

@@ -74,6 +74,7 @@ class Result:
     broken: str = ""  # why the cluster folder does not build
     kept: dict[str, str] = field(default_factory=dict)  # --keep: kubeconfig, log file, stop script
     ui: str = ""
+    patience: float = PATIENCE  # --patience: what ended_early counts on
 
     @property
     def converged(self) -> bool:
@@ -86,7 +87,7 @@ class Result:
             return None
         roots = [item.title for item in ordered(self.table) if item.state in ("Failed", "Waiting")]
         return (f"ended before the timeout: nothing could progress. {', '.join(roots)} kept failing (or waiting for "
-                f"what the cluster does not have) with the same reason for {PATIENCE:.0f}s or more (two of its "
+                f"what the cluster does not have) with the same reason for {self.patience:.0f}s or more (two of its "
                 "retryIntervals when longer), and everything else not Ready waits for it or is stuck; "
                 "--wait-for-transient waits for the whole --timeout instead")
 

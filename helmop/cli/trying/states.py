@@ -7,10 +7,11 @@ a dependency), Failed (the operator will try again), Stalled (it will not, until
 Blocked (it waits for something Stalled, Blocked, Refused or failing), Refused (the API server refused to create it)
 or TimedOut (not Ready when --timeout ran out).
 
-Failing: Failed with the same reason (for the same generation) for its patience - the longer of PATIENCE and two of
-its retryIntervals - or Waiting that long for an object the cluster does not have. The operator retries a failure
-with a backoff from 2 s doubling, so PATIENCE sees four retries or more say the same: transient failures (an API
-server starting, a race between two syncs) are over by then, and what is left needs a change."""
+Failing: Failed with the same reason (for the same generation) for its patience - the longer of PATIENCE (or
+try's --patience) and two of its retryIntervals - or Waiting that long for an object the cluster does not have.
+The operator retries a failure with a backoff from 2 s doubling, so PATIENCE sees four retries or more say the
+same: transient failures (an API server starting, a race between two syncs) are over by then, and what is left
+needs a change."""
 
 from __future__ import annotations
 
@@ -136,8 +137,8 @@ def applied_by(obj: dict[str, Any]) -> str:
     return key(*(("Kustomization", FLUX_KUSTOMIZE) if flux else ("ConfigSync", GROUP)), namespace, name)
 
 
-def patience(obj: dict[str, Any]) -> float:
-    """How long an unchanged failure of ``obj`` is waited for: PATIENCE, or two of its retryIntervals (a
+def patience(obj: dict[str, Any], least: float = PATIENCE) -> float:
+    """How long an unchanged failure of ``obj`` is waited for: ``least``, or two of its retryIntervals (a
     Kustomization's or ConfigSync's; a HelmRelease's under the RetryOnFailure strategy) when longer."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     assert isinstance(spec, dict)
@@ -146,7 +147,7 @@ def patience(obj: dict[str, Any]) -> float:
         strategy = (spec.get(action) or {}).get("strategy") if isinstance(spec.get(action), dict) else None
         if isinstance(strategy, dict) and strategy.get("name") == "RetryOnFailure":
             intervals.append(strategy.get("retryInterval") or DEFAULT_RETRY_INTERVAL)
-    seconds = [PATIENCE]
+    seconds = [least]
     for interval in intervals:
         try:
             seconds.append(2 * (interval if isinstance(interval, float) else parse_duration(str(interval))))
