@@ -280,9 +280,22 @@ class Leadership:
         "--shards", "auto: the replicas (of this --shard) split the objects among themselves by the hash of their "
         "uid, each announced by a Lease helmop-member-<identity>; no leader", str, choices=("auto",),
         chart="sharding"), build=lambda given: given.get("shards") == "auto")
-    lease_duration: float = 15.0  # controller-runtime's defaults
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    # controller-runtime's defaults, under Flux's flags' names (a standby acts lease_duration after the leader's end)
+    lease_duration: float = setting(15.0, Flag(
+        "--leader-election-lease-duration", "how long a standby waits before it takes a Lease nobody renewed "
+        "(default %(default)ss)", parse_duration, "DURATION"))
+    renew_deadline: float = setting(10.0, Flag(
+        "--leader-election-renew-deadline", "how long the holder tries to renew its Lease before it stops acting "
+        "(default %(default)ss; shorter than the lease duration)", parse_duration, "DURATION"))
+    retry_period: float = setting(2.0, Flag(
+        "--leader-election-retry-period", "how often a Lease is renewed or tried for (default %(default)ss; shorter "
+        "than the renew deadline)", parse_duration, "DURATION"))
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
+            raise ValueError(f"--leader-election-lease-duration ({self.lease_duration:g}s) must be longer than "
+                             f"--leader-election-renew-deadline ({self.renew_deadline:g}s), and that longer than "
+                             f"--leader-election-retry-period ({self.retry_period:g}s), more than 0")
 
 
 @dataclass(frozen=True)

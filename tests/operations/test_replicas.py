@@ -14,6 +14,7 @@ from tests.chartrepo import ChartRepo
 from tests.tools import Run
 
 from .conftest import (
+    SHORT_LEASES,
     Replica,
     all_ready,
     helm_recorder,
@@ -34,7 +35,7 @@ def test_only_the_leader_acts_and_a_standby_takes_over(cluster: Sandbox, kubectl
     calls = tmp_path / "helm.log"
     helm = helm_recorder(tmp_path / "helm", calls)
     replicas = [Replica(cluster, tmp_path / f"r{i}", "--leader-elect", "--leader-election-namespace", "default",
-                        helm=helm) for i in range(2)]
+                        *SHORT_LEASES, helm=helm) for i in range(2)]
     try:
         for replica in replicas:
             replica.wait_serving()
@@ -52,12 +53,12 @@ def test_only_the_leader_acts_and_a_standby_takes_over(cluster: Sandbox, kubectl
         assert standby.probe("/readyz")[0] == 200  # ready to answer webhooks; a rollout need not wait for it
         assert "InstallFailed" not in kubectl("kubectl", "-n", "ha", "get", "events").stdout
 
-        # The leader dies without giving the Lease up: the standby takes over within 20 s.
+        # The leader dies without giving the Lease up: the standby takes over once the Lease (6 s) ran out.
         before = _holder(kubectl)
         leader.stop(signal.SIGKILL)
         killed = time.monotonic()
         while _holder(kubectl) in ("", before):
-            assert time.monotonic() - killed < 20, "no new leader within 20 s of the leader's death"
+            assert time.monotonic() - killed < 15, "no new leader within 15 s of the leader's death"
             time.sleep(0.25)
         standby.wait_ready(30)
         kubectl("kubectl", "apply", "-f", "-", stdin=helmrelease("after", "ha", tiny_charts.url))
