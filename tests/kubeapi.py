@@ -1,5 +1,6 @@
 """What a test reads of a cluster, in-process: the objects ``kubectl get <resource> [name] -o json`` prints, read
-with one kept-alive HTTPS connection instead of a kubectl process per look (a test's wait polls it every 0.2 s).
+with one kept-alive HTTPS connection instead of a kubectl process per look; and a wait that follows one object's
+watch (:meth:`Api.until`), as ``kubectl wait`` does, instead of looking again and again.
 Resource names resolve as kubectl's do (plural, singular, kind or short name, optionally ``.group``; the first
 group in the server's discovery order wins), from the aggregated discovery the server serves (read again when a
 name is not found: a CRD installed since)."""
@@ -9,14 +10,19 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import math
 import ssl
 import threading
+import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+
+T = TypeVar("T")
 
 DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
@@ -43,16 +49,20 @@ class Api:
         self.local = threading.local()  # a connection per thread (tests may look from helper threads)
         self.resources: list[Resource] = []
 
+    def _connect(self, timeout: float) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(self.host, self.port, context=self.tls, timeout=timeout)
+
+    def _headers(self, accept: str = "application/json") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Accept": accept}
+
     def _request(self, path: str, accept: str = "application/json", method: str = "GET",
                  body: dict[str, Any] | None = None) -> tuple[int, Any]:
         for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again once
             connection = getattr(self.local, "connection", None)
             if connection is None:
-                connection = self.local.connection = http.client.HTTPSConnection(self.host, self.port,
-                                                                                 context=self.tls, timeout=30)
+                connection = self.local.connection = self._connect(30)
             try:
-                headers = {"Authorization": f"Bearer {self.token}", "Accept": accept,
-                           **({"Content-Type": "application/json"} if body is not None else {})}
+                headers = self._headers(accept) | ({"Content-Type": "application/json"} if body is not None else {})
                 connection.request(method, path, json.dumps(body) if body is not None else None, headers)
                 answer = connection.getresponse()
                 data = answer.read()
@@ -104,12 +114,59 @@ class Api:
                                        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         assert status == 201, f"namespace {name}: {status} {answer}"
 
+    def _collection(self, namespace: str, resource: str) -> str:
+        found = self.resource(resource)
+        return f"{found.prefix}/namespaces/{namespace}/{found.plural}" if found.namespaced and namespace else \
+            f"{found.prefix}/{found.plural}"
+
+    def until(self, namespace: str, resource: str, name: str, check: Callable[[dict[str, Any]], T],
+              timeout: float = 60.0) -> T:
+        """Follow object ``name``'s watch until ``check`` of it ({} while there is none) returns something true,
+        and return that; after ``timeout`` seconds, an AssertionError with the object as last seen. Each change is
+        looked at as it comes (no poll); a watch the server ends (its timeout, 410 Gone) is listed again."""
+        path = self._collection(namespace, resource)
+        selector = urllib.parse.urlencode({"fieldSelector": f"metadata.name={name}"})
+        deadline, last = time.monotonic() + timeout, {}
+        while True:
+            status, listed = self._request(f"{path}?{selector}")
+            assert status == 200, f"{path}: {status} {listed}"
+            kind = str(listed.get("kind") or "").removesuffix("List")
+            items = [{"apiVersion": listed.get("apiVersion"), "kind": kind, **item} for item in listed["items"]]
+            last = items[0] if items else {}
+            if result := check(last):
+                return result
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"not within {timeout}s; last: {last!r}"[:2000])
+            found = self._follow(f"{path}?{selector}&watch=1&allowWatchBookmarks=true&timeoutSeconds="
+                                 f"{math.ceil(left)}&resourceVersion={listed['metadata']['resourceVersion']}",
+                                 check, left)
+            if found is not None:
+                return found[0]
+
+    def _follow(self, path: str, check: Callable[[dict[str, Any]], T], left: float) -> tuple[T] | None:
+        """(what ``check`` returned) once it says yes of an event's object; None when the watch ended first."""
+        connection = self._connect(left)  # a watch holds its connection: one of its own
+        try:
+            connection.request("GET", path, headers=self._headers())
+            answer = connection.getresponse()
+            while line := answer.readline():
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    return None
+                if event.get("type") != "BOOKMARK" and (
+                        result := check(event["object"] if event.get("type") != "DELETED" else {})):
+                    return (result,)
+            return None
+        except TimeoutError:
+            return None
+        finally:
+            connection.close()
+
     def get(self, namespace: str, resource: str, name: str = "", selector: str = "") -> dict[str, Any]:
         """The object (or the list of them, without a name) as ``kubectl get -o json`` prints it; {} when there
         is none (kubectl's error)."""
-        found = self.resource(resource)
-        path = f"{found.prefix}/namespaces/{namespace}/{found.plural}" if found.namespaced and namespace else \
-            f"{found.prefix}/{found.plural}"
+        path = self._collection(namespace, resource)
         path += f"/{urllib.parse.quote(name)}" if name else ""
         if selector:
             path += "?" + urllib.parse.urlencode({"labelSelector": selector})

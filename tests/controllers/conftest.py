@@ -9,10 +9,10 @@ import os
 import subprocess
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -27,6 +27,7 @@ from tests.conftest import _runner
 from tests.gitserver import GitServer, Repo
 from tests.tools import ROOT, TOOLS, Run, Runner, eventually, tool
 
+T = TypeVar("T")
 JENKINS_STAND_IN_VERSION = "0.1.0"
 # The operator's waits, shortened: backoffs start at 0.2 s (the behaviour is the same, the suite does not
 # wait it out), a clean-up looks again after 0.2 s.
@@ -239,8 +240,16 @@ def settled(kube: Run, ns: str, kind: str, name: str, timeout: float = 60.0) -> 
 
     stamp = uuid.uuid4().hex
     kube("kubectl", "-n", ns, "annotate", kind, name, f"helmop.dev/requestedAt={stamp}", "--overwrite")
-    eventually(lambda: (get(kube, ns, kind, name).get("status") or {}).get("lastHandledReconcileAt") == stamp,
-               timeout)
+    watched(kube, ns, kind, name, lambda obj: (obj.get("status") or {}).get("lastHandledReconcileAt") == stamp, timeout)
+
+
+def watched(kube: Run, ns: str, kind: str, name: str, check: Callable[[dict[str, Any]], T],
+            timeout: float = 60.0) -> T:
+    """Wait until ``check`` of ``kind/name`` ({} while there is none) returns something true, and return that:
+    following the object's watch, each change looked at as it comes (:meth:`tests.kubeapi.Api.until`)."""
+    if isinstance(kube, Runner):
+        return kube.api.until(ns, kind, name, check, timeout)
+    return eventually(lambda: check(get(kube, ns, kind, name)), timeout)
 
 
 def get(kube: Run, ns: str, *what: str) -> dict[str, Any]:
@@ -275,24 +284,20 @@ def apply(kube: Run, ns: str, manifest: str) -> None:
 
 
 def ready(kube: Run, ns: str, name: str, *, generation: int | None = None) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj = get(kube, ns, "hr", name)
+    def check(obj: dict[str, Any]) -> dict[str, Any] | None:
         c = condition(obj)
         wanted = generation or obj.get("metadata", {}).get("generation")
         return obj if c.get("status") == "True" and c.get("observedGeneration") == wanted else None
 
-    result: dict[str, Any] = eventually(check)
-    return result
+    return watched(kube, ns, "hr", name, check)
 
 
 def failing(kube: Run, ns: str, name: str, reason: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj = get(kube, ns, "hr", name)
+    def check(obj: dict[str, Any]) -> dict[str, Any] | None:
         c = condition(obj)
         return obj if c.get("status") == "False" and c.get("reason") == reason else None
 
-    result: dict[str, Any] = eventually(check)
-    return result
+    return watched(kube, ns, "hr", name, check)
 
 
 def events(kube: Run, ns: str, name: str) -> list[dict[str, Any]]:

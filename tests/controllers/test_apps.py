@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import Operator, condition, eventually, get, settled
+from tests.controllers.conftest import Operator, condition, eventually, get, settled, watched
 from tests.tools import Run
 
 
@@ -76,7 +76,7 @@ def test_jenkins_per_project(operator: Operator, kube: Run, ns: str, jenkins_cha
     spec["plugins"] = ["ansicolor:1.0.5", "git:5.10.1"]
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=jenkins("ci", "alpha", **spec))
     obj = ready(kube, ns, "jenkins", "ci", generation=2)
-    eventually(lambda: get(kube, ns, "jenkins", "ci")["status"]["revision"] == 2)
+    watched(kube, ns, "jenkins", "ci", lambda obj: obj["status"]["revision"] == 2)
     assert "ansicolor:1.0.5" in get(kube, ns, "cm", "ci")["data"]["plugins.txt"].split()
 
     # Deleted without retainOnDelete: everything goes, the data volume too.
@@ -154,7 +154,7 @@ def test_generic_app_kind(operator: Operator, kube: Run, ns: str) -> None:
     app["spec"]["replicaCount"] = 3
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(app))
     ready(kube, ns, "webapp", "shop", generation=2)
-    eventually(lambda: get(kube, ns, "webapp", "shop")["status"]["revision"] == 2)
+    watched(kube, ns, "webapp", "shop", lambda obj: obj["status"]["revision"] == 2)
     assert get(kube, ns, "deploy", "shop")["spec"]["replicas"] == 3
     # `helmop reconcile` works on app kinds too (found through discovery) and waits for the release's outcome
     from tests.controllers.test_cli import helmop

@@ -24,7 +24,7 @@ from helmop_sandbox import Sandbox
 
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get, watched
 from tests.gitserver import GitServer, Repo
 from tests.tools import ROOT, tool
 
@@ -380,4 +380,4 @@ def test_the_operator_keeps_serving(catalogue: tuple[Operator, Any], chart_repo:
     kube("kubectl", "create", "namespace", ns)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(hr("fine")(
         Env(chart_repo.url, "", None, Path()), ns)[0]))  # type: ignore[arg-type]
-    eventually(lambda: condition(get(kube, ns, "hr", "fine")).get("status") == "True", timeout=60)
+    watched(kube, ns, "hr", "fine", lambda obj: condition(obj).get("status") == "True", timeout=60)

@@ -9,7 +9,7 @@ import uuid
 
 import yaml
 
-from tests.controllers.conftest import Operator, apply, condition, events, eventually, get, helmop, settled
+from tests.controllers.conftest import Operator, apply, condition, events, get, helmop, settled, watched
 from tests.s3 import ACCESS, S3, SECRET, s3  # noqa: F401 - the fixture
 from tests.tools import Run
 
@@ -31,7 +31,7 @@ def test_a_configsync_applies_a_bucket_and_follows_its_changes(operator: Operato
                                     "metadata": {"name": "apps"},
                                     "spec": {"sourceRef": {"kind": "Bucket", "name": "cfg"}, "path": "apps",
                                              "interval": "1h"}}))
-    eventually(lambda: (get(kube, ns, "cm", "from-bucket") or {}).get("data") == {"value": "v1"})
+    watched(kube, ns, "cm", "from-bucket", lambda obj: (obj or {}).get("data") == {"value": "v1"})
     first = get(kube, ns, "buckets.helmop.dev", "cfg")["status"]
     assert first["artifact"]["revision"].startswith("sha256:") and first["observedIgnore"] == "*.md\n"
     assert SECRET not in str(first) and condition(get(kube, ns, "buckets.helmop.dev", "cfg"))["status"] == "True"
@@ -48,4 +48,4 @@ def test_a_configsync_applies_a_bucket_and_follows_its_changes(operator: Operato
     s3.put(name, {"apps/note.yaml": note("v2")})
     settled(kube, ns, "buckets.helmop.dev", "cfg")
     assert get(kube, ns, "buckets.helmop.dev", "cfg")["status"]["artifact"]["revision"] != first["artifact"]["revision"]
-    eventually(lambda: (get(kube, ns, "cm", "from-bucket") or {}).get("data") == {"value": "v2"})
+    watched(kube, ns, "cm", "from-bucket", lambda obj: (obj or {}).get("data") == {"value": "v2"})

@@ -15,7 +15,7 @@ import yaml
 from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
 from helmop.cli.main import main as cli_main
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, condition, failing, get, ready, settled
+from tests.controllers.conftest import Operator, apply, condition, failing, get, ready, settled, watched
 from tests.gitserver import GitServer, Repo
 from tests.registry import Registry
 from tests.signing import NotationCA, cosign_key, cosign_sign, trust_policy
@@ -300,13 +300,13 @@ def test_a_configsync_applies_an_oci_artifact_and_follows_its_new_pushes(operato
                                         "metadata": {"name": "apps"},
                                         "spec": {"sourceRef": {"kind": "OCIRepository", "name": "config"},
                                                  "path": "apps", "interval": "1h"}}))
-        eventually(lambda: (get(kube, ns, "cm", "pushed") or {}).get("data") == {"value": "v1"})
+        watched(kube, ns, "cm", "pushed", lambda obj: (obj or {}).get("data") == {"value": "v1"})
         status = get(kube, ns, "ocirepositories.helmop.dev", "config")["status"]
         assert status["artifact"]["metadata"]["org.opencontainers.image.revision"] == "main@sha1:1111"
         push("v2", "main@sha1:2222")
         kube("kubectl", "-n", ns, "annotate", "--overwrite", "ocirepositories.helmop.dev", "config",
              f"helmop.dev/requestedAt={time.time()}")
-        eventually(lambda: (get(kube, ns, "cm", "pushed") or {}).get("data") == {"value": "v2"})
+        watched(kube, ns, "cm", "pushed", lambda obj: (obj or {}).get("data") == {"value": "v2"})
     finally:
         registry.loop.call_soon_threadsafe(registry.loop.stop)
 
@@ -332,7 +332,7 @@ def test_a_release_takes_a_helmchart_by_reference(operator: Operator, kube: Run,
     own_repo.publish("demo", "0.2.0", files={"values-prod.yaml": "replicaCount: 3\n"})
     settled(kube, ns, "helmrepositories.helmop.dev", "charts")
     settled(kube, ns, "helmcharts.helmop.dev", "demo")
-    eventually(lambda: get(kube, ns, "hr", "web")["status"]["history"][0]["chartVersion"] == "0.2.0")
+    watched(kube, ns, "hr", "web", lambda obj: obj["status"]["history"][0]["chartVersion"] == "0.2.0")
     assert get(kube, ns, "deployment", "web")["spec"]["replicas"] == 3
 
     repo = Repo(git_server, f"charts-{ns[-6:]}", tmp_path / "work")

@@ -20,13 +20,13 @@ from tests.controllers.conftest import (
     Operator,
     apply,
     condition,
-    eventually,
     get,
     helm_calls,
     helm_wrapper,
     helmop,
     hr,
     ready,
+    watched,
 )
 from tests.tools import TOOLS, Run
 
@@ -53,7 +53,7 @@ def test_get_reconcile_suspend_resume(operator: Operator, kube: Run, ns: str, ch
     assert get(kube, ns, "hr", "shown")["spec"]["suspend"] is False
 
     apply(kube, ns, hr("broken", chart_repo, chart="nope"))
-    eventually(lambda: condition(get(kube, ns, "hr", "broken")).get("reason") == "ChartNotFound")
+    watched(kube, ns, "hr", "broken", lambda obj: condition(obj).get("reason") == "ChartNotFound")
     failed = helmop(operator, "reconcile", "hr", "broken", "-n", ns, "--timeout", "1m")
     assert failed.returncode == 1 and "✗ ChartNotFound" in failed.stdout  # a failed outcome: 1
     missing = helmop(operator, "reconcile", "hr", "ghost", "-n", ns)
@@ -68,7 +68,7 @@ def test_reconcile_reports_the_outcome_it_asked_for(operator: Operator, kube: Ru
                                                     chart_repo: ChartRepo) -> None:
     chart = f"late-{ns}"  # published only after the HelmRelease exists
     apply(kube, ns, hr("late", chart_repo, chart=chart, version="1.0.0"))
-    eventually(lambda: condition(get(kube, ns, "hr", "late")).get("reason") in ("ChartNotFound", "VersionNotFound"))
+    watched(kube, ns, "hr", "late", lambda obj: condition(obj).get("reason") in ("ChartNotFound", "VersionNotFound"))
     chart_repo.publish(chart, "1.0.0")
     done = helmop(operator, "reconcile", "hr", "late", "-n", ns, "--timeout", "120")
     # the outcome of this reconcile (the install), not the stalled status it started from
@@ -80,7 +80,7 @@ def test_reconcile_a_jenkins_waits_for_its_release(operator: Operator, kube: Run
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins", "metadata": {"name": "ci"},
          "spec": {"project": "cli", "interval": "1h"}}))
-    eventually(lambda: condition(get(kube, ns, "jenkins", "ci")).get("status") == "True", timeout=120)
+    watched(kube, ns, "jenkins", "ci", lambda obj: condition(obj).get("status") == "True", timeout=120)
     done = helmop(operator, "reconcile", "jk", "ci", "-n", ns, "--timeout", "120")
     assert done.returncode == 0 and "✔" in done.stdout, done.stdout + done.stderr
     assert get(kube, ns, "jenkins", "ci")["status"]["lastHandledReconcileAt"]

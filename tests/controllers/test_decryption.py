@@ -20,7 +20,7 @@ from helmop_sandbox import Sandbox
 
 from helmop.api.tenancy import Tenancy
 from tests.conftest import _runner
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, watched
 from tests.gitserver import GitServer, Repo
 from tests.sops import Sops, age_identity, gpg_keys, pgp_key
 from tests.tools import Run
@@ -131,7 +131,7 @@ def test_a_tenant_decrypts_only_with_its_own_keys(operator: Operator, kube: Run,
     assert not get(kube, other, "secret", "db")
     # no spec.decryption: the encrypted Secret is refused by name rather than applied
     kube("kubectl", "-n", other, "apply", "-f", "-", stdin=sync("app", "app", None))
-    eventually(lambda: "is SOPS-encrypted: set spec.decryption" in condition(get(kube, other, "csync", "app"))
+    watched(kube, other, "csync", "app", lambda obj: "is SOPS-encrypted: set spec.decryption" in condition(obj)
                .get("message", ""), timeout=60)
 
 

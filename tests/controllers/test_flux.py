@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import MIRRORED, Operator, apply, condition, events, get
+from tests.controllers.conftest import MIRRORED, Operator, apply, condition, events, get, watched
 from tests.gitserver import Repo
 from tests.tools import Run, eventually
 
@@ -106,7 +106,7 @@ def settled(kube: Run, ns: str, kind: str, name: str) -> None:
     """Ask for a reconcile as `flux reconcile` does (Flux's annotation) and wait until it has been handled."""
     stamp = uuid.uuid4().hex
     kube("kubectl", "-n", ns, "annotate", kind, name, f"reconcile.fluxcd.io/requestedAt={stamp}", "--overwrite")
-    eventually(lambda: get(kube, ns, kind, name)["status"].get("lastHandledReconcileAt") == stamp)
+    watched(kube, ns, kind, name, lambda obj: obj["status"].get("lastHandledReconcileAt") == stamp)
 
 
 def test_flux_fields_helmop_does_not_implement_are_refused_by_name(operator: Operator, kube: Run, ns: str,
@@ -162,7 +162,7 @@ def test_flux_release_options_and_status_shape(operator: Operator, kube: Run, ns
     (first,) = status["history"]
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", first["configDigest"]) and first["action"] == "install"
     apply(kube, ns, release("demo"))  # another chart: uninstalled, then installed anew (Reinstall, Flux's default)
-    eventually(lambda: get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]["history"][0]
+    watched(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel", lambda obj: obj["status"]["history"][0]
                ["chartName"] == "demo", timeout=90)
     status = ready(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "rel")["status"]
     assert [(h["version"], h["action"]) for h in status["history"]] == [(1, "install")]

@@ -24,7 +24,7 @@ from helmop_sandbox import Sandbox
 from helmop.api.repositories import HELM_CHART_MEDIA_TYPE
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import Operator, apply, condition, events, get
+from tests.controllers.conftest import Operator, apply, condition, events, get, watched
 from tests.controllers.test_flux import ready
 from tests.gitserver import Repo
 from tests.registry import Registry
@@ -155,7 +155,7 @@ def test_a_removed_notification_version_applied_with_kubectl_is_served_with_kube
     said = kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(provider)).stderr
     assert f"Warning: {NOTIFICATION}/v1beta2 Provider is deprecated (removed in Flux 2.9): use " \
            f"{NOTIFICATION}/v1beta3" in said
-    eventually(lambda: condition(get(kube, ns, f"providers.{NOTIFICATION}", "hook")).get("status") == "True")
+    watched(kube, ns, f"providers.{NOTIFICATION}", "hook", lambda obj: condition(obj).get("status") == "True")
     # no field of it is a removed one: kubectl's Warning is all there is to say
     assert not [e for e in events(kube, ns, "hook") if e["reason"] == "RemovedAPIVersion"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from helmop.cli.main import main as cli_main
-from tests.controllers.conftest import GITREPO, Operator, apply, condition, eventually, get, ready, settled
+from tests.controllers.conftest import GITREPO, Operator, apply, condition, eventually, get, ready, settled, watched
 from tests.gitserver import Repo
 from tests.registry import Registry
 from tests.tools import Run
@@ -75,11 +75,11 @@ def test_an_artifact_generator_composes_git_and_oci_for_a_configsync_and_a_relea
 
         repo.commit({"deploy/app.yaml": note("from-git", "v2")})
         settled(kube, ns, GITREPO, "repo")
-        eventually(lambda: (get(kube, ns, "cm", "from-git") or {}).get("data") == {"value": "v2"})
+        watched(kube, ns, "cm", "from-git", lambda obj: (obj or {}).get("data") == {"value": "v2"})
         assert get(kube, ns, "externalartifacts.helmop.dev", "apps")["status"]["artifact"]["digest"] != \
             first["digest"]
 
         kube("kubectl", "-n", ns, "delete", "artifactgenerators.helmop.dev", "bundle")
-        eventually(lambda: not get(kube, ns, "externalartifacts.helmop.dev", "apps"))  # what it made goes too
+        watched(kube, ns, "externalartifacts.helmop.dev", "apps", lambda obj: not obj)  # what it made goes too
     finally:
         registry.loop.call_soon_threadsafe(registry.loop.stop)

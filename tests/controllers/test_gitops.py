@@ -16,7 +16,18 @@ from typing import Any
 import requests
 import yaml
 
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get, helmop, settled
+from tests.controllers.conftest import (
+    GITREPO,
+    ChartRepo,
+    Operator,
+    condition,
+    events,
+    eventually,
+    get,
+    helmop,
+    settled,
+    watched,
+)
 from tests.githubapi import APP_ID, OWNER, GitHubAPI
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run, tool
@@ -68,7 +79,7 @@ def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, 
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
     eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{first}")
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "note")["data"] == {"hello": "world"}
     assert get(kube, ns, "cm", "note")["metadata"]["labels"]["helmop.dev/configsync"] == f"{ns}.apps"
 
@@ -78,7 +89,7 @@ def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, 
     assert push_hook(operator, ns, "config").status_code == 202
     eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{second}", timeout=5)
     assert time.monotonic() - started < 3
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "deploy", "web")["spec"]["replicas"] == 1
     inventory = get(kube, ns, "csync", "apps")["status"]["inventory"]
     assert {(i["kind"], i["name"]) for i in inventory} == {("ConfigMap", "note"), ("HelmRelease", "web")}
@@ -86,13 +97,13 @@ def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, 
     # A values change pushed: an upgrade.
     repo.commit({"apps/web.yaml": release("web", chart_repo.url, 3)})
     assert push_hook(operator, ns, "config", style="gitlab").status_code == 202
-    eventually(lambda: get(kube, ns, "deploy", "web").get("spec", {}).get("replicas") == 3)
-    eventually(lambda: get(kube, ns, "hr", "web")["status"]["history"][0]["revision"] == 2)
+    watched(kube, ns, "deploy", "web", lambda obj: obj.get("spec", {}).get("replicas") == 3)
+    watched(kube, ns, "hr", "web", lambda obj: obj["status"]["history"][0]["revision"] == 2)
 
     # The file deleted: pruned, so the release is uninstalled; the ConfigMap stays.
     repo.commit({"apps/web.yaml": None})
     assert push_hook(operator, ns, "config", style="generic").status_code == 202
-    eventually(lambda: not get(kube, ns, "hr", "web"))
+    watched(kube, ns, "hr", "web", lambda obj: not obj)
     eventually(lambda: "web" not in kube("helm", "list", "-n", ns, "-q").stdout.split())
     assert not get(kube, ns, "deploy", "web") and get(kube, ns, "cm", "note")
     # what was pruned is said in the Event of that sync (a later sync at the same revision prunes nothing)
@@ -130,9 +141,9 @@ def test_chart_from_git_upgrades_only_when_the_chart_changes(operator: Operator,
     template = files["charts/app/templates/service.yaml"].replace("name: http", "name: web-http")
     repo.commit({"charts/app/templates/service.yaml": template})
     push_hook(operator, ns, "config")
-    eventually(lambda: get(kube, ns, "svc", "gitapp").get("spec", {}).get("ports", [{}])[0].get("name")
+    watched(kube, ns, "svc", "gitapp", lambda obj: obj.get("spec", {}).get("ports", [{}])[0].get("name")
                == "web-http")
-    eventually(lambda: get(kube, ns, "hr", "gitapp")["status"]["history"][0]["revision"] == 2)
+    watched(kube, ns, "hr", "gitapp", lambda obj: obj["status"]["history"][0]["revision"] == 2)
     assert obj["status"]["lastAppliedRevision"] == "0.1.0"
     shutil.rmtree(chart_dir)
 
@@ -166,21 +177,21 @@ def test_source_failures_are_reported_and_recover(operator: Operator, kube: Run,
     kube("kubectl", "-n", ns, "create", "secret", "generic", "hook", f"--from-literal=token={TOKEN}")
     # unreachable server
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("down", "http://127.0.0.1:9/none.git"))
-    eventually(lambda: condition(get(kube, ns, GITREPO, "down")).get("reason") == "RepositoryUnreachable")
+    watched(kube, ns, GITREPO, "down", lambda obj: condition(obj).get("reason") == "RepositoryUnreachable")
     # a URL helmop refuses outright
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("evil", "ext::sh -c touch% /tmp/pwned"))
-    eventually(lambda: condition(get(kube, ns, GITREPO, "evil")).get("reason") == "InvalidURL")
+    watched(kube, ns, GITREPO, "evil", lambda obj: condition(obj).get("reason") == "InvalidURL")
     assert not Path("/tmp/pwned").exists()
     # a missing ref, then fixed
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, ref={"branch": "nope"}))
-    eventually(lambda: condition(get(kube, ns, GITREPO, "config")).get("reason") == "RefNotFound")
+    watched(kube, ns, GITREPO, "config", lambda obj: condition(obj).get("reason") == "RefNotFound")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url))
     eventually(lambda: revision(kube, ns, "config") == f"main@sha1:{good}")
     # a missing path
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", "nowhere"))
-    eventually(lambda: condition(get(kube, ns, "csync", "sync")).get("reason") == "PathNotFound")
+    watched(kube, ns, "csync", "sync", lambda obj: condition(obj).get("reason") == "PathNotFound")
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("sync", "config", "apps"))
-    eventually(lambda: condition(get(kube, ns, "csync", "sync")).get("status") == "True")
+    watched(kube, ns, "csync", "sync", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "keep")
     # malformed YAML: nothing is applied or pruned, and the message names the file and line
     repo.commit({"apps/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n",
@@ -193,7 +204,7 @@ def test_source_failures_are_reported_and_recover(operator: Operator, kube: Run,
     fixed = repo.commit({"apps/broken.yaml": None, "apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\n"
                                                                   "metadata: {name: keep}\ndata: {a: c}\n"})
     push_hook(operator, ns, "config")
-    eventually(lambda: get(kube, ns, "csync", "sync")["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
+    watched(kube, ns, "csync", "sync", lambda obj: obj["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
     assert get(kube, ns, "cm", "keep")["data"] == {"a": "c"}
 
 
@@ -205,18 +216,18 @@ def test_what_left_git_during_a_failed_apply_is_pruned_by_the_next_sync(operator
     repo.commit({"apps/a.yaml": cm.format("a"), "apps/gone.yaml": cm.format("gone")})
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "gone")
     repo.commit({"apps/gone.yaml": None, "apps/bad.yaml": "apiVersion: example.com/v1\nkind: Nothing\n"
                                                           "metadata: {name: x}\n"})
     push_hook(operator, ns, "config")
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("reason") == "ApplyFailed")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("reason") == "ApplyFailed")
     assert get(kube, ns, "cm", "gone"), "pruned although the apply failed"
     assert "gone" in {x["name"] for x in get(kube, ns, "csync", "apps")["status"]["inventory"]}
     fixed = repo.commit({"apps/bad.yaml": None})
     push_hook(operator, ns, "config")
-    eventually(lambda: get(kube, ns, "csync", "apps")["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
-    eventually(lambda: not get(kube, ns, "cm", "gone"))
+    watched(kube, ns, "csync", "apps", lambda obj: obj["status"].get("lastAppliedRevision") == f"main@sha1:{fixed}")
+    watched(kube, ns, "cm", "gone", lambda obj: not obj)
 
 
 def test_bad_credentials(operator: Operator, kube: Run, ns: str, tmp_path: Path) -> None:
@@ -277,12 +288,12 @@ def test_tree_trace_and_events_follow_a_config_repository(operator: Operator, ku
     # A ConfigSync whose source has no revision yet waits: a Normal Event, not a Warning.
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, suspend=True, webhook=None))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("reason") == "SourceNotReady")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("reason") == "SourceNotReady")
     waits = [e["type"] for e in events(kube, ns, "apps") if e["reason"] == "SourceNotReady"]
     assert waits == ["Normal"], waits
     commit = repo.commit({"apps/web.yaml": release("web", chart_repo.url, 1)})
     kube("kubectl", "-n", ns, "patch", GITREPO, "config", "--type=merge", "-p", '{"spec":{"suspend":false}}')
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
 
     tree = helmop(operator, "tree", "gitrepo", "config", "-n", ns)
     assert tree.returncode == 0, tree.stderr
@@ -351,7 +362,7 @@ def test_a_repository_made_of_includes_and_ignore_rules(operator: Operator, kube
                                            "toPath": "apps/shared"}], ignore="skip.yaml\n", recurseSubmodules=True)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("shared", shared.url))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "shared")["data"] == {"value": "v1"} and get(kube, ns, "cm", "own")
     assert get(kube, ns, "cm", "from-submodule")  # read from the submodule, at the commit the tree records
     assert not get(kube, ns, "cm", "skip")  # ignored
@@ -362,7 +373,7 @@ def test_a_repository_made_of_includes_and_ignore_rules(operator: Operator, kube
 
     shared.commit({"deploy/shared.yaml": note("shared", "v2")})
     push_hook(operator, ns, "shared")
-    eventually(lambda: get(kube, ns, "cm", "shared")["data"] == {"value": "v2"})
+    watched(kube, ns, "cm", "shared", lambda obj: obj["data"] == {"value": "v2"})
     after = get(kube, ns, GITREPO, "config")["status"]["artifact"]
     assert after["revision"] == before["revision"] and after["digest"] != before["digest"]
 

@@ -25,6 +25,7 @@ from tests.controllers.conftest import (
     hr,
     ready,
     settled,
+    watched,
 )
 from tests.tools import Run
 
@@ -121,7 +122,7 @@ def test_version_constraint_and_newly_published_chart(operator: Operator, kube: 
     obj = ready(kube, ns, "pick")
     assert obj["status"]["lastAppliedRevision"] == "0.2.3"
     chart_repo.publish(name, "0.2.7")
-    eventually(lambda: get(kube, ns, "hr", "pick")["status"].get("lastAppliedRevision") == "0.2.7")
+    watched(kube, ns, "hr", "pick", lambda obj: obj["status"].get("lastAppliedRevision") == "0.2.7")
     assert get(kube, ns, "hr", "pick")["status"]["history"][0]["chartVersion"] == "0.2.7"
 
 
@@ -169,7 +170,7 @@ def test_wait_timeout_is_reported(operator: Operator, kube: Run, ns: str, chart_
     assert obj["status"]["readinessCheck"] == {"by": "helmop"}
     message = condition(obj)["message"]
     assert "timed out: not healthy within 3s: Deployment/slow: " in message and "/2 replicas ready" in message
-    stall = eventually(lambda: condition(get(kube, ns, "hr", "slow"), "Stalled"))
+    stall = watched(kube, ns, "hr", "slow", lambda obj: condition(obj, "Stalled"))
     assert stall["status"] == "True" and stall["reason"] == "RetriesExceeded"
     assert condition(obj, "Released")["status"] == "False"
 
@@ -212,7 +213,7 @@ def test_suspend_and_requested_at(operator: Operator, kube: Run, ns: str, chart_
     kube("helm", "uninstall", "sus", "-n", ns)
     kube("kubectl", "-n", ns, "annotate", "hr", "sus", "helmop.dev/requestedAt=one")
     eventually(lambda: "sus" in kube("helm", "list", "-n", ns, "-q").stdout.split())
-    eventually(lambda: get(kube, ns, "hr", "sus")["status"].get("lastHandledReconcileAt") == "one")
+    watched(kube, ns, "hr", "sus", lambda obj: obj["status"].get("lastHandledReconcileAt") == "one")
     # Suspended: changes are not acted on, and deletion leaves the release in place.
     reconciles = operator.reconciles("HelmRelease")
     before = len(operator.helm_actions())

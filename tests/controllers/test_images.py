@@ -19,7 +19,7 @@ import pytest
 import yaml
 from helmop_sandbox import Sandbox
 
-from tests.controllers.conftest import ChartRepo, Operator, apply, condition, events, eventually, get, helmop
+from tests.controllers.conftest import ChartRepo, Operator, apply, condition, events, eventually, get, helmop, watched
 from tests.gitserver import Repo
 from tests.receiver import Receiver
 from tests.registry import Registry
@@ -217,8 +217,8 @@ def test_fluxs_manifests_work_unchanged(kube: Run, ns: str, repo: Repo, registry
     refused = {**_flux(objects(image, flux))[0], "metadata": {"name": "cloud"}}
     refused["spec"] = {**refused["spec"], "provider": "aws"}
     apply(kube, ns, yaml.safe_dump(refused))
-    eventually(lambda: "spec.provider" in condition(get(kube, ns, f"imagerepositories.{flux.split('/')[0]}",
-                                                        "cloud")).get("message", ""))
+    watched(kube, ns, f"imagerepositories.{flux.split('/')[0]}", "cloud",
+            lambda obj: "spec.provider" in condition(obj).get("message", ""))
 
 
 def _flux(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -242,7 +242,7 @@ def test_a_policy_reads_another_namespace_only_as_its_access_from_grants(kube: R
         policy["metadata"]["name"] = name
         policy["spec"]["imageRepositoryRef"] = {"name": name, "namespace": shared}
         apply(kube, ns, yaml.safe_dump(policy))
-    chosen = eventually(lambda: (get(kube, ns, "imagepolicies.helmop.dev", "open").get("status") or {})
+    chosen = watched(kube, ns, "imagepolicies.helmop.dev", "open", lambda obj: (obj.get("status") or {})
                         .get("latestRef"))
     assert chosen == {"name": image, "tag": "1.6.0"}
     refused = eventually(lambda: condition(get(kube, ns, "imagepolicies.helmop.dev", "closed")).get("reason")

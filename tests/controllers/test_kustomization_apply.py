@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import GITREPO, Operator, condition, events, eventually, get, settled
+from tests.controllers.conftest import GITREPO, Operator, condition, events, eventually, get, settled, watched
 from tests.controllers.test_gitops import setup_source
 from tests.controllers.test_kustomize import configsync, deployment
 from tests.gitserver import Repo
@@ -151,7 +151,7 @@ def test_one_refused_object_leaves_its_stage_unapplied_naming_every_refusal(oper
 
     repo.commit({"apps/bad.yaml": None, "apps/unknown.yaml": None})
     kube("kubectl", "-n", ns, "annotate", GITREPO, "config", "helmop.dev/requestedAt=1", "--overwrite")
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     before = get(kube, ns, "cm", "a")["metadata"]["resourceVersion"]
     settled(kube, ns, "csync", "apps")  # a sync at the same revision: an object equal to its dry run is left alone
     assert get(kube, ns, "cm", "a")["metadata"]["resourceVersion"] == before
@@ -194,7 +194,7 @@ def test_an_ignore_rule_keeps_replicas_someone_else_set(operator: Operator, kube
     setup_source(kube, ns, repo)
     rule = {"paths": ["/spec/replicas"], "target": {"kind": "Deployment", "name": "w.*"}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "apps", ignore=[rule]))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     for name in ("web", "other"):
         scale_as(kube, ns, name, 5, "autoscaler")
     before = get(kube, ns, "deploy", "web")["metadata"]["resourceVersion"]
@@ -230,7 +230,7 @@ def test_the_ssa_marks_say_what_is_applied(operator: Operator, kube: Run, ns: st
     repo.commit(files("1"))
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "apps"))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert not get(kube, ns, "cm", "never")  # Ignore: never applied
     assert {i["name"] for i in get(kube, ns, "csync", "apps")["status"]["inventory"]} == {"once", "merged", "plain"}
     kube("kubectl", "-n", ns, "patch", "secret", "once", "-p", '{"stringData": {"password": "by-hand"}}')
@@ -239,7 +239,7 @@ def test_the_ssa_marks_say_what_is_applied(operator: Operator, kube: Run, ns: st
 
     repo.commit(files("2"))
     kube("kubectl", "-n", ns, "annotate", GITREPO, "config", "helmop.dev/requestedAt=2", "--overwrite")
-    eventually(lambda: get(kube, ns, "cm", "plain")["data"] == {"a": "2"})
+    watched(kube, ns, "cm", "plain", lambda obj: obj["data"] == {"a": "2"})
     assert "extra" not in get(kube, ns, "cm", "plain")["metadata"]["labels"]  # kubectl's field taken over: gone
     merged = get(kube, ns, "cm", "merged")
     assert merged["data"] == {"a": "2"} and merged["metadata"]["labels"]["extra"] == "by-hand"  # Merge keeps it
@@ -259,7 +259,7 @@ def test_build_metadata_and_missing_components(operator: Operator, kube: Run, ns
     spec = {"namePrefix": "p-", "components": ["../comp", "../absent"], "ignoreMissingComponents": True,
             "buildMetadata": ["originAnnotations", "transformerAnnotations"]}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app", **spec))
-    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    watched(kube, ns, "csync", "app", lambda obj: condition(obj).get("status") == "True")
     live = get(kube, ns, "cm", "p-settings")["metadata"]
     assert live["labels"]["component"] == "yes"  # the component that exists; the absent one left out
     # the annotations kustomize writes when the spec's fields are in the folder's kustomization, as Flux puts them

@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, events, eventually, get, settled
+from tests.controllers.conftest import (
+    GITREPO,
+    ChartRepo,
+    Operator,
+    condition,
+    events,
+    eventually,
+    get,
+    settled,
+    watched,
+)
 from tests.controllers.test_gitops import setup_source
 from tests.gitserver import Repo
 from tests.tools import Run, tool
@@ -95,7 +105,7 @@ def test_an_overlay_converges_to_what_kubectl_kustomize_prints(operator: Operato
                                      {"kind": "ConfigMap", "name": "absent", "optional": True}]}
     with caplog.at_level(logging.DEBUG):
         kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("staging", "staging", postBuild=post_build))
-        eventually(lambda: condition(get(kube, ns, "csync", "staging")).get("status") == "True")
+        watched(kube, ns, "csync", "staging", lambda obj: condition(obj).get("status") == "True")
     applied = {(i["kind"], i["name"]) for i in get(kube, ns, "csync", "staging")["status"]["inventory"]}
     expected = built_by_kubectl(tmp_path, "staging")
     assert applied == {(o["kind"], o["metadata"]["name"]) for o in expected}
@@ -131,7 +141,7 @@ def test_the_configsyncs_own_build_fields_and_common_metadata(operator: Operator
                                   "spec: {replicas: 3}\n", "target": {"kind": "Deployment"}}],
             "postBuild": {"substitute": {"region": "us-east-1", "password": "unused"}}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("own", "base", **spec))
-    eventually(lambda: condition(get(kube, ns, "csync", "own")).get("status") == "True")
+    watched(kube, ns, "csync", "own", lambda obj: condition(obj).get("status") == "True")
     deploy = get(kube, ns, "deploy", "x-web")
     labels = deploy["metadata"]["labels"]
     assert deploy["spec"]["replicas"] == 3 and labels["app"] == "web" and labels["team"] == "shop"
@@ -197,7 +207,7 @@ def test_depends_on_waits_for_ready_and_wait_judges_what_was_applied(operator: O
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("infra", "infra", wait=True, timeout="60s"))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "apps", dependsOn=[{"name": "infra"}]))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert condition(get(kube, ns, "csync", "infra")).get("status") == "True"
     said = ordered_events(kube, ns)
     # apps waited (a Normal Event, not a warning), and applied only after infra's Deployment was ready
@@ -222,12 +232,12 @@ def test_a_ready_expression_decides_when_a_dependency_is_ready(operator: Operato
     a = yaml.safe_load(configsync("a", "a"))
     a["metadata"]["labels"] = {"release": "v1"}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(a))
-    eventually(lambda: condition(get(kube, ns, "csync", "a")).get("status") == "True")
+    watched(kube, ns, "csync", "a", lambda obj: condition(obj).get("status") == "True")
     waiting = eventually(lambda: (c := condition(get(kube, ns, "csync", "b"))).get("reason") == "DependencyNotReady"
                          and c)
     assert f"{ns}/a" in waiting["message"] and not get(kube, ns, "cm", "b")  # a is Ready, but not at release v2
     kube("kubectl", "-n", ns, "label", "csync", "a", "release=v2", "--overwrite")
-    eventually(lambda: condition(get(kube, ns, "csync", "b")).get("status") == "True")
+    watched(kube, ns, "csync", "b", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "b")
 
 
@@ -236,14 +246,14 @@ def test_force_recreates_an_object_whose_immutable_field_changed(operator: Opera
     repo.commit({"app/web.yaml": deployment("web")})
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app"))
-    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    watched(kube, ns, "csync", "app", lambda obj: condition(obj).get("status") == "True")
     first = get(kube, ns, "deploy", "web")["metadata"]["uid"]
     repo.commit({"app/web.yaml": deployment("web", selector="v2")})
     kube("kubectl", "-n", ns, "annotate", GITREPO, "config", "helmop.dev/requestedAt=1", "--overwrite")
     refused = eventually(lambda: (c := condition(get(kube, ns, "csync", "app"))).get("reason") == "ApplyFailed" and c)
     assert "immutable" in refused["message"] and get(kube, ns, "deploy", "web")["metadata"]["uid"] == first
     kube("kubectl", "-n", ns, "patch", "csync", "app", "--type=merge", "-p", '{"spec": {"force": true}}')
-    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    watched(kube, ns, "csync", "app", lambda obj: condition(obj).get("status") == "True")
     recreated = get(kube, ns, "deploy", "web")
     assert recreated["metadata"]["uid"] != first and recreated["spec"]["selector"]["matchLabels"]["sel"] == "v2"
 
@@ -256,7 +266,7 @@ def test_the_deletion_policy_says_what_deleting_a_configsync_does(operator: Oper
                                  "    kustomize.toolkit.fluxcd.io/prune: disabled\n"})
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app", deletionPolicy=policy, prune=False))
-    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    watched(kube, ns, "csync", "app", lambda obj: condition(obj).get("status") == "True")
     kube("kubectl", "-n", ns, "delete", "csync", "app", "--timeout=60s")
     assert bool(get(kube, ns, "cm", "kept")) is kept
     assert get(kube, ns, "cm", "protected")  # prune: disabled, whatever the policy
@@ -268,7 +278,7 @@ def test_wait_for_termination_holds_the_configsync_until_its_objects_are_gone(op
                                 "  finalizers: [example.com/hold]\n"})
     setup_source(kube, ns, repo)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("app", "app", deletionPolicy="WaitForTermination"))
-    eventually(lambda: condition(get(kube, ns, "csync", "app")).get("status") == "True")
+    watched(kube, ns, "csync", "app", lambda obj: condition(obj).get("status") == "True")
     kube("kubectl", "-n", ns, "delete", "csync", "app", "--wait=false")
     # its clean-up deleted the ConfigMap, and waits for it while a finalizer holds it: the ConfigSync stays
     waiting = eventually(lambda: [e for e in events(kube, ns, "app") if e["reason"] == "WaitingForTermination"])
@@ -276,7 +286,7 @@ def test_wait_for_termination_holds_the_configsync_until_its_objects_are_gone(op
     assert get(kube, ns, "cm", "held")["metadata"].get("deletionTimestamp")
     kube("kubectl", "-n", ns, "patch", "cm", "held", "--type=json", "-p",
          '[{"op": "remove", "path": "/metadata/finalizers"}]')
-    eventually(lambda: not get(kube, ns, "csync", "app"))
+    watched(kube, ns, "csync", "app", lambda obj: not obj)
 
 
 def flux_like_repository(ns: str, charts: str) -> dict[str, str]:
@@ -347,7 +357,7 @@ def test_a_repository_laid_out_as_flux_examples_converges(operator: Operator, ku
     infra, apps = f"{ns}-infra", f"{ns}-apps"
     assert condition(get(kube, infra, "hr", "monitoring")).get("status") == "True"  # infrastructure waited for it
     assert get(kube, infra, f"probes.{ns}.example.com", "web")["spec"] == {"target": "http://web"}
-    eventually(lambda: condition(get(kube, apps, "hr", "podinfo")).get("status") == "True")
+    watched(kube, apps, "hr", "podinfo", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, apps, "deploy", "podinfo")["spec"]["replicas"] == 2  # the staging overlay's values
     said = ordered_events(kube, ns)
     assert said.index(("infrastructure", "ReconciliationSucceeded")) < said.index(("apps", "ReconciliationSucceeded"))

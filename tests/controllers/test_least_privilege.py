@@ -17,7 +17,7 @@ from helmop_sandbox import Sandbox
 from helmop_sandbox.rbac import rule_allows
 
 from tests.conftest import _runner
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, watched
 from tests.gitserver import GitServer, Repo
 from tests.registry import Registry
 from tests.tools import ROOT, Run
@@ -70,7 +70,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
                                                                    "version": "0.1.0"}},
                         "values": {"fullnameOverride": "web"}}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(release))
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
 
     (tmp_path / "srv").mkdir()
     server = GitServer(tmp_path / "srv")
@@ -85,17 +85,18 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
              "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
             {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
              "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h"}}]))
-        eventually(lambda: condition(get(kube, ns, GITREPO, "config")).get("status") == "True")
-        eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
-        eventually(lambda: condition(get(kube, ns, "hr", "synced")).get("status") == "True")
+        watched(kube, ns, GITREPO, "config", lambda obj: condition(obj).get("status") == "True")
+        watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
+        watched(kube, ns, "hr", "synced", lambda obj: condition(obj).get("status") == "True")
         # an ArtifactGenerator: ExternalArtifacts made, their status written, deleted with it
         kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
             {"apiVersion": "helmop.dev/v1alpha1", "kind": "ArtifactGenerator", "metadata": {"name": "bundle"},
              "spec": {"sources": [{"alias": "git", "kind": "GitRepository", "name": "config"}],
                       "artifacts": [{"name": "notes", "copy": [{"from": "@git/apps/cm.yaml", "to": "@artifact/"}]}]}}))
-        eventually(lambda: (get(kube, ns, "externalartifacts.helmop.dev", "notes").get("status") or {}).get("artifact"))
+        watched(kube, ns, "externalartifacts.helmop.dev", "notes",
+                lambda obj: (obj.get("status") or {}).get("artifact"))
         kube("kubectl", "-n", ns, "delete", "artifactgenerators.helmop.dev", "bundle", "--timeout=60s")
-        eventually(lambda: not get(kube, ns, "externalartifacts.helmop.dev", "notes"))
+        watched(kube, ns, "externalartifacts.helmop.dev", "notes", lambda obj: not obj)
         _an_image_automation_pushes(kube, ns, repo)
         _a_receiver_asks_the_repository_to_fetch(operator, kube, ns)
     finally:
@@ -104,7 +105,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "apps.helmop.dev/v1alpha1", "kind": "Jenkins", "metadata": {"name": "ci"},
          "spec": {"project": "team", "interval": "1h"}}))
-    eventually(lambda: condition(get(kube, ns, "jenkins", "ci")).get("status") == "True", timeout=120)
+    watched(kube, ns, "jenkins", "ci", lambda obj: condition(obj).get("status") == "True", timeout=120)
 
     # notifications: Providers and Alerts watched, their Ready condition written
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all([
@@ -118,7 +119,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "Preview", "metadata": {"name": "prs"},
          "spec": {"sourceRef": {"name": "config"}, "providerRef": {"name": "chat"}}}))
-    eventually(lambda: condition(get(kube, ns, "previews.helmop.dev", "prs")).get("reason") == "InvalidProvider")
+    watched(kube, ns, "previews.helmop.dev", "prs", lambda obj: condition(obj).get("reason") == "InvalidProvider")
 
     # helm acting as a namespace's own ServiceAccount (spec.serviceAccountName)
     kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
@@ -127,7 +128,7 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
     scoped = {**release, "metadata": {"name": "scoped"},
               "spec": {**release["spec"], "serviceAccountName": "deployer", "values": {"fullnameOverride": "scoped"}}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(scoped))
-    eventually(lambda: condition(get(kube, ns, "hr", "scoped")).get("status") == "True")
+    watched(kube, ns, "hr", "scoped", lambda obj: condition(obj).get("status") == "True")
     _a_release_on_a_cluster_that_trusts_a_service_account(operator, kube, ns, release)
 
     kube("kubectl", "-n", ns, "delete", "jenkins", "ci", "--timeout=90s")
@@ -148,7 +149,7 @@ def _a_release_on_a_cluster_that_trusts_a_service_account(operator: Operator, ku
         {**release, "metadata": {"name": "remote"},
          "spec": {**release["spec"], "kubeConfig": {"configMapRef": {"name": "trusting"}},
                   "values": {"fullnameOverride": "remote"}}}]))
-    eventually(lambda: condition(get(kube, ns, "hr", "remote")).get("status") == "True")
+    watched(kube, ns, "hr", "remote", lambda obj: condition(obj).get("status") == "True")
 
 
 def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: str) -> None:
@@ -158,11 +159,11 @@ def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: 
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "Receiver", "metadata": {"name": "push"},
          "spec": {"type": "gitlab", "secretRef": {"name": "hook"},
                   "resources": [{"kind": "GitRepository", "name": "config"}]}}))
-    path = eventually(lambda: (get(kube, ns, "receivers.helmop.dev", "push").get("status") or {}).get("webhookPath"))
+    path = watched(kube, ns, "receivers.helmop.dev", "push", lambda obj: (obj.get("status") or {}).get("webhookPath"))
     answer = requests.post(f"{operator.webhook_url}{path}", headers={"X-Gitlab-Token": "t0k3n"}, timeout=30)
     assert answer.status_code == 200, answer.text
     stamp = get(kube, ns, GITREPO, "config")["metadata"]["annotations"]["helmop.dev/requestedAt"]
-    eventually(lambda: get(kube, ns, GITREPO, "config")["status"].get("lastHandledReconcileAt") == stamp)
+    watched(kube, ns, GITREPO, "config", lambda obj: obj["status"].get("lastHandledReconcileAt") == stamp)
 
 
 def _an_image_automation_pushes(kube: Run, ns: str, repo: Repo) -> None:
@@ -184,7 +185,7 @@ def _an_image_automation_pushes(kube: Run, ns: str, repo: Repo) -> None:
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageUpdateAutomation", "metadata": {"name": "app"},
          "spec": {"interval": "1h", "sourceRef": {"name": "config"}, "update": {"path": "apps"},
                   "git": {"commit": {"author": {"email": "bot@example.com"}}}}}]))
-    eventually(lambda: (get(kube, ns, "imageupdateautomations.helmop.dev", "app").get("status") or {})
+    watched(kube, ns, "imageupdateautomations.helmop.dev", "app", lambda obj: (obj.get("status") or {})
                .get("lastPushCommit"))
     repo.git("fetch", "-q")
     assert f"{image}:1.1.0" in repo.git("show", "origin/main:apps/image.yaml")

@@ -12,7 +12,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import ChartRepo, Operator, apply, condition, events, eventually, get, ready, settled
+from tests.controllers.conftest import (
+    ChartRepo,
+    Operator,
+    apply,
+    condition,
+    events,
+    eventually,
+    get,
+    ready,
+    settled,
+    watched,
+)
 from tests.tools import Run
 
 pytestmark = pytest.mark.helm_versions  # remediation, rollback, tests, CRDs, drift: helm's own behaviour
@@ -114,7 +125,7 @@ def test_failed_install_is_uninstalled_between_retries(operator: Operator, kube:
 def test_a_failed_first_install_is_never_counted_as_an_upgrade(operator: Operator, kube: Run, ns: str,
                                                               chart_repo: ChartRepo, flaky: str) -> None:
     apply(kube, ns, release("once", chart_repo, flaky, values={"fail": True}))
-    eventually(lambda: condition(get(kube, ns, "hr", "once"), "Stalled").get("reason") == "RetriesExceeded")
+    watched(kube, ns, "hr", "once", lambda obj: condition(obj, "Stalled").get("reason") == "RetriesExceeded")
     settled(kube, ns, "hr", "once")  # a reconcile after the backoff must not try again as an "upgrade"
     status = status_of(kube, ns, "once")
     assert (status["installFailures"], status.get("upgradeFailures", 0)) == (1, 0)
@@ -140,7 +151,7 @@ def test_failed_upgrade_is_rolled_back_to_the_last_good_revision(operator: Opera
     assert [h["status"] for h in history][-2:] == ["failed", "deployed"]
     assert history[-1]["chart"] == f"{flaky}-0.1.0"  # the last good chart version
     assert get(kube, ns, "deploy", "up")["spec"]["replicas"] == 2  # and its values
-    eventually(lambda: condition(get(kube, ns, "hr", "up"), "Stalled").get("reason") == "RetriesExceeded")
+    watched(kube, ns, "hr", "up", lambda obj: condition(obj, "Stalled").get("reason") == "RetriesExceeded")
     assert condition(get(kube, ns, "hr", "up"))["status"] == "False"
 
 
@@ -211,7 +222,7 @@ def test_a_new_revision_cancels_a_stuck_rollout(operator: Operator, kube: Run, n
     apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m"))
     ready(kube, ns, "stuck")
     apply(kube, ns, release("stuck", chart_repo, flaky, timeout="5m", values={"fail": True, "replicaCount": 3}))
-    eventually(lambda: condition(get(kube, ns, "hr", "stuck"), "Reconciling").get("status") == "True")
+    watched(kube, ns, "hr", "stuck", lambda obj: condition(obj, "Reconciling").get("status") == "True")
     # helm is now waiting for a rollout that never becomes ready (for up to 5 minutes)
     eventually(lambda: any(a.startswith("upgrade stuck") for a in operator.helm_actions()[-1:]))
     started = time.monotonic()
@@ -226,7 +237,7 @@ def test_a_new_revision_cancels_a_stuck_rollout(operator: Operator, kube: Run, n
 def test_a_deletion_during_an_install_says_it_cancelled_it(operator: Operator, kube: Run, ns: str,
                                                            chart_repo: ChartRepo, flaky: str) -> None:
     apply(kube, ns, release("gone", chart_repo, flaky, timeout="5m", values={"fail": True}))
-    eventually(lambda: condition(get(kube, ns, "hr", "gone"), "Reconciling").get("status") == "True")
+    watched(kube, ns, "hr", "gone", lambda obj: condition(obj, "Reconciling").get("status") == "True")
     eventually(lambda: any(a.split()[:2] in (["install", "gone"], ["upgrade", "gone"])
                            for a in operator.helm_actions()))  # helm waits for pods that never get ready
     kube("kubectl", "-n", ns, "delete", "hr", "gone", "--timeout=60s")  # not after helm's 5 minutes
@@ -262,7 +273,7 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
     waiting = eventually(lambda: (o := get(kube, ns, "hr", "app")) and condition(o).get("reason")
                          == "DependencyNotReady" and o)
     assert f"{ns}/db" in condition(waiting)["message"]
-    eventually(lambda: condition(get(kube, ns, "hr", "db")).get("status") == "False")
+    watched(kube, ns, "hr", "db", lambda obj: condition(obj).get("status") == "False")
     settled(kube, ns, "hr", "app")
     assert not helm_history(kube, ns, "app")  # no helm process for app while db is failing
     apply(kube, ns, release("db", chart_repo, flaky))  # db fixed: app follows without being touched
@@ -280,7 +291,7 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
     # deleted together, even by two commands (what depends on db deleted a moment after it): app first
     kube("kubectl", "-n", ns, "delete", "hr", "db", "--wait=false")
     kube("kubectl", "-n", ns, "delete", "hr", "app", "--wait=false")
-    eventually(lambda: not get(kube, ns, "hr", "db"), timeout=90)
+    watched(kube, ns, "hr", "db", lambda obj: not obj, timeout=90)
     uninstalls = [e for e in events(kube, ns, "app") + events(kube, ns, "db") if e["reason"] == "UninstallSucceeded"]
     # in the order they were written (timestamps have one-second resolution; both may fall in one second)
     written = sorted(uninstalls, key=lambda e: int(e["metadata"]["resourceVersion"]))
@@ -321,7 +332,7 @@ def test_health_of_custom_resources_by_cel(operator: Operator, kube: Run, ns: st
                        healthCheckExprs=exprs)
 
     apply(kube, ns, gizmo(1))
-    eventually(lambda: get(kube, ns, "gizmo", "giz"))
+    watched(kube, ns, "gizmo", "giz", lambda obj: obj)
     eventually(lambda: [h["status"] for h in helm_history(kube, ns, "giz")] == ["deployed"])
     assert condition(get(kube, ns, "hr", "giz")).get("status") != "True"  # helm is done; the gizmo is not
     kube("kubectl", "-n", ns, "patch", "gizmo", "giz", "--type=merge", "-p", '{"status": {"phase": "Ready"}}')
@@ -380,9 +391,9 @@ def test_drift_is_noticed_when_an_object_of_the_release_changes(operator: Operat
                             driftDetection={"mode": "enabled"}))  # interval: 1h
     ready(kube, ns, "watched")  # a change right away is seen: by the watch, or by the check when it starts
     kube("kubectl", "-n", ns, "scale", "deploy/watched", "--replicas=5")
-    eventually(lambda: get(kube, ns, "deploy", "watched")["spec"]["replicas"] == 1, timeout=20)
+    watched(kube, ns, "deploy", "watched", lambda obj: obj["spec"]["replicas"] == 1, timeout=20)
     kube("kubectl", "-n", ns, "delete", "svc", "watched")
-    eventually(lambda: get(kube, ns, "svc", "watched"), timeout=20)
+    watched(kube, ns, "svc", "watched", lambda obj: obj, timeout=20)
     # the correction's Event is posted once the object is back
     eventually(lambda: reasons(kube, ns, "watched").count("DriftCorrected") >= 2, timeout=20)
 
@@ -408,8 +419,8 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
     assert get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 9  # warn changes nothing
 
     apply(kube, ns, drifting("enabled"))
-    eventually(lambda: get(kube, ns, "deploy", "drift")["spec"]["replicas"] == 1)
-    eventually(lambda: condition(get(kube, ns, "hr", "drift"), "Drifted").get("status") == "False")
+    watched(kube, ns, "deploy", "drift", lambda obj: obj["spec"]["replicas"] == 1)
+    watched(kube, ns, "hr", "drift", lambda obj: condition(obj, "Drifted").get("status") == "False")
     eventually(lambda: "DriftCorrected" in reasons(kube, ns, "drift"))  # the Event follows the status
     # a correction re-applies a drifted object whole: let any still under way end before the next edits
     settled(kube, ns, "hr", "drift")
@@ -420,7 +431,7 @@ def test_drift_warn_and_correct(operator: Operator, kube: Run, ns: str, chart_re
          stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "other"},
                                "spec": {"ports": [{"port": 1}]}}))
     check()
-    eventually(lambda: get(kube, ns, "svc", "drift"))
+    watched(kube, ns, "svc", "drift", lambda obj: obj)
     settled(kube, ns, "hr", "drift")
     assert get(kube, ns, "deploy", "drift")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:ignored"
     kube("kubectl", "-n", ns, "apply", "--server-side", "--field-manager=autoscaler", "--force-conflicts", "-f", "-",

@@ -14,7 +14,7 @@ import yaml
 from helmop_sandbox import Sandbox
 
 from tests.conftest import _runner
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, watched
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync, tenant
 from tests.gitserver import Repo
 from tests.tools import ROOT, Run
@@ -57,7 +57,7 @@ def test_a_tenant_release_gets_only_its_namespace(locked: tuple[Operator, Run], 
     _operator, kube = locked
     ns = tenant(kube)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("web", chart_repo))
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True")
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "deploy", "web")  # its own namespace: fine
 
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("sys", chart_repo, targetNamespace="kube-system"))

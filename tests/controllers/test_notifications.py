@@ -18,7 +18,19 @@ from helmop_sandbox import Sandbox
 
 from helmop.api.settings import Backoff
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, condition, events, failing, get, helmop, hr, ready, settled
+from tests.controllers.conftest import (
+    Operator,
+    apply,
+    condition,
+    events,
+    failing,
+    get,
+    helmop,
+    hr,
+    ready,
+    settled,
+    watched,
+)
 from tests.gitserver import Repo
 from tests.receiver import Received, Receiver
 from tests.tools import Run, eventually
@@ -61,7 +73,7 @@ def alert(name: str, provider_name: str, kind: str, *, severity: str = "info", *
 
 
 def ready_object(kube: Run, ns: str, kind: str, name: str) -> None:
-    eventually(lambda: condition(get(kube, ns, kind, name)).get("status") == "True", 30)
+    watched(kube, ns, kind, name, lambda obj: condition(obj).get("status") == "True", 30)
 
 
 def flux_event(r: Received) -> dict[str, Any]:
@@ -168,7 +180,7 @@ def test_a_config_repository_marks_its_commit_pending_then_successful(kube: Run,
         ready_object(kube, ns, "alerts.helmop.dev", name)
     apply(kube, ns, gitrepo("config", repo.url))
     apply(kube, ns, configsync("apps", "config"))
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
 
     github = eventually(lambda: len(receiver.at("/api/v3/")) >= 2 and receiver.at("/api/v3/"), 10)
     assert [r.path for r in github] == [f"/api/v3/repos/org/config/statuses/{commit}"] * 2

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests.controllers.conftest import Operator, apply, condition, events, get
+from tests.controllers.conftest import Operator, apply, condition, events, get, watched
 from tests.controllers.test_notifications import alert, configsync, gitrepo, operator, provider, ready_object, receiver
 from tests.forges import Forge
 from tests.gitserver import Repo
@@ -68,7 +68,7 @@ def test_a_pull_request_gets_one_comment_that_the_next_event_edits(operator: Ope
     annotated = yaml.safe_load(configsync("apps", "config"))
     annotated["metadata"]["annotations"] = {"event.toolkit.fluxcd.io/change_request": "12"}
     apply(kube, ns, yaml.safe_dump(annotated))
-    eventually(lambda: condition(get(kube, ns, "configsyncs.helmop.dev", "apps")).get("status") == "True")
+    watched(kube, ns, "configsyncs.helmop.dev", "apps", lambda obj: condition(obj).get("status") == "True")
     # its start, then its success (which edits what the start wrote)
     eventually(lambda: forge.comments and "applying revision" not in forge.comments[0]["body"], 30)
     writes = forge.writes()

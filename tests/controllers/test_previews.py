@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers.conftest import Operator, apply, condition, events, get, settled
+from tests.controllers.conftest import Operator, apply, condition, events, get, settled, watched
 from tests.controllers.test_notifications import operator, provider
 from tests.forges import Forge
 from tests.gitserver import Repo
@@ -97,7 +97,7 @@ def test_a_preview_comments_once_per_pull_request_and_edits_it_on_a_new_push(ope
     forge.pulls = [{"number": 7, "head": head, "base": "main"}, {"number": 8, "head": broken, "base": "main"},
                    {"number": 9, "head": broken, "base": "release-1"}]  # into another branch: not previewed
     apply(kube, ns, _preview("prs"))
-    eventually(lambda: condition(get(kube, ns, "previews.helmop.dev", "prs")).get("status") == "True", 90)
+    watched(kube, ns, "previews.helmop.dev", "prs", lambda obj: condition(obj).get("status") == "True", 90)
     assert sorted(c["number"] for c in forge.comments) == [7, 8]
     seven = next(c for c in forge.comments if c["number"] == 7)
     uid = get(kube, ns, "providers.helmop.dev", "pr")["metadata"]["uid"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, helmop
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, helmop, watched
 from tests.gitserver import Repo
 from tests.tools import Run
 
@@ -56,7 +56,7 @@ def test_a_project_from_start_to_end(operator: Operator, kube: Run, chart_repo: 
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}} in \
         policy["ingress"][0]["from"]
     # the synced HelmRelease, applied as the project's deployer: installed in the project namespace
-    eventually(lambda: condition(get(kube, name, "hr", "web")).get("status") == "True", timeout=60)
+    watched(kube, name, "hr", "web", lambda obj: condition(obj).get("status") == "True", timeout=60)
     assert get(kube, name, "csync", "project")["spec"]["serviceAccountName"] == "deployer"
 
     def can(user: str, *what: str) -> bool:
@@ -72,7 +72,7 @@ def test_a_project_from_start_to_end(operator: Operator, kube: Run, chart_repo: 
     bindings = [b["metadata"]["name"] for b in get(kube, name, "rolebindings")["items"]
                 if b["roleRef"]["name"] == "edit" and b["subjects"][0]["name"] == "alice"]
     kube("kubectl", "-n", name, "delete", "rolebinding", bindings[0])
-    eventually(lambda: get(kube, name, "rolebinding", bindings[0]), timeout=30)
+    watched(kube, name, "rolebinding", bindings[0], lambda obj: obj, timeout=30)
 
     # the end: everything goes, in order, the Jenkins volume is kept
     claims = get(kube, name, "pvc")["items"]
@@ -174,7 +174,7 @@ def test_an_environment_per_branch(operator: Operator, kube: Run, chart_repo: Ch
     login, odd = ready["feature/login"]["namespace"], ready["feature/Über_Weird.Name"]["namespace"]
     assert login == f"{name}-feature-login"
     assert len(odd) <= 63 and odd.startswith(f"{name}-feature-ber-weird-name-") and odd != login
-    eventually(lambda: condition(get(kube, login, "hr", "feature-web")).get("status") == "True")  # that branch's
+    watched(kube, login, "hr", "feature-web", lambda obj: condition(obj).get("status") == "True")  # that branch's
     assert get(kube, login, "resourcequota", "helmop-project")["spec"]["hard"] == {"pods": "5"}
     assert kube("kubectl", "auth", "can-i", "create", "deployments", "-n", login, "--as", "alice",
                 check=False).stdout.strip() == "yes"

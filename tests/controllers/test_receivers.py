@@ -21,7 +21,7 @@ from helmop_sandbox import Sandbox
 
 from helmop.infra.receivers import BURST
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import GITREPO, Operator, apply, condition, get
+from tests.controllers.conftest import GITREPO, Operator, apply, condition, get, watched
 from tests.gitserver import Repo
 from tests.oidc import Issuer, rsa_key
 from tests.tools import Run, eventually
@@ -160,7 +160,7 @@ def test_resources_by_labels_and_a_cel_filter(operator: Operator, kube: Run, ns:
     assert answer.status_code == 200, answer.text
     assert [name for name in ("one", "two", "three", "four") if asked(kube, ns, GITREPO, name)] == ["two"]
     stamp = asked(kube, ns, GITREPO, "two")  # and the repository reconciles for it
-    eventually(lambda: get(kube, ns, GITREPO, "two")["status"].get("lastHandledReconcileAt") == stamp)
+    watched(kube, ns, GITREPO, "two", lambda obj: obj["status"].get("lastHandledReconcileAt") == stamp)
 
 
 def test_generic_oidc_takes_the_issuers_tokens_and_checks_their_claims(operator: Operator, kube: Run, ns: str,
@@ -222,7 +222,7 @@ def test_a_receiver_waits_for_its_secret_and_stays_in_its_namespace(operator: Op
     repo.commit({"a": "1"})
     apply(kube, ns, gitrepo("app", repo.url))
     apply(kube, ns, receiver("early", "github", [{"kind": "GitRepository", "name": "app"}]))
-    eventually(lambda: condition(get(kube, ns, RECEIVER, "early")).get("reason") == "TokenNotFound")
+    watched(kube, ns, RECEIVER, "early", lambda obj: condition(obj).get("reason") == "TokenNotFound")
     assert not get(kube, ns, RECEIVER, "early")["status"].get("webhookPath")
     secret(kube, ns)  # its creation wakes the Receiver (not its 10m interval)
     path = ready_path(kube, ns, RECEIVER, "early")
@@ -233,5 +233,5 @@ def test_a_receiver_waits_for_its_secret_and_stays_in_its_namespace(operator: Op
     kube("kubectl", "create", "namespace", other)
     apply(kube, other, gitrepo("app", repo.url))
     apply(kube, ns, receiver("across", "github", [{"kind": "GitRepository", "name": "app", "namespace": other}]))
-    eventually(lambda: condition(get(kube, ns, RECEIVER, "across"), "Stalled").get("reason") == "CrossNamespaceRef")
+    watched(kube, ns, RECEIVER, "across", lambda obj: condition(obj, "Stalled").get("reason") == "CrossNamespaceRef")
     assert not asked(kube, other, GITREPO, "app")

@@ -23,7 +23,7 @@ from tests.conftest import _runner
 from tests.gitserver import Repo
 from tests.tools import Run, eventually
 
-from .conftest import GITREPO, Operator, apply, condition, events, failing, get, hr, ready, settled
+from .conftest import GITREPO, Operator, apply, condition, events, failing, get, hr, ready, settled, watched
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -95,7 +95,7 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
     # drift on the remote object is corrected, without a new revision
     east.kube("kubectl", "-n", ns, "scale", "deploy/web", "--replicas=5")
     settled(kube, ns, "hr", "web")
-    eventually(lambda: get(east.kube, ns, "deploy", "web")["spec"]["replicas"] == 2, timeout=30)
+    watched(east.kube, ns, "deploy", "web", lambda obj: obj["spec"]["replicas"] == 2, timeout=30)
     # the Event follows the status
     eventually(lambda: any(e["reason"] == "DriftCorrected" for e in events(kube, ns, "web")))
     assert len(release_secrets(east.kube, ns, "web")) == 1
@@ -128,7 +128,7 @@ def test_a_config_sync_applies_and_prunes_on_the_remote_cluster(operator: Operat
     assert not get(kube, ns, "configmap", "a"), "applied to the remote cluster only"
     repo.commit({"apps/b.yaml": None})
     kube("kubectl", "-n", ns, "annotate", GITREPO, "config", f"helmop.dev/requestedAt={uuid.uuid4().hex}")
-    eventually(lambda: not get(east.kube, ns, "configmap", "b"), timeout=60)
+    watched(east.kube, ns, "configmap", "b", lambda obj: not obj, timeout=60)
     kube("kubectl", "-n", ns, "delete", "configsync", "apps", "--wait=true", "--timeout=60s")
     assert not get(east.kube, ns, "configmap", "a"), "deleted with the ConfigSync (MirrorPrune)"
 
@@ -146,7 +146,7 @@ def test_flux_helmrelease_with_kubeconfig(operator: Operator, kube: Run, ns: str
                   "chart": {"spec": {"chart": "demo", "version": "0.1.0",
                                      "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
                   "values": {"fullnameOverride": "podinfo"}}}]))
-    eventually(lambda: condition(get(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "podinfo")).get("status")
+    watched(kube, ns, "helmreleases.helm.toolkit.fluxcd.io", "podinfo", lambda obj: condition(obj).get("status")
                == "True", timeout=60)
     assert release_secrets(west.kube, ns, "podinfo") and not release_secrets(kube, ns, "podinfo")
 
@@ -199,7 +199,7 @@ def test_only_a_release_there_holds_a_deletion_while_its_cluster_is_down(operato
     apply(kube, ns, hr("paused", chart_repo, suspend=True, **far))
     ready(kube, ns, "kept")
     assert "9.9.9" in condition(failing(kube, ns, "never", "VersionNotFound"))["message"]
-    eventually(lambda: get(kube, ns, "hr", "paused").get("metadata", {}).get("finalizers"), timeout=30)
+    watched(kube, ns, "hr", "paused", lambda obj: obj.get("metadata", {}).get("finalizers"), timeout=30)
     west.stop()
     try:
         kube("kubectl", "-n", ns, "delete", "hr", "never", "paused", "--wait=true", "--timeout=30s")
@@ -209,7 +209,7 @@ def test_only_a_release_there_holds_a_deletion_while_its_cluster_is_down(operato
         assert get(kube, ns, "hr", "kept"), "held until its cluster answers"
     finally:
         west.restart()
-    eventually(lambda: not get(kube, ns, "hr", "kept"), timeout=60)
+    watched(kube, ns, "hr", "kept", lambda obj: not obj, timeout=60)
     assert not release_secrets(west.kube, ns, "kept"), "uninstalled there"
 
 

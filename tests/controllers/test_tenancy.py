@@ -14,7 +14,7 @@ import pytest
 import requests
 import yaml
 
-from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, ChartRepo, Operator, condition, eventually, get, watched
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync
 from tests.gitserver import Repo
 from tests.tools import Run
@@ -73,7 +73,7 @@ def test_no_takeover_and_no_pruning_of_foreign_objects(operator: Operator, kube:
     # The owner agrees to hand it over: adopted, applied.
     kube("kubectl", "-n", ns, "annotate", "cm", "taken", "helmop.dev/adopt=true")
     resync(kube, ns, "apps")
-    eventually(lambda: condition(get(kube, ns, "csync", "apps")).get("status") == "True")
+    watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, ns, "cm", "taken")["data"] == {"owner": "git"} and get(kube, ns, "cm", "mine")
 
     # A second ConfigSync claiming the same object is refused.
@@ -90,7 +90,7 @@ def test_no_takeover_and_no_pruning_of_foreign_objects(operator: Operator, kube:
          "metadata": {"name": "mine", "labels": marks["labels"], "annotations": marks["annotations"]}}))
     repo.commit({"apps/mine.yaml": None})
     resync(kube, ns, "apps")
-    eventually(lambda: all(i["name"] != "mine" for i in get(kube, ns, "csync", "apps")["status"]["inventory"]))
+    watched(kube, ns, "csync", "apps", lambda obj: all(i["name"] != "mine" for i in obj["status"]["inventory"]))
     assert get(kube, ns, "cm", "mine")["data"] == {"owner": "impostor"}
 
 

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM, Ui, screenshot_path
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, condition, failing, get, hr, ready
+from tests.controllers.conftest import Operator, apply, condition, failing, get, hr, ready, watched
 from tests.gitserver import Repo
 from tests.tools import ROOT, Run, eventually
 
@@ -190,7 +190,7 @@ def test_actions_and_what_is_seen_follow_the_viewers_rights(operator: Operator, 
     alice.goto(f"{token_ui.url}helmreleases/{ns}/mine")
     alice.click("button:has-text('Reconcile')")
     assert "Asked: reconcile" in alice.inner_text("p.done")
-    asked = eventually(lambda: get(kube, ns, "hr", "mine")["metadata"]["annotations"].get("helmop.dev/requestedAt"))
+    asked = watched(kube, ns, "hr", "mine", lambda obj: obj["metadata"]["annotations"].get("helmop.dev/requestedAt"))
 
     # a viewer who may only read: refused on the page, nothing asked
     bob = log_in(browser, token_ui, reader)

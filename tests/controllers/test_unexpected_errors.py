@@ -20,7 +20,7 @@ from helmop.helm import inputs
 from helmop.infra.kube import KubeError
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get
+from tests.controllers.conftest import GITREPO, Operator, condition, eventually, get, watched
 from tests.gitserver import GitServer, Repo
 from tests.tools import Run
 
@@ -124,7 +124,7 @@ def test_what_an_unexpected_error_quotes_of_a_secret_is_masked(running: tuple[Op
         {"apiVersion": GROUP, "kind": "HelmRelease", "metadata": {"name": "web"},
          "spec": {"interval": "1h", "chart": chart, "values": {"fullnameOverride": "web"},
                   "valuesFrom": [{"kind": "Secret", "name": "creds"}]}}))
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True", timeout=120)
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True", timeout=120)
 
     async def quoting(*_: Any, **__: Any) -> Any:
         raise RuntimeError(f"could not use {secret} (upper: {secret.upper()})")
@@ -166,4 +166,4 @@ def test_an_api_error_in_a_releases_reconcile_is_said_in_ready(running: tuple[Op
     eventually(lambda: any(e["reason"] == "APIError" and e["type"] == "Warning"
                            for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == "web"))
     monkeypatch.undo()
-    eventually(lambda: condition(get(kube, ns, "hr", "web")).get("status") == "True", timeout=60)
+    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True", timeout=60)
