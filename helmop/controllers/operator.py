@@ -39,7 +39,7 @@ from helmop.sources.kustomize import Kustomize
 from helmop.sources.repositories import Repositories
 
 from . import referrers
-from .apps import generic_app, jenkins_app
+from .apps import App, generic_app, jenkins_app
 from .context import Services
 from .fluxgate import FluxGate
 from .handlers import Dispatcher, register
@@ -178,7 +178,7 @@ class _Process:
         settings = self.settings
         if settings.install_crds:
             await install_crds(self.kube, settings.flux.api, settings.flux.removed_versions, settings.limits)
-        services = await _services(settings, self.kube, self.helm)
+        services = await build_services(settings, self.kube, self.helm)
         try:
             await self._serve(services)
             election = _election(settings, self.kube)
@@ -259,7 +259,8 @@ class _Process:
                 await member
 
 
-async def _services(settings: Settings, kube: Kube, processes: Processes) -> Services:
+async def build_services(settings: Settings, kube: Kube, processes: Processes) -> Services:
+    """The operator's I/O: the helm engine, the chart, git and build caches, the API's clients."""
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
     helm, sources = settings.helm, settings.sources
@@ -307,10 +308,14 @@ def _registry(settings: Settings, dispatcher: Dispatcher) -> kopf.OperatorRegist
                                    private_key_path=conn.key_file or None, insecure=conn.insecure)
 
     del login  # registered; kept only by kopf
-    apps = [jenkins_app(dict(settings.helm.jenkins_chart)), *(generic_app(kind) for kind in settings.helm.apps)]
-    register(registry, dispatcher, apps, settings.leadership.shard, clusterwide=not settings.namespaces,
-             flux=settings.flux.api)
+    register(registry, dispatcher, app_kinds(settings), settings.leadership.shard,
+             clusterwide=not settings.namespaces, flux=settings.flux.api)
     return registry
+
+
+def app_kinds(settings: Settings) -> list[App]:
+    """Jenkins, and the generic app kinds of --apps."""
+    return [jenkins_app(dict(settings.helm.jenkins_chart)), *(generic_app(kind) for kind in settings.helm.apps)]
 
 
 def _election(settings: Settings, kube: Kube) -> Election | None:

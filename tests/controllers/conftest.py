@@ -103,6 +103,30 @@ def helm_calls(values_log: Path, release: str) -> list[tuple[list[str], dict[str
     return calls
 
 
+def operator_settings(kubeconfig: Path, helm: str, workdir: Path, charts: ChartRepo) -> Settings:
+    """The settings of the operator under test (:data:`FAST`): ``helm`` (helm 4's "helm" or "helm3") wrapped to log
+    its calls in ``workdir`` (:func:`helm_wrapper`), the test repository as a chart mirror and as the charts of
+    Jenkins and the sample app kind, Flux's kinds served, an empty SOPS key folder."""
+    wrapper = helm_wrapper(workdir / "helm-wrapper", TOOLS / helm, workdir / "helm-calls.log",
+                           workdir / "helm-values.log")
+    # The sample app kind from deploy/examples, its chart served by the test repository.
+    apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
+    (workdir / "decryption-keys").mkdir()
+    return replace(
+        FAST, kubeconfig=kubeconfig, install_crds=True,
+        helm=Helm(executable=str(wrapper), concurrency=4, cache_dir=workdir / "cache",
+                  # (a repository written for the public internet, served by the test repository: --chart-mirror)
+                  mirrors=((MIRRORED, charts.url),),
+                  jenkins_chart={"repository": {"url": charts.url, "name": "jenkins",
+                                                "version": JENKINS_STAND_IN_VERSION}},
+                  apps=tuple(replace(kind, chart={"repository": {"url": charts.url, "name": "demo",
+                                                                 "version": "0.1.0"}}) for kind in apps)),
+        servers=Servers(address="127.0.0.1", webhook_port=0, metrics_port=0),
+        # the operator's SOPS key folder (--decryption-keys), empty until a test puts a key there
+        sources=Sources(decryption_keys=workdir / "decryption-keys"),
+        flux=Flux(api=True))  # Flux's kinds beside helmop's, as a cluster moving over has them
+
+
 class Operator:
     def __init__(self, sandbox: Sandbox, helm: str, workdir: Path, charts: ChartRepo,
                  kubeconfig: Path | None = None) -> None:
@@ -110,23 +134,7 @@ class Operator:
         self.helm = helm  # "helm" (4) or "helm3"
         self.log = workdir / "helm-calls.log"
         self.values_log = workdir / "helm-values.log"
-        wrapper = helm_wrapper(workdir / "helm-wrapper", TOOLS / helm, self.log, self.values_log)
-        # The sample app kind from deploy/examples, its chart served by the test repository.
-        apps = parse_apps((ROOT / "deploy/examples/webapp/apps.yaml").read_text())
-        self.settings = replace(
-            FAST, kubeconfig=kubeconfig or sandbox.kubeconfig, install_crds=True,
-            helm=Helm(executable=str(wrapper), concurrency=4, cache_dir=workdir / "cache",
-                      # (a repository written for the public internet, served by the test repository: --chart-mirror)
-                      mirrors=((MIRRORED, charts.url),),
-                      jenkins_chart={"repository": {"url": charts.url, "name": "jenkins",
-                                                    "version": JENKINS_STAND_IN_VERSION}},
-                      apps=tuple(replace(kind, chart={"repository": {"url": charts.url, "name": "demo",
-                                                                     "version": "0.1.0"}}) for kind in apps)),
-            servers=Servers(address="127.0.0.1", webhook_port=0, metrics_port=0),
-            # the operator's SOPS key folder (--decryption-keys), empty until a test puts a key there
-            sources=Sources(decryption_keys=workdir / "decryption-keys"),
-            flux=Flux(api=True))  # Flux's kinds beside helmop's, as a cluster moving over has them
-        (workdir / "decryption-keys").mkdir()
+        self.settings = operator_settings(kubeconfig or sandbox.kubeconfig, helm, workdir, charts)
         self.bound = Bound()  # the ports the servers listen on
         self.stop = threading.Event()
         self.ready = threading.Event()

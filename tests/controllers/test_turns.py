@@ -1,12 +1,11 @@
-"""Every kind's turn has one shape, served by one dispatcher: driven here directly (no kopf, no operator process)
-against the sandbox over HTTP. An API error in any kind's turn is said as APIError (never ReconcileError, the
-sign of a bug), and a deleted object leaves nothing in the operator's memory."""
+"""Every kind's turn has one shape, served by one dispatcher: driven here directly (the turns harness: no kopf, no
+operator process, no scheduler) against the sandbox over HTTP. An API error in any kind's turn is said as APIError
+(never ReconcileError, the sign of a bug), and a deleted object leaves nothing in the operator's memory."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Container, Iterator
-from types import SimpleNamespace
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,14 +15,9 @@ from helmop.api.images import HELMOP_IMAGES
 from helmop.api.kinds import RECEIVER
 from helmop.api.objects import ObjectKey
 from helmop.api.settings import Settings
-from helmop.api.tenancy import Tenancy
 from helmop.controllers.handlers import Dispatcher
-from helmop.controllers.operator import install_crds
-from helmop.controllers.registration import controllers
-from helmop.infra.clusters import Remotes
-from helmop.infra.events import Recorder
-from helmop.infra.kube import Connection, Kube
-from helmop.infra.metrics import Metrics
+from tests.controllers.turns import Turns, ready
+from tests.tools import tool
 
 NAMESPACE = "turns"
 TOKEN = "c2VjcmV0LXRva2Vu"  # base64 of a token the tests look for in memory
@@ -35,28 +29,18 @@ def sandbox() -> Iterator[Sandbox]:
         yield running
 
 
-def _dispatcher(kube: Kube) -> Dispatcher:
-    """A dispatcher serving every kind of helmop's (the operator's own table), its I/O the sandbox's."""
-    services: Any = SimpleNamespace(kube=kube, events=Recorder(kube), metrics=Metrics(), notifier=SimpleNamespace(),
-                                    tenancy=Tenancy(), remotes=Remotes())
-    dispatcher = Dispatcher(services, Settings())
-    for controller in controllers(dispatcher.ctx, [], clusterwide=False):
-        dispatcher.controllers[controller.kind.key] = controller
-    return dispatcher
+@pytest.fixture(scope="module")
+def turns(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Turns]:
+    """Every kind of helmop's served by the operator's own dispatcher and services, their I/O the sandbox's."""
+    defaults = Settings()
+    harness = Turns(sandbox, replace(defaults, helm=replace(defaults.helm, executable=str(tool("helm")),
+                                                            cache_dir=tmp_path_factory.mktemp("turns"))))
+    yield harness
+    harness.close()
 
 
-async def _turn(dispatcher: Dispatcher, kube: Kube, key: ObjectKey) -> dict[str, Any]:
-    """One turn of the object as it is now (the watch's event handed over by hand); the object after it."""
-    controller = dispatcher.controllers[key.kind]
-    body = await kube.get(controller.kind.path(key.namespace, key.name))
-    assert body is not None
-    dispatcher.seen(controller, body, "MODIFIED")
-    await dispatcher.turn(key)
-    return await kube.get(controller.kind.path(key.namespace, key.name)) or {}
-
-
-def _ready(obj: dict[str, Any]) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+def _create(turns: Turns, path: str, body: dict[str, Any]) -> None:
+    turns.run(turns.kube.request("POST", path, body))
 
 
 def _kept(dispatcher: Dispatcher, key: ObjectKey) -> list[str]:
@@ -72,39 +56,31 @@ def _kept(dispatcher: Dispatcher, key: ObjectKey) -> list[str]:
     return held
 
 
-async def _setup(kube: Kube) -> None:
-    await install_crds(kube)
-    await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-    await kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/secrets",
-                       {"metadata": {"name": "token"}, "data": {"token": TOKEN}})
+def _namespace(turns: Turns, namespace: str) -> None:
+    """The namespace, with the Secret that holds :data:`TOKEN`."""
+    _create(turns, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    _create(turns, f"/api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": "token"}, "data": {"token": TOKEN}})
 
 
-def test_a_deleted_receiver_leaves_nothing_in_memory(sandbox: Sandbox) -> None:
-    async def scenario() -> None:
-        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
-        await _setup(kube)
-        await kube.request("POST", RECEIVER.path(NAMESPACE), {
-            "apiVersion": RECEIVER.api_version, "kind": RECEIVER.kind, "metadata": {"name": "hook"},
-            "spec": {"type": "generic", "secretRef": {"name": "token"},
-                     "resources": [{"kind": "GitRepository", "name": "app"}]}})
-        dispatcher = _dispatcher(kube)
-        key = ObjectKey(RECEIVER.key, NAMESPACE, "hook")
-        received = await _turn(dispatcher, kube, key)
-        assert _ready(received).get("status") == "True", received
-        assert dispatcher.ctx.memory.secrets[key] == ["secret-token"]  # what the turn read, to be masked
-        assert _kept(dispatcher, key)
+def test_a_deleted_receiver_leaves_nothing_in_memory(turns: Turns) -> None:
+    _namespace(turns, NAMESPACE)
+    _create(turns, RECEIVER.path(NAMESPACE), {
+        "apiVersion": RECEIVER.api_version, "kind": RECEIVER.kind, "metadata": {"name": "hook"},
+        "spec": {"type": "generic", "secretRef": {"name": "token"},
+                 "resources": [{"kind": "GitRepository", "name": "app"}]}})
+    key = ObjectKey(RECEIVER.key, NAMESPACE, "hook")
+    received = turns.turn(RECEIVER, NAMESPACE, "hook")
+    assert ready(received).get("status") == "True", received
+    assert turns.dispatcher.ctx.memory.secrets[key] == ["secret-token"]  # what the turn read, to be masked
+    assert _kept(turns.dispatcher, key)
 
-        await kube.request("DELETE", RECEIVER.path(NAMESPACE, "hook"))
-        assert not await _turn(dispatcher, kube, key)  # its clean-up let the finalizer go: it is gone
-        dispatcher.seen(dispatcher.controllers[key.kind], received, "DELETED")  # the watch's last word
-        assert _kept(dispatcher, key) == []
-        await dispatcher.stop()
-        await kube.close()
-
-    asyncio.run(scenario())
+    turns.run(turns.kube.request("DELETE", RECEIVER.path(NAMESPACE, "hook")))
+    # its clean-up let the finalizer go: it is gone (and the watch's last word, DELETED, handed over)
+    assert not turns.turn(RECEIVER, NAMESPACE, "hook")
+    assert _kept(turns.dispatcher, key) == []
 
 
-def test_an_api_error_in_any_kinds_turn_is_said_as_api_error(sandbox: Sandbox) -> None:
+def test_an_api_error_in_any_kinds_turn_is_said_as_api_error(sandbox: Sandbox, turns: Turns) -> None:
     """Each of these turns reads an object of another kind through the API, which fails every read of those
     (500, 503, 504: retried, then given up): the turn ends with Ready=False APIError, and is Ready once the API
     answers again."""
@@ -113,32 +89,22 @@ def test_an_api_error_in_any_kinds_turn_is_said_as_api_error(sandbox: Sandbox) -
                     "resources": [{"kind": "GitRepository", "name": "app"}]}),
         (HELMOP_IMAGES.policy, {"imageRepositoryRef": {"name": "app"}, "policy": {"alphabetical": {}}}),
     ]
-
-    async def scenario() -> None:
-        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
-        await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": f"{NAMESPACE}-api"}})
-        await kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}-api/secrets",
-                           {"metadata": {"name": "token"}, "data": {"token": TOKEN}})
-        for kind, spec in objects:
-            await kube.request("POST", kind.path(f"{NAMESPACE}-api"), {
-                "apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": "app"}, "spec": spec})
-        dispatcher = _dispatcher(kube)
-        faults = sandbox.faults
-        assert faults is not None
-        faults.verbs, faults.resources = frozenset({"get"}), frozenset({"secrets", "imagerepositories"})
-        faults.error = 1.0
-        try:
-            ended = await asyncio.gather(*(_turn(dispatcher, kube, ObjectKey(kind.key, f"{NAMESPACE}-api", "app"))
-                                           for kind, _ in objects))
-        finally:
-            faults.error = 0.0
-        for (kind, _), obj in zip(objects, ended, strict=True):
-            ready = _ready(obj)
-            assert (ready.get("status"), ready.get("reason")) == ("False", "APIError"), (kind.kind, ready)
-            assert "the API server answered 5" in ready["message"]
-        received = await _turn(dispatcher, kube, ObjectKey(RECEIVER.key, f"{NAMESPACE}-api", "app"))
-        assert _ready(received).get("status") == "True", received
-        await dispatcher.stop()
-        await kube.close()
-
-    asyncio.run(scenario())
+    namespace = f"{NAMESPACE}-api"
+    _namespace(turns, namespace)
+    for kind, spec in objects:
+        _create(turns, kind.path(namespace), {"apiVersion": kind.api_version, "kind": kind.kind,
+                                              "metadata": {"name": "app"}, "spec": spec})
+    faults = sandbox.faults
+    assert faults is not None
+    faults.verbs, faults.resources = frozenset({"get"}), frozenset({"secrets", "imagerepositories"})
+    faults.error = 1.0
+    try:
+        ended = turns.together(*((kind, namespace, "app") for kind, _ in objects))
+    finally:
+        faults.error = 0.0
+    for (kind, _), obj in zip(objects, ended, strict=True):
+        condition = ready(obj)
+        assert (condition.get("status"), condition.get("reason")) == ("False", "APIError"), (kind.kind, condition)
+        assert "the API server answered 5" in condition["message"]
+    received = turns.turn(RECEIVER, namespace, "app")
+    assert ready(received).get("status") == "True", received
