@@ -289,8 +289,8 @@ def test_tree_trace_and_events_follow_a_config_repository(operator: Operator, ku
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "config", "apps"))
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=gitrepo("config", repo.url, suspend=True, webhook=None))
     watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("reason") == "SourceNotReady")
-    waits = [e["type"] for e in events(kube, ns, "apps") if e["reason"] == "SourceNotReady"]
-    assert waits == ["Normal"], waits
+    waits = eventually(lambda: [e["type"] for e in events(kube, ns, "apps") if e["reason"] == "SourceNotReady"])
+    assert waits == ["Normal"], waits  # (the Event follows the status)
     commit = repo.commit({"apps/web.yaml": release("web", chart_repo.url, 1)})
     kube("kubectl", "-n", ns, "patch", GITREPO, "config", "--type=merge", "-p", '{"spec":{"suspend":false}}')
     watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")

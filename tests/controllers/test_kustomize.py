@@ -209,7 +209,7 @@ def test_depends_on_waits_for_ready_and_wait_judges_what_was_applied(operator: O
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=configsync("apps", "apps", dependsOn=[{"name": "infra"}]))
     watched(kube, ns, "csync", "apps", lambda obj: condition(obj).get("status") == "True")
     assert condition(get(kube, ns, "csync", "infra")).get("status") == "True"
-    said = ordered_events(kube, ns)
+    said = eventually(lambda: (s := ordered_events(kube, ns)) and ("apps", "ReconciliationSucceeded") in s and s)
     # apps waited (a Normal Event, not a warning), and applied only after infra's Deployment was ready
     assert ("apps", "DependencyNotReady") in said
     assert said.index(("infra", "ReconciliationSucceeded")) < said.index(("apps", "ReconciliationSucceeded"))
@@ -359,5 +359,5 @@ def test_a_repository_laid_out_as_flux_examples_converges(operator: Operator, ku
     assert get(kube, infra, f"probes.{ns}.example.com", "web")["spec"] == {"target": "http://web"}
     watched(kube, apps, "hr", "podinfo", lambda obj: condition(obj).get("status") == "True")
     assert get(kube, apps, "deploy", "podinfo")["spec"]["replicas"] == 2  # the staging overlay's values
-    said = ordered_events(kube, ns)
+    said = eventually(lambda: (s := ordered_events(kube, ns)) and ("apps", "ReconciliationSucceeded") in s and s)
     assert said.index(("infrastructure", "ReconciliationSucceeded")) < said.index(("apps", "ReconciliationSucceeded"))

@@ -292,7 +292,8 @@ def test_depends_on(operator: Operator, kube: Run, ns: str, chart_repo: ChartRep
     kube("kubectl", "-n", ns, "delete", "hr", "db", "--wait=false")
     kube("kubectl", "-n", ns, "delete", "hr", "app", "--wait=false")
     watched(kube, ns, "hr", "db", lambda obj: not obj, timeout=90)
-    uninstalls = [e for e in events(kube, ns, "app") + events(kube, ns, "db") if e["reason"] == "UninstallSucceeded"]
+    uninstalls = eventually(lambda: len(u := [e for e in events(kube, ns, "app") + events(kube, ns, "db")
+                                              if e["reason"] == "UninstallSucceeded"]) == 2 and u)
     # in the order they were written (timestamps have one-second resolution; both may fall in one second)
     written = sorted(uninstalls, key=lambda e: int(e["metadata"]["resourceVersion"]))
     order = [e["involvedObject"]["name"] for e in written]
