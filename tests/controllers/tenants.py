@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from tests.controllers.conftest import condition, eventually, get
+from tests.controllers.conftest import condition, get
+from tests.controllers.turns import Turns, ready
 from tests.docs import block
 from tests.gitserver import Repo
 from tests.tools import Run
@@ -29,13 +30,16 @@ def sync(kube: Run, ns: str, repo: Repo, name: str = "apps", **spec: Any) -> Non
          "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "1h", **spec}}]))
 
 
-def stalled(kube: Run, ns: str, kind: str, name: str, reason: str) -> str:
-    obj = eventually(lambda: (o := get(kube, ns, kind, name)) and condition(o).get("reason") == reason and o)
+def stalled(turns: Turns, kube: Run, ns: str, target: str, reason: str) -> str:
+    """The message of ``target`` ("<kind key>/<name>") once turns have settled it: refused for good (Stalled), with
+    ``reason`` in Ready and a Warning Event of it (posted by the turn that wrote the status)."""
+    obj = turns.settle(ns, target)
+    assert ready(obj).get("reason") == reason, ready(obj)
     assert condition(obj, "Stalled").get("status") == "True"
-    # the Event follows the status
-    eventually(lambda: any(e["reason"] == reason and e["type"] == "Warning"
-                           for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name))
-    return str(condition(obj)["message"])
+    name = target.rpartition("/")[2]
+    events = [e for e in get(kube, ns, "events")["items"] if e["involvedObject"]["name"] == name]
+    assert any(e["reason"] == reason and e["type"] == "Warning" for e in events), events
+    return str(ready(obj)["message"])
 
 
 def tenant(kube: Run) -> str:

@@ -1,28 +1,32 @@
 """Tenant isolation with the operator locked down as deploy/helmop's `multitenancy` block runs it
 (--default-service-account, --no-cross-namespace-refs, RBAC enforced, no cluster-wide role for
-releases): a tenant's releases and repositories get what its namespace's RBAC grants, nothing more."""
+releases): a tenant's releases and repositories get what its namespace's RBAC grants, nothing more. Driven by
+turns (:mod:`tests.controllers.turns`) acting with the token of the ServiceAccount the chart installs: the API
+judges every request of a turn by what the chart grants it."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 from helmop_sandbox import Sandbox
 
+from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import ChartRepo, Operator, condition, eventually, get, watched
+from tests.controllers.conftest import condition, get, operator_settings
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync, tenant
+from tests.controllers.turns import Turns, ready
 from tests.gitserver import Repo
 from tests.tools import ROOT, Run
 
 
 @pytest.fixture(scope="module")
-def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-           chart_repo: ChartRepo) -> Iterator[tuple[Operator, Run]]:
+def locked(tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[tuple[Turns, Run]]:
     workdir = tmp_path_factory.mktemp("locked")
     with Sandbox(ready_delay=0.05) as sandbox:
         admin = _runner(sandbox)
@@ -36,14 +40,13 @@ def locked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         config = yaml.safe_load(sandbox.kubeconfig.read_text())
         config["users"][0]["user"]["token"] = token
         (workdir / "kubeconfig").write_text(yaml.safe_dump(config))
-        op = Operator(sandbox, "helm", workdir, chart_repo, kubeconfig=workdir / "kubeconfig")
+        settings = operator_settings(sandbox.kubeconfig, "helm", workdir, chart_repo)
         # what the chart's args say
-        op.set("tenancy", default_service_account="helmop-tenant", no_cross_namespace_refs=True)
-        op.start()
-        yield op, admin
-        op.close()
-
-
+        settings = replace(settings, tenancy=replace(settings.tenancy, default_service_account="helmop-tenant",
+                                                     no_cross_namespace_refs=True))
+        turns = Turns(sandbox, settings, identity=workdir / "kubeconfig")
+        yield turns, admin
+        turns.close()
 
 
 def release(name: str, repo: ChartRepo, chart: str = "demo", **spec: Any) -> str:
@@ -53,16 +56,16 @@ def release(name: str, repo: ChartRepo, chart: str = "demo", **spec: Any) -> str
                                     **spec}})
 
 
-def test_a_tenant_release_gets_only_its_namespace(locked: tuple[Operator, Run], chart_repo: ChartRepo) -> None:
-    _operator, kube = locked
+def test_a_tenant_release_gets_only_its_namespace(locked: tuple[Turns, Run], chart_repo: ChartRepo) -> None:
+    turns, kube = locked
     ns = tenant(kube)
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("web", chart_repo))
-    watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
+    assert ready(turns.settle(ns, "HelmRelease/web")).get("status") == "True"
     assert get(kube, ns, "deploy", "web")  # its own namespace: fine
 
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("sys", chart_repo, targetNamespace="kube-system"))
-    failed = eventually(lambda: (o := get(kube, ns, "hr", "sys")) and condition(o).get("status") == "False"
-                        and "forbidden" in condition(o).get("message", "") and o)
+    failed = turns.settle(ns, "HelmRelease/sys")
+    assert condition(failed).get("status") == "False" and "forbidden" in condition(failed).get("message", ""), failed
     assert f"system:serviceaccount:{ns}:helmop-tenant" in condition(failed)["message"]
     assert not get(kube, "kube-system", "deploy", "sys")
 
@@ -74,19 +77,19 @@ def test_a_tenant_release_gets_only_its_namespace(locked: tuple[Operator, Run], 
         f'apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: loot}}\ndata:\n'
         f'  stolen: {{{{ (lookup "v1" "Secret" "{victim}" "prod-db") | toJson | quote }}}}\n')})
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=release("snoop", chart_repo, chart=chart))
-    eventually(lambda: condition(get(kube, ns, "hr", "snoop")).get("status") in ("True", "False")
-               and get(kube, ns, "hr", "snoop")["status"].get("lastAttemptedConfigDigest"))
+    snooped = turns.settle(ns, "HelmRelease/snoop")
+    assert condition(snooped).get("status") in ("True", "False") and snooped["status"].get("lastAttemptedConfigDigest")
     loot = json.dumps(get(kube, ns, "cm", "loot"))
     assert "SHVudGVyMkh1bnRlcjI=" not in loot and "Hunter2Hunter2" not in loot  # the lookup saw nothing
 
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "crossing"},
          "spec": {"chart": {"sourceRef": {"name": "config", "namespace": victim}, "path": "charts/x"}}}))
-    assert "other namespaces are disabled" in stalled(kube, ns, "hr", "crossing", "CrossNamespaceRef")
+    assert "other namespaces are disabled" in stalled(turns, kube, ns, "HelmRelease/crossing", "CrossNamespaceRef")
 
 
-def test_a_tenant_repository_cannot_climb(locked: tuple[Operator, Run], repo: Repo) -> None:
-    _operator, kube = locked
+def test_a_tenant_repository_cannot_climb(locked: tuple[Turns, Run], repo: Repo) -> None:
+    turns, kube = locked
     ns = tenant(kube)
     bind_admin = ("apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: grab}\n"
                   "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n"
@@ -94,8 +97,8 @@ def test_a_tenant_repository_cannot_climb(locked: tuple[Operator, Run], repo: Re
     repo.commit({"apps/grab.yaml": CLUSTER_ADMIN_GRAB.replace("NS", ns), "apps/bind.yaml": bind_admin,
                  "apps/note.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note}\ndata: {a: b}\n"})
     sync(kube, ns, repo)
-    obj = eventually(lambda: (o := get(kube, ns, "csync", "apps")) and condition(o).get("reason") == "ApplyFailed"
-                     and o)
+    obj = turns.settle(ns, "ConfigSync/apps")
+    assert condition(obj).get("reason") == "ApplyFailed", condition(obj)
     message = condition(obj)["message"]
     assert f"ClusterRoleBinding/grab-{ns}" in message and "forbidden" in message
     assert "RoleBinding/" in message and "not currently held" in message  # RBAC escalation prevention
@@ -105,10 +108,10 @@ def test_a_tenant_repository_cannot_climb(locked: tuple[Operator, Run], repo: Re
     assert "dry-run failed (Forbidden)" in message and not get(kube, ns, "cm", "note")
 
 
-def test_image_automation_stays_in_its_namespace(locked: tuple[Operator, Run]) -> None:
+def test_image_automation_stays_in_its_namespace(locked: tuple[Turns, Run]) -> None:
     """--no-cross-namespace-refs: a policy may not read another namespace's ImageRepository (whatever its
     accessFrom grants), an automation may not push to another namespace's GitRepository."""
-    _operator, kube = locked
+    turns, kube = locked
     for ns in ("img-a", "img-b"):
         kube("kubectl", "create", "namespace", ns)
     kube("kubectl", "-n", "img-b", "apply", "-f", "-", stdin=yaml.safe_dump(
@@ -121,7 +124,7 @@ def test_image_automation_stays_in_its_namespace(locked: tuple[Operator, Run]) -
         {"apiVersion": "helmop.dev/v1alpha1", "kind": "ImageUpdateAutomation", "metadata": {"name": "web"},
          "spec": {"interval": "1h", "sourceRef": {"name": "config", "namespace": "img-b"},
                   "git": {"commit": {"author": {"email": "bot@example.com"}}}}}]))
-    for kind in ("imagepolicies.helmop.dev", "imageupdateautomations.helmop.dev"):
-        refused = eventually(lambda k=kind: condition(get(kube, "img-a", k, "web")).get("reason") == "AccessDenied"
-                             and condition(get(kube, "img-a", k, "web")))
+    for kind in ("ImagePolicy", "ImageUpdateAutomation"):
+        refused = condition(turns.settle("img-a", f"{kind}/web"))
+        assert refused.get("reason") == "AccessDenied", refused
         assert "--no-cross-namespace-refs" in refused["message"], refused

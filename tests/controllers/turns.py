@@ -12,6 +12,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from helmop_sandbox import Sandbox
@@ -25,7 +26,7 @@ from helmop.controllers.handlers import Dispatcher
 from helmop.controllers.operator import app_kinds, build_services, install_crds
 from helmop.controllers.registration import Controller, controllers
 from helmop.helm.engine import Processes
-from helmop.infra.kube import Connection, Kube
+from helmop.infra.kube import Connection, Kube, KubeError
 
 T = TypeVar("T")
 # Kinds that others read, by kind name (helmop's and Flux's alike): their turns come first in a round of
@@ -52,20 +53,27 @@ def settled(obj: dict[str, Any]) -> bool:
 class Turns:
     """The operator's turns of every kind (helmop's, the app kinds of ``settings``, Flux's with
     ``settings.flux.api``) against ``sandbox``, whose CRDs it installs. The dispatcher's scheduler is stopped
-    from the start: no turn happens but the ones a test asks for (a wake, a retry, an interval starts none)."""
+    from the start: no turn happens but the ones a test asks for (a wake, a retry, an interval starts none).
 
-    def __init__(self, sandbox: Sandbox, settings: Settings) -> None:
-        self.settings = replace(settings, kubeconfig=sandbox.kubeconfig)
+    ``identity``: the kubeconfig the operator acts with, as its ``--kubeconfig`` (its ServiceAccount's token, say:
+    the API then judges every request of its turns, helm's included, by that account's RBAC); the sandbox's own,
+    cluster-admin, by default. The harness itself (:attr:`kube`: what it lists and hands over, as the watch
+    would) reads with the sandbox's own either way."""
+
+    def __init__(self, sandbox: Sandbox, settings: Settings, identity: Path | None = None) -> None:
+        self.settings = replace(settings, kubeconfig=identity or sandbox.kubeconfig)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="turns", daemon=True)
         self.thread.start()
-        self.kube, self.services, self.dispatcher = self.run(self._open())
+        self.kube, self.services, self.dispatcher = self.run(self._open(sandbox.kubeconfig))
 
-    async def _open(self) -> tuple[Kube, Services, Dispatcher]:
+    async def _open(self, admin: Path) -> tuple[Kube, Services, Dispatcher]:
         settings = self.settings
-        kube = Kube(Connection.from_kubeconfig(settings.kubeconfig))
-        await install_crds(kube, settings.flux.api, settings.flux.removed_versions, settings.limits)
-        services = await build_services(settings, kube, Processes())
+        kube = Kube(Connection.from_kubeconfig(admin))
+        acting = kube if settings.kubeconfig == admin else Kube(Connection.from_kubeconfig(settings.kubeconfig))
+        # as the operator with --install-crds: under its own identity (a ClusterRole it may not write: left alone)
+        await install_crds(acting, settings.flux.api, settings.flux.removed_versions, settings.limits)
+        services = await build_services(settings, acting, Processes())
         dispatcher = Dispatcher(services, settings)
         await dispatcher.scheduler.stop()
         # the operator's table, as `register` serves it (Providers, Alerts and ExternalArtifacts have no turns)
@@ -73,7 +81,8 @@ class Turns:
                                       flux=settings.flux.api):
             dispatcher.controllers[controller.kind.key] = controller
         if settings.flux.api:  # as the operator: whether Flux's own controllers hold Flux's kinds, known first
-            dispatcher.flux_gate = FluxGate(kube, settings.flux.namespace, services.metrics, dispatcher.serve_flux)
+            dispatcher.flux_gate = FluxGate(acting, settings.flux.namespace, services.metrics,
+                                            dispatcher.serve_flux)
             await dispatcher.flux_gate.check()
         return kube, services, dispatcher
 
@@ -89,6 +98,12 @@ class Turns:
     def controller(self, kind: Kind | str) -> Controller:
         """The controller of ``kind`` (a Kind, or its key: "HelmRelease", "HelmRelease.helm.toolkit.fluxcd.io")."""
         return self.dispatcher.controllers[kind if isinstance(kind, str) else kind.key]
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of ``name``'s samples whose labels include ``labels``, in the services' registry (what the
+        operator's /metrics serves)."""
+        return sum(sample.value for family in self.services.metrics.registry.collect() for sample in family.samples
+                   if sample.name == name and labels.items() <= sample.labels.items())
 
     def turn(self, kind: Kind | str, namespace: str, name: str) -> dict[str, Any]:
         """One turn of the object as it is now, handed over as its watch would; the object after it ({}: gone)."""
@@ -133,9 +148,17 @@ class Turns:
         """Every object of the namespace that has turns, in the order of a round."""
         kinds = sorted((c for c in self.dispatcher.controllers.values() if c.kind.namespaced),
                        key=lambda c: FIRST.get(c.kind.kind, REST))
-        listed = await asyncio.gather(*(self.kube.list(c.kind.path(namespace)) for c in kinds))
+        listed = await asyncio.gather(*(self._listed(c.kind.path(namespace)) for c in kinds))
         return [(controller, str(obj["metadata"]["name"]))
                 for controller, items in zip(kinds, listed, strict=True) for obj in items]
+
+    async def _listed(self, path: str) -> list[dict[str, Any]]:
+        try:
+            return await self.kube.list(path)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            return []  # a kind the cluster does not serve (an app kind whose CRD is not installed): nothing to turn
 
     def close(self) -> None:
         self.run(self._close())
@@ -146,4 +169,6 @@ class Turns:
     async def _close(self) -> None:
         await self.dispatcher.stop()
         await self.services.close()
+        if self.services.kube is not self.kube:
+            await self.services.kube.close()
         await self.kube.close()
