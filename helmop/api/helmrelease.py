@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from . import yamlc
+from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
-from .fields import flag, optional_list, text
+from .fields import flag, text
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references
 from .repositories import Verification, parse_verification
@@ -215,7 +216,7 @@ class HelmReleaseSpec:
     rollback: RollbackOptions = RollbackOptions()
     test: TestOptions = TestOptions()
     service_account_name: str = ""
-    depends_on: tuple[tuple[str, str], ...] = ()  # (namespace, name) of HelmReleases to be Ready first
+    depends_on: tuple[Dependency, ...] = ()  # what must be ready first (HelmReleases, or objects of any kind)
     health_check_exprs: tuple[HealthExpr, ...] = ()
     # commonMetadata and postRenderers, as helmop's post-renderer takes them ({} when there are none):
     # {"labels": {...}, "annotations": {...}, "patches": [{"target": {...}, "patch": "<yaml>"}]}
@@ -223,7 +224,6 @@ class HelmReleaseSpec:
     drift_mode: str = "disabled"  # enabled | warn | disabled
     drift_ignore: tuple[tuple[tuple[str, ...], Selector], ...] = ()  # (JSON pointers, target)
     wait_strategy: str = "poller"  # poller: helmop judges readiness (kstatus, healthCheckExprs); legacy: helm's wait
-    ready_exprs: tuple[tuple[tuple[str, str], str], ...] = ()  # ((namespace, name), spec.dependsOn[].readyExpr)
     # fields that mean something with one helm major only: (field, major), said in status with the other
     helm_major_fields: tuple[tuple[str, int], ...] = ()
     kube_config: KubeConfigRef | None = None  # the remote cluster released to (None: the operator's own)
@@ -493,15 +493,12 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
         rollback=_rollback(spec.get("rollback")),
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
-        depends_on=depends_on(spec.get("dependsOn"), name, namespace),
+        depends_on=dependencies(spec.get("dependsOn"), name, namespace, "HelmRelease"),
         health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
         post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers"), origin or {},
                                  spec.get("postRenderStrategy")),
         **_drift(spec.get("driftDetection")),
         wait_strategy=_wait_strategy(spec.get("waitStrategy")),
-        ready_exprs=tuple(((ns, n), str(raw.get("readyExpr"))) for (ns, n), raw
-                          in zip(depends_on(spec.get("dependsOn"), name, namespace), spec.get("dependsOn") or [],
-                                 strict=True) if raw.get("readyExpr")),
         helm_major_fields=_helm_major_fields(spec),
         kube_config=parse_ref(spec.get("kubeConfig")),
     )
@@ -616,17 +613,4 @@ def health_exprs(raw: Any) -> tuple[HealthExpr, ...]:
             raise SpecError("InvalidSpec", f"spec.healthCheckExprs[{i}].current is required")
         out.append(HealthExpr(str(entry["apiVersion"]), str(entry["kind"]), str(entry.get("current") or ""),
                               str(entry.get("inProgress") or ""), str(entry.get("failed") or "")))
-    return tuple(out)
-
-
-def depends_on(raw: Any, name: str, namespace: str, kind: str = "HelmRelease") -> tuple[tuple[str, str], ...]:
-    """(namespace, name) of each spec.dependsOn entry (of ``kind``, as the object itself)."""
-    out = []
-    for i, ref in enumerate(optional_list(raw, "spec.dependsOn")):
-        if not isinstance(ref, dict) or not ref.get("name"):
-            raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
-        target = (str(ref.get("namespace") or namespace), str(ref["name"]))
-        if target == (namespace, name):
-            raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this {kind} itself")
-        out.append(target)
     return tuple(out)

@@ -8,11 +8,12 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
 from .fields import name_in, optional_list, refuse_workload_identity, seconds
 from .gitrefs import GitRef
-from .helmrelease import HealthExpr, depends_on, health_exprs
+from .helmrelease import HealthExpr, health_exprs
 from .ignorerules import IgnoreRule, parse_ignore_rules
 from .kubeconfigs import KubeConfigRef, parse_ref
 from .names import check_references, problem
@@ -116,13 +117,6 @@ class PostBuild:
 DELETION_POLICIES = ("MirrorPrune", "Delete", "WaitForTermination", "Orphan")
 
 
-@dataclass(frozen=True)
-class Dependency:
-    namespace: str
-    name: str
-    ready_expr: str = ""  # CEL over dep and self; "" = Ready for its current generation
-
-
 # what a ConfigSync's sourceRef may name
 CONFIG_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")
 
@@ -142,7 +136,7 @@ class ConfigSyncSpec:
     post_build: PostBuild = field(default_factory=PostBuild)
     common_labels: tuple[tuple[str, str], ...] = ()  # spec.commonMetadata, set on every object after the build
     common_annotations: tuple[tuple[str, str], ...] = ()
-    depends_on: tuple[Dependency, ...] = ()  # ConfigSyncs to be Ready first
+    depends_on: tuple[Dependency, ...] = ()  # what must be ready first (ConfigSyncs, or objects of any kind)
     wait: bool = False  # every applied object must become healthy (healthChecks is then ignored)
     health_checks: tuple[ObjectRef, ...] = ()
     health_check_exprs: tuple[HealthExpr, ...] = ()
@@ -283,7 +277,8 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           post_build=_post_build(spec),
                           common_labels=_strings(metadata, "labels", "spec.commonMetadata.labels"),
                           common_annotations=_strings(metadata, "annotations", "spec.commonMetadata.annotations"),
-                          depends_on=_dependencies(spec, name, namespace), wait=bool(spec.get("wait", False)),
+                          depends_on=dependencies(spec.get("dependsOn"), name, namespace, "ConfigSync"),
+                          wait=bool(spec.get("wait", False)),
                           health_checks=_health_checks(spec),
                           health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
                           timeout=duration_field(spec, "timeout", 0.0) or 0.0,
@@ -307,14 +302,6 @@ def _decryption(spec: dict[str, Any]) -> Decryption | None:
                                             "spec.decryption.secretRef")
     secret = raw.get("secretRef") or {}
     return Decryption(secret_ref=str(secret.get("name") or "") if isinstance(secret, dict) else "")
-
-
-def _dependencies(spec: dict[str, Any], name: str, namespace: str) -> tuple[Dependency, ...]:
-    out = []
-    for (dep_namespace, dep_name), raw in zip(depends_on(spec.get("dependsOn"), name, namespace, "ConfigSync"),
-                                              spec.get("dependsOn") or [], strict=True):
-        out.append(Dependency(dep_namespace, dep_name, str(raw.get("readyExpr") or "")))
-    return tuple(out)
 
 
 def _health_checks(spec: dict[str, Any]) -> tuple[ObjectRef, ...]:

@@ -150,6 +150,8 @@ class Memory:
         # one is stopped rather than left to wait out its timeout.
         self.supersessions: dict[ObjectKey, Supersession] = {}
         self.references: Links[ObjectKey] = Links()
+        # What objects wait for (spec.dependsOn, of any kind): a change of one wakes them, never stops their action.
+        self.waits: Links[ObjectKey] = Links()
         # Objects whose turn started a helm action, or a ConfigSync's apply not yet in its inventory: moving a
         # hash shard, a suspension or a deletion waits for those turns to end, and cancels the others (a turn
         # still waiting for a helm slot loses nothing).
@@ -159,7 +161,7 @@ class Memory:
         self.observers: Links[LiveKey] = Links()
         # Which of those objects drift checks found as their release wants them, and which changed since.
         self.drift = DriftMemory()
-        # (apiVersion, kind) of what is observed: the referrer watches follow this set as it grows.
+        # (apiVersion, kind) of what is observed or waited for: the referrer watches follow this set as it grows.
         self.observed_kinds: set[tuple[str, str]] = set()
         self.new_kinds = asyncio.Event()
         # A status just written: the next turn must read it even if the watch has not brought it yet (a
@@ -197,9 +199,21 @@ class Memory:
             self.supersede(key, f"its input {target.kind} {target.namespace}/{target.name} changed")
 
     def notify_referrers(self, target: ObjectKey) -> None:
-        """A status they read changed (an app its HelmRelease's, a Project its Jenkins's): a look, no more."""
-        for key in list(self.references.of(target)):
+        """A status they read changed (an app its HelmRelease's, a Project its Jenkins's, a dependency's): a look, no
+        more."""
+        for key in list(self.references.of(target) | self.waits.of(target)):
             self.wake(key)
+
+    def wake_waiting(self, target: ObjectKey) -> None:
+        """``target`` changed: wake what waits for it."""
+        for key in list(self.waits.of(target)):
+            self.wake(key)
+
+    def depend_on(self, waiting: ObjectKey, targets: list[ObjectKey], kinds: set[tuple[str, str]]) -> None:
+        """``waiting`` waits for ``targets`` (of ``kinds``, (apiVersion, kind), watched for it): wake it when they
+        change."""
+        self.waits.assign(waiting, targets)
+        self._watch_kinds(kinds)
 
     def refer(self, referrer: ObjectKey, targets: list[ObjectKey]) -> None:
         """``referrer`` reads ``targets``: wake it when they change."""
@@ -209,8 +223,10 @@ class Memory:
         """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
         self.drift.unobserved(self.observers.assign(observer, [(namespace, kind, name)
                                                                for _, namespace, kind, name in objects]))
-        kinds = {(api_version, kind) for api_version, _, kind, _ in objects} - self.observed_kinds
-        if kinds:
+        self._watch_kinds({(api_version, kind) for api_version, _, kind, _ in objects})
+
+    def _watch_kinds(self, kinds: set[tuple[str, str]]) -> None:
+        if kinds - self.observed_kinds:
             self.observed_kinds |= kinds
             self.new_kinds.set()
 
@@ -262,6 +278,7 @@ class Memory:
     def drop(self, key: ObjectKey) -> None:
         """An object is gone: forget everything kept for it."""
         self.references.assign(key, [])
+        self.waits.assign(key, [])
         self.drift.unobserved(self.observers.assign(key, []))
         self.drift.forget(key)
         for table in (self.supersessions, self.secrets, self.written, self.retry_at):

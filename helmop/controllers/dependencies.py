@@ -1,52 +1,108 @@
-"""spec.dependsOn: a HelmRelease (or a ConfigSync) acts only when those of its kind it depends on are Ready
-for their current generation (or, for a ConfigSync, when a dependency's readyExpr says so); a chain that
-comes back to where it started is a cycle, reported on each member; and of HelmReleases deleted together,
-dependents are uninstalled before what they depend on."""
+"""spec.dependsOn: a HelmRelease or a ConfigSync (and Flux's HelmRelease and Kustomization) acts only when what it
+depends on is ready - an object of its kind, or of any kind (:mod:`helmop.api.dependencies`), judged by
+:func:`helmop.decisions.readiness.readiness` or by the entry's readyExpr; read with the object's own identity; a
+chain that comes back to where it started, through any kinds, is a cycle, reported on each member; and of
+HelmReleases deleted together, dependents are uninstalled before what they depend on.
+
+A waiting object is woken when what it waits for changes: helmop's kinds by the dispatcher, every other kind by the
+referrer watches (:mod:`.referrers`), which start watching a kind the first time a dependency names it."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from helmop.api import conditions as cond
-from helmop.api.errors import SpecError
-from helmop.api.helmrelease import depends_on
-from helmop.api.kinds import HELMRELEASE, Kind
-from helmop.api.objects import Resource
+from helmop.api.dependencies import Dependency, dependencies
+from helmop.api.errors import HelmopError, SpecError
+from helmop.api.kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, key_of
+from helmop.api.objects import ObjectKey, Resource
+from helmop.decisions.readiness import readiness
+from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
 
 from .context import Context
 
-
-def _ready(obj: dict[str, Any]) -> bool:
-    ready = cond.condition_of(obj, cond.READY)
-    return ready.get("status") == "True" and ready.get("observedGeneration") == Resource(obj).generation
+# The kinds that have a dependsOn of their own: what a cycle is looked for through.
+WAITING_KINDS = (HELMOP.helmrelease, HELMOP.configsync, FLUX.helmrelease, FLUX.configsync)
 
 
-def _depends_on(obj: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    this = Resource(obj)
-    try:
-        return depends_on(this.spec.get("dependsOn"), this.name, this.namespace)
-    except SpecError:  # that release reports its own invalid spec; it depends on nothing here
-        return ()
+@dataclass(frozen=True)
+class Target:
+    """Where a dependency is: its key in the operator's memory, its API path, and how messages name it."""
+
+    key: ObjectKey
+    path: str
+    title: str
+    api_version: str  # "" for the depending object's own kind (woken by the dispatcher, no watch needed)
+    kind: str
 
 
-async def waiting_for(ctx: Context, namespace: str, name: str, depends_on: tuple[tuple[str, str], ...],
-                      kind: Kind = HELMRELEASE, this: dict[str, Any] | None = None,
-                      ready_exprs: dict[tuple[str, str], str] | None = None) -> tuple[str, ...]:
-    """The dependencies (of ``kind``) that are not Ready yet ("namespace/name"); SpecError DependencyCycle when
-    the dependencies lead back to this object (the message names the whole cycle). A dependency with a
-    readyExpr is ready when that CEL expression is true of it (``dep``) and of ``this`` (``self``)."""
+async def target(kube: Kube, own: Kind, namespace: str, dep: Dependency) -> Target:
+    """The object ``dep`` names (KubeError 404 when the API serves no such kind)."""
+    if dep.same_kind or (dep.kind == own.kind and dep.api_version.rpartition("/")[0] == own.group):
+        where = dep.namespace or namespace
+        return Target(ObjectKey(own.key, where, dep.name), own.path(where, dep.name), f"{where}/{dep.name}", "",
+                      own.kind)
+    plural, namespaced = await kube.resource(dep.api_version, dep.kind)
+    where = (dep.namespace or namespace) if namespaced else ""
+    prefix = f"/apis/{dep.api_version}" if "/" in dep.api_version else f"/api/{dep.api_version}"
+    path = f"{prefix}/namespaces/{where}/{plural}/{dep.name}" if namespaced else f"{prefix}/{plural}/{dep.name}"
+    title = f"{dep.kind}/{where}/{dep.name}" if where else f"{dep.kind}/{dep.name}"
+    return Target(ObjectKey(key_of(dep.api_version, dep.kind), where, dep.name), path, title, dep.api_version,
+                  dep.kind)
+
+
+async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple[Dependency, ...],
+                      identity: str = "") -> tuple[str, ...]:
+    """What of ``deps`` is not ready yet (each named, with why for another kind's); read as ``identity`` (the
+    object's ServiceAccount under lockdown: "" for the operator's own). SpecError DependencyCycle when the
+    dependencies lead back to ``this``; HelmopError DependencyForbidden (transient: rights may be granted) when
+    the identity may not read one. A change of any of them wakes ``this``."""
+    obj = Resource(this)
+    kube = ctx.services.kube.acting_as(identity) if identity else ctx.services.kube
     waiting: list[str] = []
-    for dep_namespace, dep_name in depends_on:
-        dep = await ctx.services.kube.get(kind.path(dep_namespace, dep_name))
-        expr = (ready_exprs or {}).get((dep_namespace, dep_name), "")
-        if dep is None or not (await _ready_by(ctx, expr, dep, this or {}) if expr else _ready(dep)):
-            waiting.append(f"{dep_namespace}/{dep_name}" + ("" if dep is not None else " (not found)"))
-    cycle = await _cycle(ctx, kind, (namespace, name), depends_on)
+    targets = []
+    for dep in deps:
+        try:
+            found = await target(ctx.services.kube, own, obj.namespace, dep)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            waiting.append(f"{dep.kind}/{dep.namespace or obj.namespace}/{dep.name} (no such kind is served)")
+            continue
+        targets.append(found)
+        why = await _not_ready(ctx, dep, await _read(kube, found), this)
+        if why:
+            waiting.append(found.title if why == "not ready" else f"{found.title} ({why})")
+    ctx.memory.depend_on(ObjectKey(own.key, obj.namespace, obj.name), [t.key for t in targets],
+                         {(t.api_version, t.kind) for t in targets if t.api_version})
+    cycle = await _cycle(ctx, own, ObjectKey(own.key, obj.namespace, obj.name), deps)
     if cycle:
         raise SpecError("DependencyCycle", "spec.dependsOn makes a cycle: " + " -> ".join(cycle))
     return tuple(waiting)
+
+
+async def _read(kube: Kube, found: Target) -> dict[str, Any] | None:
+    try:
+        return await kube.get(found.path)
+    except KubeError as exc:
+        if exc.status in (401, 403):
+            raise HelmopError("DependencyForbidden", f"spec.dependsOn: {found.title} may not be read by this "
+                                                     f"object's identity: {exc.message}", transient=True) from None
+        raise
+
+
+async def _not_ready(ctx: Context, dep: Dependency, obj: dict[str, Any] | None, this: dict[str, Any]) -> str:
+    """Why ``obj`` does not count as ready for ``dep`` ("" when it does)."""
+    if obj is None:
+        return "not found"
+    if not dep.ready:
+        return ""  # being there is enough
+    if dep.ready_expr:
+        return "" if await _ready_by(ctx, dep.ready_expr, obj, this) else "readyExpr is not true"
+    why = readiness(obj)
+    return "not ready" if why and dep.same_kind else why
 
 
 async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str, Any]) -> bool:
@@ -56,23 +112,49 @@ async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str
         return False
 
 
-async def _cycle(ctx: Context, kind: Kind, start: tuple[str, str],
-                 depends_on: tuple[tuple[str, str], ...]) -> list[str]:
-    """A path from ``start`` back to itself through dependsOn, or []."""
-    paths: list[list[tuple[str, str]]] = [[start, dep] for dep in depends_on]
+def _waiting_kind(api_version: str, kind: str) -> Kind | None:
+    return next((k for k in WAITING_KINDS if k.kind == kind and k.api_version.rpartition("/")[0]
+                 == api_version.rpartition("/")[0]), None)
+
+
+async def _cycle(ctx: Context, own: Kind, start: ObjectKey, deps: tuple[Dependency, ...]) -> list[str]:
+    """A path from ``start`` back to itself through dependsOn (of any of the kinds that have one), or []."""
+    paths = [[(own, start), step] for dep in deps if (step := _next(own, start.namespace, dep)) is not None]
     seen = {start}
     while paths and len(seen) < ctx.settings.limits.dependency_chain:
         path = paths.pop(0)
-        node = path[-1]
+        kind, node = path[-1]
         if node == start:
-            return [f"{ns}/{n}" for ns, n in path]
+            return [f"{n.namespace}/{n.name}" if k.kind == own.kind else f"{k.kind}/{n.namespace}/{n.name}"
+                    for k, n in path]
         if node in seen:
             continue
         seen.add(node)
-        obj = await ctx.services.kube.get(kind.path(*node))
+        obj = await ctx.services.kube.get(kind.path(node.namespace, node.name))
         if obj is not None:
-            paths += [[*path, nxt] for nxt in _depends_on(obj)]
+            paths += [[*path, step] for dep in _entries(kind, obj)
+                      if (step := _next(kind, node.namespace, dep)) is not None]
     return []
+
+
+def _entries(kind: Kind, obj: dict[str, Any]) -> tuple[Dependency, ...]:
+    this = Resource(obj)
+    try:
+        return dependencies(this.spec.get("dependsOn"), this.name, this.namespace, _parsed_as(kind))
+    except SpecError:  # that object reports its own invalid spec; it depends on nothing here
+        return ()
+
+
+def _parsed_as(kind: Kind) -> str:
+    return HELMRELEASE.kind if kind.kind == HELMRELEASE.kind else CONFIGSYNC.kind
+
+
+def _next(kind: Kind, namespace: str, dep: Dependency) -> tuple[Kind, ObjectKey] | None:
+    """The next node of a path through ``dep`` (of an object of ``kind``): a kind with a dependsOn, or None."""
+    if dep.same_kind:
+        return kind, ObjectKey(kind.key, dep.namespace or namespace, dep.name)
+    found = _waiting_kind(dep.api_version, dep.kind)
+    return (found, ObjectKey(found.key, dep.namespace or namespace, dep.name)) if found is not None else None
 
 
 async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMRELEASE) -> list[str]:
@@ -82,6 +164,7 @@ async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMREL
     together = deleted_at is not None and time.time() - deleted_at < ctx.settings.intervals.deleted_together
     out = []
     for obj in await ctx.services.kube.list(kind.path()):
-        if (deleted.namespace, deleted.name) in _depends_on(obj) and (together or Resource(obj).deleting):
+        named = {(d.namespace, d.name) for d in _entries(kind, obj) if d.same_kind}
+        if (deleted.namespace, deleted.name) in named and (together or Resource(obj).deleting):
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

@@ -20,7 +20,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
-from helmop.api.errors import HelmopError, SpecError
+from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import (
     HelmReleaseSpec,
     RepositoryChart,
@@ -135,11 +135,11 @@ class _Release:
         status = status.but(cluster=cluster.name)
         self._observe(key, spec, status, remote=cluster.remote)
         try:
-            waiting = await dependencies.waiting_for(self.ctx, this.namespace, this.name, spec.depends_on,
-                                                     kind=self.kind, this=body, ready_exprs=dict(spec.ready_exprs))
-        except SpecError as exc:
-            await self._refuse(body, status, exc.reason, str(exc), stalled=True)
-            return DONE
+            waiting = await dependencies.waiting_for(self.ctx, self.kind, body, spec.depends_on, cluster.acting_as(
+                self.ctx.tenancy, this.namespace, spec.service_account_name) if not cluster.remote else "")
+        except HelmopError as exc:
+            await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
+            return FAILED if exc.transient else DONE
         self.ctx.services.notifier.sourced(key, "")  # until the chart is read, no commit of its to mark
         try:
             inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body),
@@ -310,7 +310,6 @@ class _Release:
         if source is not None:
             kind = self.family.source(source[0])
             targets.append(ObjectKey(kind.key if kind else source[0], source[1] or namespace, source[3]))
-        targets += [ObjectKey(self.kind.key, dep_namespace, dep_name) for dep_namespace, dep_name in spec.depends_on]
         if spec.kube_config is not None:
             targets.append(ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1]))
         self.ctx.memory.refer(key, targets)

@@ -18,6 +18,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from helmop.api.kinds import key_of
 from helmop.api.objects import ObjectKey
 from helmop.helm.releases import NOT_STORAGE
 from helmop.infra.kube import KubeError
@@ -97,7 +98,7 @@ class Watches:
                         meta = (event.get("object") or {}).get("metadata") or {}
                         version = meta.get("resourceVersion") or version
                         if event.get("type") != "BOOKMARK":
-                            self._changed(kind, str(event.get("type")), meta)
+                            self._changed(api_version, kind, str(event.get("type")), meta)
                     pause = 1.0
                 except (KubeError, ValueError, KeyError) as exc:  # ValueError, KeyError: a body that is not an event
                     broken = True  # until the watch runs again, changes are not seen as they happen
@@ -114,10 +115,11 @@ class Watches:
         finally:
             drift.lost(kind, namespace)
 
-    def _changed(self, kind: str, type_: str, meta: dict[str, object]) -> None:
+    def _changed(self, api_version: str, kind: str, type_: str, meta: dict[str, object]) -> None:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if kind in ("ConfigMap", "Secret"):
             self.ctx.memory.wake_referrers(ObjectKey(kind, namespace, name))
+        self.ctx.memory.wake_waiting(ObjectKey(key_of(api_version, kind), namespace, name))  # a dependency's change
         if not self.ctx.memory.observed_by(namespace, kind, name):
             return
         key = (namespace, kind, name)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmop.api.buckets import parse_bucket
+from helmop.api.dependencies import Dependency
 from helmop.api.errors import SpecError
 from helmop.api.generators import parse_artifact_generator, parse_external_artifact
 from helmop.api.helmcharts import parse_helm_chart
@@ -87,20 +88,22 @@ def _check_helm_release(spec: HelmReleaseSpec, this: Resource, tenancy: Tenancy)
     source = chart_source(spec)
     if source is not None:
         tenancy.check_reference(this.namespace, source[1], source[2])
-    for i, (dep_namespace, _) in enumerate(spec.depends_on):
-        tenancy.check_reference(this.namespace, dep_namespace, f"spec.dependsOn[{i}]")
-    for i, (_, expr) in enumerate(spec.ready_exprs):
-        check_expression(expr, f"spec.dependsOn[{i}].readyExpr")
+    _check_dependencies(spec.depends_on, this.namespace, tenancy)
     check_exprs(spec.health_check_exprs)
 
 
 def _check_config_sync(spec: ConfigSyncSpec, this: Resource, tenancy: Tenancy) -> None:
     tenancy.check_reference(this.namespace, spec.source_namespace, "spec.sourceRef")
-    for i, dep in enumerate(spec.depends_on):
-        tenancy.check_reference(this.namespace, dep.namespace, f"spec.dependsOn[{i}]")
+    _check_dependencies(spec.depends_on, this.namespace, tenancy)
+    check_exprs(spec.health_check_exprs)
+
+
+def _check_dependencies(deps: tuple[Dependency, ...], namespace: str, tenancy: Tenancy) -> None:
+    """Cross-namespace entries follow --no-cross-namespace-refs as sourceRefs do; readyExprs compile."""
+    for i, dep in enumerate(deps):
+        tenancy.check_reference(namespace, dep.namespace, f"spec.dependsOn[{i}]")
         if dep.ready_expr:
             check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
-    check_exprs(spec.health_check_exprs)
 
 
 def _check_receiver(spec: ReceiverSpec, this: Resource, tenancy: Tenancy) -> None:

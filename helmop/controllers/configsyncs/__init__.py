@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from helmop.api.errors import HelmopError, SpecError
+from helmop.api.errors import HelmopError
 from helmop.api.manifests import Manifest
 from helmop.api.objects import ObjectKey
 from helmop.api.sources import ConfigSyncSpec
@@ -101,8 +101,7 @@ def _read(turn: _Turn, spec: ConfigSyncSpec) -> list[ObjectKey]:
             *(ObjectKey(ref.kind, namespace, ref.name) for ref in spec.post_build.substitute_from),
             *turn.secrets_named(spec.decryption.secret_ref if spec.decryption else ""),
             *([ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1])]
-              if spec.kube_config else []),
-            *(ObjectKey(turn.kind.key, dep.namespace, dep.name) for dep in spec.depends_on)]
+              if spec.kube_config else [])]
 
 
 async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
@@ -111,12 +110,11 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     ctx, this = turn.ctx, turn.this
     ctx.memory.refer(turn.key, _read(turn, spec))
     try:
-        waiting = await dependencies.waiting_for(
-            ctx, this.namespace, this.name, tuple((d.namespace, d.name) for d in spec.depends_on), kind=turn.kind,
-            this=turn.body, ready_exprs={(d.namespace, d.name): d.ready_expr for d in spec.depends_on if d.ready_expr})
-    except SpecError as exc:
-        await _write(turn, settle.failed(_before(turn), exc.reason, str(exc), stalled=True))
-        return DONE
+        waiting = await dependencies.waiting_for(ctx, turn.kind, turn.body, spec.depends_on,
+                                                 ctx.tenancy.acting_as(this.namespace, spec.service_account_name))
+    except HelmopError as exc:
+        await _write(turn, settle.failed(_before(turn), exc.reason, str(exc), stalled=not exc.transient))
+        return FAILED if exc.transient else DONE
     if not waiting:
         return None
     await _write(turn, settle.waiting(_before(turn), waiting))

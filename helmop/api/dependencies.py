@@ -1,0 +1,71 @@
+"""spec.dependsOn: what an object waits for before it acts. An entry names an object of the same kind (Flux's form:
+``name``, ``namespace``, ``readyExpr``) or of any kind, as Flux's RFC for dependencies on any kind shapes it
+(fluxcd/flux2 PR #5988: ``apiVersion`` and ``kind`` too, and ``ready: false`` for "present is enough"); Flux
+Operator's ResourceSet entries have the same fields.
+
+Where they differ, helmop follows Flux's RFC: ``ready`` defaults to true, ``readyExpr`` (CEL over ``dep``, the
+object depended on, and ``self``, the waiting object) replaces the built-in judgement and is not evaluated with
+``ready: false``. An entry of another kind without ``namespace`` means the waiting object's namespace for a
+namespaced kind (the RFC asks for it to be written; helmop knows the scope from discovery) and nothing for a
+cluster-scoped one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SpecError
+from .fields import optional_list
+from .kinds import key_of
+
+
+@dataclass(frozen=True)
+class Dependency:
+    namespace: str  # the same kind's: the object's own by default; another kind's: "" until resolved
+    name: str
+    ready_expr: str = ""  # CEL over dep and self; "" = the built-in judgement (decisions.readiness)
+    api_version: str = ""  # "" (with kind ""): the depending object's own kind
+    kind: str = ""
+    ready: bool = True  # False: the object being there is enough
+
+    @property
+    def same_kind(self) -> bool:
+        return not self.kind
+
+    def key(self, own_key: str) -> str:
+        """What names its kind in the operator's memory (``own_key``: the depending object's kind's)."""
+        return own_key if self.same_kind else key_of(self.api_version, self.kind)
+
+    @property
+    def title(self) -> str:
+        """How a message names it: namespace/name for the same kind (as before), Kind/namespace/name otherwise."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return where if self.same_kind else f"{self.kind}/{where}"
+
+
+def dependencies(raw: Any, name: str, namespace: str, kind: str) -> tuple[Dependency, ...]:
+    """spec.dependsOn of the object ``namespace/name`` of kind ``kind``."""
+    out = []
+    for i, entry in enumerate(optional_list(raw, "spec.dependsOn")):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
+        dep = _entry(entry, i, namespace, kind)
+        if dep.same_kind and (dep.namespace, dep.name) == (namespace, name):
+            raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this {kind} itself")
+        out.append(dep)
+    return tuple(out)
+
+
+def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str) -> Dependency:
+    api_version, kind = str(entry.get("apiVersion") or ""), str(entry.get("kind") or "")
+    ready = entry.get("ready", True)
+    if not isinstance(ready, bool):
+        raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].ready must be true or false")
+    if api_version and not kind:
+        raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].kind is required with apiVersion")
+    same = not kind or (kind == own_kind and not api_version)  # (with an apiVersion: told apart where kinds are)
+    if not same and not api_version:
+        raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].apiVersion is required: {kind} is not a {own_kind}")
+    return Dependency(namespace=str(entry.get("namespace") or (namespace if same else "")), name=str(entry["name"]),
+                      ready_expr=str(entry.get("readyExpr") or ""), api_version="" if same else api_version,
+                      kind="" if same else kind, ready=ready)

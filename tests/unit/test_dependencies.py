@@ -1,0 +1,62 @@
+"""spec.dependsOn entries as written: the same kind (Flux's form), any kind (Flux's RFC form), and what is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from helmop.api.dependencies import Dependency, dependencies
+from helmop.api.errors import SpecError
+from helmop.api.helmrelease import parse_spec
+from helmop.api.sources import parse_config_sync
+
+
+def test_the_same_kinds_form_keeps_its_meaning() -> None:
+    [dep] = dependencies([{"name": "db"}], "app", "shop", "HelmRelease")
+    assert dep == Dependency("shop", "db") and dep.same_kind and dep.title == "shop/db"
+    [other] = dependencies([{"name": "db", "namespace": "data", "readyExpr": "dep.status.x"}], "app", "shop",
+                           "HelmRelease")
+    assert (other.namespace, other.ready_expr, other.ready) == ("data", "dep.status.x", True)
+    # naming the kind itself, without apiVersion, is the same kind too
+    assert dependencies([{"kind": "HelmRelease", "name": "db"}], "app", "shop", "HelmRelease")[0].same_kind
+
+
+def test_any_kind_with_its_apiversion() -> None:
+    [flag, crd, present] = dependencies([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "flag", "readyExpr": "dep.data.ready == 'yes'"},
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "x.example.com"},
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "namespace": "db", "ready": False}],
+        "app", "shop", "HelmRelease")
+    assert (flag.kind, flag.api_version, flag.namespace, flag.title) == ("ConfigMap", "v1", "", "ConfigMap/flag")
+    assert not flag.same_kind and flag.key("HelmRelease") == "ConfigMap"
+    assert crd.key("HelmRelease") == "CustomResourceDefinition"
+    assert (present.ready, present.title) == (False, "Job/db/migrate")
+    # a Flux kind is named in the operator's memory with its group (as Kind.key does)
+    [flux] = dependencies([{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                            "name": "infra"}], "app", "shop", "HelmRelease")
+    assert flux.key("HelmRelease") == "Kustomization.kustomize.toolkit.fluxcd.io"
+
+
+@pytest.mark.parametrize(("entries", "reason", "words"), [
+    ([{"namespace": "x"}], "InvalidSpec", "spec.dependsOn[0].name is required"),
+    ([{"kind": "ConfigMap", "name": "a"}], "InvalidSpec", "apiVersion is required: ConfigMap is not a HelmRelease"),
+    ([{"apiVersion": "v1", "name": "a"}], "InvalidSpec", "kind is required with apiVersion"),
+    ([{"name": "a", "ready": "yes"}], "InvalidSpec", "ready must be true or false"),
+    ([{"name": "app"}], "DependencyCycle", "names this HelmRelease itself"),
+    ("db", "InvalidSpec", "spec.dependsOn"),
+])
+def test_what_is_refused(entries: Any, reason: str, words: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        dependencies(entries, "app", "shop", "HelmRelease")
+    assert refused.value.reason == reason and words in str(refused.value), refused.value
+
+
+def test_both_kinds_parse_the_same_entries() -> None:
+    entries = [{"name": "infra"}, {"apiVersion": "apps/v1", "kind": "Deployment", "name": "db"}]
+    release = parse_spec({"chart": {"repository": {"url": "https://charts.example.com", "name": "a"}},
+                          "dependsOn": entries}, "app", "shop")
+    sync = parse_config_sync({"sourceRef": {"kind": "GitRepository", "name": "repo"}, "path": "./apps",
+                              "dependsOn": entries}, "app", "shop")
+    assert release.depends_on == sync.depends_on == (Dependency("shop", "infra"),
+                                                      Dependency("", "db", api_version="apps/v1", kind="Deployment"))
