@@ -253,8 +253,9 @@ def test_metrics_and_health_endpoints(operator: Operator, kube: Run, ns: str, ch
     def scrape() -> str:
         return requests.get(f"{operator.metrics_url}/metrics", timeout=5).text
 
-    text = eventually(lambda: (t := scrape()) and f'name="metered",namespace="{ns}"' in t and t)
-    assert f'helmop_resource_ready{{kind="HelmRelease",name="metered",namespace="{ns}"}} 1.0' in text
+    # (the gauge follows the operator's watch, which may bring the Ready status a moment after the test saw it)
+    ready_line = f'helmop_resource_ready{{kind="HelmRelease",name="metered",namespace="{ns}"}} 1.0'
+    text = eventually(lambda: (t := scrape()) and ready_line in t and t)
     assert f'helmop_resource_suspended{{kind="HelmRelease",name="metered",namespace="{ns}"}} 0.0' in text
     assert 'helmop_helm_actions_total{action="install",result="success"}' in text
     assert 'helmop_helm_action_duration_seconds_bucket{action="install"' in text
