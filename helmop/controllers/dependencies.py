@@ -15,7 +15,7 @@ from typing import Any
 
 from helmop.api.dependencies import Dependency, dependencies
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, key_of
+from helmop.api.kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, family_of, key_of
 from helmop.api.objects import ObjectKey, Resource
 from helmop.decisions.readiness import readiness
 from helmop.infra.kube import Kube, KubeError
@@ -72,7 +72,10 @@ async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple
             waiting.append(f"{dep.kind}/{dep.namespace or obj.namespace}/{dep.name} (no such kind is served)")
             continue
         targets.append(found)
-        why = await _not_ready(ctx, dep, await _read(kube, found), this)
+        obj_of_dep = await _read(kube, found)
+        why = await _not_ready(ctx, dep, obj_of_dep, this)
+        if not why and not dep.ready_expr and dep.ready:
+            why = await _stale(kube, found, obj_of_dep)
         if why:
             waiting.append(found.title if why == "not ready" else f"{found.title} ({why})")
     ctx.memory.depend_on(ObjectKey(own.key, obj.namespace, obj.name), [t.key for t in targets],
@@ -103,6 +106,25 @@ async def _not_ready(ctx: Context, dep: Dependency, obj: dict[str, Any] | None, 
         return "" if await _ready_by(ctx, dep.ready_expr, obj, this) else "readyExpr is not true"
     why = readiness(obj)
     return "not ready" if why and dep.same_kind else why
+
+
+async def _stale(kube: Kube, found: Target, obj: dict[str, Any] | None) -> str:
+    """A ConfigSync or Kustomization is ready only once it applied the revision its source holds now (as Flux
+    checks): a commit that changes a dependency and its dependent rolls out in that order."""
+    kind = _waiting_kind(str((obj or {}).get("apiVersion") or ""), found.kind)
+    if obj is None or kind is None or kind.kind == HELMRELEASE.kind:
+        return ""  # (a HelmRelease's new chart or values are a new generation, or supersede it at once)
+    ref = Resource(obj).spec.get("sourceRef") or {}
+    source = family_of(kind.group).source(str(ref.get("kind") or "GitRepository")) if isinstance(ref, dict) else None
+    if source is None or not ref.get("name"):
+        return ""
+    try:
+        held = await kube.get(source.path(str(ref.get("namespace") or found.key.namespace), str(ref["name"])))
+    except KubeError:  # the dependency's own turn says what is wrong with its source
+        return ""
+    revision = str((((held or {}).get("status") or {}).get("artifact") or {}).get("revision") or "")
+    applied = str((obj.get("status") or {}).get("lastAppliedRevision") or "")
+    return f"revision {revision} not applied yet (applied: {applied or 'none'})" if revision != applied else ""
 
 
 async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str, Any]) -> bool:

@@ -134,3 +134,4 @@ def test_a_dependency_the_objects_identity_may_not_read(operator: Operator, kube
                   timeout=30)
     assert f"ConfigMap/{ns}/flag" in condition(obj)["message"]
     assert condition(obj, "Stalled").get("status") != "True"  # rights may be granted: tried again
+
