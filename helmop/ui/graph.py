@@ -59,10 +59,11 @@ def _needs(obj: dict[str, Any]) -> list[tuple[ObjectKey, str]]:
         found = family_of(this.api_version.rpartition("/")[0]).source(kind)
         out.append((ObjectKey(found.key if found else key_of(this.api_version, kind),
                               str(source.get("namespace") or this.namespace), str(source["name"])), "sourceRef"))
-    for dep in this.spec.get("dependsOn") or []:
+    for dep in this.spec.get("dependsOn") or []:  # of its own kind, or of another (drawn when it is one of these)
         if isinstance(dep, dict) and dep.get("name"):
-            out.append((ObjectKey(this.key.kind, str(dep.get("namespace") or this.namespace), str(dep["name"])),
-                        "dependsOn"))
+            same = not dep.get("kind") or (dep.get("kind") == this.kind and not dep.get("apiVersion"))
+            kind = this.key.kind if same else key_of(str(dep.get("apiVersion") or ""), str(dep["kind"]))
+            out.append((ObjectKey(kind, str(dep.get("namespace") or this.namespace), str(dep["name"])), "dependsOn"))
     status = status_of(obj)
     if isinstance(status, AppStatus) and status.helm_release:  # a Jenkins's, an app resource's
         out.append((ObjectKey(HELMRELEASE.key, this.namespace, status.helm_release), "release"))

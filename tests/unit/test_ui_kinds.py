@@ -106,3 +106,18 @@ def test_the_graph_keeps_references_within_a_family() -> None:
     needed = next(b for b in drawn.boxes if b.key[2] == "charts" and b.kind is FLUX.helmrepository)
     assert (drawn.arrows[0].x1, drawn.arrows[0].y1) == (needed.x + graph.BOX_W, needed.y + graph.BOX_H // 2)
     assert page_of(FLUX.helmrepository) == "helmrepositories.source.toolkit.fluxcd.io"
+
+
+def test_the_graph_draws_dependencies_on_other_kinds() -> None:
+    """A HelmRelease depending on a ConfigSync (and on a ConfigMap, which the graph does not draw): one arrow, from
+    the ConfigSync to the HelmRelease."""
+    sync = {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "infra", "namespace": "a"},
+            "spec": {"sourceRef": {"name": "gone"}, "path": "."}}
+    release = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+               "metadata": {"name": "app", "namespace": "a"},
+               "spec": {"dependsOn": [{"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "name": "infra"},
+                                      {"apiVersion": "v1", "kind": "ConfigMap", "name": "flag"}]}}
+    drawn = graph.layout([(HELMOP.configsync, sync), (HELMOP.helmrelease, release)])
+    assert [arrow.why for arrow in drawn.arrows] == ["dependsOn"]
+    needed = next(b for b in drawn.boxes if b.key[2] == "infra")
+    assert (drawn.arrows[0].x1, drawn.arrows[0].y1) == (needed.x + graph.BOX_W, needed.y + graph.BOX_H // 2)
