@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from helmop.api.conditions import condition_of
+from helmop.api.dependencies import dependencies
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import CONFIGSYNC, FLUX, GITREPOSITORY, HELMRELEASE, Kind, family_of
@@ -148,9 +149,21 @@ def describe(obj: dict[str, Any]) -> list[tuple[str, str]]:
                 *([("Digest", artifact.digest)] if artifact and artifact.digest else [])]
     if is_remote(obj):
         out.append(("Cluster", cluster(obj)))
+    if this.spec.get("dependsOn"):
+        out.append(("Depends on", _dependencies(this)))
     if is_helmop(this.api_version):
         out.append(("Ready", _ready(obj)))
     return out
+
+
+def _dependencies(this: Resource) -> str:
+    """Its spec.dependsOn, each as Kind/namespace/name (of any kind: :mod:`helmop.api.dependencies`)."""
+    try:
+        entries = dependencies(this.spec.get("dependsOn"), this.name, this.namespace, this.kind)
+    except SpecError as exc:
+        return f"(invalid: {exc})"
+    return ", ".join(f"{dep.kind or this.kind}/{dep.namespace + '/' if dep.namespace else ''}{dep.name}"
+                     for dep in entries)
 
 
 def _release_lines(this: Resource, status: HelmReleaseStatus) -> list[tuple[str, str]]:

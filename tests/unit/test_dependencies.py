@@ -10,6 +10,7 @@ from helmop.api.dependencies import Dependency, dependencies
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.sources import parse_config_sync
+from helmop.cli.explore import describe
 
 
 def test_the_same_kinds_form_keeps_its_meaning() -> None:
@@ -60,3 +61,16 @@ def test_both_kinds_parse_the_same_entries() -> None:
                               "dependsOn": entries}, "app", "shop")
     assert release.depends_on == sync.depends_on == (Dependency("shop", "infra"),
                                                       Dependency("", "db", api_version="apps/v1", kind="Deployment"))
+
+
+def test_trace_names_what_an_object_depends_on() -> None:
+    obj = {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "app", "namespace": "shop"},
+           "spec": {"sourceRef": {"name": "config"}, "path": "./app", "dependsOn": [
+               {"name": "infra"},
+               {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "name": "db", "namespace": "data"},
+               {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "x.example.com"}]}}
+    lines = dict(describe(obj))
+    assert lines["Depends on"] == ("ConfigSync/shop/infra, HelmRelease/data/db, "
+                                   "CustomResourceDefinition/x.example.com")
+    bad = {**obj, "spec": {**obj["spec"], "dependsOn": [{"kind": "ConfigMap", "name": "a"}]}}
+    assert dict(describe(bad))["Depends on"].startswith("(invalid: spec.dependsOn[0].apiVersion is required")
