@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
 from .kinds import is_namespace_name
@@ -67,6 +68,7 @@ class ProjectSpec:
     teardown_timeout: float = TEARDOWN_TIMEOUT
     orphan: bool = False  # deletionPolicy: Orphan
     environments: Environments | None = None
+    depends_on: tuple[Dependency, ...] = ()  # what must be ready first (Projects, or objects of any kind)
 
 
 def _quantities(raw: Any, where: str) -> dict[str, str]:
@@ -161,4 +163,5 @@ def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
         teardown_timeout=duration_field(spec, "teardownTimeout", TEARDOWN_TIMEOUT) or TEARDOWN_TIMEOUT,
         orphan=spec.get("deletionPolicy") == "Orphan",
         environments=_environments(spec.get("environments"), sync),
+        depends_on=dependencies(spec.get("dependsOn"), name, "", "Project"),
     )

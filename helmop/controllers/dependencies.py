@@ -46,6 +46,8 @@ async def target(kube: Kube, own: Kind, namespace: str, dep: Dependency) -> Targ
                       own.kind)
     plural, namespaced = await kube.resource(dep.api_version, dep.kind)
     where = (dep.namespace or namespace) if namespaced else ""
+    if namespaced and not where:  # what waits is cluster-scoped (a Project): nothing to default to
+        raise SpecError("InvalidSpec", f"spec.dependsOn: {dep.kind} {dep.name} is namespaced: name its namespace")
     prefix = f"/apis/{dep.api_version}" if "/" in dep.api_version else f"/api/{dep.api_version}"
     path = f"{prefix}/namespaces/{where}/{plural}/{dep.name}" if namespaced else f"{prefix}/{plural}/{dep.name}"
     title = f"{dep.kind}/{where}/{dep.name}" if where else f"{dep.kind}/{dep.name}"

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from helmop.api import conditions as cond
+from helmop.api.errors import HelmopError
 from helmop.api.kinds import CONFIGSYNC, HELMRELEASE, JENKINS
 from helmop.api.objects import ObjectKey, ObjectRef, Resource
 from helmop.api.projects import ProjectSpec
@@ -44,6 +45,7 @@ from helmop.infra.kube import KubeError
 from helmop.sources.git import Branch
 from helmop.sources.readers import git_auth
 
+from . import dependencies
 from .context import Context
 from .outcome import DONE, FAILED, Outcome, after
 from .turn import Turn
@@ -74,6 +76,14 @@ async def reconcile(turn: Turn[ProjectSpec, ProjectStatus]) -> Outcome:
     if refused:
         await turn.report(False, "NamespaceOwnedElsewhere", refused, stalled=True)
         return DONE
+    try:
+        waiting = await dependencies.waiting_for(ctx, turn.kind, turn.body, spec.depends_on)
+    except HelmopError as exc:
+        await turn.report(False, exc.reason, str(exc), stalled=not exc.transient)
+        return FAILED if exc.transient else DONE
+    if waiting:
+        await turn.report(False, "DependencyNotReady", f"waiting for {', '.join(waiting)} to be Ready (spec.dependsOn)")
+        return after(ctx.settings.intervals.dependency_recheck)
     wanted = parts(this.name, this.uid, spec)
     try:
         for part in wanted:

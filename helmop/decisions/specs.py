@@ -98,10 +98,12 @@ def _check_config_sync(spec: ConfigSyncSpec, this: Resource, tenancy: Tenancy) -
     check_exprs(spec.health_check_exprs)
 
 
-def _check_dependencies(deps: tuple[Dependency, ...], namespace: str, tenancy: Tenancy) -> None:
-    """Cross-namespace entries follow --no-cross-namespace-refs as sourceRefs do; readyExprs compile."""
+def _check_dependencies(deps: tuple[Dependency, ...], namespace: str, tenancy: Tenancy | None) -> None:
+    """Cross-namespace entries follow --no-cross-namespace-refs as sourceRefs do (``tenancy``); readyExprs
+    compile."""
     for i, dep in enumerate(deps):
-        tenancy.check_reference(namespace, dep.namespace, f"spec.dependsOn[{i}]")
+        if tenancy is not None:
+            tenancy.check_reference(namespace, dep.namespace, f"spec.dependsOn[{i}]")
         if dep.ready_expr:
             check_expression(dep.ready_expr, f"spec.dependsOn[{i}].readyExpr")
 
@@ -162,7 +164,9 @@ READERS: dict[str, Reader] = {
     "ImageUpdateAutomation": Reader(_of_spec(parse_image_update_automation), _check_image_update_automation,
                                     "AccessDenied"),
     "Preview": Reader(_of_spec(parse_preview)),
-    "Project": Reader(lambda _kind, this: parse_project(this.spec, this.name)),
+    "Project": Reader(lambda _kind, this: parse_project(this.spec, this.name),
+                      # (a Project is the cluster admin's, not a tenant's: any namespace may be named)
+                      lambda spec, this, tenancy: _check_dependencies(spec.depends_on, "", None)),
 }
 
 

@@ -5,6 +5,7 @@ three kinds, and a dependency the object's identity may not read."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 from helmop_sandbox import Sandbox
 
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, condition, events, hr, ready, watched
+from tests.controllers.conftest import Operator, apply, condition, events, get, hr, ready, watched
 from tests.gitserver import Repo
 from tests.tools import Run, eventually
 
@@ -135,3 +136,25 @@ def test_a_dependency_the_objects_identity_may_not_read(operator: Operator, kube
     assert f"ConfigMap/{ns}/flag" in condition(obj)["message"]
     assert condition(obj, "Stalled").get("status") != "True"  # rights may be granted: tried again
 
+
+
+def test_a_project_waits_for_a_crd_established(operator: Operator, kube: Run) -> None:
+    """A Project (cluster-scoped) waits for a CustomResourceDefinition: no namespace is made until it is
+    Established, then the project goes ahead at once."""
+    name = f"team-{uuid.uuid4().hex[:5]}"
+    crd = f"widgets{name.replace('-', '')}.example.com"
+    kube("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump({
+        "apiVersion": "helmop.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
+        "spec": {"dependsOn": [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                                "name": crd}]}}))
+    waiting(kube, "", "project", name, f"CustomResourceDefinition/{crd} (not found)")
+    assert not get(kube, "", "namespace", name)
+    plural = crd.split(".")[0]
+    kube("kubectl", "apply", "-f", "-", stdin=yaml.safe_dump({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": plural[:-1], "kind": "Widget" + name[-5:]},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}}))
+    watched(kube, "", "project", name, lambda o: condition(o).get("status") == "True", timeout=30)
+    assert get(kube, "", "namespace", name)["metadata"]["labels"]["helmop.dev/project"] == name
