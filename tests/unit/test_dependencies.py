@@ -11,6 +11,7 @@ from helmop.api.errors import SpecError
 from helmop.api.helmrelease import parse_spec
 from helmop.api.sources import parse_config_sync
 from helmop.cli.explore import describe
+from helmop.cli.trying import states as trystates
 
 
 def test_the_same_kinds_form_keeps_its_meaning() -> None:
@@ -74,3 +75,19 @@ def test_trace_names_what_an_object_depends_on() -> None:
                                    "CustomResourceDefinition/x.example.com")
     bad = {**obj, "spec": {**obj["spec"], "dependsOn": [{"kind": "ConfigMap", "name": "a"}]}}
     assert dict(describe(bad))["Depends on"].startswith("(invalid: spec.dependsOn[0].apiVersion is required")
+
+
+def test_try_follows_the_dependencies_on_kinds_it_follows() -> None:
+    """helmop try waits with an object for the dependencies it follows (helmop's and Flux's kinds, under their own
+    group), and leaves a ConfigMap's or a CRD's to the operator's condition."""
+    release = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+               "metadata": {"name": "app", "namespace": "shop"},
+               "spec": {"dependsOn": [
+                   {"name": "db"},
+                   {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "infra",
+                    "namespace": "flux-system"},
+                   {"apiVersion": "v1", "kind": "ConfigMap", "name": "flag"},
+                   {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "x.y"}]}}
+    after, _ = trystates.waits_for(release)
+    assert after == ("HelmRelease.helm.toolkit.fluxcd.io/shop/db",
+                     "Kustomization.kustomize.toolkit.fluxcd.io/flux-system/infra")

@@ -108,9 +108,16 @@ def _ref_key(ref: Any, kind: str, group: str, namespace: str) -> str | None:
     return key(kind, group, str(ref.get("namespace") or namespace), str(ref["name"]))
 
 
+def _followed(dep: dict[str, Any]) -> bool:
+    """Whether a dependsOn entry names what try follows (helmop's and Flux's kinds); a ConfigMap, a CRD, a Job
+    waited for are the operator's to judge, and its condition says so."""
+    group = str(dep.get("apiVersion") or "").rpartition("/")[0]
+    return not dep.get("apiVersion") or group == GROUP or group.endswith(FLUX_GROUPS)
+
+
 def waits_for(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What an object waits for: its dependsOn (of its own kind), and those with its source (sourceRef, a chart's
-    sourceRef, chartRef)."""
+    """What an object waits for: its dependsOn (of the kinds try follows), and those with its source (sourceRef, a
+    chart's sourceRef, chartRef)."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     assert isinstance(spec, dict)
     kind, group = str(obj.get("kind")), str(obj.get("apiVersion", "")).rpartition("/")[0]
@@ -119,7 +126,8 @@ def waits_for(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     assert isinstance(chart, dict)
     inner = chart.get("spec") if isinstance(chart.get("spec"), dict) else {}
     assert isinstance(inner, dict)
-    depends = [_ref_key(d, kind, group, namespace) for d in spec.get("dependsOn") or [] if isinstance(d, dict)]
+    depends = [_ref_key(d, kind, str(d["apiVersion"]).rpartition("/")[0] if d.get("apiVersion") else group, namespace)
+               for d in spec.get("dependsOn") or [] if isinstance(d, dict) and _followed(d)]
     refs = [(spec.get("sourceRef"), "GitRepository"), (chart.get("sourceRef"), "GitRepository"),
             (inner.get("sourceRef"), "HelmRepository"), (spec.get("chartRef"), "OCIRepository")]
     sources = [_ref_key(ref, default, group, namespace) for ref, default in refs]
