@@ -158,3 +158,22 @@ def test_a_project_waits_for_a_crd_established(operator: Operator, kube: Run) ->
                                "schema": {"openAPIV3Schema": {"type": "object"}}}]}}))
     watched(kube, "", "project", name, lambda o: condition(o).get("status") == "True", timeout=30)
     assert get(kube, "", "namespace", name)["metadata"]["labels"]["helmop.dev/project"] == name
+
+
+def test_a_flux_kustomization_waits_for_a_helmop_release(operator: Operator, kube: Run, ns: str, repo: Repo,
+                                                         chart_repo: ChartRepo) -> None:
+    repo.commit({"apps/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: after-db}\n"})
+    apply(kube, ns, yaml.safe_dump({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                                    "metadata": {"name": "config"},
+                                    "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}}))
+    apply(kube, ns, yaml.safe_dump({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"},
+        "spec": {"interval": "1h", "path": "./apps", "prune": True,
+                 "sourceRef": {"kind": "GitRepository", "name": "config"},
+                 "dependsOn": [{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "name": "db"}]}}))
+    kustomization = "kustomizations.kustomize.toolkit.fluxcd.io"
+    waiting(kube, ns, kustomization, "apps", f"HelmRelease/{ns}/db (not found)")
+    assert not get(kube, ns, "configmap", "after-db")
+    apply(kube, ns, hr("db", chart_repo))
+    watched(kube, ns, kustomization, "apps", lambda o: condition(o).get("status") == "True")
+    assert get(kube, ns, "configmap", "after-db")
