@@ -16,7 +16,11 @@ from typing import Any
 
 from .errors import SpecError
 from .fields import optional_list
-from .kinds import key_of
+from .kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, key_of
+from .objects import Resource
+
+# The kinds that have a dependsOn of their own: what a cycle is looked for through, what `helmop why` follows.
+WAITING_KINDS = (HELMOP.helmrelease, HELMOP.configsync, FLUX.helmrelease, FLUX.configsync)
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,20 @@ def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str) -> Depe
     return Dependency(namespace=str(entry.get("namespace") or (namespace if same else "")), name=str(entry["name"]),
                       ready_expr=str(entry.get("readyExpr") or ""), api_version="" if same else api_version,
                       kind="" if same else kind, ready=ready)
+
+
+def waiting_kind(api_version: str, kind: str) -> Kind | None:
+    """The kind with a dependsOn that ``api_version`` (any version of its group) and ``kind`` name, or None."""
+    return next((k for k in WAITING_KINDS if k.kind == kind and k.api_version.rpartition("/")[0]
+                 == api_version.rpartition("/")[0]), None)
+
+
+def of_object(kind: Kind, obj: dict[str, Any]) -> tuple[Dependency, ...]:
+    """The dependsOn of ``obj``, an object of ``kind`` (one of :data:`WAITING_KINDS`): none when it is invalid
+    (that object reports its own invalid spec; it depends on nothing for whoever follows it)."""
+    this = Resource(obj)
+    parsed_as = HELMRELEASE.kind if kind.kind == HELMRELEASE.kind else CONFIGSYNC.kind
+    try:
+        return dependencies(this.spec.get("dependsOn"), this.name, this.namespace, parsed_as)
+    except SpecError:
+        return ()

@@ -48,6 +48,7 @@ from . import (
     tenancy,
     trying,
     verbs,
+    why,
 )
 from .argtree import Arg, arg, explained
 from .errors import Failed, missing_tool
@@ -156,6 +157,12 @@ async def _tree(args: argparse.Namespace, where: target.Target) -> int:
 async def _trace(args: argparse.Namespace, where: target.Target) -> int:
     ref = await verbs.reference(where.kube, args.kind, where.namespace, args.name)
     print(await explore.trace(where.kube, ref, args.cluster or LOCAL, _reach(args)))
+    return OK
+
+
+async def _why(args: argparse.Namespace, where: target.Target) -> int:
+    kind, name = why.split(args.kind, args.name)
+    print(await why.run(where.kube, kind, where.namespace, name, args.output))
     return OK
 
 
@@ -459,6 +466,11 @@ _CLUSTER_VERBS = (
                                               "with the kubeconfig of a resource delivering there"),
         *_REMOTE,
         kind="any kind (deploy, cm, hr, ...)", name_arg="NAME"),
+    _on_cluster(
+        "why", "what an object waits for (dependsOn, its source, a suspension, an unreachable cluster), each with "
+               "its state, reason and message, down to the root causes", _why,
+        arg("--output", "-o", choices=why.OUTPUTS, default="table", help="table (drawn as a tree) or json"),
+        kind="KIND/NAME (or KIND NAME): hr/app, csync/infra, any kind", name_arg="[NAME]"),
     _on_cluster("events", "Events of helmop's resources, or of one and everything it manages, in time order", _events,
                 all_namespaces=True, kind="[KIND]", name_arg="[NAME]"),
     _on_cluster(

@@ -10,49 +10,18 @@ referrer watches (:mod:`.referrers`), which start watching a kind the first time
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from helmop.api.dependencies import Dependency, dependencies
+from helmop.api.dependencies import Dependency, of_object, waiting_kind
 from helmop.api.errors import HelmopError, SpecError
-from helmop.api.kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, family_of, key_of
+from helmop.api.kinds import HELMRELEASE, Kind, family_of
 from helmop.api.objects import ObjectKey, Resource
 from helmop.decisions.readiness import readiness
+from helmop.infra.dependencies import Target, target
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import WorkerTimeout
 
 from .context import Context
-
-# The kinds that have a dependsOn of their own: what a cycle is looked for through.
-WAITING_KINDS = (HELMOP.helmrelease, HELMOP.configsync, FLUX.helmrelease, FLUX.configsync)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a dependency is: its key in the operator's memory, its API path, and how messages name it."""
-
-    key: ObjectKey
-    path: str
-    title: str
-    api_version: str  # "" for the depending object's own kind (woken by the dispatcher, no watch needed)
-    kind: str
-
-
-async def target(kube: Kube, own: Kind, namespace: str, dep: Dependency) -> Target:
-    """The object ``dep`` names (KubeError 404 when the API serves no such kind)."""
-    if dep.same_kind or (dep.kind == own.kind and dep.api_version.rpartition("/")[0] == own.group):
-        where = dep.namespace or namespace
-        return Target(ObjectKey(own.key, where, dep.name), own.path(where, dep.name), f"{where}/{dep.name}", "",
-                      own.kind)
-    plural, namespaced = await kube.resource(dep.api_version, dep.kind)
-    where = (dep.namespace or namespace) if namespaced else ""
-    if namespaced and not where:  # what waits is cluster-scoped (a Project): nothing to default to
-        raise SpecError("InvalidSpec", f"spec.dependsOn: {dep.kind} {dep.name} is namespaced: name its namespace")
-    prefix = f"/apis/{dep.api_version}" if "/" in dep.api_version else f"/api/{dep.api_version}"
-    path = f"{prefix}/namespaces/{where}/{plural}/{dep.name}" if namespaced else f"{prefix}/{plural}/{dep.name}"
-    title = f"{dep.kind}/{where}/{dep.name}" if where else f"{dep.kind}/{dep.name}"
-    return Target(ObjectKey(key_of(dep.api_version, dep.kind), where, dep.name), path, title, dep.api_version,
-                  dep.kind)
 
 
 async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple[Dependency, ...],
@@ -113,7 +82,7 @@ async def _not_ready(ctx: Context, dep: Dependency, obj: dict[str, Any] | None, 
 async def _stale(kube: Kube, found: Target, obj: dict[str, Any] | None) -> str:
     """A ConfigSync or Kustomization is ready only once it applied the revision its source holds now (as Flux
     checks): a commit that changes a dependency and its dependent rolls out in that order."""
-    kind = _waiting_kind(str((obj or {}).get("apiVersion") or ""), found.kind)
+    kind = waiting_kind(str((obj or {}).get("apiVersion") or ""), found.kind)
     if obj is None or kind is None or kind.kind == HELMRELEASE.kind:
         return ""  # (a HelmRelease's new chart or values are a new generation, or supersede it at once)
     ref = Resource(obj).spec.get("sourceRef") or {}
@@ -136,11 +105,6 @@ async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str
         return False
 
 
-def _waiting_kind(api_version: str, kind: str) -> Kind | None:
-    return next((k for k in WAITING_KINDS if k.kind == kind and k.api_version.rpartition("/")[0]
-                 == api_version.rpartition("/")[0]), None)
-
-
 async def _cycle(ctx: Context, own: Kind, start: ObjectKey, deps: tuple[Dependency, ...]) -> list[str]:
     """A path from ``start`` back to itself through dependsOn (of any of the kinds that have one), or []."""
     paths = [[(own, start), step] for dep in deps if (step := _next(own, start.namespace, dep)) is not None]
@@ -156,28 +120,16 @@ async def _cycle(ctx: Context, own: Kind, start: ObjectKey, deps: tuple[Dependen
         seen.add(node)
         obj = await ctx.services.kube.get(kind.path(node.namespace, node.name))
         if obj is not None:
-            paths += [[*path, step] for dep in _entries(kind, obj)
+            paths += [[*path, step] for dep in of_object(kind, obj)
                       if (step := _next(kind, node.namespace, dep)) is not None]
     return []
-
-
-def _entries(kind: Kind, obj: dict[str, Any]) -> tuple[Dependency, ...]:
-    this = Resource(obj)
-    try:
-        return dependencies(this.spec.get("dependsOn"), this.name, this.namespace, _parsed_as(kind))
-    except SpecError:  # that object reports its own invalid spec; it depends on nothing here
-        return ()
-
-
-def _parsed_as(kind: Kind) -> str:
-    return HELMRELEASE.kind if kind.kind == HELMRELEASE.kind else CONFIGSYNC.kind
 
 
 def _next(kind: Kind, namespace: str, dep: Dependency) -> tuple[Kind, ObjectKey] | None:
     """The next node of a path through ``dep`` (of an object of ``kind``): a kind with a dependsOn, or None."""
     if dep.same_kind:
         return kind, ObjectKey(kind.key, dep.namespace or namespace, dep.name)
-    found = _waiting_kind(dep.api_version, dep.kind)
+    found = waiting_kind(dep.api_version, dep.kind)
     return (found, ObjectKey(found.key, dep.namespace or namespace, dep.name)) if found is not None else None
 
 
@@ -188,7 +140,7 @@ async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMREL
     together = deleted_at is not None and time.time() - deleted_at < ctx.settings.intervals.deleted_together
     out = []
     for obj in await ctx.services.kube.list(kind.path()):
-        named = {(d.namespace, d.name) for d in _entries(kind, obj) if d.same_kind}
+        named = {(d.namespace, d.name) for d in of_object(kind, obj) if d.same_kind}
         if (deleted.namespace, deleted.name) in named and (together or Resource(obj).deleting):
             out.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
     return out

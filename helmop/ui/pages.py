@@ -28,12 +28,14 @@ from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.infra.kube import KubeError
+from helmop.infra.worker import Worker
 from helmop.views import operator_logs, requests
 from helmop.views.cells import DELIVERING, HEALTHS, LOCAL, cluster, health, last_seen, revision, since, source
 from helmop.views.fleet import fleet
 from helmop.views.statuses import artifact_of, read, status_of
 from helmop.views.tree import tree
 from helmop.views.values_diff import values_diff
+from helmop.views.why import root_causes, why
 
 from . import graph
 from .access import COOKIE, Access, Viewer
@@ -177,6 +179,7 @@ class Pages:
                  operator_namespace: str | None, log_file: str | None) -> None:
         self.access, self.guard, self.feed, self.registry = access, guard, feed, registry
         self.actions, self.operator_namespace, self.log_file = actions, operator_namespace, log_file
+        self.cel = Worker()  # the readyExprs of what an object waits for
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("helmop.ui"), autoescape=True,
                                             trim_blocks=True, lstrip_blocks=True)
         self.templates.globals.update(healths=HEALTHS, since=since, last_seen=last_seen, url_of=url_of,
@@ -192,6 +195,9 @@ class Pages:
                 web.get("/{plural}/{namespace}/{name}", self._page(self.object)),
                 web.post("/{plural}/{name}/{action}", self._page(self.act)),
                 web.post("/{plural}/{namespace}/{name}/{action}", self._page(self.act))]
+
+    async def close(self) -> None:
+        await self.cel.close()
 
     # --- plumbing ------------------------------------------------------------------------------------
 
@@ -271,9 +277,11 @@ class Pages:
         row, state = Row(kind, obj), status_of(obj) or Status()
         selector = f"involvedObject.apiVersion={kind.api_version},involvedObject.kind={kind.kind}," \
                    f"involvedObject.name={name}"
+        ref = (kind.api_version, kind.kind, namespace, name)
         # (a remote cluster's objects are not read by the UI: the inventory is shown as its status lists it)
-        inventory, about = await asyncio.gather(tree(viewer.kube, (kind.api_version, kind.kind, namespace, name)),
-                                                events(viewer, [kind], namespace, selector) if namespace else _none())
+        inventory, about, waiting = await asyncio.gather(
+            tree(viewer.kube, ref), events(viewer, [kind], namespace, selector) if namespace else _none(),
+            why(viewer.kube, ref, self.cel))
         context: dict[str, Any] = {}
         if isinstance(state, HelmReleaseStatus):  # helmop's or Flux's
             context = await self._release(request, viewer, obj)
@@ -281,6 +289,7 @@ class Pages:
                            title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
                            state=state, artifact=artifact_of(state), webhook=_webhook(state), source=source(obj),
                            children=inventory.children, target=inventory.cluster, events=about,
+                           waiting=waiting, root_causes=root_causes(waiting),
                            logs=await self._logs(viewer, kind, namespace, name), spec=_spec(obj),
                            flash=_text(request, "done"), **context)
 

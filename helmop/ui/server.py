@@ -42,6 +42,7 @@ def application(access: Access, guard: Guard, feed: Feed, pages: Pages) -> web.A
     async def closing(_: web.Application) -> None:
         await feed.close()
         await access.close()
+        await pages.close()
 
     app.on_cleanup.append(closing)
     return app
