@@ -286,7 +286,8 @@ class Leadership:
         "(default %(default)ss)", parse_duration, "DURATION"))
     renew_deadline: float = setting(10.0, Flag(
         "--leader-election-renew-deadline", "how long the holder tries to renew its Lease before it stops acting "
-        "(default %(default)ss; shorter than the lease duration)", parse_duration, "DURATION"))
+        "(default %(default)ss; shorter than the lease duration: the difference is the time its helm processes "
+        "have to stop before a standby may act)", parse_duration, "DURATION"))
     retry_period: float = setting(2.0, Flag(
         "--leader-election-retry-period", "how often a Lease is renewed or tried for (default %(default)ss; shorter "
         "than the renew deadline)", parse_duration, "DURATION"))

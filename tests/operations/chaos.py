@@ -75,9 +75,8 @@ class SandboxProcess:
 class Replica:
     """`helmop run --leader-elect` in a process group of its own, with a helm that records each action."""
 
-    def __init__(self, work: Path, index: int, kubeconfig: Path, args: tuple[str, ...] = ()) -> None:
+    def __init__(self, work: Path, index: int, kubeconfig: Path) -> None:
         self.work = work / f"replica-{index}"
-        self.args = args  # more of helmop run's flags
         self.work.mkdir(parents=True, exist_ok=True)
         self.kubeconfig, self.index = kubeconfig, index
         self.log = self.work / "operator.log"
@@ -96,8 +95,7 @@ class Replica:
                 [str(HELMOP), "run", "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.work / "cache"),
                  "--metrics-port", str(self.port), "--webhook-port", str(self.hook_port),
                  "--bind-address", "127.0.0.1", "--leader-elect",
-                 "--namespace", NAMESPACE, *self.args],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                 "--namespace", NAMESPACE], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.starts += 1
 
     def kill(self, whole_group: bool) -> None:
@@ -148,8 +146,7 @@ class Report:
 
 
 class Chaos:
-    def __init__(self, work: Path, charts: ChartRepo, *, seed: int, faults: str, releases: int = 4,
-                 replica_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, work: Path, charts: ChartRepo, *, seed: int, faults: str, releases: int = 4) -> None:
         self.work, self.charts, self.chart_url, self.rng = work, charts, charts.url, random.Random(seed)
         self.git = GitServer(work / "git")
         self.repo = Repo(self.git, "config", work / "config")
@@ -158,7 +155,6 @@ class Chaos:
         self.replicas: list[Replica] = []
         self.names = [f"app{i}" for i in range(releases)]
         self.report = Report()
-        self.replica_args = replica_args  # more of helmop run's flags, each replica's
 
     # --- cluster access ----------------------------------------------------------------------------
 
@@ -197,7 +193,7 @@ class Chaos:
             {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync",
              "metadata": {"name": "apps", "namespace": NAMESPACE},
              "spec": {"sourceRef": {"name": "config"}, "path": "apps", "interval": "10s", "prune": True}}]))
-        self.replicas = [Replica(self.work, i, self.sandbox.kubeconfig, self.replica_args) for i in range(2)]
+        self.replicas = [Replica(self.work, i, self.sandbox.kubeconfig) for i in range(2)]
         for replica in self.replicas:
             replica.start()
 
