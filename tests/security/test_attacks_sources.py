@@ -78,13 +78,17 @@ def test_an_external_artifact_reaches_no_other_tenants_generator(target: Target)
     if target.mode == "lockdown":
         refused(target, attacker, "artifactgenerators.helmop.dev", "gen2", "AccessDenied")  # its own turn
         forged(target, attacker, "loot", "gen2", attacker, published)
-    target.apply(attacker, *(configsync(name, ea, "./", sourceRef={"kind": "ExternalArtifact", "name": ea})
-                             for name, ea in (("steal", "bundle"), ("steal2", "loot"))))
+    # (the second prefixes what it applies: two syncs applying one ConfigMap would refuse each other's, whichever
+    # came second: ObjectOwnedElsewhere)
+    syncs = (("steal", "bundle", {}), ("steal2", "loot", {"namePrefix": "2-"}))
+    target.apply(attacker, *(configsync(name, ea, "./", sourceRef={"kind": "ExternalArtifact", "name": ea}, **extra)
+                             for name, ea, extra in syncs))
     if target.mode == "default":  # references into other namespaces are open: followed as a direct one would be
         for name in ("steal", "steal2"):
             obj = settled(target, attacker, "csync", name)
             assert condition(obj)["status"] == "True", obj["status"]
-        assert get(target.kube, attacker, "cm", "team-b-data")["data"] == {"value": marker}
+        for prefix in ("", "2-"):
+            assert get(target.kube, attacker, "cm", f"{prefix}team-b-data")["data"] == {"value": marker}
         return
     message = refused(target, attacker, "csync", "steal", "CrossNamespaceRef")
     assert f"ExternalArtifact {attacker}/bundle spec.sourceRef refers to namespace {victim!r}" in message, message
