@@ -11,16 +11,20 @@ cluster-scoped one."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError
 from .fields import optional_list
-from .kinds import CONFIGSYNC, FLUX, HELMOP, HELMRELEASE, Kind, key_of
+from .kinds import FLUX, HELMOP, PROJECT, Kind, key_of
+from .names import path_problem, problem
 from .objects import Resource
 
 # The kinds that have a dependsOn of their own: what a cycle is looked for through, what `helmop why` follows.
-WAITING_KINDS = (HELMOP.helmrelease, HELMOP.configsync, FLUX.helmrelease, FLUX.configsync)
+WAITING_KINDS = (HELMOP.helmrelease, HELMOP.configsync, FLUX.helmrelease, FLUX.configsync, PROJECT)
+# group/version, as apiVersion is written (core's "v1"): anything else is refused, not sent to the API in a path
+API_VERSION = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -47,27 +51,35 @@ class Dependency:
         return where if self.same_kind else f"{self.kind}/{where}"
 
 
-def dependencies(raw: Any, name: str, namespace: str, kind: str) -> tuple[Dependency, ...]:
-    """spec.dependsOn of the object ``namespace/name`` of kind ``kind``."""
+def dependencies(raw: Any, name: str, namespace: str, kind: str, group: str = "") -> tuple[Dependency, ...]:
+    """spec.dependsOn of the object ``namespace/name`` of kind ``kind`` (of API ``group``, when known: an entry
+    naming that kind and group is of the same kind)."""
     out = []
     for i, entry in enumerate(optional_list(raw, "spec.dependsOn")):
         if not isinstance(entry, dict) or not entry.get("name"):
             raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].name is required")
-        dep = _entry(entry, i, namespace, kind)
+        dep = _entry(entry, i, namespace, kind, group)
         if dep.same_kind and (dep.namespace, dep.name) == (namespace, name):
             raise SpecError("DependencyCycle", f"spec.dependsOn[{i}] names this {kind} itself")
         out.append(dep)
     return tuple(out)
 
 
-def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str) -> Dependency:
+def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str, own_group: str) -> Dependency:
     api_version, kind = str(entry.get("apiVersion") or ""), str(entry.get("kind") or "")
+    name, where = str(entry["name"]), str(entry.get("namespace") or "")
+    for field, value, said in (("name", name, path_problem(name)),
+                               ("namespace", where, problem(where, namespace=True) if where else "")):
+        if said:  # (a name of any kind's, as RBAC objects' are: only what cannot be a path segment is refused)
+            raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].{field}: {value[:80]!r} {said}")
+    if api_version and not API_VERSION.fullmatch(api_version):
+        raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].apiVersion {api_version[:100]!r} is not group/version")
     ready = entry.get("ready", True)
     if not isinstance(ready, bool):
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].ready must be true or false")
     if api_version and not kind:
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].kind is required with apiVersion")
-    same = not kind or (kind == own_kind and not api_version)  # (with an apiVersion: told apart where kinds are)
+    same = not kind or (kind == own_kind and (not api_version or api_version.rpartition("/")[0] == own_group))
     if not same and not api_version:
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].apiVersion is required: {kind} is not a {own_kind}")
     return Dependency(namespace=str(entry.get("namespace") or (namespace if same else "")), name=str(entry["name"]),
@@ -85,8 +97,7 @@ def of_object(kind: Kind, obj: dict[str, Any]) -> tuple[Dependency, ...]:
     """The dependsOn of ``obj``, an object of ``kind`` (one of :data:`WAITING_KINDS`): none when it is invalid
     (that object reports its own invalid spec; it depends on nothing for whoever follows it)."""
     this = Resource(obj)
-    parsed_as = HELMRELEASE.kind if kind.kind == HELMRELEASE.kind else CONFIGSYNC.kind
     try:
-        return dependencies(this.spec.get("dependsOn"), this.name, this.namespace, parsed_as)
+        return dependencies(this.spec.get("dependsOn"), this.name, this.namespace, kind.kind, kind.group)
     except SpecError:
         return ()

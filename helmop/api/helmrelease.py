@@ -457,9 +457,10 @@ def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
 
 
 def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
-               origin: dict[str, str] | None = None) -> HelmReleaseSpec:
+               origin: dict[str, str] | None = None, group: str = "") -> HelmReleaseSpec:
     """``origin``: labels every object of the release carries (``Kind.origin_labels``: Flux's, on a Flux
-    HelmRelease's objects), after spec.commonMetadata's, as Flux's post-renderer sets them."""
+    HelmRelease's objects), after spec.commonMetadata's, as Flux's post-renderer sets them. ``group``: the
+    HelmRelease's API group, when known (a dependsOn entry naming it is of the same kind)."""
     check_references(spec)
     target = str(spec.get("targetNamespace") or namespace)
     release = str(spec.get("releaseName") or default_release_name(name, target, namespace))
@@ -493,7 +494,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
         rollback=_rollback(spec.get("rollback")),
         test=tests,
         service_account_name=str(spec.get("serviceAccountName") or ""),
-        depends_on=dependencies(spec.get("dependsOn"), name, namespace, "HelmRelease"),
+        depends_on=dependencies(spec.get("dependsOn"), name, namespace, "HelmRelease", group),
         health_check_exprs=health_exprs(spec.get("healthCheckExprs")),
         post_render=_post_render(spec.get("commonMetadata"), spec.get("postRenderers"), origin or {},
                                  spec.get("postRenderStrategy")),

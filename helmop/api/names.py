@@ -31,7 +31,7 @@ def problem(value: str, *, namespace: bool = False) -> str:
     return ""
 
 
-def _path_segment(value: str) -> str:
+def path_problem(value: str) -> str:
     """Why ``value`` cannot be any object's name in a request path (RBAC objects' names, say, are looser)."""
     if value in (".", "..") or "/" in value or "%" in value or len(value) > 253:
         return "cannot be the name of an object"
@@ -41,7 +41,7 @@ def _path_segment(value: str) -> str:
 def _check(value: Any, where: str, *, namespace: bool = False, loose: bool = False) -> None:
     if not isinstance(value, str) or not value:
         return  # absent or of another type: the kind's own parser says what it needs
-    said = _path_segment(value) if loose else problem(value, namespace=namespace)
+    said = path_problem(value) if loose else problem(value, namespace=namespace)
     if said:
         raise SpecError("InvalidSpec", f"{where}: {value[:80]!r} {said}")
 
@@ -65,7 +65,8 @@ def check_references(spec: Mapping[str, Any], where: str = "spec", depth: int = 
         elif isinstance(value, list) and key in (*_LISTS, "healthChecks"):
             for i, item in enumerate(value):
                 if isinstance(item, Mapping):
-                    _reference(item, f"{at}[{i}]", loose=key == "healthChecks")
+                    # (what healthChecks and dependsOn name may be of any kind: RBAC objects' names are looser)
+                    _reference(item, f"{at}[{i}]", loose=key in ("healthChecks", "dependsOn"))
         elif key in _NAMES:
             _check(value, at)
         elif key in _NAMESPACES:

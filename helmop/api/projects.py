@@ -13,7 +13,7 @@ from typing import Any
 from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
-from .kinds import is_namespace_name
+from .kinds import GROUP, is_namespace_name
 from .names import check_references
 
 ROLES = ("admin", "edit", "view")
@@ -163,5 +163,5 @@ def parse_project(spec: dict[str, Any], name: str) -> ProjectSpec:
         teardown_timeout=duration_field(spec, "teardownTimeout", TEARDOWN_TIMEOUT) or TEARDOWN_TIMEOUT,
         orphan=spec.get("deletionPolicy") == "Orphan",
         environments=_environments(spec.get("environments"), sync),
-        depends_on=dependencies(spec.get("dependsOn"), name, "", "Project"),
+        depends_on=dependencies(spec.get("dependsOn"), name, "", "Project", GROUP),
     )

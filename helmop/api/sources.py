@@ -251,7 +251,10 @@ def _verify(spec: dict[str, Any]) -> dict[str, str]:
     return {"verify_mode": mode, "verify_secret_ref": str(secret["name"])}
 
 
-def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "") -> ConfigSyncSpec:
+def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "", own_kind: str = "ConfigSync",
+                      own_group: str = "") -> ConfigSyncSpec:
+    """A ConfigSync's spec, or a Flux Kustomization's (``own_kind``, of API ``own_group`` when known: what a dependsOn
+    entry of the same kind names)."""
     """``name`` and ``namespace``: the ConfigSync's (what dependsOn may not name, and its default namespace)."""
     check_references(spec)
     source = spec.get("sourceRef") or {}
@@ -277,7 +280,7 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "")
                           post_build=_post_build(spec),
                           common_labels=_strings(metadata, "labels", "spec.commonMetadata.labels"),
                           common_annotations=_strings(metadata, "annotations", "spec.commonMetadata.annotations"),
-                          depends_on=dependencies(spec.get("dependsOn"), name, namespace, "ConfigSync"),
+                          depends_on=dependencies(spec.get("dependsOn"), name, namespace, own_kind, own_group),
                           wait=bool(spec.get("wait", False)),
                           health_checks=_health_checks(spec),
                           health_check_exprs=health_exprs(spec.get("healthCheckExprs")),

@@ -24,6 +24,15 @@ from helmop.infra.worker import WorkerTimeout
 from .context import Context
 
 
+def reader(ctx: Context, namespace: str, service_account: str, remote: bool) -> str:
+    """Who reads an object's dependencies ("": the operator, as Flux's controllers read them): under lockdown its
+    ServiceAccount, or the default one when it names none or acts on a remote cluster (where the account it names
+    is the remote's)."""
+    if not ctx.tenancy.locked_down:
+        return ""
+    return ctx.tenancy.acting_as(namespace, "" if remote else service_account)
+
+
 async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple[Dependency, ...],
                       identity: str = "") -> tuple[str, ...]:
     """What of ``deps`` is not ready yet (each named, with why for another kind's); read as ``identity`` (the
@@ -33,7 +42,7 @@ async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple
     obj = Resource(this)
     kube = ctx.services.kube.acting_as(identity) if identity else ctx.services.kube
     waiting: list[str] = []
-    targets = []
+    targets = []  # what is not ready: what wakes this object when it changes (a ready one is not looked at again)
     for dep in deps:
         try:
             found = await target(ctx.services.kube, own, obj.namespace, dep)
@@ -42,12 +51,12 @@ async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple
                 raise
             waiting.append(f"{dep.kind}/{dep.namespace or obj.namespace}/{dep.name} (no such kind is served)")
             continue
-        targets.append(found)
         obj_of_dep = await _read(kube, found)
         why = await _not_ready(ctx, dep, obj_of_dep, this)
         if not why and not dep.ready_expr and dep.ready:
             why = await _stale(kube, found, obj_of_dep)
         if why:
+            targets.append(found)
             waiting.append(found.title if why == "not ready" else f"{found.title} ({why})")
     ctx.memory.depend_on(ObjectKey(own.key, obj.namespace, obj.name), [t.key for t in targets],
                          {(t.api_version, t.kind) for t in targets if t.api_version})
@@ -83,8 +92,8 @@ async def _stale(kube: Kube, found: Target, obj: dict[str, Any] | None) -> str:
     """A ConfigSync or Kustomization is ready only once it applied the revision its source holds now (as Flux
     checks): a commit that changes a dependency and its dependent rolls out in that order."""
     kind = waiting_kind(str((obj or {}).get("apiVersion") or ""), found.kind)
-    if obj is None or kind is None or kind.kind == HELMRELEASE.kind:
-        return ""  # (a HelmRelease's new chart or values are a new generation, or supersede it at once)
+    if obj is None or kind is None or kind.kind == HELMRELEASE.kind or Resource(obj).spec.get("suspend"):
+        return ""  # (a HelmRelease's new chart or values are a new generation; a suspended sync applies nothing new)
     ref = Resource(obj).spec.get("sourceRef") or {}
     source = family_of(kind.group).source(str(ref.get("kind") or "GitRepository")) if isinstance(ref, dict) else None
     if source is None or not ref.get("name"):
@@ -95,7 +104,9 @@ async def _stale(kube: Kube, found: Target, obj: dict[str, Any] | None) -> str:
         return ""
     revision = str((((held or {}).get("status") or {}).get("artifact") or {}).get("revision") or "")
     applied = str((obj.get("status") or {}).get("lastAppliedRevision") or "")
-    return f"revision {revision} not applied yet (applied: {applied or 'none'})" if revision != applied else ""
+    if not revision or revision == applied:  # no artifact (yet): its own Ready condition says so
+        return ""
+    return f"revision {revision} not applied yet (applied: {applied or 'none'})"
 
 
 async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str, Any]) -> bool:
@@ -113,8 +124,8 @@ async def _cycle(ctx: Context, own: Kind, start: ObjectKey, deps: tuple[Dependen
         path = paths.pop(0)
         kind, node = path[-1]
         if node == start:
-            return [f"{n.namespace}/{n.name}" if k.kind == own.kind else f"{k.kind}/{n.namespace}/{n.name}"
-                    for k, n in path]
+            where = [f"{n.namespace}/{n.name}" if n.namespace else n.name for _, n in path]
+            return [w if k.kind == own.kind else f"{k.kind}/{w}" for (k, _), w in zip(path, where, strict=True)]
         if node in seen:
             continue
         seen.add(node)
@@ -126,11 +137,13 @@ async def _cycle(ctx: Context, own: Kind, start: ObjectKey, deps: tuple[Dependen
 
 
 def _next(kind: Kind, namespace: str, dep: Dependency) -> tuple[Kind, ObjectKey] | None:
-    """The next node of a path through ``dep`` (of an object of ``kind``): a kind with a dependsOn, or None."""
-    if dep.same_kind:
-        return kind, ObjectKey(kind.key, dep.namespace or namespace, dep.name)
-    found = waiting_kind(dep.api_version, dep.kind)
-    return (found, ObjectKey(found.key, dep.namespace or namespace, dep.name)) if found is not None else None
+    """The next node of a path through ``dep`` (of an object of ``kind``): a kind with a dependsOn, or None (also
+    for ``ready: false``: its being there is all that is waited for, and that cannot wait on a cycle)."""
+    found = kind if dep.same_kind else waiting_kind(dep.api_version, dep.kind)
+    if found is None or not dep.ready:
+        return None
+    where = (dep.namespace or namespace) if found.namespaced else ""  # (a Project's)
+    return found, ObjectKey(found.key, where, dep.name)
 
 
 async def dependents_first(ctx: Context, deleted: Resource, kind: Kind = HELMRELEASE) -> list[str]:

@@ -135,8 +135,8 @@ class _Release:
         status = status.but(cluster=cluster.name)
         self._observe(key, spec, status, remote=cluster.remote)
         try:
-            waiting = await dependencies.waiting_for(self.ctx, self.kind, body, spec.depends_on, cluster.acting_as(
-                self.ctx.tenancy, this.namespace, spec.service_account_name) if not cluster.remote else "")
+            waiting = await dependencies.waiting_for(self.ctx, self.kind, body, spec.depends_on, dependencies.reader(
+                self.ctx, this.namespace, spec.service_account_name, cluster.remote))
         except HelmopError as exc:
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE

@@ -36,13 +36,17 @@ def readiness(obj: dict[str, Any] | None) -> str:
     by_kind = _BY_KIND.get((group, str(obj.get("kind"))))
     if by_kind is not None:
         return by_kind(_mapping(obj.get("spec")), status)
-    return _ready_condition(meta, status, required=_reports_ready(group))
+    return _ready_condition(meta, status, required=_reports_ready(group, str(obj.get("kind"))))
 
 
-def _reports_ready(group: str) -> bool:
-    """helmop's kinds and Flux's always get a Ready condition from their controller: until then, not ready (Flux's
-    dependsOn asks Ready=True of its kinds)."""
-    return group in (GROUP, APPS_GROUP) or group.endswith("toolkit.fluxcd.io")
+# helmop's and Flux's kinds whose controller writes no Ready condition (notifications' Providers and Alerts)
+NO_READY = frozenset({"Provider", "Alert"})
+
+
+def _reports_ready(group: str, kind: str) -> bool:
+    """helmop's kinds and Flux's (but :data:`NO_READY`) get a Ready condition from their controller: until then,
+    not ready (Flux's dependsOn asks Ready=True of its kinds)."""
+    return (group in (GROUP, APPS_GROUP) or group.endswith("toolkit.fluxcd.io")) and kind not in NO_READY
 
 
 def _generic(meta: dict[str, Any], status: dict[str, Any]) -> str:

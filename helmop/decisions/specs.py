@@ -81,7 +81,8 @@ def chart_source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
 
 
 def _helm_release(kind: Kind, this: Resource) -> HelmReleaseSpec:
-    return parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name))
+    return parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name),
+                      group=kind.group)
 
 
 def _check_helm_release(spec: HelmReleaseSpec, this: Resource, tenancy: Tenancy) -> None:
@@ -143,7 +144,8 @@ def _of_spec(parse: Callable[[dict[str, Any]], Any]) -> Parse:
     return lambda _kind, this: parse(this.spec)
 
 
-_CONFIG_SYNC = Reader(lambda _kind, this: parse_config_sync(this.spec, this.name, this.namespace), _check_config_sync)
+_CONFIG_SYNC = Reader(lambda kind, this: parse_config_sync(this.spec, this.name, this.namespace, kind.kind, kind.group),
+                      _check_config_sync)
 READERS: dict[str, Reader] = {
     "HelmRelease": Reader(_helm_release, _check_helm_release),
     "GitRepository": Reader(_of_spec(parse_git_repository)),

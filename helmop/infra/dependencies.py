@@ -28,7 +28,7 @@ class Target:
 async def target(kube: Kube, own: Kind, namespace: str, dep: Dependency) -> Target:
     """The object ``dep`` names (KubeError 404 when the API serves no such kind)."""
     if dep.same_kind or (dep.kind == own.kind and dep.api_version.rpartition("/")[0] == own.group):
-        where = dep.namespace or namespace
+        where = (dep.namespace or namespace) if own.namespaced else ""  # (a Project's)
         return Target(ObjectKey(own.key, where, dep.name), own.path(where, dep.name), f"{where}/{dep.name}", "",
                       own.kind)
     plural, namespaced = await kube.resource(dep.api_version, dep.kind)

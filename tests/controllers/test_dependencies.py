@@ -1,7 +1,8 @@
 """spec.dependsOn on any kind, through the operator (its watches are the point: a waiting object must be woken when
 what it waits for changes, not at its next look, which this module puts a minute away): a ConfigMap judged by a
 readyExpr, a Deployment by kstatus, a ConfigSync and a HelmRelease waiting for each other's kinds, a cycle through
-three kinds, and a dependency the object's identity may not read."""
+three kinds, a Project waiting for a CRD, a Flux Kustomization for a helmop HelmRelease (what only turns can show:
+test_dependency_turns.py)."""
 
 from __future__ import annotations
 
@@ -121,21 +122,6 @@ def test_a_cycle_through_three_kinds_is_said_on_each(operator: Operator, kube: R
         message = condition(obj)["message"]
         assert all(part in message for part in ("rel", "sync", "kust")), message
         assert condition(obj, "Stalled").get("status") == "True"
-
-
-def test_a_dependency_the_objects_identity_may_not_read(operator: Operator, kube: Run, ns: str,
-                                                       chart_repo: ChartRepo) -> None:
-    """The release acts as its ServiceAccount, which may not read ConfigMaps: DependencyForbidden, not a silent
-    wait."""
-    kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
-    apply(kube, ns, configmap("flag", "yes"))
-    apply(kube, ns, hr("app", chart_repo, serviceAccountName="deployer",
-                       dependsOn=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "flag"}]))
-    obj = watched(kube, ns, "hr", "app", lambda o: condition(o).get("reason") == "DependencyForbidden" and o,
-                  timeout=30)
-    assert f"ConfigMap/{ns}/flag" in condition(obj)["message"]
-    assert condition(obj, "Stalled").get("status") != "True"  # rights may be granted: tried again
-
 
 
 def test_a_project_waits_for_a_crd_established(operator: Operator, kube: Run) -> None:

@@ -12,6 +12,7 @@ from helmop.api.helmrelease import parse_spec
 from helmop.api.sources import parse_config_sync
 from helmop.cli.explore import describe
 from helmop.cli.trying import states as trystates
+from helmop.decisions.readiness import readiness
 
 
 def test_the_same_kinds_form_keeps_its_meaning() -> None:
@@ -91,3 +92,36 @@ def test_try_follows_the_dependencies_on_kinds_it_follows() -> None:
     after, _ = trystates.waits_for(release)
     assert after == ("HelmRelease.helm.toolkit.fluxcd.io/shop/db",
                      "Kustomization.kustomize.toolkit.fluxcd.io/flux-system/infra")
+
+
+def test_an_entry_naming_the_objects_own_kind_and_group_is_of_the_same_kind() -> None:
+    """As written by hand or by a tool: {apiVersion, kind} of the object itself means what {name} means (its
+    namespace by default; dependents first when deleted together), and a Flux Kustomization's own kind name too."""
+    [explicit] = dependencies([{"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "name": "db"}], "app",
+                              "shop", "HelmRelease", "helmop.dev")
+    assert explicit == Dependency("shop", "db")
+    flux = parse_config_sync({"sourceRef": {"kind": "GitRepository", "name": "repo"}, "path": "./apps",
+                              "dependsOn": [{"kind": "Kustomization", "name": "infra"}]}, "apps", "flux-system",
+                             "Kustomization", "kustomize.toolkit.fluxcd.io")
+    assert flux.depends_on == (Dependency("flux-system", "infra"),)
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ({"apiVersion": "v1?x", "kind": "ConfigMap", "name": "a"}, "is not group/version"),
+    ({"apiVersion": "a//b", "kind": "X", "name": "a"}, "is not group/version"),
+    ({"name": "../secrets"}, "cannot be the name of an object"),
+    ({"name": "a", "namespace": "Not_A_Namespace"}, "is not a namespace name"),
+])
+def test_what_would_be_a_bad_path_is_refused(entry: dict[str, Any], words: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        dependencies([entry], "app", "shop", "HelmRelease")
+    assert refused.value.reason == "InvalidSpec" and words in str(refused.value), refused.value
+    # a ClusterRole's looser name is a name
+    assert dependencies([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                          "name": "system:aggregate-to-view"}], "app", "shop", "HelmRelease")[0].name
+
+
+def test_notification_kinds_are_ready_once_there() -> None:
+    """helmop's and Flux's Providers and Alerts get no Ready condition: present is ready."""
+    assert readiness({"apiVersion": "helmop.dev/v1alpha1", "kind": "Provider", "metadata": {"name": "p"}}) == ""
+    assert readiness({"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "h"}}) != ""

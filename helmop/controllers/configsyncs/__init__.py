@@ -111,7 +111,8 @@ async def _dependencies(turn: _Turn, spec: ConfigSyncSpec) -> Outcome | None:
     ctx.memory.refer(turn.key, _read(turn, spec))
     try:
         waiting = await dependencies.waiting_for(ctx, turn.kind, turn.body, spec.depends_on,
-                                                 ctx.tenancy.acting_as(this.namespace, spec.service_account_name))
+                                                 dependencies.reader(ctx, this.namespace, spec.service_account_name,
+                                                                     spec.kube_config is not None))
     except HelmopError as exc:
         await _write(turn, settle.failed(_before(turn), exc.reason, str(exc), stalled=not exc.transient))
         return FAILED if exc.transient else DONE
