@@ -65,18 +65,23 @@ def dependencies(raw: Any, name: str, namespace: str, kind: str, group: str = ""
     return tuple(out)
 
 
-def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str, own_group: str) -> Dependency:
-    api_version, kind = str(entry.get("apiVersion") or ""), str(entry.get("kind") or "")
+def _checked(entry: dict[str, Any], i: int) -> None:
+    """What would make a bad request path, or is not a value of its field, refused."""
     name, where = str(entry["name"]), str(entry.get("namespace") or "")
+    api_version = str(entry.get("apiVersion") or "")
     for field, value, said in (("name", name, path_problem(name)),
                                ("namespace", where, problem(where, namespace=True) if where else "")):
         if said:  # (a name of any kind's, as RBAC objects' are: only what cannot be a path segment is refused)
             raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].{field}: {value[:80]!r} {said}")
     if api_version and not API_VERSION.fullmatch(api_version):
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].apiVersion {api_version[:100]!r} is not group/version")
-    ready = entry.get("ready", True)
-    if not isinstance(ready, bool):
+    if not isinstance(entry.get("ready", True), bool):
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].ready must be true or false")
+
+
+def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str, own_group: str) -> Dependency:
+    _checked(entry, i)
+    api_version, kind = str(entry.get("apiVersion") or ""), str(entry.get("kind") or "")
     if api_version and not kind:
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].kind is required with apiVersion")
     same = not kind or (kind == own_kind and (not api_version or api_version.rpartition("/")[0] == own_group))
@@ -84,7 +89,7 @@ def _entry(entry: dict[str, Any], i: int, namespace: str, own_kind: str, own_gro
         raise SpecError("InvalidSpec", f"spec.dependsOn[{i}].apiVersion is required: {kind} is not a {own_kind}")
     return Dependency(namespace=str(entry.get("namespace") or (namespace if same else "")), name=str(entry["name"]),
                       ready_expr=str(entry.get("readyExpr") or ""), api_version="" if same else api_version,
-                      kind="" if same else kind, ready=ready)
+                      kind="" if same else kind, ready=bool(entry.get("ready", True)))
 
 
 def waiting_kind(api_version: str, kind: str) -> Kind | None:

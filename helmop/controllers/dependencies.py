@@ -94,19 +94,26 @@ async def _stale(kube: Kube, found: Target, obj: dict[str, Any] | None) -> str:
     kind = waiting_kind(str((obj or {}).get("apiVersion") or ""), found.kind)
     if obj is None or kind is None or kind.kind == HELMRELEASE.kind or Resource(obj).spec.get("suspend"):
         return ""  # (a HelmRelease's new chart or values are a new generation; a suspended sync applies nothing new)
-    ref = Resource(obj).spec.get("sourceRef") or {}
-    source = family_of(kind.group).source(str(ref.get("kind") or "GitRepository")) if isinstance(ref, dict) else None
-    if source is None or not ref.get("name"):
-        return ""
-    try:
-        held = await kube.get(source.path(str(ref.get("namespace") or found.key.namespace), str(ref["name"])))
-    except KubeError:  # the dependency's own turn says what is wrong with its source
-        return ""
-    revision = str((((held or {}).get("status") or {}).get("artifact") or {}).get("revision") or "")
+    revision = await _source_revision(kube, kind, Resource(obj).spec.get("sourceRef"), found.key.namespace)
     applied = str((obj.get("status") or {}).get("lastAppliedRevision") or "")
     if not revision or revision == applied:  # no artifact (yet): its own Ready condition says so
         return ""
     return f"revision {revision} not applied yet (applied: {applied or 'none'})"
+
+
+async def _source_revision(kube: Kube, kind: Kind, ref: Any, namespace: str) -> str:
+    """The revision of the artifact a sync's ``ref`` names holds now ("": none, or it cannot be read: the sync's own
+    turn says what is wrong with its source)."""
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return ""
+    source = family_of(kind.group).source(str(ref.get("kind") or "GitRepository"))
+    if source is None:
+        return ""
+    try:
+        held = await kube.get(source.path(str(ref.get("namespace") or namespace), str(ref["name"])))
+    except KubeError:
+        return ""
+    return str((((held or {}).get("status") or {}).get("artifact") or {}).get("revision") or "")
 
 
 async def _ready_by(ctx: Context, expr: str, dep: dict[str, Any], this: dict[str, Any]) -> bool:
