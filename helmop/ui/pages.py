@@ -10,6 +10,7 @@ models (``views.statuses``)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +28,15 @@ from helmop.api.status import Status
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import GitRepositoryStatus
-from helmop.infra.kube import KubeError
+from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import Worker
 from helmop.views import operator_logs, requests
 from helmop.views.cells import DELIVERING, HEALTHS, LOCAL, cluster, health, last_seen, revision, since, source
 from helmop.views.fleet import fleet
 from helmop.views.statuses import artifact_of, read, status_of
-from helmop.views.tree import tree
+from helmop.views.tree import Ref, tree
 from helmop.views.values_diff import values_diff
-from helmop.views.why import root_causes, why
+from helmop.views.why import ERROR, Link, root_causes, why
 
 from . import graph
 from .access import COOKIE, Access, Viewer
@@ -49,6 +50,9 @@ LOG_LINES = 40  # operator log lines on a page
 SPEC_SHOWN = 64 << 10  # characters of a spec shown
 ACTIONS = ("reconcile", "reset", "force", "suspend", "resume")
 LOGIN = "login"  # what the login form's anti-forgery token is derived from
+WAITING_TIMEOUT = 20.0  # seconds to follow what an object waits for (views.why stops looking after its DEADLINE)
+
+log = logging.getLogger(__name__)
 
 
 def url_of(kind: Kind, namespace: str, name: str) -> str:
@@ -279,9 +283,9 @@ class Pages:
                    f"involvedObject.name={name}"
         ref = (kind.api_version, kind.kind, namespace, name)
         # (a remote cluster's objects are not read by the UI: the inventory is shown as its status lists it)
-        inventory, about, waiting = await asyncio.gather(
+        inventory, about, (waiting, causes) = await asyncio.gather(
             tree(viewer.kube, ref), events(viewer, [kind], namespace, selector) if namespace else _none(),
-            why(viewer.kube, ref, self.cel))
+            waiting_for(viewer.kube, ref, self.cel))
         context: dict[str, Any] = {}
         if isinstance(state, HelmReleaseStatus):  # helmop's or Flux's
             context = await self._release(request, viewer, obj)
@@ -289,7 +293,7 @@ class Pages:
                            title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
                            state=state, artifact=artifact_of(state), webhook=_webhook(state), source=source(obj),
                            children=inventory.children, target=inventory.cluster, events=about,
-                           waiting=waiting, root_causes=root_causes(waiting),
+                           waiting=waiting, root_causes=causes,
                            logs=await self._logs(viewer, kind, namespace, name), spec=_spec(obj),
                            flash=_text(request, "done"), **context)
 
@@ -400,6 +404,23 @@ class Pages:
 
 async def _none() -> list[dict[str, Any]]:
     return []
+
+
+async def waiting_for(kube: Kube, ref: Ref, cel: Worker) -> tuple[Link, list[Link]]:
+    """What the object waits for (views.why) and its root causes; when that cannot be followed, one link saying
+    why, in its section: the rest of the page (state, inventory, events) shows all the same."""
+    try:
+        async with asyncio.timeout(WAITING_TIMEOUT):
+            top = await why(kube, ref, cel)
+        return top, root_causes(top)
+    except KubeError as exc:
+        note = exc.message
+    except TimeoutError:
+        note = f"not followed within {WAITING_TIMEOUT:g} s"
+    except Exception:  # a defect, not the viewer's to read: the log has it
+        log.exception("following what %s waits for failed", ref)
+        note = "it could not be followed (the UI's log says why)"
+    return Link(ref, ERROR, waits_for=[Link(ref, ERROR, "NotFollowed", note, "not followed")]), []
 
 
 def _next(target: str) -> str:

@@ -1,7 +1,8 @@
 """Why an object is not ready: what it waits for, and what that waits for, down to where the waiting starts (the
 root causes), read with the reader's own client. ``helmop why`` prints it, the web UI's object page shows it.
 
-Each link is an object with its state (Ready, Waiting, Failed, Suspended, Missing, Unreachable), reason and message.
+Each link is an object with its state (Ready, Waiting, Failed, Suspended, Missing, Unreachable, Error: the API's
+answer to reading it), reason and message.
 What an object waits for, as the operator would wait:
 
 * a spec.dependsOn entry (of a HelmRelease, ConfigSync, Flux HelmRelease or Kustomization) whose object is not
@@ -13,11 +14,17 @@ What an object waits for, as the operator would wait:
 
 A suspended object, one whose remote cluster does not answer, and one that waits for nothing not ready are where
 the chain ends. A chain that comes back to an object on it is a cycle, said and not followed; nor is a chain
-followed past :data:`MAX_DEPTH` links."""
+followed past :data:`MAX_DEPTH` links.
+
+Specs are tenants' input, and the reader may be the web UI's server, shared: an object reached again (a diamond:
+two ways to one object) is shown in full once and then as one link "(see above)", or the tree would double with
+each layer of objects that depend on the same ones; past :data:`MAX_LINKS` links, :data:`MAX_LOOKS` objects looked
+at or :data:`DEADLINE` seconds, nothing more is looked at and a last link says how much was left out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from helmop.api.conditions import READY as READY_CONDITION
@@ -37,15 +44,21 @@ from .fleet import UNREACHABLE as CLUSTER_UNREACHABLE
 from .statuses import artifact_of, status_of
 from .tree import Ref
 
-READY, WAITING, FAILED, SUSPENDED, MISSING, UNREACHABLE = (
-    "Ready", "Waiting", "Failed", "Suspended", "Missing", "Unreachable")
+READY, WAITING, FAILED, SUSPENDED, MISSING, UNREACHABLE, ERROR = (
+    "Ready", "Waiting", "Failed", "Suspended", "Missing", "Unreachable", "Error")
+CUT = "Cut"  # the state of the last link when the walk stopped early (not an object's)
 DEPENDS_ON, SOURCE = "dependsOn", "source"  # how a link is waited for by the one above it
+SEE_ABOVE = "(see above)"
 MAX_DEPTH = 20  # links of one chain: a chain of dependencies is a few long; a longer one is not followed further
+MAX_LINKS = 200  # links in all: what a person reads; more is a tree too large to read or a hostile one
+MAX_LOOKS = 1000  # dependsOn entries and sources looked at (a read each, maybe an expression), links or not
+DEADLINE = 10.0  # seconds of looking (each read or expression is bounded by the client and the worker)
+MAX_MESSAGE = 4096  # characters of a link's message: a status's message is the object's writer's, of any length
 
 
 def title(ref: Ref) -> str:
     _, kind, namespace, name = ref
-    return f"{kind}/{namespace + '/' if namespace else ''}{name}"
+    return f"{kind}/{namespace + '/' if namespace else ''}{name}" if kind else name
 
 
 @dataclass
@@ -58,6 +71,11 @@ class Link:
     message: str = ""
     via: str = ""  # DEPENDS_ON or SOURCE: how the link above waits for it ("": the object asked about)
     waits_for: list[Link] = field(default_factory=list)
+    above: bool = False  # shown in full above: what it waits for is not repeated
+
+    def __post_init__(self) -> None:
+        if len(self.message) > MAX_MESSAGE:
+            self.message = self.message[:MAX_MESSAGE] + "… (cut)"
 
     @property
     def title(self) -> str:
@@ -71,57 +89,92 @@ class Link:
         out: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name,
                                "via": self.via, "state": self.state, "reason": self.reason,
                                "message": self.message}
-        return out | ({"waitsFor": [link.json() for link in self.waits_for]} if below else {})
+        return out | ({"seeAbove": self.above, "waitsFor": [link.json() for link in self.waits_for]} if below else {})
 
 
 def root_causes(top: Link) -> list[Link]:
-    """Where the waiting starts: the links that wait for nothing else and are not Ready (each object once)."""
+    """Where the waiting starts: the links that wait for nothing else and are not Ready (each object once; not a
+    link shown above, whose own waits are there)."""
     out: dict[tuple[Ref, str], Link] = {}
     for link in top.walk():
-        if not link.waits_for and link.state != READY:
+        if not link.waits_for and link.state not in (READY, CUT) and not link.above:
             out.setdefault((link.ref, link.reason), link)
     return list(out.values())
 
 
 async def why(kube: Kube, ref: Ref, cel: Worker) -> Link:
-    """The chain from the object at ``ref``: Missing when it cannot be read; readyExprs evaluated with ``cel``."""
-    walk = _Walk(kube, cel)
+    """The chain from the object at ``ref``: Missing when it cannot be read; readyExprs evaluated with ``cel``. Any
+    other error reading that object (not one it waits for) is raised: the caller says it."""
+    walk = _Walk(kube, cel, time.monotonic() + DEADLINE)
     read = await walk.read(ref)
+    if isinstance(read, KubeError) and read.status not in (401, 403, 404):
+        raise read
     if not isinstance(read, dict):
-        return _missing(ref, "", read)
-    return await walk.link(ref, read, "", None, ())
+        return _unread(ref, "", read)
+    top = await walk.link(ref, read, "", None, ())
+    if walk.cut:
+        top.waits_for.append(Link(("", "", "", "…"), CUT, "NotFollowed", f"the chain was cut {walk.cut}: "
+                                  f"{walk.left_out} more dependsOn entries and sources were not looked at"))
+    return top
 
 
-def _missing(ref: Ref, via: str, said: KubeError | None) -> Link:
+def _unread(ref: Ref, via: str, said: KubeError | None) -> Link:
+    """The link of an object that could not be read: Missing when there is none (``said`` None), the reader may
+    not read it or its kind is not served; else the API's answer (its message only), or Unreachable without one."""
     if said is None:
         return Link(ref, MISSING, "NotFound", f"{title(ref)} not found", via)
-    return Link(ref, MISSING, "Forbidden" if said.status in (401, 403) else "NotServed", said.message, via)
+    if said.status in (401, 403, 404):
+        return Link(ref, MISSING, "NotServed" if said.status == 404 else "Forbidden", said.message, via)
+    return Link(ref, UNREACHABLE if said.status == 0 else ERROR, said.reason or "Error", said.message, via)
 
 
 @dataclass
 class _Walk:
     kube: Kube
     cel: Worker
-    # followed already (a diamond's second way in), by where and how it was judged
+    deadline: float  # time.monotonic() past which nothing more is looked at
+    # expanded already (shown in full once), by where and how it was judged
     done: dict[tuple[Ref, tuple[str, str] | None], Link] = field(default_factory=dict)
+    made: int = 0  # links
+    looked: int = 0  # dependsOn entries and sources looked at
+    left_out: int = 0  # those not looked at once cut
+    cut: str = ""  # why nothing more is looked at ("": everything was)
+
+    def _look(self) -> bool:
+        """Whether to look at one more dependsOn entry or source (if not, it is counted as left out)."""
+        if not self.cut:
+            if self.made >= MAX_LINKS:
+                self.cut = f"at {MAX_LINKS} links"
+            elif self.looked >= MAX_LOOKS:
+                self.cut = f"after {MAX_LOOKS} objects looked at"
+            elif time.monotonic() >= self.deadline:
+                self.cut = f"after {DEADLINE:g} s"
+        if self.cut:
+            self.left_out += 1
+            return False
+        self.looked += 1
+        return True
+
+    def _counted(self, link: Link) -> Link:
+        self.made += 1
+        return link
 
     async def read(self, ref: Ref) -> dict[str, Any] | KubeError | None:
-        """The object; None when there is none; the API's refusal when it may not be read or no such kind is
-        served."""
+        """The object; None when there is none; else what the API said (about this object only: a refusal, a
+        kind not served, a name or apiVersion no path can hold, a server error)."""
         try:
             return await self.kube.get(await self.kube.path_of(*ref))
         except KubeError as exc:
-            if exc.status in (401, 403, 404):
-                return exc
-            raise
+            return exc
 
     async def link(self, ref: Ref, obj: dict[str, Any], via: str, judged: tuple[str, str] | None,
                    path: tuple[Ref, ...]) -> Link:
         """The link of ``obj`` (read at ``ref``; ``judged``: why it is not ready for the one above, when its own
-        state may not say it) and, unless it ends the chain, what it waits for."""
-        if (ref, judged) in self.done:
-            return replace(self.done[(ref, judged)], via=via)
-        link = Link(ref, *_state(obj, judged), via=via)
+        state may not say it) and, unless it ends the chain or was shown above, what it waits for."""
+        shown = self.done.get((ref, judged))
+        if shown is not None:
+            return self._counted(Link(ref, shown.state, shown.reason, SEE_ABOVE, via, above=True))
+        link = self._counted(Link(ref, *_state(obj, judged), via=via))
         if link.state in (SUSPENDED, UNREACHABLE):
             return link
         path = (*path, ref)
@@ -136,7 +189,7 @@ class _Walk:
         own = waiting_kind(ref[0], ref[1])
         if own is None:
             return []
-        found = [await self._dependency(own, obj, dep, path) for dep in of_object(own, obj)]
+        found = [await self._dependency(own, obj, dep, path) for dep in of_object(own, obj) if self._look()]
         return [link for link in found if link is not None]
 
     async def _dependency(self, own: Kind, this: dict[str, Any], dep: Dependency,
@@ -145,25 +198,24 @@ class _Walk:
         namespace = Resource(this).namespace
         try:
             found = await target(self.kube, own, namespace, dep)
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
-            return _missing((dep.api_version, dep.kind, dep.namespace or namespace, dep.name), DEPENDS_ON, exc)
+        except KubeError as exc:  # a kind not served (404), an apiVersion no path can hold (400), ...
+            named = (dep.api_version, dep.kind, dep.namespace or namespace, dep.name)
+            return self._counted(_unread(named, DEPENDS_ON, exc))
         ref = (found.api_version or own.api_version, found.kind, found.key.namespace, found.key.name)
         read = await self.read(ref)
         if not isinstance(read, dict):
-            return _missing(ref, DEPENDS_ON, read)
+            return self._counted(_unread(ref, DEPENDS_ON, read))
         judged = await self._judged(dep, read, this)
         if judged is None:
             return None
         if ref in path:
-            return _cycle(ref, path)
+            return self._counted(_cycle(ref, path))
         return await self.link(ref, read, DEPENDS_ON, judged, path)
 
     async def _judged(self, dep: Dependency, obj: dict[str, Any], this: dict[str, Any]) -> tuple[str, str] | None:
         """Why ``obj`` is not ready for ``dep`` (reason, message), as the operator judges it; None when it is."""
         if not dep.ready:
-            return None  # being there is enough
+            return None  # being there is enough: nothing of it is waited for, so nothing below it is followed
         if dep.ready_expr:
             try:
                 true = (await self.cel.evaluate([dep.ready_expr], this, dep=obj))[0]
@@ -175,12 +227,12 @@ class _Walk:
 
     async def _source(self, ref: Ref, obj: dict[str, Any], link: Link, path: tuple[Ref, ...]) -> list[Link]:
         found = _source_of(ref, obj)
-        if found is None:
+        if found is None or not self._look():
             return []
         kind, source = found
         read = await self.read(source)
         if not isinstance(read, dict):
-            return [_missing(source, SOURCE, read)]
+            return [self._counted(_unread(source, SOURCE, read))]
         judged = _unpublished(kind, read)
         why = readiness(read)
         if judged is None and (not why or link.state == READY):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -18,6 +19,10 @@ from helmop_sandbox import Sandbox
 
 from helmop.controllers.operator import install_crds
 from helmop.infra.kube import Connection, Kube
+from helmop.infra.worker import Worker
+from helmop.ui.pages import waiting_for
+from helmop.views import why as why_view
+from helmop.views.why import Link
 from tests.browser import Ui
 from tests.clirun import run_cli
 
@@ -281,3 +286,136 @@ def test_the_ui_object_page_shows_the_same_chain(cluster: Path, ns: str) -> None
         assert '<p class="none">Nothing.</p>' in html[html.index('id="waiting-h"'):html.index('id="conditions-h"')]
     finally:
         ui.close()
+
+
+def test_a_diamond_shows_the_shared_object_in_full_once(cluster: Path, ns: str) -> None:
+    """top waits for left and right, both for bottom, which waits for a ConfigMap that is not there: bottom is shown
+    in full under left, and under right as one link "(see above)", which is no root cause of its own."""
+    waiting = ready("False", "DependencyNotReady", "waiting")
+    put(cluster, ns, repository("stable", PUBLISHED),
+        release("bottom", "stable", waiting, dependsOn=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "absent"}]),
+        release("left", "stable", waiting, dependsOn=[{"name": "bottom"}]),
+        release("right", "stable", waiting, dependsOn=[{"name": "bottom"}]),
+        release("top", "stable", waiting, dependsOn=[{"name": "left"}, {"name": "right"}]))
+    lines = why(cluster, ns, "hr/top").splitlines()
+    assert [re.findall(r"^[│├└─ ]*\S+", line)[0] for line in lines[1:7]] == [
+        f"HelmRelease/{ns}/top", f"├── HelmRelease/{ns}/left", f"│   └── HelmRelease/{ns}/bottom",
+        f"│       └── ConfigMap/{ns}/absent", f"└── HelmRelease/{ns}/right", f"    └── HelmRelease/{ns}/bottom"]
+    assert lines[6].split()[2:] == ["dependsOn", "Waiting", "DependencyNotReady", "(see", "above)"]
+    assert lines[7:] == ["", f"root cause: ConfigMap/{ns}/absent is Missing: NotFound: ConfigMap/{ns}/absent not found"]
+
+    said = why_json(cluster, ns, "hr/top")
+    left, right = said["object"]["waitsFor"]
+    [shown], [again] = left["waitsFor"], right["waitsFor"]
+    assert (shown["name"], shown["seeAbove"], [d["name"] for d in shown["waitsFor"]]) == ("bottom", False, ["absent"])
+    assert (again["name"], again["seeAbove"], again["waitsFor"], again["message"]) == ("bottom", True, [],
+                                                                                        "(see above)")
+    assert [c["name"] for c in said["rootCauses"]] == ["absent"]
+
+
+def layers(width: int, depth: int) -> list[dict[str, Any]]:
+    """HelmReleases l<i>-<j>, ``width`` in each of ``depth`` layers, each waiting for every one of the next layer
+    (the last layer's wait for nothing); top waits for the first layer. Their chart source is published."""
+    waiting = ready("False", "DependencyNotReady", "waiting")
+    below = [[{"name": f"l{i + 1}-{j}"} for j in range(width)] if i < depth else [] for i in range(depth + 1)]
+    return [release("top", "stable", waiting, dependsOn=below[0]),
+            *(release(f"l{i}-{j}", "stable", waiting, dependsOn=below[i]) for i in range(1, depth + 1)
+              for j in range(width))]
+
+
+def links(link: dict[str, Any]) -> list[dict[str, Any]]:
+    return [link, *(n for below in link["waitsFor"] for n in links(below))]
+
+
+def test_a_wide_layered_chain_is_cut_at_the_cap_with_what_was_left_out(cluster: Path, ns: str) -> None:
+    """8 wide, 5 layers deep, each waiting for all of the next layer: 8**5 ways down to the last layer, 264 links
+    with each object in full once. Shown: the first 200 links in the order they are drawn (below l1-0: l2-0 to
+    l2-7; under l2-7, see above, l3-0 to l3-5), then one link saying what was not looked at: l3-6 and l3-7 under
+    l2-7, the sources of l2-7, l1-0 and top, and l1-1 to l1-7 under top, 12."""
+    put(cluster, ns, repository("stable", PUBLISHED), *layers(8, 5))
+    started = time.monotonic()
+    said = why_json(cluster, ns, "hr/top")
+    assert time.monotonic() - started < 60  # (unbounded, this tree is 37,449 links)
+    shown = links(said["object"])
+    assert len(shown) == 201
+    *first, cut = said["object"]["waitsFor"]
+    assert [link["name"] for link in first] == ["l1-0"]
+    assert (cut["state"], cut["name"], cut["message"]) == (
+        "Cut", "…", "the chain was cut at 200 links: 12 more dependsOn entries and sources were not looked at")
+    expanded = [link["name"] for link in shown if link["waitsFor"]]
+    assert len(expanded) == len(set(expanded))  # each in full once
+    assert [link["name"] for link in first[0]["waitsFor"][-1]["waitsFor"]] == [f"l3-{j}" for j in range(6)]
+    assert {c["name"] for c in said["rootCauses"]} == {f"l5-{j}" for j in range(8)}  # not the cut, nor "see above"
+    lines = why(cluster, ns, "hr/top").splitlines()
+    assert len(lines) == 1 + 201 + 1 + 8  # heading, links, a blank line, root causes
+    assert lines[201].split()[:5] == ["└──", "…", "-", "Cut", "NotFollowed"] and lines[202] == ""
+
+
+def test_looking_stops_at_the_deadline(cluster: Path, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(cluster, ns, repository("stable", PUBLISHED), *layers(2, 1))
+    monkeypatch.setattr(why_view, "DEADLINE", 0.0)
+    said = why_json(cluster, ns, "hr/top")
+    assert [(link["state"], link["message"]) for link in said["object"]["waitsFor"]] == [
+        ("Cut", "the chain was cut after 0 s: 3 more dependsOn entries and sources were not looked at")]
+
+
+def test_a_dependency_the_api_will_not_read_is_an_error_link(cluster: Path, ns: str) -> None:
+    """An apiVersion or a name no API path can hold: each its link, with the client's words; the chain, the exit
+    code and the UI's page as ever."""
+    put(cluster, ns, repository("stable", PUBLISHED), release("gate", "stable", ready(
+        "False", "DependencyNotReady", "waiting"), dependsOn=[
+            {"apiVersion": "v1?x", "kind": "ConfigMap", "name": "x"}, {"apiVersion": "a//b", "kind": "Thing",
+                                                                       "name": "y"},
+            {"name": ".."}, {"apiVersion": "v1", "kind": "ConfigMap", "name": "absent"}]))
+    said = why_json(cluster, ns, "hr/gate")
+    waits = [(link["kind"], link["name"], link["state"], link["reason"], link["message"])
+             for link in said["object"]["waitsFor"]]
+    assert waits == [
+        ("ConfigMap", "x", "Error", "BadRequest", "refused to request '/api/v1?x': not a path of object names"),
+        ("Thing", "y", "Error", "BadRequest", "refused to request '/apis/a//b': not a path of object names"),
+        ("HelmRelease", "..", "Error", "BadRequest",
+         f"refused to request '/apis/{V1}/namespaces/{ns}/helmreleases/..': not a path of object names"),
+        ("ConfigMap", "absent", "Missing", "NotFound", f"ConfigMap/{ns}/absent not found")]
+    assert [c["name"] for c in said["rootCauses"]] == ["x", "y", "..", "absent"]
+    assert rows(why(cluster, ns, "hr/gate"))[f"ConfigMap/{ns}/x"][:3] == ["dependsOn", "Error", "BadRequest"]
+
+    ui = Ui(cluster)
+    try:
+        html = page(f"{ui.url}helmreleases/{ns}/gate")
+    finally:
+        ui.close()
+    for section in ("state-h", "conditions-h", "tree-h", "events-h", "spec-h"):
+        assert f'id="{section}"' in html
+    assert re.findall(r'data-object="([^"]+)" data-state="([^"]+)"', html[html.index('id="waiting-h"'):]) == [
+        (f"ConfigMap/{ns}/x", "Error"), (f"Thing/{ns}/y", "Error"), (f"HelmRelease/{ns}/..", "Error"),
+        (f"ConfigMap/{ns}/absent", "Missing")]
+
+
+def test_the_page_notes_an_object_it_cannot_follow(cluster: Path, ns: str) -> None:
+    """What the object page shows when following fails (here the API's refusal of the object's own path): one link
+    in the Waiting-for section saying why, and no root cause."""
+    async def work(kube: Kube) -> tuple[Link, list[Link]]:
+        cel = Worker()
+        try:
+            return await waiting_for(kube, (V1, "HelmRelease", ns, ".."), cel)
+        finally:
+            await cel.close()
+
+    top, causes = asyncio.run(_with_kube(cluster, work))
+    assert [(link.state, link.reason, link.message) for link in top.waits_for] == [
+        ("Error", "NotFollowed", f"refused to request '/apis/{V1}/namespaces/{ns}/helmreleases/..': "
+                                 "not a path of object names")]
+    assert causes == []
+
+
+def test_an_entry_ready_false_is_only_looked_for(cluster: Path, ns: str) -> None:
+    """``ready: false``: the operator waits for the object to be there, not for what it waits for itself."""
+    put(cluster, ns, repository("stable", PUBLISHED),
+        release("slow", "stable", ready("False", "DependencyNotReady", "waiting"),
+                dependsOn=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "deep"}]),
+        release("gate", "stable", ready("False", "DependencyNotReady", "waiting"), dependsOn=[
+            {"name": "slow", "ready": False}, {"name": "ghost", "ready": False},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "absent", "ready": False}]))
+    said = why_json(cluster, ns, "hr/gate")
+    assert [(link["kind"], link["name"], link["state"], link["waitsFor"]) for link in links(said["object"])[1:]] == [
+        ("HelmRelease", "ghost", "Missing", []), ("ConfigMap", "absent", "Missing", [])]
