@@ -1,11 +1,12 @@
-"""spec.dependsOn: a HelmRelease or a ConfigSync (and Flux's HelmRelease and Kustomization) acts only when what it
-depends on is ready - an object of its kind, or of any kind (:mod:`helmop.api.dependencies`), judged by
-:func:`helmop.decisions.readiness.readiness` or by the entry's readyExpr; read with the object's own identity; a
-chain that comes back to where it started, through any kinds, is a cycle, reported on each member; and of
-HelmReleases deleted together, dependents are uninstalled before what they depend on.
+"""spec.dependsOn: a HelmRelease, a ConfigSync or a Project (and Flux's HelmRelease and Kustomization) acts only
+when what it depends on is ready - an object of its kind, or of any kind (:mod:`helmop.api.dependencies`), judged
+by :func:`helmop.decisions.readiness.readiness` or by the entry's readyExpr; read, under lockdown, with the object's
+own identity; a chain that comes back to where it started, through any kinds, is a cycle, reported on each member;
+and of HelmReleases deleted together, dependents are uninstalled before what they depend on.
 
-A waiting object is woken when what it waits for changes: helmop's kinds by the dispatcher, every other kind by the
-referrer watches (:mod:`.referrers`), which start watching a kind the first time a dependency names it."""
+A waiting object is woken when what it waits for (and is not ready) changes: helmop's kinds as their status is
+written, every other kind by the referrer watches (:mod:`.referrers`), which start watching a kind the first time
+a dependency names it."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple
     """What of ``deps`` is not ready yet (each named, with why for another kind's); read as ``identity`` (the
     object's ServiceAccount under lockdown: "" for the operator's own). SpecError DependencyCycle when the
     dependencies lead back to ``this``; HelmopError DependencyForbidden (transient: rights may be granted) when
-    the identity may not read one. A change of any of them wakes ``this``."""
+    the identity may not read one. A change of one not ready wakes ``this``."""
     obj = Resource(this)
     kube = ctx.services.kube.acting_as(identity) if identity else ctx.services.kube
     waiting: list[str] = []
@@ -49,7 +50,8 @@ async def waiting_for(ctx: Context, own: Kind, this: dict[str, Any], deps: tuple
         except KubeError as exc:
             if exc.status != 404:
                 raise
-            waiting.append(f"{dep.kind}/{dep.namespace or obj.namespace}/{dep.name} (no such kind is served)")
+            where = dep.namespace or obj.namespace
+            waiting.append(f"{dep.kind}/{where + '/' if where else ''}{dep.name} (no such kind is served)")
             continue
         obj_of_dep = await _read(kube, found)
         why = await _not_ready(ctx, dep, obj_of_dep, this)
