@@ -24,6 +24,7 @@ from helmop.controllers.operator import Bound, run
 from tests.chartrepo import JENKINS_STAND_IN, ChartRepo, chart_version, official_jenkins_chart
 from tests.clirun import run_cli
 from tests.conftest import _runner
+from tests.controllers.turns import Turns
 from tests.gitserver import GitServer, Repo
 from tests.tools import ROOT, TOOLS, Run, Runner, eventually, tool
 
@@ -205,6 +206,24 @@ def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         op.start()
         yield op
         op.close()
+
+
+@pytest.fixture(scope="module")
+def turns_sandbox() -> Iterator[Sandbox]:
+    """A sandbox of the module's own, for a module driven by turns (:mod:`tests.controllers.turns`); such a module
+    gives ``kube`` (what its tests run kubectl and helm with) from it."""
+    with Sandbox(ready_delay=0.05) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def turns(turns_sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Turns]:
+    """The default operator's turns (its test settings: :func:`operator_settings`) against ``turns_sandbox``, with
+    the sandbox's own rights."""
+    harness = Turns(turns_sandbox, operator_settings(turns_sandbox.kubeconfig, "helm",
+                                                     tmp_path_factory.mktemp("turns"), chart_repo))
+    yield harness
+    harness.close()
 
 
 @pytest.fixture(scope="module")

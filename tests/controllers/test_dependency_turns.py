@@ -24,32 +24,18 @@ from tests.tools import Run
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(ready_delay=0.05) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def turns(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Turns]:
-    harness = Turns(sandbox, operator_settings(sandbox.kubeconfig, "helm", tmp_path_factory.mktemp("order"),
-                                               chart_repo))
-    yield harness
-    harness.close()
-
-
-@pytest.fixture(scope="module")
-def locked(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Turns]:
+def locked(turns_sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Turns]:
     """The turns of an operator locked down (--no-cross-namespace-refs): objects read what they depend on as their
     ServiceAccount. (Both harnesses act only on the turns a test asks for: they share the sandbox.)"""
-    settings = operator_settings(sandbox.kubeconfig, "helm", tmp_path_factory.mktemp("locked"), chart_repo)
-    harness = Turns(sandbox, replace(settings, tenancy=Tenancy(no_cross_namespace_refs=True)))
+    settings = operator_settings(turns_sandbox.kubeconfig, "helm", tmp_path_factory.mktemp("locked"), chart_repo)
+    harness = Turns(turns_sandbox, replace(settings, tenancy=Tenancy(no_cross_namespace_refs=True)))
     yield harness
     harness.close()
 
 
 @pytest.fixture(scope="module")
-def kube(sandbox: Sandbox) -> Run:
-    return _runner(sandbox)
+def kube(turns_sandbox: Sandbox) -> Run:
+    return _runner(turns_sandbox)
 
 
 def _files(n: int) -> dict[str, str | None]:

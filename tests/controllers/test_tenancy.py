@@ -11,7 +11,6 @@ import base64
 import json
 import logging
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from helmop_sandbox import Sandbox
 from helmop.infra.serving import serve
 from tests.chartrepo import ChartRepo
 from tests.conftest import _runner
-from tests.controllers.conftest import condition, get, operator_settings
+from tests.controllers.conftest import condition, get
 from tests.controllers.tenants import CLUSTER_ADMIN_GRAB, stalled, sync
 from tests.controllers.turns import Turns
 from tests.gitserver import Repo
@@ -30,24 +29,9 @@ from tests.tools import Run
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(ready_delay=0.05) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def turns(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, chart_repo: ChartRepo) -> Iterator[Turns]:
-    """The default operator's turns: its test settings (conftest.operator_settings), the sandbox's own rights."""
-    harness = Turns(sandbox, operator_settings(sandbox.kubeconfig, "helm", tmp_path_factory.mktemp("tenancy"),
-                                               chart_repo))
-    yield harness
-    harness.close()
-
-
-@pytest.fixture(scope="module")
-def kube(sandbox: Sandbox) -> Run:
+def kube(turns_sandbox: Sandbox) -> Run:
     """kubectl and helm as the tests' user (conftest's ``ns`` makes its namespaces with it)."""
-    return _runner(sandbox)
+    return _runner(turns_sandbox)
 
 
 def resync(turns: Turns, ns: str, name: str) -> dict[str, Any]:
