@@ -110,7 +110,7 @@ def test_shards_split_the_work_exactly(cluster: Sandbox, kubectl: Run, tiny_char
         kubectl("kubectl", "create", "namespace", "shards")
         names: dict[str, str] = {}
         manifests = []
-        for i in range(120):  # 40 a shard: enough to show the split is exact
+        for i in range(60):  # 20 a shard: enough to show the split is exact
             shard = shards[i % 3]
             names[f"r{i}"] = shard
             manifests.append(helmrelease(f"r{i}", "shards", tiny_charts.url,
