@@ -108,7 +108,7 @@ def test_config_repo_push_install_upgrade_delete(operator: Operator, kube: Run, 
     assert not get(kube, ns, "deploy", "web") and get(kube, ns, "cm", "note")
     # what was pruned is said in the Event of that sync (a later sync at the same revision prunes nothing)
     said = f"1 object(s), pruned 1 (HelmRelease/{ns}/web)"
-    assert [e["type"] for e in events(kube, ns, "apps") if said in e["message"]] == ["Normal"]
+    assert eventually(lambda: [e["type"] for e in events(kube, ns, "apps") if said in e["message"]]) == ["Normal"]
 
 
 def test_chart_from_git_upgrades_only_when_the_chart_changes(operator: Operator, kube: Run, ns: str, repo: Repo,

@@ -57,8 +57,8 @@ def test_install_upgrade_noop_and_uninstall(operator: Operator, kube: Run, ns: s
     assert obj["status"]["history"][0]["revision"] == 2
     assert get(kube, ns, "deploy", "web")["spec"]["replicas"] == 3
     assert len(operator.helm_actions()) == before + 1
-    reasons = [e["reason"] for e in events(kube, ns, "web")]
-    assert reasons.count("InstallSucceeded") == 1 and reasons.count("UpgradeSucceeded") == 1
+    reasons = eventually(lambda: "UpgradeSucceeded" in (r := [e["reason"] for e in events(kube, ns, "web")]) and r)
+    assert reasons.count("InstallSucceeded") == 1 and reasons.count("UpgradeSucceeded") == 1  # (after the status)
 
     # spec.uninstall.deletionPropagation reaches helm (either major accepts --cascade)
     apply(kube, ns, hr("web", chart_repo, version="0.1.0", values={"replicaCount": 3},
