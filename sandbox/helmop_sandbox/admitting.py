@@ -8,6 +8,10 @@ then ValidatingAdmissionPolicies (CEL) and validating admission webhooks.
 - Policies: a binding names its policy and ``validationActions`` (Deny, Warn, Audit); ``variables``,
   ``validations`` (``expression``, ``message``/``messageExpression``, ``reason``), ``failurePolicy`` for
   errors. Policies with ``paramKind`` are not evaluated (parameters are not emulated).
+- CEL variables: ``object``, ``oldObject``, ``request``, ``namespaceObject``, ``params`` (null),
+  ``variables``, and ``authorizer`` with ``authorizer.requestResource`` (:mod:`.celauthz`): checks of the
+  requesting user's (or a ServiceAccount's) rights, answered by the sandbox's RBAC. Everywhere a policy or
+  a webhook's ``matchConditions`` has CEL, as upstream.
 - Webhooks: an AdmissionReview v1 POSTed to ``clientConfig.url`` (trusting ``caBundle``) within
   ``timeoutSeconds`` (default 10). A service reference is answered by :mod:`.network`: allowed without
   changes, with a warning, when the Service selects a workload the sandbox reports Ready; otherwise a call
@@ -26,18 +30,22 @@ from typing import Any
 
 import aiohttp
 
-from . import celrules
+from . import celauthz, celrules
 from .errors import ApiError
 from .kinds import ResourceType
 from .network import Network, Unreachable
 from .patching import TestFailed, json_patch
-from .rbac import Identity
+from .rbac import Authorizer, Identity
 from .selectors import selector_matches
 from .store import Obj, Store
 
 GROUP = "admissionregistration.k8s.io"
 POLICIES, BINDINGS = (GROUP, "validatingadmissionpolicies"), (GROUP, "validatingadmissionpolicybindings")
 MUTATING, VALIDATING = (GROUP, "mutatingwebhookconfigurations"), (GROUP, "validatingwebhookconfigurations")
+# how an expression fails at run time; RuntimeError is the cel package's wrapping of a failed library function
+CEL_ERRORS = (KeyError, ValueError, TypeError, RuntimeError)
+# who made requests the server makes itself (no user): upstream's loopback identity
+LOOPBACK = Identity("system:apiserver", ("system:masters",))
 
 
 @dataclass
@@ -57,8 +65,8 @@ class Request:
         """The ``request`` of an AdmissionReview, also CEL's ``request`` variable."""
         gvk = {"group": self.rt.group, "version": self.rt.version, "kind": self.rt.kind}
         gvr = {"group": self.rt.group, "version": self.rt.version, "resource": self.rt.plural}
-        user = {"username": self.user.user, "groups": list(self.user.groups)} if self.user else \
-            {"username": "system:apiserver", "groups": ["system:masters"]}
+        who = self.user or LOOPBACK
+        user = {"username": who.user, "groups": list(who.groups)}
         out: dict[str, Any] = {"uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
                                "requestResource": gvr, "name": self.name, "namespace": self.namespace,
                                "operation": self.operation, "userInfo": user, "object": self.obj,
@@ -86,6 +94,8 @@ class Admission:
     def __init__(self, store: Store, network: Network) -> None:
         self.store = store
         self.network = network
+        # not the server's Authorizer: these checks are not requests, so the audit does not see them
+        self.functions = celauthz.functions(Authorizer(store))
 
     def active(self) -> bool:
         """Anything to do at all (the common case, no configuration, costs nothing)."""
@@ -106,8 +116,10 @@ class Admission:
 
     def _context(self, req: Request) -> dict[str, Any]:
         ns = self.store.get(("", "namespaces"), "", req.namespace) if req.namespace else None
+        authorizer = celauthz.variable(req.user or LOOPBACK, req.rt.group, req.rt.plural, req.subresource,
+                                       req.namespace, req.name)
         return {"object": req.obj, "oldObject": req.old, "request": req.review(), "namespaceObject": ns,
-                "params": None}
+                "params": None, "authorizer": authorizer, **self.functions}
 
     def _conditions_hold(self, conditions: list[dict[str, Any]], context: dict[str, Any]) -> bool:
         return all(celrules.program(str(c.get("expression", "false"))).execute(context) is True
@@ -187,7 +199,7 @@ class Admission:
                     message = str(celrules.program(str(check["messageExpression"])).execute(context)) or message
                 self._deny(name, bname, actions, message or f"failed expression: {expression}",
                            str(check.get("reason") or "Invalid"), req)
-        except (KeyError, ValueError, TypeError) as exc:
+        except CEL_ERRORS as exc:
             if pspec.get("failurePolicy", "Fail") == "Fail":
                 self._deny(name, bname, actions, f"expression evaluation failed: {exc}", "Invalid", req)
 
@@ -210,7 +222,7 @@ class Admission:
             return False
         try:
             return self._conditions_hold(hook.get("matchConditions") or [], self._context(req))
-        except (KeyError, ValueError, TypeError):
+        except CEL_ERRORS:
             return bool(hook.get("failurePolicy", "Fail") == "Fail")
 
     async def _call(self, hook: dict[str, Any], req: Request) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,11 @@ class Authenticator:
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def _quote(value: Any) -> str:
+    """A name quoted as Go's %q does (for the names Kubernetes allows)."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def _b64(value: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
 
@@ -133,20 +138,37 @@ class Authorizer:
             role = self.store.get((RBAC, "roles"), namespace, ref.get("name", ""))
         return list((role or {}).get("rules") or [])
 
-    def rules_for(self, who: Identity, namespace: str) -> list[dict[str, Any]]:
-        rules: list[dict[str, Any]] = []
+    def _bound(self, who: Identity, namespace: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """For each binding naming ``who``: how upstream's RBAC describes it, and the rules it grants."""
         bindings: list[tuple[Obj, str]] = [(b, "") for b in self.store.items((RBAC, "clusterrolebindings"))]
         if namespace:
             bindings += [(b, namespace) for b in self.store.items((RBAC, "rolebindings"), namespace)]
         for binding, scope in bindings:
-            if any(self._subject(s, who) for s in binding.get("subjects") or []):
-                rules += self._rules(binding.get("roleRef") or {}, scope)
-        return rules
+            subject = next((s for s in binding.get("subjects") or [] if self._subject(s, who)), None)
+            if subject is None:
+                continue
+            ref = binding.get("roleRef") or {}
+            name = f"{binding['metadata']['name']}/{scope}" if scope else binding["metadata"]["name"]
+            named = f"{subject.get('name')}/{subject.get('namespace') or scope}" \
+                if subject.get("kind") == "ServiceAccount" else subject.get("name")
+            source = (f'{"RoleBinding" if scope else "ClusterRoleBinding"} {_quote(name)} of {ref.get("kind")} '
+                      f'{_quote(ref.get("name"))} to {subject.get("kind")} {_quote(named)}')
+            yield source, self._rules(ref, scope)
+
+    def rules_for(self, who: Identity, namespace: str) -> list[dict[str, Any]]:
+        return [rule for _source, rules in self._bound(who, namespace) for rule in rules]
+
+    def decide(self, who: Identity, attrs: Attributes) -> tuple[bool, str]:
+        """Allowed or not, and the reason upstream's authorizers give (none for system:masters)."""
+        if who.admin:
+            return True, ""
+        for source, rules in self._bound(who, attrs.namespace):
+            if any(rule_allows(rule, attrs) for rule in rules):
+                return True, f"RBAC: allowed by {source}"
+        return False, ""
 
     def allowed(self, who: Identity, attrs: Attributes) -> bool:
-        if who.admin:
-            return True
-        return any(rule_allows(rule, attrs) for rule in self.rules_for(who, attrs.namespace))
+        return self.decide(who, attrs)[0]
 
     def check(self, who: Identity, attrs: Attributes) -> None:
         if self.record is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helmop_sandbox.tls import make_serving_cert
+from support import Raw
 
 from tests.tools import Run
 
@@ -180,3 +181,160 @@ def test_mutating_webhook_patches_the_object(run: Run, namespace: str, webhook: 
         assert cm["metadata"]["labels"] == {"mutated": "yes"} and cm["data"] == {"added": "by-hook"}
     finally:
         run("kubectl", "delete", "mutatingwebhookconfiguration", name)
+
+
+def _apply_policy(run: Run, name: str, namespace: str, spec: dict[str, Any], actions: list[str]) -> None:
+    """A ValidatingAdmissionPolicy on ConfigMaps, bound for ``namespace`` only."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["configmaps"]}]
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": name}, "spec": {"failurePolicy": "Fail",
+                                                   "matchConstraints": {"resourceRules": rules}, **spec}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": actions, "matchResources": {"namespaceSelector": {
+                   "matchLabels": {"kubernetes.io/metadata.name": namespace}}}}}
+    run("kubectl", "apply", "-f", "-", stdin=json.dumps(policy))
+    run("kubectl", "apply", "-f", "-", stdin=json.dumps(binding))
+
+
+APPROVERS = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-writer}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [create, get, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-writes}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-writer}
+subjects: [{kind: Group, name: team}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: approver}
+rules: [{apiGroups: [helmop.dev], resources: [helmreleases], verbs: [approve]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-approves}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: approver}
+subjects: [{kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: approvers-approve}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: approver}
+subjects: [{kind: Group, name: approvers}]
+"""
+
+
+def test_policy_asks_the_authorizer_what_the_requesting_user_may_do(run: Run, http: Raw, namespace: str) -> None:
+    """helmop's approval policy: only a user RBAC allows the custom verb ``approve`` on the HelmRelease of
+    the same name may set the approval annotation (a check in a variable, read by the validation)."""
+    name = f"{namespace}-approval"
+    approval = ("authorizer.group('helmop.dev').resource('helmreleases').namespace(object.metadata.namespace)"
+                ".name(object.metadata.name).check('approve')")
+    run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=APPROVERS)
+    approving = "has(object.metadata.annotations) && 'helmop.dev/approved' in object.metadata.annotations"
+    _apply_policy(run, name, namespace, {
+        "matchConditions": [{"name": "approving", "expression": approving}],
+        "variables": [{"name": "approval", "expression": approval}],
+        "validations": [{"expression": "variables.approval.allowed()", "reason": "Forbidden", "messageExpression":
+                         "request.userInfo.username + ' may not approve ' + object.metadata.name"}]}, ["Deny"])
+    try:
+        def as_user(user: str, *args: str, groups: tuple[str, ...] = ("team",), stdin: str | None = None) -> Any:
+            impersonation = [f"--as-group={group}" for group in groups]
+            return run("kubectl", "-n", namespace, f"--as={user}", *impersonation, *args, check=False, stdin=stdin)
+
+        assert as_user("bob", "create", "configmap", "plain").returncode == 0  # not approving: not checked
+        denied = as_user("bob", "annotate", "configmap", "plain", "helmop.dev/approved=yes")
+        assert denied.returncode != 0 and "bob may not approve plain" in denied.stderr, denied.stderr
+        approved = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "direct", "annotations": {"helmop.dev/approved": "yes"}}}
+        reply = http.session.post(f"{http.base}/api/v1/namespaces/{namespace}/configmaps", json=approved,
+                                  headers={"Impersonate-User": "bob", "Impersonate-Group": "team"})
+        assert reply.status_code == 403 and reply.json()["reason"] == "Forbidden", reply.text
+        assert reply.json()["message"] == (f"ValidatingAdmissionPolicy '{name}' with binding '{name}' denied "
+                                           "request: bob may not approve direct")
+        # alice through a RoleBinding to her user, carol through one to a group she is in
+        assert as_user("alice", "annotate", "configmap", "plain", "helmop.dev/approved=yes").returncode == 0
+        created = as_user("carol", "create", "-f", "-", groups=("team", "approvers"), stdin=json.dumps(approved))
+        assert created.returncode == 0, created.stderr
+        annotations = json.loads(run("kubectl", "-n", namespace, "get", "configmap", "plain", "-o", "json").stdout)[
+            "metadata"]["annotations"]
+        assert annotations == {"helmop.dev/approved": "yes"}
+    finally:
+        run("kubectl", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name)
+
+
+def test_request_resource_and_path_checks(run: Run, namespace: str) -> None:
+    """``authorizer.requestResource`` is the object under admission (its name and namespace included), and
+    ``authorizer.path`` checks a non-resource URL, both for the requesting user."""
+    name = f"{namespace}-creators"
+    run("kubectl", "-n", namespace, "create", "role", "creator", "--verb=create", "--resource=configmaps")
+    run("kubectl", "-n", namespace, "create", "role", "x-updater", "--verb=update", "--resource=configmaps",
+        "--resource-name=x")
+    for group in ("makers", "outsiders"):
+        run("kubectl", "-n", namespace, "create", "rolebinding", f"{group}-create", "--role=creator",
+            f"--group={group}")
+        run("kubectl", "-n", namespace, "create", "rolebinding", f"{group}-update-x", "--role=x-updater",
+            f"--group={group}")
+    run("kubectl", "create", "clusterrole", name, "--verb=get", "--non-resource-url=/healthz")
+    run("kubectl", "create", "clusterrolebinding", name, f"--clusterrole={name}", "--group=makers")
+    _apply_policy(run, name, namespace, {"validations": [
+        {"expression": "authorizer.requestResource.check('update').allowed()", "reason": "Forbidden",
+         "message": "a creator must be able to update it"},
+        {"expression": "authorizer.path('/healthz').check('get').allowed()",
+         "message": "a creator must see /healthz"}]},
+        ["Deny"])
+    try:
+        def create(cm: str, group: str) -> Any:  # from a manifest: kubectl then shows the status's reason
+            manifest = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}})
+            return run("kubectl", "-n", namespace, "--as=dave", f"--as-group={group}", "create", "-f", "-",
+                       stdin=manifest, check=False)
+
+        assert create("x", "makers").returncode == 0
+        denied = create("y", "makers")  # may create it, but not update it: the Role names only x
+        assert denied.returncode != 0 and "Error from server (Forbidden)" in denied.stderr
+        assert "denied request: a creator must be able to update it" in denied.stderr, denied.stderr
+        run("kubectl", "-n", namespace, "delete", "configmap", "x")
+        unseen = create("x", "outsiders")  # update on x, but no /healthz
+        # reason Invalid (the default): kubectl words a 422 so
+        assert unseen.returncode != 0 and unseen.stderr.startswith("The request is invalid")
+        assert "denied request: a creator must see /healthz" in unseen.stderr, unseen.stderr
+        run("kubectl", "-n", namespace, "create", "configmap", "y")  # the admin (system:masters) may do anything
+    finally:
+        run("kubectl", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy,clusterrolebinding,"
+            "clusterrole", name)
+
+
+def test_service_account_authorizer_and_the_decisions_reason(run: Run, namespace: str) -> None:
+    """``authorizer.serviceAccount(ns, name)`` checks as that ServiceAccount (its user and groups), not as the
+    requester (here the admin, who may do anything); an allowed Decision's reason names the binding."""
+    name = f"{namespace}-robot"
+    robot = ("authorizer.serviceAccount(object.metadata.namespace, 'robot').group('').resource('configmaps')"
+             ".namespace(object.metadata.namespace).name(object.metadata.name).check('get')")
+    run("kubectl", "-n", namespace, "create", "role", "cm-reader", "--verb=get", "--resource=configmaps")
+    # Warn, and fail when the robot may read it: the warning is how the test reads the Decision
+    _apply_policy(run, name, namespace, {"variables": [{"name": "robot", "expression": robot}], "validations": [
+        {"expression": "!variables.robot.allowed()", "messageExpression":
+            "'robot may read ' + object.metadata.name + ': ' + variables.robot.reason() + "
+            "(variables.robot.errored() ? ' (error: ' + variables.robot.error() + ')' : '')"}]}, ["Warn"])
+    try:
+        def warning(cm: str) -> str:
+            stderr = run("kubectl", "-n", namespace, "create", "configmap", cm).stderr
+            return stderr.partition(f"with binding '{name}': ")[2].strip()
+
+        assert warning("a") == ""
+        run("kubectl", "-n", namespace, "create", "rolebinding", "robots", "--role=cm-reader",
+            f"--group=system:serviceaccounts:{namespace}")
+        assert warning("b") == (f'robot may read b: RBAC: allowed by RoleBinding "robots/{namespace}" of Role '
+                                f'"cm-reader" to Group "system:serviceaccounts:{namespace}"')
+        run("kubectl", "-n", namespace, "delete", "rolebinding", "robots")
+        run("kubectl", "-n", namespace, "create", "rolebinding", "robot", "--role=cm-reader",
+            f"--serviceaccount={namespace}:robot")
+        assert warning("c") == (f'robot may read c: RBAC: allowed by RoleBinding "robot/{namespace}" of Role '
+                                f'"cm-reader" to ServiceAccount "robot/{namespace}"')
+    finally:
+        run("kubectl", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name)
