@@ -75,3 +75,7 @@ automation._Changed.Changes, automation._Data.AutomationObject, automation._Data
 from helmop.api.status.preview import PullRequestPreview  # noqa: E402
 
 PullRequestPreview.base_commit, PullRequestPreview.posted_at  # noqa: B018
+# Who asked, and what waits for an approval: written for people, kubectl and `helmop approve`, set with but()
+from helmop.api.status import Controlled, Status  # noqa: E402
+
+Status.last_handled_request, Controlled.pending_revision  # noqa: B018

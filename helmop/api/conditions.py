@@ -17,7 +17,7 @@ DRIFTED = "Drifted"
 
 # Not Ready because something it needs is not ready yet: a wait, not an error (a Normal Event, as Flux's
 # DependencyNotReady is).
-WAITING = frozenset({"DependencyNotReady", "SourceNotReady"})
+WAITING = frozenset({"DependencyNotReady", "SourceNotReady", "Pinned", "AwaitingApproval", "OutsideWindow"})
 
 
 def event_type(ok: bool, reason: str) -> str:

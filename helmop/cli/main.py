@@ -34,6 +34,7 @@ from . import (
     artifacts,
     builds,
     completion,
+    control,
     convert,
     create,
     explore,
@@ -126,13 +127,14 @@ async def _reconcile(args: argparse.Namespace, where: target.Target) -> int:
     if (args.reset or args.force) and kind.kind != "HelmRelease":
         raise Failed("--reset and --force apply to HelmReleases (hr)")
     ok = await verbs.reconcile(where.kube, kind, where.namespace, args.name, with_source=args.with_source,
-                               timeout=args.timeout, reset=args.reset, force=args.force)
+                               timeout=args.timeout, reset=args.reset, force=args.force, reason=args.reason or "")
     return OK if ok else FAILED
 
 
 async def _suspend(args: argparse.Namespace, where: target.Target) -> int:
     kind = verbs.kind_of(args.kind)  # helmop's own kinds: an app resource's spec is its chart's values
-    print(await verbs.set_suspended(where.kube, kind, where.namespace, args.name, args.verb == "suspend"))
+    print(await verbs.set_suspended(where.kube, kind, where.namespace, args.name, args.verb == "suspend",
+                                    reason=args.reason or ""))
     return OK
 
 
@@ -407,6 +409,11 @@ _OVERLAY = (arg("--substitute", action="append", metavar="KEY=VALUE",
                 help="decrypt a kustomize overlay's SOPS-encrypted files with this age identity file or armored "
                      "OpenPGP private key (repeatable); decrypted values are masked in the output"))
 
+_REASON = arg("--reason", metavar="TEXT", help="why, recorded with who asked (status.lastHandledRequest, an Event)")
+_CONTROL_TIMEOUT = arg("--timeout", type=explained(_duration), default=300.0, metavar="DURATION",
+                       help="how long to wait for the operator to act (default 5m)")
+_CONTROLLED_KIND = "KIND/NAME (or KIND NAME): hr/NAME, csync/NAME, or Flux's kinds"
+
 _CLUSTER_VERBS = (
     _on_cluster(
         "get", "list helmop resources (kubectl's columns and -o forms)", _get,
@@ -432,10 +439,32 @@ _CLUSTER_VERBS = (
             help="HelmRelease: count failures afresh, one more try after RetriesExceeded (helmop.dev/resetAt)"),
         arg("--force", action="store_true",
             help="HelmRelease: one forced upgrade, even when up to date (helmop.dev/forceAt)"),
+        _REASON,
         kind="hr, gitrepo, csync, jk, or an app kind (such as webapps)", name_arg="NAME"),
-    _on_cluster("suspend", "stop acting on a resource", _suspend, kind="hr, gitrepo, csync or jk", name_arg="NAME"),
-    _on_cluster("resume", "act on a suspended resource again", _suspend, kind="hr, gitrepo, csync or jk",
+    _on_cluster("suspend", "stop acting on a resource", _suspend, _REASON, kind="hr, gitrepo, csync or jk",
                 name_arg="NAME"),
+    _on_cluster("resume", "act on a suspended resource again", _suspend, _REASON, kind="hr, gitrepo, csync or jk",
+                name_arg="NAME"),
+    _on_cluster(
+        "rollback", "roll a HelmRelease's release back with helm and pin it there: no upgrade, remediation or drift "
+                    "correction toward the spec until its desired state changes (the fix landed) or `unpin`",
+        control.rollback,
+        arg("--to-revision", type=int, metavar="N", help="the helm revision to go back to (default: the one "
+                                                         "deployed before the current one)"),
+        _REASON, _CONTROL_TIMEOUT, kind=_CONTROLLED_KIND, name_arg="[NAME]"),
+    _on_cluster(
+        "pin", "hold a HelmRelease, ConfigSync or Kustomization where it is (its release revision, its applied source "
+               "revision) until its desired state changes or `unpin`", control.pin,
+        _REASON, _CONTROL_TIMEOUT, kind=_CONTROLLED_KIND, name_arg="[NAME]"),
+    _on_cluster("unpin", "end a pin: the object reconciles toward its spec again", control.unpin,
+                _REASON, _CONTROL_TIMEOUT, kind=_CONTROLLED_KIND, name_arg="[NAME]"),
+    _on_cluster(
+        "approve", "let the change that waits for an approval go (spec.approval.required): exactly that revision; "
+                   "needs RBAC's verb approve on the object", control.approve,
+        arg("--revision", metavar="DIGEST", help="the revision to approve (default: the one waiting, "
+                                                 "status.pendingRevision)"),
+        arg("--now", action="store_true", help="also outside the deployment windows, once (for that revision)"),
+        _REASON, _CONTROL_TIMEOUT, kind=_CONTROLLED_KIND, name_arg="[NAME]"),
     _on_cluster(
         "diff", "what an upgrade would change, object by object: the live release against a HelmRelease's spec, or "
                 "against local manifests (-f, validated as render --validate); exit 0 same, 1 different, 2 error",

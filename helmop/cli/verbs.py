@@ -96,7 +96,7 @@ def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
 
 
 async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_source: bool, timeout: float,
-                    reset: bool = False, force: bool = False, out: Any = None) -> bool:
+                    reset: bool = False, force: bool = False, out: Any = None, reason: str = "") -> bool:
     """Ask for a reconcile now and wait for its outcome (not an earlier one); True when it ended Ready.
     ``reset``: the failure counts start afresh (one more try); ``force``: one forced upgrade."""
     out = out or sys.stdout  # the stream of the moment (not of import time)
@@ -110,7 +110,7 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
             timeout=timeout, out=out):
         return False
     try:
-        stamp = await requests.ask_reconcile(kube, kind, obj, reset=reset, force=force)
+        stamp = await requests.ask_reconcile(kube, kind, obj, reset=reset, force=force, reason=reason)
     except requests.Refused as exc:
         raise Failed(str(exc)) from None
     print(f"► annotating {kind.kind} {namespace}/{name}; waiting for the reconcile", file=out, flush=True)
@@ -125,9 +125,10 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     raise Failed(f"{kind.kind} {namespace}/{name} was not reconciled within {timeout:.0f}s")
 
 
-async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspended: bool) -> str:
+async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspended: bool, *,
+                        reason: str = "") -> str:
     try:
-        await requests.set_suspended(kube, kind, namespace, name, suspended)
+        await requests.set_suspended(kube, kind, namespace, name, suspended, reason=reason)
     except requests.Refused as exc:
         raise Failed(str(exc)) from None
     return f"✔ {kind.kind} {namespace}/{name} {'suspended' if suspended else 'resumed'}"

@@ -50,7 +50,7 @@ from helmop.api.shards import EVERYTHING, NOTHING, Range, hash_of
 from helmop.api.tenancy import Tenancy
 from helmop.infra.kube import KubeError, Unreachable
 
-from . import fluxversions, notifications
+from . import changecontrol, fluxversions, notifications
 from .apps import App
 from .context import Context, Memory, Services
 from .fluxgate import FluxGate
@@ -405,6 +405,7 @@ async def opened(ctx: Context, controller: Controller, body: dict[str, Any]) -> 
         await report(ctx, controller.kind, body, status, False, exc.reason, str(exc), stalled=True)
         return DONE
     turn: Turn[Any, Any] = Turn(ctx, controller.kind, body, spec, status)
+    turn.status = await changecontrol.recorded(ctx, controller.kind, body, status)
     return DONE if controller.suspended(turn) else turn
 
 

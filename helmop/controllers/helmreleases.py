@@ -20,6 +20,7 @@ from typing import Any
 
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
+from helmop.api.changecontrol import parse_change_control
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import (
     HelmReleaseSpec,
@@ -29,6 +30,7 @@ from helmop.api.kinds import FORCE_AT, RESET_AT
 from helmop.api.objects import ObjectKey, Resource
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.decisions import Decision, Desired, Observed, Reason, Release, Stop, decide, drift_matters, ends_turn
+from helmop.decisions import changecontrol as rules
 from helmop.decisions.settle import helmrelease as settle
 from helmop.decisions.settle import progressing
 from helmop.decisions.specs import chart_source
@@ -37,7 +39,7 @@ from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
 
-from . import clusters, dependencies
+from . import changecontrol, clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .clusters import Cluster
@@ -161,21 +163,18 @@ class _Release:
         """Observe, decide, act, settle, write: round after round, until the release is as wanted or an action
         ends the reconcile."""
         desired = replace(_desired(body, spec, inputs, waiting), adopts=self.family.flux)
+        status, asks, gates = await self._people(body, status, desired)
         marked = False
         state = await read_release(cluster, spec)  # then read again only after an action changed it
         for _ in range(self.ctx.settings.limits.release_rounds):
-            observed = await self._observed(body, spec, status, desired, state, cluster)
+            held = rules.control(status, asks, desired.digest, gates)
+            observed = await self._observed(body, spec, status, desired, state, cluster, held)
             decision = decide(desired, observed)
             job = Job(self.ctx, body, spec, decision, state, cluster, inputs)
             stop = ends_turn(decision)
             if stop is not None:
                 await self._settle_terminal(job, status, desired, state)
-                if waiting:
-                    # also woken when a dependency's status changes
-                    return after(self.ctx.settings.intervals.dependency_recheck)
-                if stop is Stop.RETRY_LATER:
-                    return after(observed.retry_in)
-                break
+                return self._stopped(stop, waiting, observed, spec)
             run = RUNS[decision.action]
             if decision.action in (Action.INSTALL, Action.UPGRADE) and not marked:
                 # said before helm is run (an up-to-date release needs no read)
@@ -208,6 +207,26 @@ class _Release:
             state = result.state or await read_release(cluster, spec)
         return DONE
 
+    async def _people(self, body: dict[str, Any], status: HelmReleaseStatus,
+                      desired: Desired) -> tuple[HelmReleaseStatus, rules.Asks, rules.Settings]:
+        """People's requests on the release acted on where no action is needed (an unpin, an approval), and its
+        change control as of now (approval, windows)."""
+        this = Resource(body)
+        control = parse_change_control(this.spec, this.metadata.get("annotations") or {}, flux=self.kind.flux)
+        status, asks = await changecontrol.settled(self.ctx, self.kind, body, status, desired.digest)
+        self.turn.status = status
+        return status, asks, await changecontrol.settings(self.ctx, this.namespace, control)
+
+    def _stopped(self, stop: Stop, waiting: tuple[str, ...], observed: Observed, spec: HelmReleaseSpec) -> Outcome:
+        """When to look again after a turn that ends with nothing to run."""
+        if waiting:
+            return after(self.ctx.settings.intervals.dependency_recheck)  # also woken when a dependency changes
+        if stop is Stop.RETRY_LATER:
+            return after(observed.retry_in)
+        if stop is Stop.CLOSED and observed.control.opens_in:
+            return after(min(observed.control.opens_in, spec.interval))  # looked at again when the window opens
+        return DONE
+
     def _after_failure(self, key: ObjectKey, spec: HelmReleaseSpec, decision: Decision, transient: bool) -> Outcome:
         """When to look again after a failed action: at the retryInterval of a RetryOnFailure strategy (no
         sooner, whatever wakes it), else after the backoff."""
@@ -218,7 +237,7 @@ class _Release:
         return after(policy.retry_interval)
 
     async def _observed(self, body: dict[str, Any], spec: HelmReleaseSpec, status: HelmReleaseStatus,
-                        desired: Desired, state: ReleaseState, cluster: Cluster) -> Observed:
+                        desired: Desired, state: ReleaseState, cluster: Cluster, held: rules.Control) -> Observed:
         """What is there: helm's records and the last attempt (from status); and the live objects' drift from
         the release where it can decide (API reads, no helm process)."""
         reset, force = annotation(body, RESET_AT), annotation(body, FORCE_AT)
@@ -228,7 +247,8 @@ class _Release:
                             install_failures=status.install_failures, upgrade_failures=status.upgrade_failures,
                             reset_requested=bool(reset) and reset != status.last_handled_reset_at,
                             force_requested=bool(force) and force != status.last_handled_force_at,
-                            retry_in=max(0.0, self.retry_at.get(Resource(body).key, 0.0) - time.monotonic()))
+                            retry_in=max(0.0, self.retry_at.get(Resource(body).key, 0.0) - time.monotonic()),
+                            control=held)
         if not drift_matters(desired, observed):
             return observed
         looking = Job(self.ctx, body, spec, Decision(Action.NONE, Reason.DRIFT_DETECTED, "looking for drift"), state,

@@ -61,6 +61,17 @@ def _remediate(state: State, desired: Desired, observed: Observed) -> Decision:
                     remediation=True)
 
 
+def _rollback(state: State, _: Desired, observed: Observed) -> Decision:
+    """A person's rollback: to the revision asked for, else the one deployed before (as `helm rollback`)."""
+    asked, release = observed.control.rollback, observed.release
+    assert asked is not None and release is not None  # ROLLBACK_ASKED is of a release there
+    target = int(asked.revision) if asked.revision.isdigit() else release.last_good
+    if not target:
+        return Decision(Action.NONE, Reason.ROLLBACK_REQUESTED, f"{state.reason}: no revision to roll back to",
+                        asked=asked)
+    return Decision(Action.ROLLBACK, Reason.ROLLBACK_REQUESTED, state.reason, target_revision=target, asked=asked)
+
+
 def _drifted(state: State, desired: Desired, observed: Observed) -> Decision:
     """Drift detection enabled: the drifted objects are re-applied; warn: only reported."""
     if desired.drift_mode == "enabled":
@@ -75,6 +86,14 @@ def _untested(_: State, __: Desired, observed: Observed) -> Decision:
 
 CHOICES: dict[ReleaseStatus, Choice] = {
     ReleaseStatus.SUSPENDED: lambda state, _, __: Decision(Action.NONE, Reason.SUSPENDED, state.reason),
+    ReleaseStatus.ROLLBACK_ASKED: _rollback,
+    ReleaseStatus.PIN_ASKED: lambda state, _, observed: Decision(
+        Action.NONE, Reason.PINNED, state.reason, asked=observed.control.pin_request,
+        target_revision=observed.release.revision if observed.release else 0),
+    ReleaseStatus.PINNED: lambda state, _, __: Decision(Action.NONE, Reason.PINNED, state.reason),
+    ReleaseStatus.AWAITING_APPROVAL: lambda state, _, __: Decision(Action.NONE, Reason.AWAITING_APPROVAL,
+                                                                   state.reason),
+    ReleaseStatus.OUTSIDE_WINDOW: lambda state, _, __: Decision(Action.NONE, Reason.OUTSIDE_WINDOW, state.reason),
     ReleaseStatus.ABSENT: _absent,
     ReleaseStatus.UNMANAGED: _unmanaged,
     ReleaseStatus.DELETING: lambda _, __, ___: Decision(Action.UNINSTALL, Reason.UNINSTALLING,
@@ -111,6 +130,7 @@ class Stop(StrEnum):
     STALLED = "Stalled"  # retries used up: nothing until the spec or values change (or a reset)
     WAITING = "Waiting"  # for dependencies: looked at again after a while, or when one changes
     RETRY_LATER = "RetryLater"  # RetryOnFailure: tried again once the retryInterval has passed
+    CLOSED = "Closed"  # a deployment window is closed: looked at again when it opens
 
 
 def ends_turn(decision: Decision) -> Stop | None:
@@ -125,4 +145,6 @@ def ends_turn(decision: Decision) -> Stop | None:
         return None
     if decision.reason is Reason.DEPENDENCY_NOT_READY:
         return Stop.WAITING
+    if decision.reason is Reason.OUTSIDE_WINDOW:
+        return Stop.CLOSED
     return Stop.RETRY_LATER if decision.reason is Reason.RETRYING else Stop.SETTLED

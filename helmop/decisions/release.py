@@ -9,6 +9,9 @@ from enum import StrEnum
 
 from helmop.api.actions import Action
 from helmop.api.helmrelease import Remediation
+from helmop.api.requests import Request
+
+from .changecontrol import Control
 
 
 class Reason(StrEnum):
@@ -30,6 +33,10 @@ class Reason(StrEnum):
     TESTING = "Testing"
     DRIFT_DETECTED = "DriftDetected"
     UP_TO_DATE = "UpToDate"
+    PINNED = "Pinned"
+    ROLLBACK_REQUESTED = "RollbackRequested"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    OUTSIDE_WINDOW = "OutsideWindow"
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,7 @@ class Observed:
     force_requested: bool = False  # a new helmop.dev/forceAt: one forced upgrade
     drift: tuple[str, ...] = ()  # objects and fields that differ from the release ("Kind/name: /path")
     retry_in: float = 0.0  # RetryOnFailure: seconds until the failed action may be tried again
+    control: Control = field(default_factory=Control)  # pins, requests, approval and windows
 
 
 @dataclass(frozen=True)
@@ -99,3 +107,4 @@ class Decision:
     target_revision: int = 0  # ROLLBACK: the revision to go back to
     force: bool = False  # UPGRADE: asked for by forceAt
     drifted: tuple[str, ...] = ()  # CORRECT: the drifted objects, "Kind/name: what differs"
+    asked: Request | None = None  # the person's request this decision carries out (a rollback, a pin)

@@ -23,6 +23,11 @@ class ReleaseStatus(StrEnum):
     the same)."""
 
     SUSPENDED = "Suspended"  # reconciliation is suspended: nothing is done, whatever the release
+    ROLLBACK_ASKED = "RollbackRequested"  # a person asked for a rollback (then the release is pinned)
+    PIN_ASKED = "PinRequested"  # a person asked to hold the release where it is
+    PINNED = "Pinned"  # held by a person until the desired state moves on (drift toward it is still corrected)
+    AWAITING_APPROVAL = "AwaitingApproval"  # a change waits for `helmop approve` (spec.approval.required)
+    OUTSIDE_WINDOW = "OutsideWindow"  # a change waits for a deployment window to open
     ABSENT = "Absent"  # no release (or only an uninstalled one)
     UNMANAGED = "Unmanaged"  # a release this HelmRelease did not install
     DELETING = "Deleting"  # the HelmRelease is being deleted and its release is there
@@ -79,15 +84,58 @@ def classify(desired: Desired, observed: Observed) -> State:
                                               "HelmRelease; helmop will not take it over")
     if present is not None and present.pending:
         return State(ReleaseStatus.LOCKED, f"release is stuck in {present.status}")
+    held = _held(observed, present)
+    if held is not None:
+        return held
     if desired.waiting_for:
         return State(ReleaseStatus.WAITING,
                      f"waiting for {', '.join(desired.waiting_for)} to be Ready (spec.dependsOn)")
     failed = _after_failure(last_attempt(desired, observed), present)
     if failed is not None:
-        return failed
+        return _gated(failed, desired, observed)
     if present is None:
-        return State(ReleaseStatus.ABSENT, "release not found")
-    return _against_spec(desired, observed, present)
+        return _gated(State(ReleaseStatus.ABSENT, "release not found"), desired, observed)
+    return _gated(_against_spec(desired, observed, present), desired, observed)
+
+
+CHANGES = (ReleaseStatus.ABSENT, ReleaseStatus.NEVER_DEPLOYED, ReleaseStatus.OUT_OF_SYNC, ReleaseStatus.FORCED,
+           ReleaseStatus.CHART_RENAMED, ReleaseStatus.RETRYING)  # states whose action moves toward the spec
+
+
+def _held(observed: Observed, present: Release | None) -> State | None:
+    """A person's hold on the release: a rollback or pin asked for, or a pin in force (whose drift from the
+    pinned revision is still looked for, and corrected as drift detection says)."""
+    control = observed.control
+    if present is None:
+        return None
+    if control.rollback is not None:
+        to = control.rollback.revision or (str(present.last_good) if present.last_good else "")
+        return State(ReleaseStatus.ROLLBACK_ASKED, f"rollback to revision {to or '(none deployed before)'} asked "
+                                                   f"{control.rollback.said()}")
+    if control.pin_request is not None:
+        return State(ReleaseStatus.PIN_ASKED, f"pinned at revision {present.revision} {control.pin_request.said()}")
+    if control.pin is None:
+        return None
+    if observed.drift:
+        return State(ReleaseStatus.DRIFTED, "drift from the pinned revision: " + "; ".join(observed.drift))
+    pin = control.pin
+    return State(ReleaseStatus.PINNED, f"pinned at revision {pin.revision} by {pin.by or 'someone unknown'} at "
+                                       f"{pin.at}" + (f": {pin.reason}" if pin.reason else "")
+                 + "; it holds until the desired state changes or `helmop unpin`")
+
+
+def _gated(state: State, desired: Desired, observed: Observed) -> State:
+    """A change toward the spec waits for its approval, then for a deployment window (remediation of a failed
+    attempt, drift correction and tests go at any time: they restore or check what was let through)."""
+    if state.status not in CHANGES:
+        return state
+    control = observed.control
+    if not control.approved:
+        return State(ReleaseStatus.AWAITING_APPROVAL, f"{state.reason}; revision {desired.digest} awaits approval "
+                                                      "(`helmop approve`)")
+    if control.window:
+        return State(ReleaseStatus.OUTSIDE_WINDOW, f"{state.reason}; {control.window}")
+    return state
 
 
 def drift_matters(desired: Desired, observed: Observed) -> bool:
@@ -96,9 +144,10 @@ def drift_matters(desired: Desired, observed: Observed) -> bool:
     :func:`classify` looks at drift). The comparison costs API reads, so a reconcile makes it only then;
     it then decides once, with the drift it found."""
     release = observed.release
+    pinned = observed.control.pin is not None and observed.control.rollback is None
     return (desired.drift_mode != "disabled" and not (desired.deleting or desired.suspended or desired.waiting_for)
             and release is not None and release.owner == desired.owner and release.status == "deployed"
-            and release.digest == desired.config_digest and not observed.force_requested)
+            and (pinned or (release.digest == desired.config_digest and not observed.force_requested)))
 
 
 def _ours(desired: Desired, release: Release) -> bool:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from helmop.infra.kube import Kube, KubeError
+from helmop.infra.kube import Kube
+from helmop.views.requests import whoami
 
 from .access import Access, LocalAccess, TokenAccess
 from .feed import Feed
@@ -20,17 +21,6 @@ from .pages import Pages
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 64 << 10  # a form: a token at most
-
-
-async def whoami(kube: Kube) -> str:
-    """The kubeconfig's user, as ``kubectl auth whoami`` names it (its context's name when the server
-    does not say)."""
-    try:
-        review = await kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, attempts=1)
-    except KubeError:
-        return kube.conn.context or "kubeconfig"
-    return str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "kubeconfig")
 
 
 def application(access: Access, guard: Guard, feed: Feed, pages: Pages) -> web.Application:

@@ -20,8 +20,8 @@ import msgspec
 from helmop.api.conditions import READY, RECONCILING, STALLED
 
 log = logging.getLogger(__name__)
-__all__ = ["READY", "RECONCILING", "STALLED", "Condition", "Status", "Struct", "merge_patch", "now", "parse",
-           "to_json"]
+__all__ = ["READY", "RECONCILING", "STALLED", "Condition", "Controlled", "Handled", "Pin", "Status", "Struct",
+           "merge_patch", "now", "parse", "to_json"]
 
 
 def now() -> str:
@@ -50,11 +50,23 @@ class Condition(Struct, frozen=True):
         return self.status == "True"
 
 
+class Handled(Struct, frozen=True):
+    """A person's request the operator acted on (helmop.api.requests): what, who, when, why."""
+
+    action: str
+    by: str = ""
+    at: str = ""
+    reason: str = ""
+    revision: str = ""  # a rollback's or pin's revision, an approval's digest
+
+
 class Status(Struct, frozen=True):
     """What every kind's status has."""
 
     observed_generation: int = 0
     last_handled_reconcile_at: str = ""
+    last_handled_request: Handled | None = None  # the newest person's request acted on, and who made it
+    handled_requests: dict[str, str] = {}  # request annotation (short name) -> the ``at`` of the one last acted on
     conditions: tuple[Condition, ...] = ()
 
     def condition(self, kind: str) -> Condition | None:
@@ -76,6 +88,20 @@ class Status(Struct, frozen=True):
 
     def without(self, *kinds: str) -> Self:
         return self.but(conditions=tuple(c for c in self.conditions if c.type not in kinds))
+
+
+class Pin(Handled, frozen=True):
+    """Where a person holds an object (``helmop rollback`` or ``pin``) until its desired state moves on."""
+
+    digest: str = ""  # the desired state's digest when pinned: the pin ends when it changes
+
+
+class Controlled(Status, frozen=True):
+    """The status of a kind under change control (pins, approvals, deployment windows)."""
+
+    pin: Pin | None = None
+    approved: Handled | None = None  # the newest approval acted on (its revision: the digest let through)
+    pending_revision: str = ""  # the desired digest waiting for an approval or a window (what approve approves)
 
 
 S = TypeVar("S", bound=Status)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Status, Struct
+from . import Controlled, Struct
 
 
 class AppliedObject(Struct, frozen=True):
@@ -13,7 +13,7 @@ class AppliedObject(Struct, frozen=True):
     uid: str = ""  # as applied: an object re-created by someone else is not pruned
 
 
-class ConfigSyncStatus(Status, frozen=True):
+class ConfigSyncStatus(Controlled, frozen=True):
     cluster: str = ""  # the remote cluster applied to ("": the operator's own)
     last_applied_revision: str = ""
     last_attempted_revision: str = ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Status, Struct
+from . import Controlled, Struct
 
 
 class ReadinessCheck(Struct, frozen=True):
@@ -36,7 +36,7 @@ class Inventory(Struct, frozen=True):
     entries: tuple[InventoryEntry, ...] = ()
 
 
-class HelmReleaseStatus(Status, frozen=True):
+class HelmReleaseStatus(Controlled, frozen=True):
     last_attempted_generation: int = 0
     last_attempted_revision: str = ""
     last_attempted_config_digest: str = ""

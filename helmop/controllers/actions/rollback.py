@@ -1,6 +1,7 @@
-"""helm rollback: remediation of a failed upgrade (upgrade.remediation.strategy rollback) back to the
-last successful revision, with spec.rollback's options. The release then runs the last good chart and
-values; the failed configuration is retried while retries remain."""
+"""helm rollback, with spec.rollback's options: remediation of a failed upgrade (upgrade.remediation.strategy
+rollback) back to the last successful revision, after which the failed configuration is retried while retries
+remain; or a person's rollback (`helmop rollback`) to the revision they named, after which the release is
+pinned there."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ async def run(job: Job) -> Result:
     request = replace(rollback_request(job.spec, target, job.acting_as), kubeconfig=job.cluster.kubeconfig)
     if request.server_side == "auto":  # as the revision rolled back to was applied
         request = replace(request, server_side=job.state.server_side(target))
+    asked = job.decision.asked
+    why = f"as asked {asked.said()}; pinned there" if asked is not None else "after a failed upgrade"
+    why = why.replace("{", "{{").replace("}", "}}")  # formatted with the revision below: a reason keeps its braces
     return await outcome(job, "rollback", job.ctx.services.engine.rollback(request), "RollbackSucceeded",
                          f"Helm rollback of release {job.release} to revision {target} succeeded (now "
-                         "revision {revision}) after a failed upgrade" + major_notes(job))
+                         f"revision {{revision}}) {why}" + major_notes(job))

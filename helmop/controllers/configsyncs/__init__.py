@@ -29,12 +29,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from helmop.api.changecontrol import parse_change_control
 from helmop.api.errors import HelmopError
 from helmop.api.manifests import Manifest
 from helmop.api.objects import ObjectKey
 from helmop.api.sources import ConfigSyncSpec
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.api.substitution import SubstitutionError
+from helmop.decisions import changecontrol as rules
 from helmop.decisions import sync, syncplan
 from helmop.decisions.settle import configsync as settle
 from helmop.helm.inputs import InputError
@@ -44,7 +46,7 @@ from helmop.sources.errors import SourceError
 from helmop.sources.readers import Referrer, source_artifact
 from helmop.sources.trees import Artifact
 
-from .. import clusters, dependencies
+from .. import changecontrol, clusters, dependencies
 from ..clusters import Cluster
 from ..context import Context
 from ..outcome import DONE, FAILED, Outcome, after
@@ -138,6 +140,9 @@ async def _fetched(turn: _Turn, spec: ConfigSyncSpec) -> Outcome:
     except (InputError, SourceError) as exc:
         return await _ended(turn, spec, settle.failed(_before(turn), exc.reason, str(exc), stalled=not exc.transient))
     revision = artifact.revision
+    held = await _held(turn, revision)
+    if held is not None:
+        return held
     turn.status = settle.attempted(turn.status, revision)
     attempting = settle.attempting(turn.status, turn.this.generation, revision)
     if attempting is not None:
@@ -151,6 +156,22 @@ async def _fetched(turn: _Turn, spec: ConfigSyncSpec) -> Outcome:
         return await _ended(turn, spec, settle.unbuilt(_before(turn), revision, exc.reason, str(exc),
                                                        stalled=not exc.transient))
     return await _sync(turn, spec, revision, found, cluster)
+
+
+async def _held(turn: _Turn, revision: str) -> Outcome | None:
+    """People's requests acted on, and the outcome when a pin, an approval or a deployment window holds the source's
+    ``revision`` back (None: it syncs)."""
+    ctx, this = turn.ctx, turn.this
+    control = parse_change_control(this.spec, this.metadata.get("annotations") or {}, flux=turn.kind.flux)
+    turn.status, asks = await changecontrol.settled(ctx, turn.kind, turn.body, turn.status, revision)
+    gates = await changecontrol.settings(ctx, this.namespace, control)
+    report = settle.held(_before(turn), rules.control(turn.status, asks, revision, gates), revision)
+    if report is None:
+        turn.status = turn.status.but(pending_revision="")
+        return None
+    await _write(turn, report)
+    opens_in = gates.opens_in if report.status.pending_revision and not report.status.pin else 0.0
+    return after(min(opens_in, turn.spec.interval)) if opens_in else DONE
 
 
 async def _built(turn: _Turn, spec: ConfigSyncSpec, artifact: Artifact) -> list[Manifest]:

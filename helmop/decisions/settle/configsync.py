@@ -11,6 +11,7 @@ from helmop.api import conditions as cond
 from helmop.api.redaction import redact
 from helmop.api.status import READY
 from helmop.api.status.configsync import AppliedObject, ConfigSyncStatus
+from helmop.decisions.changecontrol import Control, handled, pinned
 from helmop.decisions.sync import ObjectId, Refusal
 
 from . import outcome, progressing
@@ -58,6 +59,40 @@ def attempting(status: ConfigSyncStatus, generation: int, revision: str) -> Repo
         return None
     said = f"applying revision {revision}"
     return Report(progressing(status, generation, said), Event("Normal", "Progressing", said), outcome=False)
+
+
+def held(before: Before, control: Control, revision: str) -> Report | None:
+    """A person's hold on the ConfigSync, or a change of source ``revision`` that waits (None: it syncs). A pin
+    holds what is live (a hand-made fix included): nothing is applied or pruned until the source moves past the
+    revision it was pinned at, or `unpin`. A new revision waits for its approval, then for a deployment window;
+    the revision applied is applied again (drift corrected) at any time. A rollback is a HelmRelease's: ignored."""
+    status = before.status
+    if control.pin_request is not None:
+        status = pinned(status, control.pin_request, status.last_applied_revision, revision)
+    elif control.rollback is not None:
+        status = handled(status, control.rollback)
+    pin = status.pin
+    if pin is not None:
+        said = (f"pinned at revision {pin.revision or '(none applied)'} by {pin.by or 'someone unknown'} at {pin.at}"
+                + (f": {pin.reason}" if pin.reason else "") + "; nothing is applied or pruned until the source "
+                "moves past it or `helmop unpin`")
+        return _held(Before(status, before.generation, before.secrets), True, "Pinned", said)
+    if revision == status.last_applied_revision:
+        return None
+    if not control.approved:
+        return _held(Before(status.but(pending_revision=revision), before.generation, before.secrets), False,
+                     "AwaitingApproval", f"revision {revision} awaits approval (`helmop approve`)")
+    if control.window:
+        return _held(Before(status.but(pending_revision=revision), before.generation, before.secrets), False,
+                     "OutsideWindow", f"revision {revision}: {control.window}")
+    return None
+
+
+def _held(before: Before, ready: bool, reason: str, message: str) -> Report:
+    """Said in an Event when Ready says something new."""
+    was = before.status.condition(READY)
+    return _outcome(before, ready, reason, message,
+                    event=was is None or (was.reason, was.message) != (reason, message))
 
 
 def inventoried(status: ConfigSyncStatus, inventory: list[AppliedObject]) -> ConfigSyncStatus:

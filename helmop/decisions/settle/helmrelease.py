@@ -12,6 +12,7 @@ from helmop.api.conditions import DRIFTED, READY, RECONCILING, RELEASED, REMEDIA
 from helmop.api.durations import go_duration
 from helmop.api.status.helmrelease import HelmReleaseStatus, Inventory, ReadinessCheck, Snapshot
 from helmop.decisions import Decision, Desired, Reason
+from helmop.decisions.changecontrol import handled, pinned
 
 from . import outcome
 
@@ -46,6 +47,8 @@ def settle(status: Status, desired: Desired, decision: Decision, result: ActionR
         return _deployed(out, desired, decision, action, result)
     if action is Action.TEST:
         return _tested(out, desired, result)
+    if action is Action.ROLLBACK and decision.asked is not None:
+        return _rolled_back(out, desired, decision, result)
     if action is Action.ROLLBACK:
         out = _set(out, desired, READY, False, result)
         return _set(out, desired, REMEDIATED, True, result) if result.ok else out
@@ -71,6 +74,8 @@ def terminal(status: Status, desired: Desired, decision: Decision, history: Call
         if ready is None or ready.true:  # else Ready keeps the reason of the last failure
             out = out.with_condition(READY, False, decision.reason, decision.message, generation)
         return out.with_condition(STALLED, True, decision.reason, decision.message, generation)
+    if decision.reason in HELD:
+        return _held(out, desired, decision)
     if decision.reason is Reason.DEPENDENCY_NOT_READY:
         return out.with_condition(READY, False, decision.reason, decision.message, generation).without(STALLED)
     if decision.reason is Reason.RETRYING:  # Ready keeps the failure's reason; never stalled
@@ -81,8 +86,10 @@ def terminal(status: Status, desired: Desired, decision: Decision, history: Call
         return None
     if out.is_true(DRIFTED):
         out = out.with_condition(DRIFTED, False, "NoDrift", "the live objects match the release", generation)
-    if not (out.is_true(READY) and out.last_attempted_config_digest == desired.digest):
-        # deployed as wanted, but the status does not say so yet (e.g. after a restart or a remediation)
+    ready = out.condition(READY)
+    if not (ready is not None and ready.true and ready.reason not in HELD
+            and out.last_attempted_config_digest == desired.digest):
+        # deployed as wanted, but the status does not say so yet (e.g. after a restart, a remediation or a pin)
         message = f"Release {desired.release} is deployed with chart {desired.chart} ({decision.message})"
         out = out.but(last_applied_revision=desired.chart_version, last_attempted_config_digest=desired.digest,
                       history=history())
@@ -100,7 +107,36 @@ def refused(status: Status, generation: int, reason: str, message: str, *, stall
 
 
 def _begin(status: Status, desired: Desired) -> Status:
-    return status.but(observed_generation=desired.generation).without(RECONCILING)
+    return status.but(observed_generation=desired.generation, pending_revision="").without(RECONCILING)
+
+
+HELD = (Reason.PINNED, Reason.ROLLBACK_REQUESTED, Reason.AWAITING_APPROVAL, Reason.OUTSIDE_WINDOW)
+
+
+def _held(status: Status, desired: Desired, decision: Decision) -> Status:
+    """A person's hold: pinned (Ready, and a pin asked for set), a rollback with nowhere to go (asked, and
+    said), a change awaiting approval or a deployment window (not Ready: what runs is not what is asked for)."""
+    generation, reason = desired.generation, decision.reason
+    asked = decision.asked
+    if reason is Reason.PINNED and asked is not None:
+        status = pinned(status, asked, str(decision.target_revision), desired.digest)
+    elif asked is not None:  # a rollback to no revision: handled, nothing to pin
+        status = handled(status, asked)
+    if reason in (Reason.AWAITING_APPROVAL, Reason.OUTSIDE_WINDOW):
+        status = status.but(pending_revision=desired.digest)
+    ready = reason is Reason.PINNED
+    return status.with_condition(READY, ready, reason, decision.message, generation).without(STALLED)
+
+
+def _rolled_back(status: Status, desired: Desired, decision: Decision, result: ActionResult) -> Status:
+    """A rollback a person asked for: the release pinned at the revision it made (Ready says Pinned once the
+    next round finds it held); a failed one is handled too (not tried again), and said in Ready."""
+    assert decision.asked is not None
+    if not result.ok:
+        return _set(handled(status, decision.asked), desired, READY, False, result)
+    revision = str(result.history[0].revision) if result.history else str(decision.target_revision)
+    out = pinned(status, decision.asked, revision, desired.digest)
+    return _set(out, desired, READY, True, result).without(STALLED, REMEDIATED)
 
 
 def _set(status: Status, desired: Desired, kind: str, ok: bool, result: ActionResult, message: str = "") -> Status:
