@@ -19,7 +19,7 @@ from helmop.api.kinds import GROUP, Kind
 from helmop.api.objects import LAST_APPLIED, Resource
 from helmop.decisions.sync import OWNER_LABEL as CONFIGSYNC_LABEL
 from helmop.infra.kube import Kube, KubeError
-from helmop.views.cells import DELIVERING, cluster, is_remote, revision, since, source
+from helmop.views.cells import DELIVERING, cluster, is_remote, last_request, revision, since, source
 
 from .errors import Failed
 from .target import Target
@@ -37,7 +37,8 @@ def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool
         f"{kind.kind.lower()}/{this.name}", revision(obj), str(bool(this.spec.get("suspend"))),
         ready.get("status", "Unknown")]
     if wide:
-        cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), source(obj)]
+        cells += [ready.get("reason", ""), since(this.metadata.get("creationTimestamp")), source(obj),
+                  last_request(obj)]
     if wide or clusters:
         cells.append(cluster(obj))
     return [*cells, ready.get("message", "")]
@@ -45,7 +46,7 @@ def row(kind: Kind, obj: dict[str, Any], *, namespaced_listing: bool, wide: bool
 
 def header(*, namespaced_listing: bool, wide: bool, clusters: bool = False) -> list[str]:
     return (([] if namespaced_listing else ["NAMESPACE"]) + ["NAME", "REVISION", "SUSPENDED", "READY"]
-            + (["REASON", "AGE", "SOURCE"] if wide else []) + (["CLUSTER"] if wide or clusters else [])
+            + (["REASON", "AGE", "SOURCE", "LAST REQUEST"] if wide else []) + (["CLUSTER"] if wide or clusters else [])
             + ["MESSAGE"])
 
 

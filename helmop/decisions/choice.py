@@ -63,8 +63,10 @@ def _remediate(state: State, desired: Desired, observed: Observed) -> Decision:
 
 def _rollback(state: State, _: Desired, observed: Observed) -> Decision:
     """A person's rollback: to the revision asked for, else the one deployed before (as `helm rollback`)."""
-    asked, release = observed.control.rollback, observed.release
-    assert asked is not None and release is not None  # ROLLBACK_ASKED is of a release there
+    asked, release = observed.control.rollback or observed.control.pin_request, observed.release
+    assert asked is not None  # ROLLBACK_ASKED is of a request
+    if release is None or release.status == "uninstalled" or asked is observed.control.pin_request:
+        return Decision(Action.NONE, Reason.ROLLBACK_REQUESTED, state.reason, asked=asked)
     target = int(asked.revision) if asked.revision.isdigit() else release.last_good
     if not target:
         return Decision(Action.NONE, Reason.ROLLBACK_REQUESTED, f"{state.reason}: no revision to roll back to",

@@ -107,7 +107,9 @@ def _held(observed: Observed, present: Release | None) -> State | None:
     pinned revision is still looked for, and corrected as drift detection says)."""
     control = observed.control
     if present is None:
-        return None
+        if control.rollback is None and control.pin_request is None:
+            return None
+        return State(ReleaseStatus.ROLLBACK_ASKED, "nothing to roll back or pin: the release is not installed")
     if control.rollback is not None:
         to = control.rollback.revision or (str(present.last_good) if present.last_good else "")
         return State(ReleaseStatus.ROLLBACK_ASKED, f"rollback to revision {to or '(none deployed before)'} asked "

@@ -82,6 +82,18 @@ def is_remote(obj: dict[str, Any]) -> bool:
     return cluster(obj) not in ("", LOCAL)
 
 
+def last_request(obj: dict[str, Any]) -> str:
+    """The last person's request the operator acted on, and who made it: "rollback by alice 5m" ("-": none)."""
+    handled = (obj.get("status") or {}).get("lastHandledRequest")
+    if not isinstance(handled, dict) or not handled.get("action"):
+        return "-"
+    try:  # ``at`` is the asker's, as written: any text
+        age = since(handled.get("at"))
+    except (ValueError, TypeError):
+        age = "at " + str(handled.get("at"))[:40]
+    return f"{handled['action']} by {handled.get('by') or '?'} {age}"
+
+
 def since(stamp: Any, now: datetime | None = None) -> str:
     """kubectl's AGE and LAST SEEN: the time since ``stamp`` in its largest unit or two (5d3h, 4m10s)."""
     if not stamp:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,30 @@ def test_a_rollback_pins_the_release_until_the_spec_moves_on(turns: Turns, kube:
     assert condition(obj)["reason"] == "UpgradeSucceeded" and "pin" not in _status(obj)
     assert [h["chart"] for h in _history(kube, ns, "web")][-1] == "demo-0.2.0"
     assert "the desired state changed" in _said(kube, ns, "web", "PinEnded")["message"]
+
+
+def test_the_cli_waits_for_the_operator_and_get_wide_says_who(turns: Turns, kube: Run, ns: str,
+                                                              chart_repo: ChartRepo, turns_sandbox: Sandbox) -> None:
+    _apply(kube, ns, hr("cli", chart_repo, version="0.1.0"))
+    turns.turn("HelmRelease", ns, "cli")
+    _apply(kube, ns, hr("cli", chart_repo, version="0.2.0"))
+    turns.turn("HelmRelease", ns, "cli")
+    env = {"KUBECONFIG": str(turns_sandbox.kubeconfig), "HELMOP_HELM": str(TOOLS / "helm")}
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(run_cli, ["rollback", "hr/cli", "-n", ns, "--reason", "bad build", "--timeout", "60s"],
+                            env)
+        eventually(lambda: "helmop.dev/rollback" in kube("kubectl", "-n", ns, "get", "hr", "cli", "-o",
+                                                         "jsonpath={.metadata.annotations}").stdout)
+        turns.turn("HelmRelease", ns, "cli")
+        done = asked.result(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "► rollback asked of HelmRelease" in done.stdout and "✔ Pinned: pinned at revision 3" in done.stdout
+    wide = run_cli(["get", "hr", "cli", "-n", ns, "-o", "wide"], env).stdout.splitlines()
+    assert "LAST REQUEST" in wide[0] and "rollback by sandbox-admin" in wide[1]
+    nothing = run_cli(["approve", "hr/cli", "-n", ns], env)
+    assert nothing.returncode != 0 and "nothing waits for an approval" in nothing.stderr
+    wrong = run_cli(["rollback", "gitrepo/cli", "-n", ns], env)
+    assert wrong.returncode != 0 and "rollback applies to HelmReleases, not GitRepository" in wrong.stderr
 
 
 def test_a_pin_holds_drift_correction_to_the_pinned_revision_and_unpin_ends_it(

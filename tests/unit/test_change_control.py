@@ -128,3 +128,11 @@ def test_an_approval_lets_exactly_its_revision_through_and_only_when_attested() 
     now = Request(Asked.APPROVE_NOW, "dave", AT, revision=DIGEST)
     overridden, _ = rules.settle(HelmReleaseStatus(), rules.Asks(approve=now), DIGEST)
     assert rules.control(overridden, rules.Asks(approve=now), DIGEST, settings).window == ""
+
+
+def test_a_rollback_or_pin_of_a_release_not_installed_is_answered() -> None:
+    for asked in (rules.Control(rollback=Request(Asked.ROLLBACK, "b", AT)),
+                  rules.Control(pin_request=Request(Asked.PIN, "b", AT))):
+        decision = decide(_desired(), _observed(None, asked))
+        assert (decision.action, decision.reason) == (Action.NONE, Reason.ROLLBACK_REQUESTED)
+        assert decision.asked is not None and "not installed" in decision.message
