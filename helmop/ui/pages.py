@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,8 @@ from aiohttp import web
 from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, Kind, is_namespace_name, is_object_name
 from helmop.api.objects import Resource
-from helmop.api.status import Status
+from helmop.api.requests import MAX_TEXT, Asked
+from helmop.api.status import Controlled, Status
 from helmop.api.status.helmrelease import HelmReleaseStatus
 from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import GitRepositoryStatus
@@ -48,7 +50,10 @@ MAX_QUERY = 256  # characters of a search, a label selector
 RECENT = 20  # events on the overview
 LOG_LINES = 40  # operator log lines on a page
 SPEC_SHOWN = 64 << 10  # characters of a spec shown
-ACTIONS = ("reconcile", "reset", "force", "suspend", "resume")
+ACTIONS = ("reconcile", "reset", "force", "suspend", "resume", "rollback", "pin", "unpin", "approve", "approve-now")
+HELD = ("rollback", "pin", "unpin", "approve", "approve-now")  # change control: a request helmop's kinds act on
+HELM_REVISION = re.compile(r"[1-9][0-9]{0,8}")  # what a rollback goes back to
+MAX_REVISION = 128  # characters of an approved revision (a digest)
 LOGIN = "login"  # what the login form's anti-forgery token is derived from
 WAITING_TIMEOUT = 20.0  # seconds to follow what an object waits for (views.why stops looking after its DEADLINE)
 
@@ -174,8 +179,24 @@ def _filtered(rows: list[Row], q: str, wanted: str, on: str) -> list[Row]:
 
 
 def _delivering(kind: Kind) -> bool:
-    """helmop's and Flux's kinds that act on a cluster, remote or not (an app kind of the same name does not)."""
+    """helmop's and Flux's kinds that act on a cluster, remote or not (an app kind of the same name does not):
+    the kinds under change control too (pins, approvals)."""
     return kind.kind in DELIVERING and (kind in BUILTIN or kind.flux)
+
+
+def _applies(kind: Kind, action: str) -> bool:
+    """Whether ``action`` is one of ``kind``'s: change control is the delivering kinds', a rollback a release's."""
+    if action == "rollback":
+        return _delivering(kind) and kind.kind == "HelmRelease"
+    return action not in HELD or _delivering(kind)
+
+
+def _form_text(form: Any, name: str, limit: int) -> str:
+    value = form.get(name, "")
+    value = value.strip() if isinstance(value, str) else ""
+    if len(value) > limit:
+        raise web.HTTPBadRequest(text=f"{name} is longer than {limit} characters")
+    return value
 
 
 class Pages:
@@ -286,9 +307,10 @@ class Pages:
         inventory, about, (waiting, causes) = await asyncio.gather(
             tree(viewer.kube, ref), events(viewer, [kind], namespace, selector) if namespace else _none(),
             waiting_for(viewer.kube, ref, self.cel))
-        context: dict[str, Any] = {}
+        context: dict[str, Any] = {"controlled": _delivering(kind), "may_approve": await self._may_approve(
+            viewer, kind, namespace, name, state)}
         if isinstance(state, HelmReleaseStatus):  # helmop's or Flux's
-            context = await self._release(request, viewer, obj)
+            context |= await self._release(request, viewer, obj)
         return self.render(request, viewer, "object.html", status=403 if refused else 200,
                            title=f"{kind.kind} {name}", kind=kind, row=row, refused=refused, namespace=namespace,
                            state=state, artifact=artifact_of(state), webhook=_webhook(state), source=source(obj),
@@ -300,7 +322,8 @@ class Pages:
     async def _release(self, request: web.Request, viewer: Viewer, obj: dict[str, Any]) -> dict[str, Any]:
         history = read(HelmReleaseStatus, obj).history
         shown: dict[str, Any] = {"history": history, "diff": None, "diff_refused": "",
-                                 "revisions": sorted({h.revision for h in history if h.revision > 0})}
+                                 "revisions": sorted({h.revision for h in history if h.revision > 0}),
+                                 "current": history[0].revision if history else 0}  # (newest first)
         older, newer = _text(request, "from"), _text(request, "to")
         if older.isdigit() and newer.isdigit():
             shown |= {"older": int(older), "newer": int(newer)}
@@ -309,6 +332,16 @@ class Pages:
             except requests.Refused as exc:
                 shown["diff_refused"] = str(exc)
         return shown
+
+    async def _may_approve(self, viewer: Viewer, kind: Kind, namespace: str, name: str, state: Status) -> bool:
+        """Whether to offer the viewer an approval: something waits for one and RBAC lets them give it (asked only
+        then; an answer the API server does not give offers nothing)."""
+        if not (self.actions and isinstance(state, Controlled) and state.pending_revision and _delivering(kind)):
+            return False
+        try:
+            return await requests.may_approve(viewer.kube, kind, namespace, name)
+        except KubeError:
+            return False
 
     async def _logs(self, viewer: Viewer, kind: Kind, namespace: str, name: str) -> list[str] | None:
         """The operator's last lines about the object (None: no operator log the viewer may read)."""
@@ -354,22 +387,41 @@ class Pages:
         action = request.match_info["action"]
         form = await request.post()
         self.guard.check_form(request, viewer.key, str(form.get("csrf", "")))
-        if action not in ACTIONS:
+        if action not in ACTIONS or not _applies(kind, action):
             raise web.HTTPNotFound(text=f"no such action: {action}")
         if not self.actions:
             raise web.HTTPForbidden(text="this UI is read-only (start it with --actions to allow actions)")
+        reason, revision = _form_text(form, "reason", MAX_TEXT), _form_text(form, "revision", MAX_REVISION)
+        if action == "rollback" and not HELM_REVISION.fullmatch(revision):
+            raise web.HTTPBadRequest(text="the revision to roll back to is a helm revision: a number, 1 or more")
         try:
-            if action in ("suspend", "resume"):
-                await requests.set_suspended(viewer.kube, kind, namespace, name, action == "suspend")
-            else:
-                obj = await viewer.kube.get(kind.path(namespace, name))
-                if obj is None:
-                    raise requests.Refused(f"{kind.kind} {namespace}/{name} does not exist")
-                await requests.ask_reconcile(viewer.kube, kind, obj, reset=action == "reset", force=action == "force")
+            await self._ask(viewer, kind, namespace, name, action, reason, revision)
         except (requests.Refused, KubeError) as exc:
             return await self.object(request, viewer, refused=str(exc) if isinstance(exc, requests.Refused)
                                      else exc.message)
         raise web.HTTPSeeOther(url_of(kind, namespace, name) + "?" + urlencode({"done": action}))
+
+    async def _ask(self, viewer: Viewer, kind: Kind, namespace: str, name: str, action: str, reason: str,
+                   revision: str) -> None:
+        """Make the viewer's request, in their name as the UI knows it (the name the API server gave it, so no
+        SelfSubjectReview): the CLI's requests, the same annotations."""
+        if action in ("suspend", "resume"):
+            await requests.set_suspended(viewer.kube, kind, namespace, name, action == "suspend", reason=reason,
+                                         by=viewer.name)
+            return
+        obj = await viewer.kube.get(kind.path(namespace, name))
+        if obj is None:
+            raise requests.Refused(f"{kind.kind} {namespace}/{name} does not exist")
+        if action not in HELD:
+            await requests.ask_reconcile(viewer.kube, kind, obj, reset=action == "reset", force=action == "force",
+                                         reason=reason, by=viewer.name)
+            return
+        if action in ("approve", "approve-now"):
+            await _approvable(viewer, kind, obj, revision)
+        elif action != "rollback":
+            revision = ""  # a pin holds what is there, an unpin ends it: no revision of the viewer's
+        await requests.ask(viewer.kube, kind, namespace, name, Asked(action), reason=reason, revision=revision,
+                           by=viewer.name)
 
     async def login_form(self, request: web.Request) -> web.StreamResponse:
         if not self.access.login:
@@ -400,6 +452,21 @@ class Pages:
         response = web.HTTPSeeOther("/login")
         response.del_cookie(COOKIE, path="/")
         raise response
+
+
+async def _approvable(viewer: Viewer, kind: Kind, obj: dict[str, Any], revision: str) -> None:
+    """Refuse an approval the viewer may not give, or of another revision than the one waiting now: the viewer
+    approves what their page showed them, never what came after."""
+    this = Resource(obj)
+    if not await requests.may_approve(viewer.kube, kind, this.namespace, this.name):
+        raise requests.Refused(f'forbidden: {viewer.name} may not approve {kind.kind} {this.namespace}/{this.name} '
+                               f'(RBAC verb "approve" on {kind.plural}.{kind.group} is needed)')
+    state = status_of(obj)
+    waiting = state.pending_revision if isinstance(state, Controlled) else ""
+    if not waiting:
+        raise requests.Refused(f"nothing waits for an approval on {kind.kind} {this.namespace}/{this.name} now")
+    if revision != waiting:
+        raise requests.Refused("the revision waiting changed: look again")
 
 
 async def _none() -> list[dict[str, Any]]:

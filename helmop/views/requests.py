@@ -58,11 +58,23 @@ async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspe
 
 async def ask(kube: Kube, kind: Kind, namespace: str, name: str, action: Asked, *, reason: str = "",
               revision: str = "", by: str = "") -> Request:
-    """A change-control request (rollback, pin, unpin, approve) written for the operator to act on."""
+    """A change-control request (rollback, pin, unpin, approve) written for the operator to act on, with a
+    reconcile asked at once: the operator wakes for the annotations that ask for one (and a new generation), not
+    for a request's own, which would otherwise wait for the object's next interval."""
     request = Request(action, by or await whoami(kube), datetime.now(UTC).isoformat(), reason, revision)
-    annotation = requests.annotation_of(action)
-    await _patch(kube, kind, namespace, name, {"metadata": {"annotations": {annotation: requests.encode(request)}}})
+    annotations = {requests.annotation_of(action): requests.encode(request), REQUESTED_AT: request.at}
+    await _patch(kube, kind, namespace, name, {"metadata": {"annotations": annotations}})
     return request
+
+
+async def may_approve(kube: Kube, kind: Kind, namespace: str, name: str) -> bool:
+    """Whether the caller holds RBAC's verb ``approve`` on the object (a SelfSubjectAccessReview): what the
+    helmop-requests admission policy requires of an approval's author."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"group": kind.group, "resource": kind.plural, "verb": "approve",
+                                              "namespace": namespace, "name": name}}}
+    answer = await kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+    return bool((answer.get("status") or {}).get("allowed"))
 
 
 async def _patch(kube: Kube, kind: Kind, namespace: str, name: str, patch: dict[str, Any]) -> None:
