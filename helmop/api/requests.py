@@ -21,6 +21,7 @@ PIN = "helmop.dev/pin"  # hold the object where it is
 UNPIN = "helmop.dev/unpin"  # end a pin before the desired state moves on
 APPROVE = "helmop.dev/approve"  # let one revision of the desired state through (and, with now, a closed window)
 ASKED = "helmop.dev/requestedBy"  # who asked for the suspend, resume or reconcile made with it
+ANNOTATIONS = (ROLLBACK, PIN, UNPIN, APPROVE)  # requests the operator acts on (a new one wakes the object)
 MAX_VALUE = 4096  # bytes of one request annotation
 MAX_TEXT = 1024  # characters of a reason
 

@@ -89,14 +89,11 @@ async def _write(kube: Kube, kind: Kind, namespace: str, name: str, action: Aske
 
 async def _may_approve(kube: Kube, kind: Kind, namespace: str, name: str) -> None:
     """Forbidden, said clearly, when the caller lacks the ``approve`` verb on the object."""
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-              "spec": {"resourceAttributes": {"group": kind.group, "resource": kind.plural, "verb": "approve",
-                                              "namespace": namespace, "name": name}}}
     try:
-        answer = await kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+        allowed = await requests.may_approve(kube, kind, namespace, name)
     except KubeError as exc:
         raise Failed(f"could not ask whether you may approve: {exc.message}") from None
-    if not (answer.get("status") or {}).get("allowed"):
+    if not allowed:
         raise Failed(f'forbidden: {await requests.whoami(kube)} cannot "approve" resource "{kind.plural}" in API '
                      f'group "{kind.group}" in the namespace "{namespace}" (RBAC verb approve on {kind.kind} {name})')
 

@@ -522,8 +522,8 @@ _CLUSTER_VERBS = (
         arg("--auth", choices=("kubeconfig", "token"), default="kubeconfig",
             help="kubeconfig: the viewer is the kubeconfig's user; token: each viewer's bearer token (Authorization "
                  "header or the login page), checked with TokenReview and impersonated"),
-        arg("--actions", action="store_true", help="allow reconcile, suspend and resume from the pages (default: "
-                                                   "read-only)"),
+        arg("--actions", action="store_true", help="allow reconcile, suspend, resume, rollback, pin, unpin and approve "
+                                                   "from the pages (default: read-only)"),
         arg("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run, for their log lines "
                                                               "(default: any namespace)"),
         arg("--log-file", default_from=operator_logs.log_file_default, metavar="PATH",

@@ -24,6 +24,7 @@ from typing import Any
 
 import kopf
 
+from helmop.api import requests
 from helmop.api.durations import parse_duration
 from helmop.api.errors import HelmopError, SpecError
 from helmop.api.flux import spec as flux_spec
@@ -62,7 +63,8 @@ from .turn import Turn
 
 log = logging.getLogger(__name__)
 
-ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT)  # annotations that ask for a reconcile now
+# annotations that ask for a turn now: a reconcile, and people's requests (a rollback, a pin, an approval...)
+ASKED = (REQUESTED_AT, RESET_AT, FORCE_AT, *requests.ANNOTATIONS)
 SOON = 1.0  # after a write of the finalizer lost a race: the winner's event is on its way
 
 

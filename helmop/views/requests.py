@@ -58,12 +58,11 @@ async def set_suspended(kube: Kube, kind: Kind, namespace: str, name: str, suspe
 
 async def ask(kube: Kube, kind: Kind, namespace: str, name: str, action: Asked, *, reason: str = "",
               revision: str = "", by: str = "") -> Request:
-    """A change-control request (rollback, pin, unpin, approve) written for the operator to act on, with a
-    reconcile asked at once: the operator wakes for the annotations that ask for one (and a new generation), not
-    for a request's own, which would otherwise wait for the object's next interval."""
+    """A change-control request (rollback, pin, unpin, approve) written for the operator to act on (a new request
+    wakes it, as a reconcile request does)."""
     request = Request(action, by or await whoami(kube), datetime.now(UTC).isoformat(), reason, revision)
-    annotations = {requests.annotation_of(action): requests.encode(request), REQUESTED_AT: request.at}
-    await _patch(kube, kind, namespace, name, {"metadata": {"annotations": annotations}})
+    annotation = requests.annotation_of(action)
+    await _patch(kube, kind, namespace, name, {"metadata": {"annotations": {annotation: requests.encode(request)}}})
     return request
 
 

@@ -361,7 +361,9 @@ def test_invalid_health_expressions_are_refused(operator: Operator, kube: Run, n
 
 
 def test_common_metadata_and_patches(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
-    spec = {"commonMetadata": {"labels": {"team": "shop"}, "annotations": {"owner": "shop@example.com"}},
+    # nothing here is meant to fail: the module's 3 s helm timeout timed an upgrade out on a loaded machine
+    spec = {"timeout": "60s",
+            "commonMetadata": {"labels": {"team": "shop"}, "annotations": {"owner": "shop@example.com"}},
             "postRenderers": [{"kustomize": {"patches": [
                 {"target": {"kind": "Deployment"},
                  "patch": "- {op: replace, path: /spec/replicas, value: 4}\n"
