@@ -21,6 +21,7 @@ from typing import Any
 from helmop.api import conditions as cond
 from helmop.api.actions import Action
 from helmop.api.changecontrol import parse_change_control
+from helmop.api.conditions import READY
 from helmop.api.errors import HelmopError
 from helmop.api.helmrelease import (
     HelmReleaseSpec,
@@ -42,6 +43,7 @@ from helmop.infra.kube import KubeError
 from . import changecontrol, clusters, dependencies
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
+from .actions.pending import pending
 from .clusters import Cluster
 from .outcome import DONE, FAILED, Outcome, after
 from .status import annotation, pending_request, write_status
@@ -273,7 +275,9 @@ class _Release:
     async def _settle_terminal(self, job: Job, status: HelmReleaseStatus, desired: Desired,
                                state: ReleaseState) -> None:
         """Status for an answer that runs nothing: up to date, suspended, refused, stalled or waiting."""
-        decision = job.decision
+        decision, diff = job.decision, ""
+        if decision.reason is Reason.AWAITING_APPROVAL:
+            decision, diff = await self._what_waits(job, status, desired)
         inventory = None
         if status.inventory is None and decision.reason is Reason.UP_TO_DATE:  # installed before inventories
             inventory = releases.inventory([obj for _, obj in await objects(job)])
@@ -285,7 +289,16 @@ class _Release:
         # every interval)
         if decision.action is Action.REFUSE or (changed and decision.reason is not Reason.UP_TO_DATE):
             await self.ctx.services.events.post(job.body, cond.event_type(False, decision.reason), decision.reason,
-                                                decision.message)
+                                                decision.message + (f"\n{diff}" if diff else ""))
+
+    async def _what_waits(self, job: Job, status: HelmReleaseStatus, desired: Desired) -> tuple[Decision, str]:
+        """A change awaiting approval, said with what it changes (rendered once per revision waiting: Ready keeps
+        the summary while the same revision waits); and the diff, for its Event."""
+        ready = status.condition(READY)
+        if status.pending_revision == desired.digest and ready is not None:
+            return replace(job.decision, message=ready.message), ""
+        summary, diff = await pending(job)
+        return replace(job.decision, message=f"{job.decision.message}: {summary}"), diff
 
     async def _report(self, job: Job, result: Result) -> None:
         await self.ctx.services.events.post(job.body, cond.event_type(result.ok, result.reason), result.reason,

@@ -148,6 +148,8 @@ def test_a_change_waits_for_its_own_approval(turns: Turns, kube: Run, ns: str, c
         "helm", "status", "db", "-n", ns, check=False).returncode != 0  # nothing reached helm
     first = _status(obj)["pendingRevision"]
     assert first and first in condition(obj)["message"]
+    # what it changes, rendered as the install would run it
+    assert f"3 added, 0 changed, 0 removed object(s): Deployment/{ns}/db (added)" in condition(obj)["message"]
 
     _ask(turns, ns, "db", Asked.APPROVE, revision=first, reason="change 42")
     obj = turns.turn("HelmRelease", ns, "db")
@@ -161,6 +163,10 @@ def test_a_change_waits_for_its_own_approval(turns: Turns, kube: Run, ns: str, c
     _apply(kube, ns, hr("db", chart_repo, version="0.1.0", values={"replicaCount": 2}, **approval))
     obj = turns.turn("HelmRelease", ns, "db")
     assert condition(obj)["reason"] == "AwaitingApproval" and _status(obj)["pendingRevision"] not in ("", first)
+    assert f"0 added, 1 changed, 0 removed object(s): Deployment/{ns}/db (changed)" in condition(obj)["message"]
+    said = [e["message"] for e in events(kube, ns, "db") if e["reason"] == "AwaitingApproval"]
+    assert any("-  replicas: 1\n+  replicas: 2" in m for m in said), said  # the diff, in the Event
+    assert turns.turn("HelmRelease", ns, "db")["status"]["conditions"] == obj["status"]["conditions"]  # rendered once
     assert len(_history(kube, ns, "db")) == 1
 
 

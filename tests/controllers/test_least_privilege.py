@@ -71,6 +71,15 @@ def test_everything_works_under_the_chart_service_account(restricted: tuple[Oper
                         "values": {"fullnameOverride": "web"}}}
     kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(release))
     watched(kube, ns, "hr", "web", lambda obj: condition(obj).get("status") == "True")
+    # an approval: trusted only while the chart's admission policy is bound, which the operator reads
+    gated = {**release, "metadata": {"name": "gated"},
+             "spec": {**release["spec"], "approval": {"required": True}, "values": {"fullnameOverride": "gated"}}}
+    kube("kubectl", "-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(gated))
+    pending = watched(kube, ns, "hr", "gated", lambda obj: condition(obj).get("reason") == "AwaitingApproval" and obj)
+    approval = json.dumps({"by": "sandbox-admin", "at": "2026-11-29T00:00:00Z",
+                           "revision": pending["status"]["pendingRevision"]}, separators=(",", ":"))
+    kube("kubectl", "-n", ns, "annotate", "hr", "gated", f"helmop.dev/approve={approval}")
+    watched(kube, ns, "hr", "gated", lambda obj: condition(obj).get("status") == "True")
 
     (tmp_path / "srv").mkdir()
     server = GitServer(tmp_path / "srv")

@@ -10,6 +10,7 @@ from dataclasses import replace
 from helmop.api.actions import Action
 from helmop.api.status.helmrelease import ReadinessCheck
 from helmop.helm.crds import chart_crds
+from helmop.helm.engine import UpgradeRequest
 from helmop.helm.hooks import needs_helm_wait
 from helmop.helm.request import resolved, upgrade_request
 
@@ -50,6 +51,16 @@ async def _readiness(job: Job, disable_wait: bool) -> ReadinessCheck:
 
 
 
+def deploy_request(job: Job, action: Action, *, skip_crds: bool, helm_waits: bool) -> UpgradeRequest:
+    """The ``helm upgrade --install`` of ``job``'s desired configuration, as ``job``'s identity on its cluster."""
+    assert job.inputs is not None
+    request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
+                              values=job.inputs.values, digest=job.inputs.digest, action=action,
+                              tenancy=job.ctx.tenancy, helm_waits=helm_waits, kind=job.key[0])
+    return resolved(replace(request, skip_crds=skip_crds, force=request.force or job.decision.force,
+                            impersonate=job.acting_as, kubeconfig=job.cluster.kubeconfig), job.state)
+
+
 async def install(job: Job) -> Result:
     return await _deploy(job, Action.INSTALL)
 
@@ -65,11 +76,7 @@ async def _deploy(job: Job, action: Action) -> Result:
     verb = action.value
     skip_crds = await _crds(job, opts.crds, action)
     readiness = await _readiness(job, opts.disable_wait)
-    request = upgrade_request(job.spec, job.namespace, job.name, chart=job.inputs.chart_path,
-                              values=job.inputs.values, digest=job.inputs.digest, action=action,
-                              tenancy=job.ctx.tenancy, helm_waits=readiness.by == "helm", kind=job.key[0])
-    request = resolved(replace(request, skip_crds=skip_crds, force=request.force or job.decision.force,
-                               impersonate=job.acting_as, kubeconfig=job.cluster.kubeconfig), job.state)
+    request = deploy_request(job, action, skip_crds=skip_crds, helm_waits=readiness.by == "helm")
     result = await outcome(job, verb, job.ctx.services.engine.upgrade(request, action),
                            f"{verb.capitalize()}Succeeded",
                            f"Helm {verb} succeeded for release {job.release}.v{{revision}} with chart {job.chart}"
