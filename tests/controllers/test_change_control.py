@@ -7,7 +7,6 @@ SelfSubjectReview); ``helmop approve`` runs as a child where what it prints to a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -281,6 +280,15 @@ def _files(n: int) -> dict[str, str | None]:
     return {"app/cm.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: flags}}\ndata: {{level: '{n}'}}\n"}
 
 
+def _synced(kube: Run, ns: str, repo: Repo, **spec: Any) -> None:
+    """A GitRepository of ``repo`` and a ConfigSync ``app`` of its folder app/."""
+    _apply(kube, ns, yaml.safe_dump_all([
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
+         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
+        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "app"},
+         "spec": {"sourceRef": {"name": "config"}, "path": "app", "interval": "1h", **spec}}]))
+
+
 def _flags(kube: Run, ns: str) -> str:
     return kube("kubectl", "-n", ns, "get", "cm", "flags", "-o", "jsonpath={.data.level}").stdout
 
@@ -289,11 +297,7 @@ def test_a_configsync_pin_holds_a_hand_made_fix_until_git_moves(turns: Turns, ku
                                                                 git_server: GitServer, tmp_path: Path) -> None:
     repo = Repo(git_server, f"pin-{ns}", tmp_path / "work")
     repo.commit(_files(1))
-    _apply(kube, ns, yaml.safe_dump_all([
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
-         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "app"},
-         "spec": {"sourceRef": {"name": "config"}, "path": "app", "interval": "1h", "prune": True}}]))
+    _synced(kube, ns, repo, prune=True)
     turns.turn("GitRepository", ns, "config")
     applied = _status(turns.turn("ConfigSync", ns, "app"))["lastAppliedRevision"]
     kube("kubectl", "-n", ns, "patch", "cm", "flags", "-p", '{"data": {"level": "hotfix"}}')  # 3 a.m.
@@ -315,12 +319,7 @@ def test_a_configsync_new_revision_waits_for_approval(turns: Turns, kube: Run, n
                                                        tmp_path: Path) -> None:
     repo = Repo(git_server, f"approve-{ns}", tmp_path / "work")
     repo.commit(_files(1))
-    _apply(kube, ns, yaml.safe_dump_all([
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "GitRepository", "metadata": {"name": "config"},
-         "spec": {"url": repo.url, "interval": "1h", "ref": {"branch": "main"}}},
-        {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "app"},
-         "spec": {"sourceRef": {"name": "config"}, "path": "app", "interval": "1h",
-                  "approval": {"required": True}}}]))
+    _synced(kube, ns, repo, approval={"required": True})
     turns.turn("GitRepository", ns, "config")
     obj = turns.turn("ConfigSync", ns, "app")
     pending = _status(obj)["pendingRevision"]
@@ -376,13 +375,4 @@ def _kubeconfig(kube: Run, ns: str, account: str, where: Path) -> Path:
     path = where / f"{account}.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-@pytest.fixture
-def ns(kube: Run) -> Iterator[str]:
-    import uuid
-
-    name = f"cc-{uuid.uuid4().hex[:6]}"
-    kube("kubectl", "create", "namespace", name)
-    yield name
 
