@@ -9,6 +9,8 @@ helm-operator style), declared in an apps file given to ``helmop run --apps``.
       chart:                        # the same forms as HelmRelease.spec.chart
         repository: {url: https://charts.example.com, name: webapp, version: "^1.0"}
       overrideValues: {ingress: {enabled: false}}   # win over the resource's spec
+      valuesFiles:                  # as HelmRelease.spec.valuesFiles: under the resource's spec
+      - {sourceRef: {kind: GitRepository, name: config}, path: webapp/values.yaml}
       interval: 10m
 
 Each resource gets a HelmRelease of its own (named ``<name>-<kind>``, owned by the resource), with
@@ -39,6 +41,9 @@ class AppKind:
     chart: dict[str, Any]
     override_values: dict[str, Any] = field(default_factory=dict)
     interval: str = "10m"
+    # spec.valuesFiles of every resource's HelmRelease, as written (a source named without a namespace is of the
+    # resource's)
+    values_files: tuple[dict[str, Any], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -65,12 +70,14 @@ def parse_apps(text: str, where: str = "apps file") -> list[AppKind]:
             raise SpecError("InvalidApps", f"{where}: apps[{i}] lacks {', '.join(missing)}")
         if not _NAME.match(str(entry["group"])) or "." not in str(entry["group"]):
             raise SpecError("InvalidApps", f"{where}: apps[{i}].group {entry['group']!r} must be a DNS name")
-        # The chart reference takes the exact same checks as a HelmRelease's.
-        parse_spec({"chart": entry["chart"]}, "probe", "default")
+        # The chart reference and the values files take the exact same checks as a HelmRelease's.
+        files = entry.get("valuesFiles") or []
+        parse_spec({"chart": entry["chart"], "valuesFiles": files}, "probe", "default")
         kind = str(entry["kind"])
         plural = str(entry.get("plural") or kind.lower() + "s")
         resource = Kind(kind, str(entry["group"]), str(entry["version"]), plural)
         out.append(AppKind(resource, chart=entry["chart"],
                            override_values=dict(entry.get("overrideValues") or {}),
+                           values_files=tuple(files),
                            interval=str(entry.get("interval") or "10m")))
     return out

@@ -93,6 +93,25 @@ class ValuesReference:
     literal: bool = False  # the value at target_path is the string as it is (helm's --set-literal)
 
 
+VALUES_FILE_SOURCES = ("GitRepository", "OCIRepository", "Bucket", "ExternalArtifact")  # what spec.valuesFiles reads
+MAX_VALUES_FILES = 16
+
+
+@dataclass(frozen=True)
+class ValuesFile:
+    """spec.valuesFiles[]: a values file of a source's artifact, read at the revision the source published."""
+
+    kind: str  # VALUES_FILE_SOURCES
+    name: str
+    path: str  # relative to the artifact's root, inside it
+    namespace: str = ""  # of the source; "" = the HelmRelease's
+    optional: bool = False  # a missing file is skipped rather than refused (ValuesFileNotFound)
+
+    def describe(self, namespace: str) -> str:
+        """The file as a message names it: ``path`` of ``kind namespace/name``."""
+        return f"{self.path!r} of {self.kind} {self.namespace or namespace}/{self.name}"
+
+
 CRD_POLICIES = ("Skip", "Create", "CreateReplace")
 PROPAGATIONS = ("background", "foreground", "orphan")
 
@@ -206,6 +225,8 @@ class HelmReleaseSpec:
     storage_namespace: str
     values: dict[str, Any] = field(default_factory=dict)
     values_from: tuple[ValuesReference, ...] = ()
+    # merged after the chart's values (and its spec.chart.spec.valuesFiles), before valuesFrom and values
+    values_files: tuple[ValuesFile, ...] = ()
     interval: float = DEFAULT_INTERVAL
     suspend: bool = False
     timeout: float = DEFAULT_TIMEOUT
@@ -456,6 +477,42 @@ def _values_from(raw: Any) -> tuple[ValuesReference, ...]:
     return tuple(out)
 
 
+def source_values_files(raw: Any) -> tuple[ValuesFile, ...]:
+    """spec.valuesFiles: at most :data:`MAX_VALUES_FILES`, each a file of a source's artifact by a path that stays
+    inside it (the tree readers refuse a link out of it when the file is read)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError("InvalidSpec", "spec.valuesFiles must be a list")
+    if len(raw) > MAX_VALUES_FILES:
+        raise SpecError("InvalidSpec", f"spec.valuesFiles lists {len(raw)} files, more than {MAX_VALUES_FILES}")
+    return tuple(_values_file(entry, f"spec.valuesFiles[{i}]") for i, entry in enumerate(raw))
+
+
+def _values_file(raw: Any, where: str) -> ValuesFile:
+    source = raw.get("sourceRef") if isinstance(raw, dict) else None
+    if not isinstance(source, dict) or not source.get("name"):
+        raise SpecError("InvalidSpec", f"{where} needs sourceRef.kind, sourceRef.name and path")
+    kind = text(source, "kind")
+    if kind not in VALUES_FILE_SOURCES:
+        raise SpecError("UnsupportedSourceKind", f"{where}.sourceRef.kind {kind[:60]!r} is not supported: values "
+                                                 f"files are read from {', '.join(VALUES_FILE_SOURCES)}")
+    return ValuesFile(kind=kind, name=text(source, "name"), namespace=text(source, "namespace"),
+                      path=_inside(text(raw, "path"), f"{where}.path"), optional=flag(raw, "optional"))
+
+
+def _inside(path: str, where: str) -> str:
+    """A file's path relative to an artifact's root (a leading ``./`` dropped); InvalidSpec for one that could
+    name anything else: absolute, with a ``..`` or an empty segment, a folder."""
+    path = path.removeprefix("./")
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or "\0" in path or len(path) > 1024 or any(
+            part in ("", ".", "..") for part in parts):
+        raise SpecError("InvalidSpec", f"{where} {path[:80]!r} must be the relative path of a file inside the "
+                                       "source's artifact (no leading '/', no '..' or '.' segment, no trailing '/')")
+    return path
+
+
 def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
                origin: dict[str, str] | None = None, group: str = "") -> HelmReleaseSpec:
     """``origin``: labels every object of the release carries (``Kind.origin_labels``: Flux's, on a Flux
@@ -484,6 +541,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
         storage_namespace=storage,
         values=values,
         values_from=_values_from(spec.get("valuesFrom")),
+        values_files=source_values_files(spec.get("valuesFiles")),
         interval=duration_field(spec, "interval", DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
         suspend=bool(spec.get("suspend", False)),
         timeout=duration_field(spec, "timeout", DEFAULT_TIMEOUT) or DEFAULT_TIMEOUT,

@@ -52,8 +52,8 @@ def _reference(ref: Mapping[str, Any], where: str, *, loose: bool = False) -> No
 
 
 def check_references(spec: Mapping[str, Any], where: str = "spec", depth: int = 0) -> None:
-    """SpecError when a name ``spec`` gives of another object (a ``*Ref``, valuesFrom, dependsOn, substituteFrom,
-    healthChecks, a ServiceAccount or target namespace) is one the API server would refuse."""
+    """SpecError when a name ``spec`` gives of another object (a ``*Ref``, valuesFrom, valuesFiles, dependsOn,
+    substituteFrom, healthChecks, a ServiceAccount or target namespace) is one the API server would refuse."""
     if depth > 8:
         return
     for key, value in spec.items():
@@ -62,6 +62,10 @@ def check_references(spec: Mapping[str, Any], where: str = "spec", depth: int = 
             if str(key).endswith("Ref"):
                 _reference(value, at)
             check_references(value, at, depth + 1)
+        elif isinstance(value, list) and key == "valuesFiles":  # [{sourceRef, path}] (a chart's: of strings)
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    check_references(item, f"{at}[{i}]", depth + 1)
         elif isinstance(value, list) and key in (*_LISTS, "healthChecks"):
             for i, item in enumerate(value):
                 if isinstance(item, Mapping):

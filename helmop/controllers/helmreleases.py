@@ -343,6 +343,10 @@ class _Release:
         if source is not None:
             kind = self.family.source(source[0])
             targets.append(ObjectKey(kind.key if kind else source[0], source[1] or namespace, source[3]))
+        for values_file in spec.values_files:  # a new artifact wakes it; its values decide whether it upgrades
+            kind = self.family.source(values_file.kind)
+            targets.append(ObjectKey(kind.key if kind else values_file.kind, values_file.namespace or namespace,
+                                     values_file.name))
         if spec.kube_config is not None:
             targets.append(ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1]))
         self.ctx.memory.refer(key, targets)

@@ -89,6 +89,8 @@ def _check_helm_release(spec: HelmReleaseSpec, this: Resource, tenancy: Tenancy)
     source = chart_source(spec)
     if source is not None:
         tenancy.check_reference(this.namespace, source[1], source[2])
+    for i, values_file in enumerate(spec.values_files):
+        tenancy.check_reference(this.namespace, values_file.namespace, f"spec.valuesFiles[{i}].sourceRef")
     _check_dependencies(spec.depends_on, this.namespace, tenancy)
     check_exprs(spec.health_check_exprs)
 

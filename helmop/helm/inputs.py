@@ -29,6 +29,7 @@ from helmop.api.helmrelease import (
     HelmReleaseSpec,
     SharedRepositoryChart,
     SourceChart,
+    ValuesFile,
     ValuesReference,
 )
 from helmop.api.kinds import HELMOP, Family, Kind
@@ -56,7 +57,7 @@ from helmop.sources.readers import Readers as SourceReaders
 from helmop.sources.readers import Referrer, read_file, referenced, source_artifact, unpublished
 from helmop.sources.repositories import Credentials, Repositories, ResolvedChart
 from helmop.sources.secrets import secret_entries
-from helmop.sources.trees import GitArtifact
+from helmop.sources.trees import Artifact, GitArtifact
 from helmop.sources.verification import registry
 
 
@@ -160,7 +161,7 @@ async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec,
             pieces.append((ref, text))
             _check_size(pieces)
             if worker is not None and not ref.target_path and len(text) > yamlc.LARGE:
-                pieces[-1] = (ref, await _as_json(worker, ref, text))
+                pieces[-1] = (ref, await _as_json(worker, f"{ref.kind} {ref.name} key {ref.values_key}", text))
             if from_secret:
                 refs_secrets.append(len(pieces) - 1)
     secrets = [s for i in refs_secrets for s in _secret_strings(
@@ -168,9 +169,9 @@ async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec,
     return pieces, secrets
 
 
-async def _as_json(worker: Worker, ref: ValuesReference, text: str) -> str:
-    """A values document loaded in the worker, as JSON text; InputError as parsing it here would give."""
-    where = f"{ref.kind} {ref.name} key {ref.values_key}"
+async def _as_json(worker: Worker, where: str, text: str) -> str:
+    """A values document (``where``, as a message names it) loaded in the worker, as JSON text; InputError as
+    parsing it here would give."""
     try:
         documents = await worker.documents(text)
     except yaml.YAMLError as exc:
@@ -202,13 +203,69 @@ async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_a
     release = [spec.release_name, spec.target_namespace]
     try:
         chart = await chart_inputs(ctx, namespace, spec.chart, family, interval=spec.interval, asked_at=asked_at)
+        files = await source_values(ctx, namespace, spec.values_files, family, ctx.yaml)
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
-    if chart.file_values:
-        values = compose_values(pieces, spec, chart.file_values)
+    if chart.file_values or files:  # the chart's own values files, then spec.valuesFiles, under valuesFrom
+        values = compose_values(pieces, spec, helm_values.merge(chart.file_values, files))
     digest = helm_values.digest({"chart": chart.reference, "values": values, "release": release,
                                  "postRender": spec.post_render})
     return Inputs(chart.resolved, chart.path, values, digest, secrets + chart.creds.secrets(), chart.source_revision)
+
+
+MAX_VALUES_FILE_BYTES = 1 << 20
+
+
+async def source_values(ctx: Readers, namespace: str, files: tuple[ValuesFile, ...], family: Family = HELMOP,
+                        worker: Worker | None = None) -> dict[str, Any]:
+    """spec.valuesFiles of a release of ``namespace``, merged in order: each read from its source's artifact at
+    the revision the source published (each source's artifact read once, however many of its files are named).
+    What a release takes of them is their values: a revision that changes none of them changes no digest."""
+    merged: dict[str, Any] = {}
+    read: dict[tuple[str, str, str], Artifact] = {}
+    total = 0
+    for i, ref in enumerate(files):
+        text = await values_file_text(ctx, namespace, ref, f"spec.valuesFiles[{i}]", family, read)
+        if text is None:
+            continue
+        total += len(text)
+        if total > MAX_VALUES_BYTES:
+            raise InputError("ValuesTooLarge", f"spec.valuesFiles add up to more than {MAX_VALUES_BYTES >> 20} MiB "
+                                               "(helm keeps the values in a release record)", transient=False)
+        where = ref.describe(namespace)
+        if worker is not None and len(text) > yamlc.LARGE:
+            text = await _as_json(worker, where, text)
+        try:
+            merged = helm_values.merge(merged, helm_values.parse_values(text, where))
+        except ValueError as exc:
+            raise InputError("ValuesInvalid", str(exc), transient=False) from None
+    return merged
+
+
+async def values_file_text(ctx: Readers, namespace: str, ref: ValuesFile, field: str, family: Family,
+                           read: dict[tuple[str, str, str], Artifact]) -> str | None:
+    """The text of one values file (``field`` names it in a refusal; None: optional, and missing), its source's
+    artifact read into ``read`` unless it is there. The one place a values file's bytes are read."""
+    where = ref.namespace or namespace
+    source = (ref.kind, where, ref.name)
+    if source not in read:
+        read[source] = await source_artifact(ctx, family, ref.kind, where, ref.name,
+                                             Referrer(namespace, f"{field}.sourceRef"))
+    artifact = read[source]
+    data = await read_file(artifact, ref.path)  # a link out of the artifact is refused there (InvalidPath)
+    if data is None:
+        if ref.optional:
+            return None
+        raise InputError("ValuesFileNotFound", f"{field}: {ref.describe(namespace)} does not exist at revision "
+                                               f"{artifact.revision} (set optional to skip it)", transient=False)
+    if len(data) > MAX_VALUES_FILE_BYTES:
+        raise InputError("ValuesTooLarge", f"{field}: {ref.describe(namespace)} is {len(data) >> 10} KiB, more than "
+                                           f"{MAX_VALUES_FILE_BYTES >> 20} MiB", transient=False)
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise InputError("ValuesInvalid", f"{field}: {ref.describe(namespace)} is not UTF-8 text",
+                         transient=False) from None
 
 
 @dataclass(frozen=True)
