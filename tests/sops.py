@@ -155,11 +155,19 @@ def pgp_key(user: str = "helmop test <test@helmop.dev>",
     return str(tsk), tsk.extract_certificate()
 
 
-GPG_SHAPES = {
-    # (primary: algorithm, usage), then the subkeys gpg --quick-add-key adds (algorithm, usage)
+GPG_SHAPES: dict[str, tuple[tuple[str, str], tuple[tuple[str, ...], ...]]] = {
+    # (primary: algorithm, usage), then the subkeys gpg --quick-add-key adds (algorithm, usage[, its own expiry])
     "primary-only": (("rsa2048", "cert,sign,encr"), ()),
     "primary-and-subkey": (("rsa2048", "cert,sign,encr"), (("rsa2048", "encr"),)),  # Flux's own test key's shape
     "subkey-only": (("ed25519", "cert,sign"), (("cv25519", "encr"),)),  # gpg's default shape
+    # gpg encrypts to the newest encryption subkey; an older one only when told (--recipient KEYID!)
+    "several-subkeys": (("ed25519", "cert,sign"), (("cv25519", "encr"), ("rsa2048", "encr"), ("cv25519", "encr"))),
+    # made in the past (gpg_keys's ``when``): two subkeys expired a day and two days after, the third never does
+    # (two: in whatever order a certificate lists them, one is not its last key)
+    "expired-subkey": (("ed25519", "cert,sign"), (("cv25519", "encr", "1d"), ("cv25519", "encr", "2d"),
+                                                  ("cv25519", "encr"))),
+    # the first two subkeys to be revoked by the test (GpgKey.revoke_subkey): gpg makes no key revoked in part
+    "revoked-subkey": (("ed25519", "cert,sign"), (("cv25519", "encr"), ("cv25519", "encr"), ("cv25519", "encr"))),
 }
 
 
@@ -183,12 +191,14 @@ class GpgKey:
         how = "--export-secret-subkeys" if subkeys_only else "--export-secret-keys"
         return self.gpg("--passphrase", passphrase, how, "--armor", self.fingerprint)
 
-    def encrypt(self, data: bytes, *, when: str = "", hidden: bool = False) -> str:
-        """``data`` encrypted by gpg for this key (to the encryption key gpg chooses, as SOPS's gpg does;
-        ``hidden``: its key id left out of the message, gpg's --hidden-recipient)."""
+    def encrypt(self, data: bytes, *, when: str = "", hidden: bool = False, to: str = "") -> str:
+        """``data`` encrypted by gpg for this key (to the encryption key gpg chooses, as SOPS's gpg does, or to
+        the one whose key id is ``to``: gpg's --recipient KEYID!; ``hidden``: its key id left out of the message,
+        gpg's --hidden-recipient)."""
         faked = ["--faked-system-time", when] if when else []
         recipient = "--hidden-recipient" if hidden else "--recipient"
-        return self.gpg(*faked, "--encrypt", "--armor", recipient, self.fingerprint, data=data).decode().strip()
+        return self.gpg(*faked, "--encrypt", "--armor", recipient, f"{to.upper()}!" if to else self.fingerprint,
+                        data=data).decode().strip()
 
     def session_key(self, message: str) -> bytes:
         """The session key gpg finds in ``message`` (--show-session-key): what its encrypted data is sealed with."""
@@ -200,6 +210,20 @@ class GpgKey:
         """Revoke the whole key with the certificate gpg made with it (its openpgp-revocs.d)."""
         made = (self.home / "openpgp-revocs.d" / f"{self.fingerprint}.rev").read_text()
         self.gpg("--import", data=made.replace(":-----BEGIN", "-----BEGIN").encode())
+
+    def revoke_subkey(self, key_id: str) -> None:
+        """Revoke one subkey by --edit-key's revkey, its prompts answered over --command-fd (gpg 2.2 has no
+        --quick-revoke for a subkey): key N, revkey, sure, reason 0 (none given), no description, okay, save."""
+        index = self.key_ids().index(key_id)
+        self.gpg("--command-fd", "0", "--edit-key", self.fingerprint,
+                 data=f"key {index}\nrevkey\ny\n0\n\ny\nsave\n".encode())
+        assert self.validity(key_id) == "r", f"gpg did not revoke subkey {key_id}"
+
+    def validity(self, key_id: str) -> str:
+        """What gpg says of one of its keys now (--with-colons: "u" ultimately trusted, "e" expired, "r" revoked)."""
+        lines = self.gpg("--with-colons", "--list-keys", self.fingerprint).decode().splitlines()
+        return next(fields[1] for fields in (line.split(":") for line in lines)
+                    if fields[0] in ("pub", "sub") and fields[4].lower() == key_id)
 
     def key_ids(self) -> list[str]:
         """The key ids of its primary and subkeys, in gpg's order (lower-case hex)."""
@@ -251,9 +275,9 @@ def gpg_keys(*shapes: str, passphrase: str = "", when: str = "", expire: str = "
                       algorithm, usage, expire)
             listed = maker.gpg("--with-colons", "--list-keys", f"k{i}@helmop.dev").decode().splitlines()
             key = GpgKey(home, next(line.split(":")[9] for line in listed if line.startswith("fpr:")))
-            for sub_algorithm, sub_usage in subkeys:
+            for sub_algorithm, sub_usage, *own_expiry in subkeys:
                 key.gpg(*faked, "--passphrase", passphrase, "--quick-add-key", key.fingerprint, sub_algorithm,
-                        sub_usage, expire)
+                        sub_usage, own_expiry[0] if own_expiry else expire)
             keys.append(key)
         yield keys
     finally:

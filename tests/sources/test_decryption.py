@@ -1,7 +1,8 @@
 """SOPS decryption (helmop.sources.decryption): files the real sops wrote (the folder HELMOP_SOPS_FILES names),
 files the tests' own encryptor writes for age and OpenPGP keys in every store, OpenPGP keys of every shape
-Debian's gpg makes with their data keys wrapped by gpg itself, and what is refused: a value changed or moved, a
-foreign key, a cloud KMS, Shamir groups, keys and documents past their bounds."""
+Debian's gpg makes with their data keys wrapped by gpg itself (several encryption subkeys; an expired or revoked
+one beside a valid one), and what is refused: a value changed or moved, a foreign key, a cloud KMS, Shamir groups,
+keys and documents past their bounds."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.kustomize import Kustomize
 from helmop.sources.trees import TreeArtifact
-from tests.sops import GpgKey, Sops, age_identity, armor_age, gpg_keys, packet, pgp_key
+from tests.sops import STAMP, GpgKey, Sops, age_identity, armor_age, gpg_keys, packet, pgp_key
 from tests.tools import tool
 
 SHARED = os.environ.get("HELMOP_SOPS_FILES", "")
@@ -171,6 +172,87 @@ def test_a_named_key_that_cannot_decrypt_says_why() -> None:
         with pytest.raises(SourceError, match=f"{revoked.key_ids()[0].upper()} is held but cannot decrypt: it is "
                                               "revoked"):
             decrypt(text, stores.Format.YAML, key)
+
+
+def gpg_file(key: GpgKey, to: str, when: str = "") -> str:
+    """A SOPS file (Flux's usual regex) whose data key gpg wrapped for ``key``'s subkey ``to`` alone (--recipient
+    KEYID!), gpg's clock at ``when``; one pgp entry, naming the primary's fingerprint as SOPS does."""
+    writer = Sops(regex="^(data|stringData)$")
+    doc = yaml.safe_load(writer.yaml(SECRET))
+    doc["sops"]["pgp"] = [{"created_at": STAMP, "fp": key.fingerprint,
+                           "enc": key.encrypt(writer.key, to=to, when=when)}]
+    return yaml.safe_dump(doc)
+
+
+def wrapped_for(text: str) -> list[str]:
+    """The key ids the pgp entry of a SOPS file (YAML) names."""
+    return pkesk_ids(yaml.safe_load(text)["sops"]["pgp"][0]["enc"])
+
+
+def test_a_key_with_several_encryption_subkeys_decrypts_for_each() -> None:
+    """Two cv25519 encryption subkeys and an RSA one: gpg encrypts to the newest, and to an older one when told
+    (--recipient KEYID!); whichever the message names, its secret subkey decrypts, as with gpg."""
+    with gpg_keys("several-subkeys") as (key,):
+        ids = key.key_ids()
+        keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
+        assert [k.key_id for k in keys.pgp] == ids and len(ids) == 4
+        text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
+        assert len(wrapped_for(text)) == 1 and wrapped_for(text)[0] in ids[1:]  # gpg chose one of them
+        assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+        for subkey in ids[1:]:
+            told = gpg_file(key, subkey)
+            assert wrapped_for(told) == [subkey]
+            assert yaml.safe_load(decrypt(told, stores.Format.YAML, keys)) == SECRET
+        with pytest.raises(SourceError, match="MAC does not match"):
+            decrypt(told.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+
+
+def test_expired_subkeys_beside_a_valid_one() -> None:
+    """A key made in 2020 whose first two encryption subkeys expired a day and two days later, its third never: gpg
+    now encrypts to the valid one, which decrypts. A file gpg wrapped in 2020 for an expired one is refused, naming
+    that subkey and when it expired: gpg still decrypts it, but Sequoia's decryptor takes only keys valid now
+    (pysequoia offers no other time or policy), so helmop cannot. Two expired: whatever order the certificate
+    lists its subkeys in, one of them is not the last."""
+    with gpg_keys("expired-subkey", when="20200101T000000") as (key,):
+        _primary, *expired, valid = key.key_ids()
+        assert [key.validity(k) for k in expired] == ["e", "e"] and key.validity(valid) not in ("e", "r")
+        keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
+        text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
+        assert wrapped_for(text) == [valid]
+        assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+        with pytest.raises(SourceError, match="MAC does not match"):
+            decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+        for subkey, day in zip(expired, ("02", "03"), strict=True):
+            old = gpg_file(key, subkey, when="20200101T120000")
+            assert wrapped_for(old) == [subkey]
+            assert len(key.gpg("--decrypt", data=yaml.safe_load(old)["sops"]["pgp"][0]["enc"].encode())) == 32
+            with pytest.raises(SourceError, match=f"{subkey.upper()} is held but cannot decrypt: it expired on "
+                                                  f"2020-01-{day} 00:00 UTC") as refused:
+                decrypt(old, stores.Format.YAML, keys)
+            assert valid.upper() not in str(refused.value)
+
+
+def test_revoked_subkeys_beside_a_valid_one() -> None:
+    """A key whose first two encryption subkeys were revoked after a file was encrypted for each: gpg now encrypts
+    to the third, which decrypts; a file for a revoked one is refused naming it (gpg would still decrypt it). Two
+    revoked: whatever order the certificate lists its subkeys in, one of them is not the last."""
+    with gpg_keys("revoked-subkey") as (key,):
+        _primary, *revoked, valid = key.key_ids()
+        old = {subkey: gpg_file(key, subkey) for subkey in revoked}
+        for subkey in revoked:
+            key.revoke_subkey(subkey)
+        keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
+        text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
+        assert wrapped_for(text) == [valid]
+        assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+        with pytest.raises(SourceError, match="MAC does not match"):
+            decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+        for subkey, file in old.items():
+            assert len(key.gpg("--decrypt", data=yaml.safe_load(file)["sops"]["pgp"][0]["enc"].encode())) == 32
+            with pytest.raises(SourceError, match=f"{subkey.upper()} is held but cannot decrypt: it is "
+                                                  "revoked") as refused:
+                decrypt(file, stores.Format.YAML, keys)
+            assert valid.upper() not in str(refused.value)
 
 
 def test_a_v6_key_is_named_by_its_fingerprint() -> None:

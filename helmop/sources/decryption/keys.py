@@ -300,11 +300,12 @@ def _expiration(cert: pysequoia.Cert) -> datetime | None:
 def _validity(public: list[Packet], key: Packet, primary_expires: datetime | None) -> tuple[datetime | None, bool]:
     """When ``key`` expires (its primary's expiry, or a subkey's own by its newest binding signature, whichever
     comes first) and whether a signature after it revokes it: what to say when Sequoia will not use it."""
-    own: list[Packet] = []
+    own: list[Packet] = []  # the signatures after its key packet, up to the next key's (it need not be the last)
+    mine = False
     for packet in public:
         if packet.tag in (Tag.PublicKey, Tag.PublicSubkey):
-            own = [packet] if packet.fingerprint == key.fingerprint else []
-        elif own and packet.tag == Tag.Signature:
+            mine = packet.fingerprint == key.fingerprint
+        elif mine and packet.tag == Tag.Signature:
             own.append(packet)
     bindings = sorted((p for p in own if p.signature_type == SignatureType.SubkeyBinding),
                       key=lambda p: p.signature_created or datetime.min.replace(tzinfo=UTC))
