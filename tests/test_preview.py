@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ import yaml
 from helmop.cli import revisions
 from helmop.cli.errors import Failed
 from helmop.sources.git import Limits
+from tests.chartrepo import ChartRepo, tiny_chart
 from tests.test_cli_offline import helmop
-from tests.tools import ROOT, TOOLS, Run
+from tests.tools import ROOT, TOOLS, Run, tool
 
 CHART = {
     "Chart.yaml": "apiVersion: v2\nname: web\nversion: 1.0.0\n",
@@ -237,3 +239,78 @@ def test_preview_against_the_cluster_shows_what_applying_the_head_would_change(t
             assert form not in done.stdout + done.stderr
     both = helmop("preview", "--repo", str(repo), "--cluster", "--base", "main", "--head", "pr")
     assert both.returncode == 2 and "either --base REF" in both.stderr
+
+
+@pytest.fixture
+def flux_charts(tmp_path: Path) -> Iterator[ChartRepo]:
+    """A chart repository on loopback: tiny 0.1.0, and 0.2.0 whose ConfigMap says more."""
+    repo = ChartRepo(tmp_path / "charts", tiny_chart(tmp_path / "charts" / "src", "mode: slow\n",
+                                                     "  mode: {{ .Values.mode }}\n"), tool("helm"))
+    repo.publish("tiny", "0.1.0")
+    repo.publish("tiny", "0.2.0", templates={"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: "
+                                                         "{{ .Release.Name }}\ndata:\n  mode: {{ .Values.mode }}\n"
+                                                         "  size: large\n"})
+    yield repo
+    repo.close()
+
+
+def _flux_release(name: str, chart: str, version: str) -> dict[str, object]:
+    return {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"interval": "5m", "chart": {"spec": {"chart": chart, "version": version,
+                                                          "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}}
+
+
+def _flux_repo(path: Path) -> Path:
+    """main: a Flux Kustomization over apps, whose HelmRepository (a URL nothing answers: the mirror has it) has
+    the chart of two Flux HelmReleases; the pull request (branch pr): web's chart 0.1.0 -> 0.2.0, and gone's chart
+    is one the repository does not have."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    sync = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system"},
+            "spec": {"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": "./apps", "interval": "5m",
+                     "prune": True}}
+    source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository",
+              "metadata": {"name": "charts", "namespace": "shop"},
+              "spec": {"url": "http://127.0.0.1:1/stable", "interval": "1h"}}
+    _commit(path, {"clusters/prod/apps.yaml": yaml.safe_dump(sync),
+                   "apps/kustomization.yaml": "resources: [charts.yaml, web.yaml, gone.yaml]\n",
+                   "apps/charts.yaml": yaml.safe_dump(source),
+                   "apps/web.yaml": yaml.safe_dump(_flux_release("web", "tiny", "0.1.0")),
+                   "apps/gone.yaml": yaml.safe_dump(_flux_release("gone", "tiny", "0.1.0"))}, "base")
+    subprocess.run(["git", "-C", str(path), "checkout", "-q", "-b", "pr"], check=True)
+    _commit(path, {"apps/web.yaml": yaml.safe_dump(_flux_release("web", "tiny", "0.2.0")),
+                   "apps/gone.yaml": yaml.safe_dump(_flux_release("gone", "no-such-chart", "1.0.0"))},
+            "the pull request")
+    return path
+
+
+def test_preview_renders_flux_helmreleases_and_names_a_chart_it_cannot_fetch(tmp_path: Path,
+                                                                             flux_charts: ChartRepo) -> None:
+    """A Flux HelmRelease is rendered as helmop's are, its chart from a Flux HelmRepository of the build
+    (through --chart-mirror); the group of a release whose chart cannot be fetched says why, the rest is shown,
+    and the exit code says that a revision did not render; each group is named by its own kind."""
+    repo = _flux_repo(tmp_path / "repo")
+    done = _preview(repo, "--chart-mirror", f"http://127.0.0.1:1/stable={flux_charts.url}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    headers = sorted(line for line in done.stdout.splitlines() if re.match(r"# .*\((added|changed|removed)\)$", line))
+    assert headers == ["# HelmRelease shop/web: ConfigMap/shop/web (changed)",
+                       "# Kustomization apps: HelmRelease/shop/gone (changed)",
+                       "# Kustomization apps: HelmRelease/shop/web (changed)"], done.stdout
+    web = done.stdout.split("ConfigMap/shop/web (changed)\n")[1].split("\n# ")[0]
+    assert [line for line in web.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == [
+        "+  size: large"], web
+    assert "# HelmRelease shop/web: chart\n" in done.stdout
+    assert "# HelmRelease shop/gone: not rendered in pr: " in done.stdout and "no-such-chart" in done.stdout
+    assert "HelmRelease shop/gone: not rendered in pr: " in done.stderr and "ConfigSync" not in done.stdout
+    found = json.loads(_preview(repo, "-o", "json", "--chart-mirror",
+                                f"http://127.0.0.1:1/stable={flux_charts.url}").stdout)
+    assert found["summary"] == {"added": 0, "changed": 3, "removed": 0}
+    assert [(u["name"], bool(u["base"]), "no-such-chart" in u["head"]) for u in found["unrendered"]] == [
+        ("HelmRelease shop/gone", False, True)]
+    assert found["groups"] == {"HelmRelease shop/web": "helm.toolkit.fluxcd.io/v2",
+                               "HelmRelease shop/gone": "helm.toolkit.fluxcd.io/v2",
+                               "Kustomization apps": "kustomize.toolkit.fluxcd.io/v1"}
+    unmirrored = _preview(repo)  # the tree's URL is not served: every chart's group says so, the rest still shown
+    assert unmirrored.returncode == 1 and "# Kustomization apps: HelmRelease/shop/web (changed)" in unmirrored.stdout
+    assert "# HelmRelease shop/web: not rendered in main, pr: " in unmirrored.stdout, unmirrored.stdout

@@ -1,9 +1,11 @@
 """What a change to a config repository changes, object by object, between two renderings
-(:class:`helmop.api.rendered.Rendering`): added, changed and removed objects with their unified diffs, grouped by
-the ConfigSync or HelmRelease they come from, and the releases whose chart or values change; and how that is
-said (unified diffs, a pull-request comment's markdown, JSON). Bounded: a diff stops after ``max_lines`` lines, the
-list after ``max_objects`` objects, a comment at ``max_chars`` characters, each with a count of what was left out.
-What the renderings saw of secrets is masked. Pure: ``helmop preview`` and the Preview kind say the same."""
+(:class:`helmop.api.rendered.Rendering`): added, changed and removed objects with their unified diffs, grouped by the
+ConfigSync, Flux Kustomization or HelmRelease they come from (each group with its own kind and apiVersion), the releases
+whose chart or values change, and those that could not be rendered, with why (their objects are not compared: the rest
+is); and how that is said (unified diffs, a pull-request comment's markdown, JSON). Bounded: a diff stops after
+``max_lines`` lines, the list after ``max_objects`` objects, a comment at ``max_chars`` characters, each with a count of
+what was left out. What the renderings saw of secrets is masked. Pure: ``helmop preview`` and the Preview kind say the
+same."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import difflib
 import html
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .redaction import redact
@@ -35,15 +37,38 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Unrendered:
+    """A release's group that one side or both could not render: why, for each side ("" where it rendered)."""
+
+    group: str
+    base: str
+    head: str
+
+    def said(self, base: str, head: str) -> list[tuple[str, str]]:
+        """(where, why): the sides named ``base`` and ``head``, together when they say the same."""
+        if self.base == self.head:
+            return [(f"{base}, {head}", self.base)]
+        return [(side, why) for side, why in ((base, self.base), (head, self.head)) if why]
+
+    def lines(self, base: str, head: str) -> list[str]:
+        return [f"{self.group}: not rendered in {where}: {why}" for where, why in self.said(base, head)]
+
+
+@dataclass(frozen=True)
 class Changes:
     objects: list[Change]
     releases: list[Release]
     counts: dict[str, int]  # added, changed, removed: all of them, including any left out
     left_out: int  # objects beyond max_objects
+    unrendered: list[Unrendered] = field(default_factory=list)
+    groups: dict[str, str] = field(default_factory=dict)  # every group -> the apiVersion of what it is named after
 
     def json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"summary": dict(self.counts), "leftOut": self.left_out,
-                               "releases": [{"name": r.group, "change": r.change} for r in self.releases]}
+                               "releases": [{"name": r.group, "change": r.change} for r in self.releases],
+                               "groups": dict(self.groups),
+                               "unrendered": [{"name": u.group, "base": u.base, "head": u.head}
+                                              for u in self.unrendered]}
         for kind in KINDS:
             out[kind] = [{"group": c.group, "object": c.object, "diff": c.diff} for c in self.objects
                          if c.change == kind]
@@ -68,7 +93,11 @@ def compare(base: Rendering, head: Rendering, *, max_lines: int = 500, max_objec
     secrets = base.secrets + head.secrets
     objects: list[Change] = []
     counts = dict.fromkeys(KINDS, 0)
-    for group in sorted(base.groups.keys() | head.groups.keys()):
+    unrendered = [Unrendered(group, redact(base.unrendered.get(group, ""), secrets),
+                             redact(head.unrendered.get(group, ""), secrets))
+                  for group in sorted(base.unrendered.keys() | head.unrendered.keys())]
+    skipped = {u.group for u in unrendered}  # one side's objects unknown: not compared
+    for group in sorted((base.groups.keys() | head.groups.keys()) - skipped):
         before, after = base.groups.get(group, {}), head.groups.get(group, {})
         for name in sorted(before.keys() | after.keys()):
             old, new = before.get(name, ""), after.get(name, "")
@@ -79,12 +108,13 @@ def compare(base: Rendering, head: Rendering, *, max_lines: int = 500, max_objec
             if len(objects) < max_objects:
                 masked = _diff(redact(old, secrets), redact(new, secrets), name, max_lines)
                 objects.append(Change(group, name, change, masked))
-    return Changes(objects, _releases(base, head), counts, sum(counts.values()) - len(objects))
+    return Changes(objects, _releases(base, head, skipped), counts, sum(counts.values()) - len(objects), unrendered,
+                   {**base.api_versions, **head.api_versions})
 
 
-def _releases(base: Rendering, head: Rendering) -> list[Release]:
+def _releases(base: Rendering, head: Rendering, skipped: set[str]) -> list[Release]:
     out = []
-    for group in sorted(base.releases.keys() | head.releases.keys()):
+    for group in sorted((base.releases.keys() | head.releases.keys()) - skipped):
         before, after = base.releases.get(group), head.releases.get(group)
         if before is None or after is None:
             out.append(Release(group, "added" if before is None else "removed"))
@@ -95,16 +125,17 @@ def _releases(base: Rendering, head: Rendering) -> list[Release]:
     return out
 
 
-def _summary(found: Changes) -> list[str]:
+def _summary(found: Changes, base: str, head: str) -> list[str]:
     lines = [found.summary]
     lines += [f"{release.group}: {release.change}" for release in found.releases]
+    lines += [line for u in found.unrendered for line in u.lines(base, head)]
     return lines + ([f"… {found.left_out} more objects"] if found.left_out else [])
 
 
 def unified(found: Changes, base: str, head: str) -> str:
-    """Each object's diff under a ``#`` header line, and the summary last."""
+    """Each object's diff under a ``#`` header line, and the summary last (the releases not rendered, with why)."""
     out = [f"# {c.group}: {c.object} ({c.change})\n{c.diff}" for c in found.objects]
-    return "".join(out) + "".join(f"# {line}\n" for line in [f"{base}..{head}", *_summary(found)])
+    return "".join(out) + "".join(f"# {line}\n" for line in [f"{base}..{head}", *_summary(found, base, head)])
 
 
 def _fence(text: str) -> str:
@@ -132,10 +163,16 @@ def markdown(found: Changes, base: str, head: str, *, max_chars: int = 0) -> str
     if found.releases:
         out.append("\n**Releases whose chart or values change**\n\n" + "".join(
             f"- {_code(release.group)}: {release.change}\n" for release in found.releases))
+    if found.unrendered:
+        out.append("\n**Releases not rendered** (their objects are not compared)\n\n" + "".join(
+            f"- {_code(u.group)}: not rendered in {_code(where)}: {html.escape(why, quote=False)}\n"
+            for u in found.unrendered for where, why in u.said(base, head)))
     group, shown, reserve = "", 0, 200  # room for the closing line
     for change in found.objects:
         fence = _fence(change.diff)
-        section = (f"\n#### {html.escape(change.group)}\n" if change.group != group else "") + (
+        kind = found.groups.get(change.group, "")
+        section = (f"\n#### {html.escape(change.group)}" + (f" <sub>{html.escape(kind)}</sub>" if kind else "")
+                   + "\n" if change.group != group else "") + (
             f"\n<details><summary>{change.change}: <code>{html.escape(change.object)}</code></summary>\n\n"
             f"{fence}diff\n{change.diff}{fence}\n</details>\n")
         if max_chars and sum(map(len, out)) + len(section) + reserve > max_chars:

@@ -1,7 +1,8 @@
 """What a preview compares: the objects one side renders (a revision of a config repository, or what the cluster
-holds), each as YAML, grouped by the ConfigSync or HelmRelease they come from. Secrets never enter in the clear: a
-Secret's values become a keyed digest (the same value gives the same marker within one run, so a change shows, a
-value does not), and every secret string seen is kept to be masked wherever else it appears.
+holds), each as YAML, grouped by the ConfigSync, Flux Kustomization or HelmRelease (helmop's or Flux's) they come
+from. Secrets never enter in the clear: a Secret's values become a keyed digest (the same value gives the same marker
+within one run, so a change shows, a value does not), and every secret string seen is kept to be masked wherever
+else it appears.
 
 A live object is shown as the diff should see it (:func:`live_view`): what the API server adds of its own
 (status, managedFields, resourceVersion, uid, creationTimestamp, generation, ...) is left out, and so are the fields
@@ -40,7 +41,18 @@ class Rendering:
     groups: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> kind/namespace/name -> YAML
     releases: dict[str, tuple[str, str]] = field(default_factory=dict)  # group -> (chart digest, values digest)
     stored: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # group -> (release, storage, target ns)
+    api_versions: dict[str, str] = field(default_factory=dict)  # group -> the apiVersion of what it is named after
+    unrendered: dict[str, str] = field(default_factory=dict)  # group -> why its release could not be rendered
     secrets: list[str] = field(default_factory=list)  # every secret string seen: masked in any output
+
+
+BUILDERS = ("ConfigSync", "Kustomization")  # the kinds whose groups are folders built ("Kustomization apps")
+
+
+def built_folder(group: str) -> str | None:
+    """The folder a group of built objects is of; None for a release's group."""
+    kind, _, path = group.partition(" ")
+    return path if kind in BUILDERS else None
 
 
 def label(obj: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ from helmop.api.errors import SpecError
 from helmop.api.flux.status import inward
 from helmop.api.helmrelease import parse_spec
 from helmop.api.kinds import FLUX, HELMOP
-from helmop.api.rendered import Rendering, as_yaml, comparable, dumped, label, live_view, server_view
+from helmop.api.rendered import Rendering, as_yaml, built_folder, comparable, dumped, label, live_view, server_view
 from helmop.api.status import parse
 from helmop.api.status.configsync import ConfigSyncStatus
 from helmop.helm.releases import FIELD_MANAGERS, Gateway
@@ -54,10 +54,12 @@ async def sides(kube: Kube, rendered: Rendering, namespace: str, salt: bytes) ->
     """(what the cluster holds, what the head renders), object by object, for :func:`helmop.api.changes.compare`."""
     out = Sides(kube, namespace, salt)
     out.head.secrets = out.base.secrets = list(rendered.secrets)
+    out.head.unrendered, out.head.api_versions = dict(rendered.unrendered), dict(rendered.api_versions)
     syncs = await _syncs(kube)
     for group, texts in sorted(rendered.groups.items()):
-        if group.startswith("ConfigSync "):
-            folder = folder_of(group.removeprefix("ConfigSync "))
+        path = built_folder(group)
+        if path is not None:
+            folder = folder_of(path)
             applying = [s for s in syncs if s.path == folder]
             where = applying[0].namespace if applying else namespace
             await _group(out, group, texts, where, [ref for s in applying for ref in s.inventory])
@@ -68,7 +70,7 @@ async def sides(kube: Kube, rendered: Rendering, namespace: str, salt: bytes) ->
         out.head.releases[group] = rendered.releases[group]
         if state.exists:  # a release the cluster lacks shows as added
             out.base.releases[group] = rendered.releases[group]
-    for group in [g for g in out.base.groups if g.startswith("ConfigSync ")]:
+    for group in [g for g in out.base.groups if built_folder(g) is not None]:
         await _removed_releases(out, group)
     return out.base, out.head
 

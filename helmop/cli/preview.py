@@ -11,6 +11,7 @@ import posixpath
 import secrets
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from .errors import Failed, program
 
 if TYPE_CHECKING:
     from helmop.api.rendered import Rendering
-    from helmop.helm.previews import Inputs, Tree
+    from helmop.helm.previews import Builds, Inputs, Tree
 
 OK, FAILED, ERROR = 0, 1, 2
 
@@ -51,10 +52,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"✗ the Kubernetes API said: {exc.message}", file=sys.stderr)
         return ERROR
     found = compare(base, head, max_lines=args.max_lines, max_objects=args.max_objects)
-    text = {"unified": unified, "markdown": markdown, "json": as_json}[args.output](
-        found, "the cluster" if args.cluster else args.base, args.head)
+    base_ref = "the cluster" if args.cluster else args.base
+    text = {"unified": unified, "markdown": markdown, "json": as_json}[args.output](found, base_ref, args.head)
     print(text, end="")
-    return OK
+    for line in (line for u in found.unrendered for line in u.lines(base_ref, args.head)):
+        print(f"✗ {line}", file=sys.stderr)
+    return FAILED if found.unrendered else OK
 
 
 _WHAT = "what a change to a config repository would change, object by object (as a pull request review)"
@@ -82,7 +85,8 @@ VERB = Verb(
     description=_WHAT + ": the revisions built and rendered as the operator would, Secrets masked, compared with "
                 "another revision (--base, offline) or with what the cluster holds (--cluster); exit 0 when they "
                 "render (whatever the diff), 1 when one does not (naming the file and why), 2 on an error (an unknown "
-                "revision)")
+                "revision); a release whose chart cannot be fetched or rendered is named with why, the rest shown, "
+                "exit 1")
 
 
 async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
@@ -91,7 +95,7 @@ async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
     from helmop.helm.engine import Engine
     from helmop.helm.previews import Inputs, Unbuildable, both, paths_of
 
-    paths = [posixpath.normpath(p).strip("/") for p in args.path or []]
+    given_paths = [posixpath.normpath(p).strip("/") for p in args.path or []]
     with tempfile.TemporaryDirectory(prefix="helmop-preview-") as folder:
         work = Path(folder)
         given = Inputs(builds.variables(args.substitute or [], args.substitute_from_file or []),
@@ -100,7 +104,7 @@ async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
                        secrets.token_bytes(32))
         head = _checkout(Path(args.repo), args.head, work / "head")
         base = None if args.cluster else _checkout(Path(args.repo), args.base, work / "base")
-        paths = paths_of(paths, head, *([base] if base else []))
+        paths = paths_of(given_paths, head, *([base] if base else []))
         if not paths:
             raise Failed(f"no ConfigSync or Kustomization in {'the head' if base is None else 'either revision'}: "
                          "name the folders with --path")
@@ -110,7 +114,7 @@ async def _sides(args: argparse.Namespace) -> tuple[Rendering, Rendering]:
             raise Unrendered(str(exc)) from None
 
 
-async def _against_cluster(args: argparse.Namespace, head: Tree, paths: list[str],
+async def _against_cluster(args: argparse.Namespace, head: Tree, paths: Mapping[str, Builds],
                            given: Inputs) -> tuple[Rendering, Rendering]:
     from helmop.helm.previews import render
 

@@ -1,7 +1,7 @@
 """HelmReleases as manifests name them, rendered without a cluster: which releases a set of manifests amounts to
-(HelmReleases, Jenkins and app resources, as the operator maps them), the ConfigMaps and Secrets their valuesFrom
-read, the chart a release names (its repository, or a path of the tree), and the objects of a rendered manifest.
-What ``helmop render``, ``helmop diff`` and previews share."""
+(helmop's and Flux's HelmReleases, Jenkins and app resources, as the operator maps them), the ConfigMaps and Secrets
+their valuesFrom read, the chart a release names (its repository, or a path of the tree), and the objects of a rendered
+manifest. What ``helmop render``, ``helmop diff`` and previews share."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ import yaml
 from helmop.api import jenkins, manifests, yamlc
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
+from helmop.api.flux import spec as flux_spec
+from helmop.api.flux import upgrade
+from helmop.api.flux.versions import flux_kind
 from helmop.api.helmcharts import parse_helm_chart
 from helmop.api.helmrelease import ArtifactChart, HelmReleaseSpec, RepositoryChart, SharedRepositoryChart, parse_spec
-from helmop.api.kinds import HELMRELEASE
+from helmop.api.kinds import FLUX, HELMRELEASE
 from helmop.api.repositories import parse_helm_repository, parse_oci_repository
 from helmop.sources import artifacts
 from helmop.sources.repositories import Credentials, Repositories
@@ -36,6 +39,7 @@ class Planned:
     namespace: str
     name: str  # the HelmRelease's name (an app's generated one: <name>-<kind>)
     spec: HelmReleaseSpec
+    api_version: str = HELMRELEASE.api_version  # of the HelmRelease: helmop's (an app's too), or Flux's
 
 
 def _app_kinds(apps: list[AppKind]) -> list[AppKind]:
@@ -55,6 +59,10 @@ def planned(found: list[manifests.Manifest], apps: list[AppKind],
             if item.api_version == HELMRELEASE.api_version and item.kind == HELMRELEASE.kind:
                 out.append(Planned(item.origin, namespace, item.name, parse_spec(spec, item.name, namespace)))
                 continue
+            if _is_flux_release(item):
+                out.append(Planned(item.origin, namespace, item.name, _flux_spec(item.api_version, spec, item.name,
+                                                                                 namespace), item.api_version))
+                continue
             kind = next((k for k in _app_kinds(apps)
                          if (k.resource.api_version, k.kind) == (item.api_version, item.kind)), None)
             if kind is not None:
@@ -64,6 +72,23 @@ def planned(found: list[manifests.Manifest], apps: list[AppKind],
         except SpecError as exc:
             errors.append(f"{item.origin}: {item.kind} {namespace}/{item.name}: {exc.reason}: {exc}")
     return out, errors
+
+
+def _is_flux_release(item: manifests.Manifest) -> bool:
+    known = flux_kind(item.api_version, item.kind)
+    return known is not None and known.kind == FLUX.helmrelease.kind and item.api_version.rpartition("/")[2] in (
+        known.served, *dict(known.removed))
+
+
+def _flux_spec(api_version: str, spec: dict[str, Any], name: str, namespace: str) -> HelmReleaseSpec:
+    """A Flux HelmRelease's spec as helmop reconciles it (``--flux-api``): a removed version's fields read as the
+    served version's (a manifest says which version it is written in), a field helmop does not implement refused by
+    name, Flux's labels on what it renders."""
+    kind = FLUX.helmrelease
+    if api_version != kind.api_version:
+        spec, _ = upgrade.upgrade(kind.kind, spec, lambda _: True)
+    flux_spec.check(kind, spec)
+    return parse_spec(spec, name, namespace, origin=kind.origin_labels(namespace, name), group=kind.group)
 
 
 def tree_values(found: list[manifests.Manifest]) -> dict[tuple[str, str, str], dict[str, str]]:

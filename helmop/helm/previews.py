@@ -17,7 +17,7 @@ import yaml
 
 from helmop.api import yamlc
 from helmop.api.actions import Action
-from helmop.api.kinds import CONFIGSYNC, FLUX_KUSTOMIZE
+from helmop.api.kinds import CONFIGSYNC, FLUX_KUSTOMIZE, family_of
 from helmop.api.manifests import Manifest, parse
 from helmop.api.redaction import redact
 from helmop.api.rendered import Rendering, as_yaml, digest, label
@@ -58,6 +58,14 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Builds:
+    """What builds a folder: its group is named after it (``Kustomization apps``, ``ConfigSync apps``)."""
+
+    kind: str
+    api_version: str
+
+
+@dataclass(frozen=True)
 class Tree:
     """A revision's files, read within the limits of a fetched repository."""
 
@@ -76,45 +84,56 @@ def _chart_digest(path: Path) -> str:
     return found.hexdigest()
 
 
-def folders(files: Mapping[str, bytes]) -> list[str]:
-    """The folders the tree's ConfigSyncs and Flux Kustomizations build (its charts' templates left out)."""
+def folders(files: Mapping[str, bytes]) -> dict[str, Builds]:
+    """The folders the tree's ConfigSyncs and Flux Kustomizations build (its charts' templates left out), each with
+    what builds it (a ConfigSync before a Kustomization naming the same folder)."""
     charts = {posixpath.dirname(name) for name in files if posixpath.basename(name) == "Chart.yaml"}
     manifests = {name: data for name, data in files.items()
                  if not any(name.startswith(f"{chart}/") or not chart for chart in charts)}
     found, _ = parse(manifests)
-    paths = {str((item.obj.get("spec") or {}).get("path") or ".") for item in found
-             if (item.kind, item.api_version.partition("/")[0]) in (("ConfigSync", CONFIGSYNC.group),
-                                                                    ("Kustomization", FLUX_KUSTOMIZE))}
-    return sorted({p.strip("/").removeprefix("./") or "." for p in paths})
+    out: dict[str, Builds] = {}
+    for item in sorted(found, key=lambda item: item.kind != "ConfigSync"):
+        if (item.kind, item.api_version.partition("/")[0]) in (("ConfigSync", CONFIGSYNC.group),
+                                                               ("Kustomization", FLUX_KUSTOMIZE)):
+            path = str((item.obj.get("spec") or {}).get("path") or ".").strip("/").removeprefix("./") or "."
+            out.setdefault(path, Builds(item.kind, item.api_version))
+    return out
 
 
-def paths_of(given: list[str], *trees: Tree) -> list[str]:
-    """The folders to build: ``given``, else those the trees' ConfigSyncs and Kustomizations name (none: [])."""
-    return given or sorted({path for tree in trees for path in folders(tree.files)})
+def paths_of(given: list[str], *trees: Tree) -> dict[str, Builds]:
+    """The folders to build: ``given``, else those the trees' ConfigSyncs and Kustomizations name (none: {}); each
+    named after what builds it in the first tree that names it (a folder no tree names: a ConfigSync)."""
+    named: dict[str, Builds] = {}
+    for tree in trees:
+        named = {**folders(tree.files), **named}
+    return {path: named.get(path, Builds(CONFIGSYNC.kind, CONFIGSYNC.api_version)) for path in given or sorted(named)}
 
 
-async def both(base: Tree, head: Tree, paths: list[str], given: Inputs) -> tuple[Rendering, Rendering]:
+async def both(base: Tree, head: Tree, paths: Mapping[str, Builds], given: Inputs) -> tuple[Rendering, Rendering]:
     """Both revisions rendered."""
     out = [await render(side, paths, given) for side in (base, head)]
     return out[0], out[1]
 
 
-async def render(tree: Tree, paths: list[str], given: Inputs) -> Rendering:
+async def render(tree: Tree, paths: Mapping[str, Builds], given: Inputs) -> Rendering:
     """Every folder of ``paths`` (one missing in this revision builds nothing), and the HelmReleases among what
-    they build; Unbuildable names the revision, the file and why."""
+    they build; Unbuildable names the revision, the file and why. A release whose chart cannot be fetched or
+    rendered is said in its group (:attr:`Rendering.unrendered`): the other groups are still shown."""
     outside = [p for p in paths if p.startswith("/") or posixpath.normpath(p).split("/")[0] == ".."]
     if outside:
         raise Unbuildable(f"{outside[0]}: a folder outside the repository")
     out = Rendering()
     try:
-        for path in paths:
+        for path, builds in paths.items():
             folder = kustomize.folder_of(path)
             if folder and not any(name.startswith(f"{folder}/") for name in tree.files):
                 continue
             built = await _build(tree, folder, given)
             out.secrets += built.plaintexts
-            out.groups[f"ConfigSync {path}"] = {label(item.obj): as_yaml(item.obj, out.secrets, given.salt)
-                                                for item in built.objects}
+            group = f"{builds.kind} {path}"
+            out.groups[group] = {label(item.obj): as_yaml(item.obj, out.secrets, given.salt)
+                                 for item in built.objects}
+            out.api_versions[group] = builds.api_version
             await _releases(tree.root, built.objects, given, out)
     except Unbuildable as exc:
         raise Unbuildable(f"{tree.ref}: {str(exc).replace(str(tree.root) + '/', '')}", out.secrets) from None
@@ -136,23 +155,33 @@ async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rende
     if problems:
         raise Unbuildable("; ".join(problems))
     values_of = offline.tree_values(built)
-    sources = {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
-               for item in built if item.kind in ("HelmRepository", "OCIRepository", "HelmChart")}
     for release in planned:
         group = f"HelmRelease {release.namespace}/{release.name}"
+        out.api_versions[group] = release.api_version
         try:
-            chart, values = await offline.chart_and_values(release, root, values_of, sources, given.repos, "build")
+            chart, values = await offline.chart_and_values(release, root, values_of, _sources(built, release),
+                                                           given.repos, "build")
             request = upgrade_request(release.spec, release.namespace, release.name, chart=chart, values=values,
                                       digest="", action=Action.INSTALL)
             rendered = await given.engine.template(request)
         except (InputError, SourceError, HelmError, ValueError) as exc:
-            raise Unbuildable(f"{release.origin}: {group}: {exc}") from None
+            out.unrendered[group] = redact(f"{release.origin}: {exc}".replace(str(root) + "/", ""), out.secrets)
+            continue
         # named by namespace as helm installs them: a template rarely names the release's namespace itself
         docs = {f"{kind}/{namespace}/{name}": _load(text) for (_, kind, namespace, name), text
                 in offline.manifest_objects(rendered, release.spec.target_namespace).items()}
         out.groups[group] = {name: as_yaml(obj, out.secrets, given.salt) for name, obj in docs.items() if obj}
         out.releases[group] = (_chart_digest(chart), digest(json.dumps(values, sort_keys=True).encode(), given.salt))
         out.stored[group] = (release.spec.release_name, release.spec.storage_namespace, release.spec.target_namespace)
+
+
+def _sources(built: list[Manifest], release: offline.Planned) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The chart sources of the build that ``release`` may name: of its own family (a Flux HelmRelease's
+    HelmRepository is Flux's, a helmop one's helmop's), as the operator resolves a sourceRef."""
+    family = family_of(release.api_version.partition("/")[0])
+    return {(item.kind, str((item.obj.get("metadata") or {}).get("namespace") or "default"), item.name): item.obj
+            for item in built if item.kind in ("HelmRepository", "OCIRepository", "HelmChart")
+            and family_of(item.api_version.partition("/")[0]) == family}
 
 
 def _load(text: str) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.chartrepo import ChartRepo
 from tests.controllers.conftest import Operator, apply, condition, events, get, settled, watched
 from tests.controllers.test_notifications import operator, provider
 from tests.forges import Forge
@@ -147,3 +148,40 @@ def test_a_preview_without_a_pull_request_comment_provider_stalls(kube: Run, ns:
     assert "not one that comments on pull requests" in condition(found)["message"]
     assert condition(found, "Stalled").get("status") == "True"
     assert not forge.writes()
+
+
+def _flux_release(name: str, chart: str, version: str) -> str:
+    return yaml.safe_dump({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                           "metadata": {"name": name, "namespace": "shop"},
+                           "spec": {"interval": "5m", "chart": {"spec": {
+                               "chart": chart, "version": version,
+                               "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}})
+
+
+def test_a_preview_renders_flux_helmreleases_and_names_a_chart_it_cannot_fetch(operator: Operator, kube: Run,
+                                                                                ns: str, repo: Repo, forge: Forge,
+                                                                                chart_repo: ChartRepo) -> None:
+    """A Flux HelmRelease's chart (from a Flux HelmRepository of the build) moves 0.1.0 -> 0.2.0: its objects' diff
+    is in the comment under its group; another's chart cannot be fetched: the comment says why, the head is marked
+    failure, and the rest is still shown."""
+    _setup(kube, ns, repo, forge)
+    charts = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository",
+              "metadata": {"name": "charts", "namespace": "shop"}, "spec": {"url": chart_repo.url, "interval": "1h"}}
+    repo.commit({"apps/kustomization.yaml": "resources: [web.yaml, secret.yaml, charts.yaml, demo.yaml, gone.yaml]\n",
+                 "apps/charts.yaml": yaml.safe_dump(charts), "apps/demo.yaml": _flux_release("demo", "demo", "0.1.0"),
+                 "apps/gone.yaml": _flux_release("gone", "demo", "0.1.0")})
+    repo.git("fetch", "-q", "origin")
+    head = _pull_request(repo, 10, {"apps/demo.yaml": _flux_release("demo", "demo", "0.2.0"),
+                                    "apps/gone.yaml": _flux_release("gone", "no-such-chart", "1.0.0")})
+    forge.pulls = [{"number": 10, "head": head, "base": "main"}]
+    apply(kube, ns, _preview("flux"))
+    watched(kube, ns, "previews.helmop.dev", "flux", lambda obj: condition(obj).get("status") == "True", 90)
+    body = next(c["body"] for c in forge.comments if c["number"] == 10)
+    assert "#### HelmRelease shop/demo <sub>helm.toolkit.fluxcd.io/v2</sub>" in body, body
+    assert "changed: <code>Deployment/shop/demo</code>" in body and "+    helm.sh/chart: demo-0.2.0" in body
+    assert "- `HelmRelease shop/demo`: chart" in body and "**Releases not rendered**" in body
+    assert f"- `HelmRelease shop/gone`: not rendered in `#10@{head[:12]}`: " in body and "no-such-chart" in body
+    assert "<code>HelmRelease/shop/gone</code>" in body  # its manifest's change is still shown
+    assert [(sha, s["state"]) for sha, s in forge.statuses] == [(head, "failure")]
+    record = get(kube, ns, "previews.helmop.dev", "flux")["status"]["pullRequests"][0]
+    assert record["result"] == "Unbuildable" and "HelmRelease shop/gone" in record["message"], record

@@ -79,6 +79,27 @@ def test_a_comment_stays_within_its_size_and_counts_what_it_leaves_out() -> None
                                  "main", "#7")
 
 
+def test_a_release_one_side_could_not_render_is_said_and_not_compared() -> None:
+    """Its objects are not diffed (all would look added or removed), nor its chart and values; the other groups
+    are; why is said for each side (once when both say the same), masked, in every output."""
+    base, head = Rendering(secrets=["hunter2"]), Rendering()
+    base.groups = {"HelmRelease shop/web": {"ConfigMap/shop/web": "a: 1\n"}, "ConfigSync apps": {"x": "a: 1\n"}}
+    base.releases["HelmRelease shop/web"] = ("c1", "v1")
+    head.groups = {"ConfigSync apps": {"x": "a: 2\n"}}
+    head.unrendered["HelmRelease shop/web"] = "apps/web.yaml:1: chart tiny 9.9.9 not found (password hunter2)"
+    head.api_versions = {"HelmRelease shop/web": "helm.toolkit.fluxcd.io/v2"}
+    found = compare(base, head)
+    assert [(c.group, c.change) for c in found.objects] == [("ConfigSync apps", "changed")] and not found.releases
+    [line] = found.unrendered[0].lines("main", "pr")
+    assert line.startswith("HelmRelease shop/web: not rendered in pr: apps/web.yaml:1: chart tiny 9.9.9 not found")
+    assert "hunter2" not in line and "***" in line
+    assert found.json()["groups"] == {"HelmRelease shop/web": "helm.toolkit.fluxcd.io/v2"}
+    assert "- `HelmRelease shop/web`: not rendered in `pr`: apps/web.yaml:1" in markdown(found, "main", "pr")
+    base.unrendered["HelmRelease shop/web"] = head.unrendered["HelmRelease shop/web"]
+    assert compare(base, head).unrendered[0].lines("main", "pr")[0].startswith(
+        "HelmRelease shop/web: not rendered in main, pr: apps/web.yaml:1")
+
+
 def test_a_previews_spec_is_checked() -> None:
     spec = parse_preview({"sourceRef": {"name": "config"}, "providerRef": {"name": "pr"}, "paths": ["./apps/", "."],
                           "substitute": {"cluster": "prod"}, "decryption": {"secretRef": {"name": "keys"}}})

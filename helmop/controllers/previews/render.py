@@ -1,7 +1,8 @@
-"""One pull request previewed: its head and its merge base with the base branch read from the repository's mirror
-into private folders (within the limits of any fetched tree), both rendered as the operator would
-(:mod:`helmop.helm.previews`: the same build stage, ``helm template``) within spec.timeout and one of the operator's
-helm slots, and compared (:func:`helmop.api.changes.compare`). Nothing is applied, nothing read from the cluster."""
+"""One pull request previewed: its head and its merge base with the base branch read from the repository's mirror into
+private folders (within the limits of any fetched tree), both rendered as the operator would
+(:mod:`helmop.helm.previews`: the same build stage, ``helm template``, helmop's and Flux's HelmReleases) within
+spec.timeout and one of the operator's helm slots, and compared (:func:`helmop.api.changes.compare`). Nothing is
+applied, nothing read from the cluster."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Previewed:
     head: str
     base: str  # the merge base compared with ("" when none was found)
     changes: Changes | None  # None: not rendered
-    problem: str = ""  # why not
+    problem: str = ""  # why not (or why some releases were not: changes says the rest)
 
     def text(self, branch: str, about: str) -> str:
         """The comment: what changes (or why nothing could be rendered), as markdown."""
@@ -53,7 +54,9 @@ async def previewed(ctx: Context, seen: World, spec: PreviewSpec, pr: Open, salt
         return Previewed(pr.number, pr.head, base, None, f"rendering took longer than spec.timeout "
                                                          f"({spec.timeout:g}s)")
     changes = compare(*sides, max_lines=spec.max_lines, max_objects=spec.max_objects)
-    return Previewed(pr.number, pr.head, base, changes)
+    unrendered = [line for u in changes.unrendered
+                  for line in u.lines(f"the base ({seen.base}@{base[:12]})", f"the head ({pr.head[:12]})")]
+    return Previewed(pr.number, pr.head, base, changes, "; ".join(unrendered))
 
 
 async def _rendered(ctx: Context, seen: World, spec: PreviewSpec, pr: Open, base: str,
