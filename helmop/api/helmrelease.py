@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from . import yamlc
+from .decryption import Decryption, parse_decryption
 from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
@@ -248,6 +249,7 @@ class HelmReleaseSpec:
     # fields that mean something with one helm major only: (field, major), said in status with the other
     helm_major_fields: tuple[tuple[str, int], ...] = ()
     kube_config: KubeConfigRef | None = None  # the remote cluster released to (None: the operator's own)
+    decryption: Decryption | None = None  # SOPS-encrypted values files and valuesFrom entries decrypted
 
 
 def default_release_name(name: str, target_namespace: str, namespace: str) -> str:
@@ -560,6 +562,7 @@ def parse_spec(spec: dict[str, Any], name: str, namespace: str, *,
         wait_strategy=_wait_strategy(spec.get("waitStrategy")),
         helm_major_fields=_helm_major_fields(spec),
         kube_config=parse_ref(spec.get("kubeConfig")),
+        decryption=parse_decryption(spec),
     )
 
 

@@ -8,6 +8,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from .decryption import Decryption, parse_decryption
 from .dependencies import Dependency, dependencies
 from .durations import duration_field
 from .errors import SpecError
@@ -97,14 +98,6 @@ class VariablesRef:
     kind: str  # ConfigMap | Secret
     name: str
     optional: bool = False
-
-
-@dataclass(frozen=True)
-class Decryption:
-    """spec.decryption: SOPS, with the keys of a Secret of the object's namespace (``secret_ref``), or, without
-    one, the operator's own key folder."""
-
-    secret_ref: str = ""
 
 
 @dataclass(frozen=True)
@@ -287,24 +280,8 @@ def parse_config_sync(spec: dict[str, Any], name: str = "", namespace: str = "",
                           timeout=duration_field(spec, "timeout", 0.0) or 0.0,
                           retry_interval=duration_field(spec, "retryInterval", 0.0) or 0.0,
                           force=bool(spec.get("force", False)), deletion_policy=policy,
-                          decryption=_decryption(spec), ignore=parse_ignore_rules(spec.get("ignore")),
+                          decryption=parse_decryption(spec), ignore=parse_ignore_rules(spec.get("ignore")),
                           kube_config=parse_ref(spec.get("kubeConfig")))
-
-
-def _decryption(spec: dict[str, Any]) -> Decryption | None:
-    raw = spec.get("decryption")
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise SpecError("InvalidSpec", "spec.decryption must be a map")
-    if raw.get("provider") != "sops":
-        raise SpecError("InvalidSpec", "spec.decryption.provider must be sops")
-    if raw.get("serviceAccountName"):
-        raise SpecError("UnsupportedField", "spec.decryption.serviceAccountName (a cloud KMS identity) is not "
-                                            "implemented by helmop: decrypt with age or OpenPGP keys in "
-                                            "spec.decryption.secretRef")
-    secret = raw.get("secretRef") or {}
-    return Decryption(secret_ref=str(secret.get("name") or "") if isinstance(secret, dict) else "")
 
 
 def _health_checks(spec: dict[str, Any]) -> tuple[ObjectRef, ...]:

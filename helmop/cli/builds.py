@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
+from helmop.api.decryption import Decryption
+from helmop.api.sources import ConfigSyncSpec, PostBuild
 from helmop.api.substitution import SubstitutionError, check_names
 from helmop.infra import confine
 from helmop.sources import generated, kustomize

@@ -15,8 +15,9 @@ from helmop.api import manifests, validation
 from helmop.api.actions import Action
 from helmop.api.apps import AppKind
 from helmop.api.errors import SpecError
-from helmop.api.helmrelease import parse_spec
+from helmop.api.helmrelease import HelmReleaseSpec, parse_spec
 from helmop.api.kinds import HELMRELEASE
+from helmop.api.redaction import redact
 from helmop.helm.engine import Engine
 from helmop.helm.errors import HelmError
 from helmop.helm.inputs import InputError, Readers, StandaloneReaders, gather
@@ -24,9 +25,11 @@ from helmop.helm.offline import Planned, chart_and_values, manifest_objects, pla
 from helmop.helm.releases import Gateway
 from helmop.helm.request import resolved, upgrade_request
 from helmop.infra.kube import Kube, KubeError
+from helmop.sources.decryption.keys import KeyInvalid, Keys
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache
 from helmop.sources.repositories import Repositories
+from helmop.sources.secrets import secret_entries
 
 from .errors import Failed
 
@@ -131,7 +134,7 @@ async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
     server-side dry run with the operator's flags and identity)."""
     spec = release.spec
     try:
-        inputs = await gather(ctx, release.namespace, spec)
+        inputs = await gather(ctx, release.namespace, spec, keys=await _keys(ctx.kube, release.namespace, spec))
         live = await ctx.engine.manifest(spec.release_name, spec.target_namespace)
         action = Action.UPGRADE if live else Action.INSTALL
         request = upgrade_request(spec, release.namespace, release.name, chart=inputs.chart_path,
@@ -152,8 +155,22 @@ async def diff_release(ctx: Readers, release: Planned) -> ReleaseDiff:
         diffed = ObjectDiff(kind, namespace, name, "create" if not old else "delete" if not new else "update", "")
         lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                      fromfile=f"{diffed.title} (live)", tofile=f"{diffed.title} ({release.origin})")
-        objects.append(replace(diffed, diff="".join(lines)))
+        objects.append(replace(diffed, diff=redact("".join(lines), inputs.secrets)))
     return ReleaseDiff(release, objects)
+
+
+async def _keys(kube: Kube, namespace: str, spec: HelmReleaseSpec) -> Keys | None:
+    """spec.decryption's keys, read with the caller's rights (what they decrypt is masked in the diff)."""
+    if spec.decryption is None:
+        return None
+    if not spec.decryption.secret_ref:
+        raise Failed(f"spec.decryption names the operator's own key folder: {namespace}'s values cannot be "
+                     "decrypted here")
+    try:
+        entries = await secret_entries(kube, namespace, spec.decryption.secret_ref, "spec.decryption.secretRef")
+        return Keys.of_entries(entries, f"Secret {namespace}/{spec.decryption.secret_ref}")
+    except (SourceError, KeyInvalid) as exc:
+        raise Failed(str(exc)) from None
 
 
 async def _namespaced(kube: Kube, api_version: str, kind: str) -> bool:

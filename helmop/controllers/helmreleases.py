@@ -45,6 +45,7 @@ from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .actions.pending import pending
 from .clusters import Cluster
+from .decryption import decryption_keys
 from .outcome import DONE, FAILED, Outcome, after
 from .status import annotation, pending_request, write_status
 from .turn import Turn
@@ -146,8 +147,9 @@ class _Release:
             return FAILED if exc.transient else DONE
         self.ctx.services.notifier.sourced(key, "")  # until the chart is read, no commit of its to mark
         try:
+            keys = await decryption_keys(self.ctx, this.namespace, spec.decryption)
             inputs = await gather(self.ctx.services, this.namespace, spec, asked_at=pending_request(body),
-                                  family=self.family)
+                                  family=self.family, keys=keys)
             self.ctx.memory.secrets[key] = inputs.secrets
             self.ctx.services.notifier.sourced(key, inputs.source_revision)
         except HelmopError as exc:
@@ -349,6 +351,8 @@ class _Release:
                                      values_file.name))
         if spec.kube_config is not None:
             targets.append(ObjectKey(spec.kube_config.source[0], namespace, spec.kube_config.source[1]))
+        if spec.decryption is not None and spec.decryption.secret_ref:
+            targets.append(ObjectKey("Secret", namespace, spec.decryption.secret_ref))
         self.ctx.memory.refer(key, targets)
 
 

@@ -6,10 +6,11 @@ disagree about a spec."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from helmop.api.buckets import parse_bucket
+from helmop.api.decryption import DECRYPTION_SECRET, Decryption
 from helmop.api.dependencies import Dependency
 from helmop.api.errors import SpecError
 from helmop.api.generators import parse_artifact_generator, parse_external_artifact
@@ -27,7 +28,7 @@ from helmop.api.images import (
     parse_image_repository,
     parse_image_update_automation,
 )
-from helmop.api.kinds import Kind
+from helmop.api.kinds import Kind, is_object_name
 from helmop.api.notifications import parse_alert, parse_provider
 from helmop.api.objects import Resource
 from helmop.api.previews import parse_preview
@@ -81,8 +82,14 @@ def chart_source(spec: HelmReleaseSpec) -> tuple[str, str, str, str] | None:
 
 
 def _helm_release(kind: Kind, this: Resource) -> HelmReleaseSpec:
-    return parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name),
+    spec = parse_spec(this.spec, this.name, this.namespace, origin=kind.origin_labels(this.namespace, this.name),
                       group=kind.group)
+    keys = this.annotation(DECRYPTION_SECRET)
+    if kind.flux and keys:  # Flux's schema has no spec.decryption for a HelmRelease: an annotation names the keys
+        if not is_object_name(keys):
+            raise SpecError("InvalidSpec", f"annotation {DECRYPTION_SECRET} must name a Secret, not {keys[:60]!r}")
+        spec = replace(spec, decryption=Decryption(secret_ref=keys))
+    return spec
 
 
 def _check_helm_release(spec: HelmReleaseSpec, this: Resource, tenancy: Tenancy) -> None:

@@ -51,6 +51,9 @@ from helmop.infra.kube import Kube
 from helmop.infra.worker import Worker, WorkerTimeout
 from helmop.sources import artifacts
 from helmop.sources.credentials import credentials
+from helmop.sources.decryption import stores
+from helmop.sources.decryption.keys import Keys
+from helmop.sources.decryption.repository import Decryptor, encrypted
 from helmop.sources.errors import SourceError
 from helmop.sources.git import GitCache, tree_digest, write_tree
 from helmop.sources.readers import Readers as SourceReaders
@@ -86,6 +89,32 @@ class StandaloneReaders:
 
 class InputError(HelmopError):
     """Inputs cannot be gathered (a missing ConfigMap, Secret or source, values that do not parse)."""
+
+
+class Opener:
+    """SOPS-encrypted values documents opened with spec.decryption's keys (None: it names none): a YAML or JSON
+    document with SOPS metadata is decrypted, its MAC checked; one found without keys is refused, never taken as
+    values with its ENC[...] strings."""
+
+    def __init__(self, decryptor: Decryptor | None) -> None:
+        self.decryptor = decryptor
+
+    def text(self, text: str, where: str) -> str:
+        data = text.encode()
+        found = stores.detect(data)
+        if found not in (stores.Format.YAML, stores.Format.JSON) or not encrypted(_parsed_or_text(text)):
+            return text
+        if self.decryptor is None:
+            raise InputError("DecryptionFailed", f"{where} is SOPS-encrypted: set spec.decryption (provider sops) "
+                                                 "to decrypt it", transient=False)
+        try:
+            return self.decryptor.file(data, found, where, stores.Format.YAML).decode()
+        except SourceError as exc:
+            raise InputError(exc.reason, str(exc), transient=exc.transient) from None
+
+    def plaintexts(self) -> list[str]:
+        """What was decrypted (to be masked wherever a message could quote it)."""
+        return [p for p in (self.decryptor.plaintexts if self.decryptor else []) if len(p) >= 3]
 
 
 @dataclass
@@ -149,14 +178,18 @@ def compose_values(pieces: list[tuple[ValuesReference, str]], spec: HelmReleaseS
         raise InputError("ValuesInvalid", str(exc)) from None
 
 
-async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec,
-                        worker: Worker | None = None) -> tuple[list[tuple[ValuesReference, str]], list[str]]:
-    """The texts of spec.valuesFrom from the cluster, in order, and the secret strings among them. With a
-    ``worker``, a large document is loaded there and handed on as JSON (which loads in milliseconds)."""
+async def values_pieces(kube: Kube, namespace: str, spec: HelmReleaseSpec, worker: Worker | None = None,
+                        opener: Opener | None = None) -> tuple[list[tuple[ValuesReference, str]], list[str]]:
+    """The texts of spec.valuesFrom from the cluster, in order (a SOPS document decrypted by ``opener``), and the
+    secret strings among them. With a ``worker``, a large document is loaded there and handed on as JSON (which
+    loads in milliseconds)."""
     pieces: list[tuple[ValuesReference, str]] = []
     refs_secrets: list[int] = []  # the pieces that came from Secrets
     for ref in spec.values_from:
         text, from_secret = await _reference(kube, namespace, ref)
+        if text is not None and not ref.target_path:  # a whole document (a targetPath's value is a scalar)
+            text = (opener or Opener(None)).text(text, f"spec.valuesFrom {ref.kind} {namespace}/{ref.name} key "
+                                                       f"{ref.values_key}")
         if text is not None:
             pieces.append((ref, text))
             _check_size(pieces)
@@ -194,18 +227,21 @@ def _parsed_or_text(text: str) -> Any:
 
 
 async def gather(ctx: Readers, namespace: str, spec: HelmReleaseSpec, *, asked_at: float = 0.0,
-                 family: Family = HELMOP) -> Inputs:
+                 family: Family = HELMOP, keys: Keys | None = None) -> Inputs:
     """Everything a release is made of. A chart repository's index is at most ``spec.interval`` old and,
     for an explicit reconcile request made at ``asked_at``, fetched after it (a HelmRepository's: its own
-    interval, refreshed by its own reconcile). Sources are ``family``'s kinds."""
-    pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml)
+    interval, refreshed by its own reconcile). Sources are ``family``'s kinds. ``keys``: spec.decryption's, which
+    open SOPS-encrypted values (files and valuesFrom entries); what they decrypt is masked as Secrets are."""
+    opener = Opener(Decryptor(keys) if keys is not None else None)
+    pieces, secrets = await values_pieces(ctx.kube, namespace, spec, ctx.yaml, opener)
     values = compose_values(pieces, spec)
     release = [spec.release_name, spec.target_namespace]
     try:
         chart = await chart_inputs(ctx, namespace, spec.chart, family, interval=spec.interval, asked_at=asked_at)
-        files = await source_values(ctx, namespace, spec.values_files, family, ctx.yaml)
+        files = await source_values(ctx, namespace, spec.values_files, family, ctx.yaml, opener)
     except SourceError as exc:
         raise InputError(exc.reason, str(exc), transient=exc.transient) from None
+    secrets += opener.plaintexts()
     if chart.file_values or files:  # the chart's own values files, then spec.valuesFiles, under valuesFrom
         values = compose_values(pieces, spec, helm_values.merge(chart.file_values, files))
     digest = helm_values.digest({"chart": chart.reference, "values": values, "release": release,
@@ -217,7 +253,7 @@ MAX_VALUES_FILE_BYTES = 1 << 20
 
 
 async def source_values(ctx: Readers, namespace: str, files: tuple[ValuesFile, ...], family: Family = HELMOP,
-                        worker: Worker | None = None) -> dict[str, Any]:
+                        worker: Worker | None = None, opener: Opener | None = None) -> dict[str, Any]:
     """spec.valuesFiles of a release of ``namespace``, merged in order: each read from its source's artifact at
     the revision the source published (each source's artifact read once, however many of its files are named).
     What a release takes of them is their values: a revision that changes none of them changes no digest."""
@@ -228,6 +264,7 @@ async def source_values(ctx: Readers, namespace: str, files: tuple[ValuesFile, .
         text = await values_file_text(ctx, namespace, ref, f"spec.valuesFiles[{i}]", family, read)
         if text is None:
             continue
+        text = (opener or Opener(None)).text(text, f"spec.valuesFiles[{i}] ({ref.describe(namespace)})")
         total += len(text)
         if total > MAX_VALUES_BYTES:
             raise InputError("ValuesTooLarge", f"spec.valuesFiles add up to more than {MAX_VALUES_BYTES >> 20} MiB "

@@ -17,11 +17,12 @@ import yaml
 
 from helmop.api import yamlc
 from helmop.api.actions import Action
+from helmop.api.decryption import Decryption
 from helmop.api.kinds import CONFIGSYNC, FLUX_KUSTOMIZE, family_of
 from helmop.api.manifests import Manifest, parse
 from helmop.api.redaction import redact
 from helmop.api.rendered import Rendering, as_yaml, digest, label
-from helmop.api.sources import ConfigSyncSpec, Decryption, PostBuild
+from helmop.api.sources import ConfigSyncSpec, PostBuild
 from helmop.api.substitution import SubstitutionError
 from helmop.sources import kustomize
 from helmop.sources.build import Builder, Built

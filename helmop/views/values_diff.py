@@ -4,7 +4,8 @@ records (the storage Secrets) with the reader's own rights, and never a value th
 A value is masked when its key lies under a path a ``valuesFrom`` Secret supplies (its ``targetPath``, or
 every key of the document it merges), so an old revision's value of a since-rotated password is masked too;
 whatever else still contains one of the Secrets' strings is masked by ``api.redaction``. When a Secret it
-names cannot be read, which keys it supplies is unknown, and every value is masked (the keys still show)."""
+names cannot be read, which keys it supplies is unknown, and every value is masked (the keys still show); so is
+every value of a release that decrypts SOPS values (spec.decryption)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,10 @@ def changes(old: dict[str, Any], new: dict[str, Any], hidden: set[str] | None, s
 
 
 async def _secret_paths(kube: Kube, namespace: str, spec: HelmReleaseSpec) -> tuple[set[str] | None, list[str]]:
-    """The value paths the HelmRelease's valuesFrom Secrets supply, and their strings (None when unknown)."""
+    """The value paths the HelmRelease's valuesFrom Secrets supply, and their strings (None when unknown: also
+    for a release that decrypts SOPS values, whose plaintext the UI never decrypts to know where it went)."""
+    if spec.decryption is not None:
+        return None, []
     hidden = {ref.target_path for ref in spec.values_from if ref.kind == "Secret" and ref.target_path}
     if not any(ref.kind == "Secret" for ref in spec.values_from):
         return hidden, []

@@ -6,6 +6,8 @@ path or a link that would leave the artifact is refused."""
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,13 @@ from helmop_sandbox import Sandbox
 from helmop.api.kinds import HELMOP
 from helmop.api.objects import ObjectKey
 from tests.chartrepo import ChartRepo
+from tests.clirun import run_cli
 from tests.conftest import _runner
 from tests.controllers.conftest import condition, hr
 from tests.controllers.turns import Turns
 from tests.gitserver import GitServer, Repo
-from tests.tools import Run
+from tests.sops import Sops, age_identity
+from tests.tools import TOOLS, Run
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +119,66 @@ def test_a_missing_file_is_refused_unless_optional_and_nothing_leaves_the_artifa
     assert linked["reason"] == "InvalidPath" and "web/out.yaml is a symlink pointing outside" in linked["message"]
     assert "up" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
     assert "linked" not in kube("helm", "list", "-n", ns, "-q").stdout.split()
+
+
+def test_sops_values_are_decrypted_for_helm_and_shown_nowhere(
+        turns: Turns, kube: Run, ns: str, git_server: GitServer, tmp_path: Path, chart_repo: ChartRepo,
+        caplog: pytest.LogCaptureFixture, turns_sandbox: Sandbox) -> None:
+    """Two values files (one plain, one age-encrypted SOPS document) and a valuesFrom Secret holding a SOPS
+    document: the release renders the decrypted values; a commit of the plain file alone upgrades once; no status,
+    Event or log line holds a decrypted value; a value moved to another key does not decrypt."""
+    caplog.set_level(logging.DEBUG)
+    identity, recipient = age_identity()
+    token, password = (f"{what}-{uuid.uuid4().hex}" for what in ("token", "pw"))
+    repo = Repo(git_server, f"vf-sops-{ns}", tmp_path / "work")
+    repo.commit({"web/plain.yaml": "replicaCount: 2\n",
+                 "web/secret.yaml": Sops(age=[recipient]).yaml({"podAnnotations": {"token": token}})})
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "keys", f"--from-literal=team.agekey={identity}")
+    kube("kubectl", "-n", ns, "create", "secret", "generic", "db",
+         f"--from-literal=values.yaml={Sops(age=[recipient]).yaml({'podLabels': {'pw': password}})}")
+    _source(kube, ns, repo)
+    _published(turns, ns)
+    spec = {"decryption": {"provider": "sops", "secretRef": {"name": "keys"}},
+            "valuesFrom": [{"kind": "Secret", "name": "db"}]}
+    _release(kube, ns, "web", chart_repo, {"path": "web/plain.yaml"}, {"path": "web/secret.yaml"}, **spec)
+    installed = turns.turn("HelmRelease", ns, "web")
+    assert condition(installed)["reason"] == "InstallSucceeded", condition(installed)
+    template = _deployment(kube, ns, "web")["spec"]["template"]
+    assert template["metadata"]["annotations"]["token"] == token and template["metadata"]["labels"]["pw"] == password
+
+    repo.commit({"web/plain.yaml": "replicaCount: 3\n"})
+    _published(turns, ns)
+    assert condition(turns.turn("HelmRelease", ns, "web"))["reason"] == "UpgradeSucceeded"
+    turns.turn("HelmRelease", ns, "web")
+    assert len(_history(kube, ns, "web")) == 2
+
+    # `helmop diff` decrypts with the caller's rights and masks what it decrypted
+    rotated = f"token-{uuid.uuid4().hex}"
+    repo.commit({"web/secret.yaml": Sops(age=[recipient]).yaml({"podAnnotations": {"token": rotated}})})
+    _published(turns, ns)
+    diff = run_cli(["diff", "hr", "web", "-n", ns], {"KUBECONFIG": str(turns_sandbox.kubeconfig),
+                                                     "HELMOP_HELM": str(TOOLS / "helm")})
+    assert diff.returncode == 1 and "Deployment" in diff.stdout and "+        token: ***" in diff.stdout, diff
+    assert rotated not in diff.stdout + diff.stderr and token not in diff.stdout + diff.stderr
+
+    forged = Sops(age=[recipient]).yaml({"podAnnotations": {"token": token}}).replace("token:", "tokem:", 1)
+    repo.commit({"web/secret.yaml": forged})
+    _published(turns, ns)
+    refused = condition(turns.turn("HelmRelease", ns, "web"))
+    assert refused["reason"] == "DecryptionFailed" and "not decrypted: a value does not decrypt" in refused["message"]
+    assert "spec.valuesFiles[1]" in refused["message"]
+    said = json.dumps([kube("kubectl", "-n", ns, "get", kind, "-o", "json").stdout for kind in ("hr", "events")])
+    for value in (token, password, rotated):
+        assert value not in said and value not in caplog.text, value
+
+
+def test_an_encrypted_values_document_without_keys_is_refused(
+        turns: Turns, kube: Run, ns: str, git_server: GitServer, tmp_path: Path, chart_repo: ChartRepo) -> None:
+    _, recipient = age_identity()
+    repo = Repo(git_server, f"vf-nokeys-{ns}", tmp_path / "work")
+    repo.commit({"web/secret.yaml": Sops(age=[recipient]).yaml({"replicaCount": 2})})
+    _source(kube, ns, repo)
+    _published(turns, ns)
+    _release(kube, ns, "bare", chart_repo, {"path": "web/secret.yaml"})
+    refused = condition(turns.turn("HelmRelease", ns, "bare"))
+    assert refused["reason"] == "DecryptionFailed" and "is SOPS-encrypted: set spec.decryption" in refused["message"]

@@ -4,6 +4,7 @@ confinement and limits applied)."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,6 +20,7 @@ from helmop.helm import inputs
 from helmop.helm.apps import release_spec
 from helmop.helm.inputs import MAX_VALUES_FILE_BYTES, InputError, source_values
 from helmop.sources.trees import TreeArtifact
+from helmop.views.values_diff import MASK, _secret_paths, changes
 
 CHART = {"repository": {"url": "https://charts.example", "name": "web", "version": "1.0.0"}}
 
@@ -133,3 +135,16 @@ async def test_a_file_missing_too_large_or_not_values_is_refused(monkeypatch: py
         await source_values(SimpleNamespace(), "shop", (ValuesFile("GitRepository", "config", "web/v.yaml"),))
     assert refused.value.reason == reason and not refused.value.transient
     assert said in str(refused.value)
+
+
+def test_the_uis_values_diff_masks_every_value_of_a_release_that_decrypts() -> None:
+    """Decrypted values are in helm's records; the UI never decrypts to learn where they went: all masked."""
+    class NoApi:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the API was asked ({name})")
+
+    spec = parse_spec({"chart": {"repository": {"url": "https://charts.example", "name": "demo"}},
+                       "decryption": {"provider": "sops", "secretRef": {"name": "keys"}}}, "web", "shop")
+    assert asyncio.run(_secret_paths(NoApi(), "shop", spec)) == (None, [])  # type: ignore[arg-type]
+    masked = changes({"a": 1}, {"a": 2}, None, [])
+    assert [(c.old, c.new) for c in masked] == [(MASK, MASK)]

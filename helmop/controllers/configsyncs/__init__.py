@@ -49,6 +49,7 @@ from helmop.sources.trees import Artifact
 from .. import changecontrol, clusters, dependencies
 from ..clusters import Cluster
 from ..context import Context
+from ..decryption import decryption_keys
 from ..outcome import DONE, FAILED, Outcome, after
 from ..readiness import Cancelled
 from ..turn import Turn
@@ -179,7 +180,7 @@ async def _built(turn: _Turn, spec: ConfigSyncSpec, artifact: Artifact) -> list[
     Secret values it read or decrypted are remembered (masked in every message)."""
     ctx, namespace = turn.ctx, turn.this.namespace
     variables, ctx.memory.secrets[turn.key] = await observe.variables(ctx, namespace, spec)
-    keys = await observe.decryption_keys(ctx, namespace, spec)
+    keys = await decryption_keys(ctx, namespace, spec.decryption)
     built = await Builder(ctx.services.kustomize, ctx.services.yaml, namespace).build(
         artifact, spec, variables, strict=ctx.settings.sources.strict_substitution, keys=keys)
     ctx.memory.secrets[turn.key] += built.plaintexts
