@@ -13,7 +13,7 @@ import pytest
 from helmop.api.apps import parse_apps
 from helmop.api.errors import SpecError
 from helmop.api.helmrelease import MAX_VALUES_FILES, ValuesFile, parse_spec
-from helmop.api.kinds import HELMOP
+from helmop.api.kinds import FLUX, HELMOP
 from helmop.api.tenancy import Tenancy
 from helmop.decisions.specs import read_spec
 from helmop.helm import inputs
@@ -148,3 +148,18 @@ def test_the_uis_values_diff_masks_every_value_of_a_release_that_decrypts() -> N
     assert asyncio.run(_secret_paths(NoApi(), "shop", spec)) == (None, [])  # type: ignore[arg-type]
     masked = changes({"a": 1}, {"a": 2}, None, [])
     assert [(c.old, c.new) for c in masked] == [(MASK, MASK)]
+
+
+def test_a_flux_helmrelease_names_its_sops_keys_in_an_annotation() -> None:
+    body = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "shop", "annotations": {"helmop.dev/decryption-secret": "keys"}},
+            "spec": {"interval": "1h", "chart": {"spec": {"chart": "web", "sourceRef": {
+                "kind": "HelmRepository", "name": "charts"}}}}}
+    spec = read_spec(FLUX.helmrelease, body)
+    assert spec.decryption is not None and spec.decryption.secret_ref == "keys"
+    assert read_spec(HELMOP.helmrelease, {**body, "apiVersion": "helmop.dev/v1alpha1",
+                                          "spec": {"chart": {"repository": {"url": "https://c.example",
+                                                                            "name": "web"}}}}).decryption is None
+    body["metadata"]["annotations"]["helmop.dev/decryption-secret"] = "../etc"
+    with pytest.raises(SpecError, match="must name a Secret"):
+        read_spec(FLUX.helmrelease, body)
