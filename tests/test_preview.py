@@ -17,6 +17,7 @@ from helmop.cli import revisions
 from helmop.cli.errors import Failed
 from helmop.sources.git import Limits
 from tests.chartrepo import ChartRepo, tiny_chart
+from tests.sops import Sops, age_identity
 from tests.test_cli_offline import helmop
 from tests.tools import ROOT, TOOLS, Run, tool
 
@@ -314,3 +315,41 @@ def test_preview_renders_flux_helmreleases_and_names_a_chart_it_cannot_fetch(tmp
     unmirrored = _preview(repo)  # the tree's URL is not served: every chart's group says so, the rest still shown
     assert unmirrored.returncode == 1 and "# Kustomization apps: HelmRelease/shop/web (changed)" in unmirrored.stdout
     assert "# HelmRelease shop/web: not rendered in main, pr: " in unmirrored.stdout, unmirrored.stdout
+
+
+def test_preview_reads_values_files_of_the_tree_and_masks_what_it_decrypts(tmp_path: Path) -> None:
+    """A release's values files from its GitRepository are read from the revision previewed; a SOPS-encrypted one
+    is decrypted with --decrypt's key and what it decrypted is masked; without the key the release is not rendered
+    (never with ENC[...] values)."""
+    identity, recipient = age_identity()
+    (tmp_path / "age.key").write_text(identity + "\n")
+    old, new = f"token-{os.urandom(8).hex()}", f"token-{os.urandom(8).hex()}"
+    chart = {**CHART, "templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}}\n"
+                                           "data: {token: {{ .Values.token | quote }}}\n"}
+    release = {"apiVersion": "helmop.dev/v1alpha1", "kind": "HelmRelease",
+               "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"chart": {"sourceRef": {"name": "config"}, "path": "charts/web"}, "interval": "5m",
+                        "decryption": {"provider": "sops", "secretRef": {"name": "keys"}},
+                        "valuesFiles": [{"sourceRef": {"kind": "GitRepository", "name": "config"}, "path": p}
+                                        for p in ("values/web.yaml", "values/web-secret.yaml")]}}
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    sync = {"apiVersion": "helmop.dev/v1alpha1", "kind": "ConfigSync", "metadata": {"name": "apps"},
+            "spec": {"sourceRef": {"name": "config"}, "path": "./apps", "interval": "5m"}}
+    _commit(repo, {**{f"charts/web/{name}": text for name, text in chart.items()},
+                   "clusters/prod/apps.yaml": yaml.safe_dump(sync), "apps/web.yaml": yaml.safe_dump(release),
+                   "values/web.yaml": "replicaCount: 1\n",
+                   "values/web-secret.yaml": Sops(age=[recipient]).yaml({"token": old})}, "base")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "pr"], check=True)
+    _commit(repo, {"values/web.yaml": "replicaCount: 3\n",
+                   "values/web-secret.yaml": Sops(age=[recipient]).yaml({"token": new})}, "the pull request")
+    done = _preview(repo, "--decrypt", str(tmp_path / "age.key"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "-  replicas: 1\n+  replicas: 3" in done.stdout, done.stdout  # the plain file's change
+    # the token changed (the object is listed) and neither value shows: each side masked before the diff
+    assert "# HelmRelease shop/web: ConfigMap/shop/web (changed)" in done.stdout
+    for token in (old, new):
+        assert token not in done.stdout + done.stderr
+    locked = _preview(repo)
+    assert "# HelmRelease shop/web: not rendered in main, pr: " in locked.stdout, locked.stdout
+    assert "is SOPS-encrypted: set spec.decryption" in locked.stdout and "ENC[" not in locked.stdout

@@ -56,7 +56,8 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     """Render every HelmRelease (and Jenkins / app kind) under ``root`` offline; False on any error."""
     err = err or sys.stderr  # the stream of the moment (not of import time)
     out = out or sys.stdout  # the stream of the moment (not of import time)
-    found, errors = manifests.parse(read_tree([root, *values_dirs]))
+    tree = read_tree([root, *values_dirs])  # values files of a release's GitRepository read from it too
+    found, errors = manifests.parse(tree)
     releases, problems = planned(found, apps, "default")
     for problem in errors + problems:
         print(f"error: {problem}", file=err)
@@ -68,7 +69,7 @@ async def render(root: Path, values_dirs: list[Path], engine: Engine, cache: Pat
     for release in releases:
         spec = release.spec
         try:
-            chart, values = await chart_and_values(release, root, values_of, sources, repos)
+            chart, values = await chart_and_values(release, root, values_of, sources, repos, files=tree)
             request = upgrade_request(spec, release.namespace, release.name, chart=chart, values=values, digest="",
                                       action=Action.INSTALL)
             rendered = await engine.template(request)

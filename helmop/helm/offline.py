@@ -6,7 +6,9 @@ manifest. What ``helmop render``, ``helmop diff`` and previews share."""
 from __future__ import annotations
 
 import base64
+import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from helmop.sources.repositories import Credentials, Repositories
 
 from . import values as helm_values
 from .apps import release_spec
-from .inputs import InputError, archive_values
+from .inputs import InputError, Opener, archive_values
 
 
 @dataclass(frozen=True)
@@ -149,9 +151,14 @@ _SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
 
 async def chart_and_values(release: Planned, root: Path, values_of: dict[tuple[str, str, str], dict[str, str]],
                            sources: dict[tuple[str, str, str], dict[str, Any]], repos: Repositories,
-                           where: str = "tree") -> tuple[Path, dict[str, Any]]:
+                           where: str = "tree", *, files: Mapping[str, bytes] | None = None,
+                           opener: Opener | None = None) -> tuple[Path, dict[str, Any]]:
     """The chart and the values the operator would install ``release`` with, from what ``where`` holds (its
-    valuesFrom ConfigMaps and Secrets in ``values_of``, its chart sources in ``sources``)."""
+    valuesFrom ConfigMaps and Secrets in ``values_of``, its chart sources in ``sources``; its spec.valuesFiles from a
+    GitRepository read from ``files``, the tree rendered, which is the repository a release's GitRepository names
+    where values live beside the manifests that use them). ``opener``: SOPS documents decrypted (what it decrypts is
+    its ``plaintexts()``); without one, a SOPS document is refused, never rendered as ENC[...] strings."""
+    opener = opener or Opener(None)
     pieces = []
     for ref in release.spec.values_from:
         data = values_of.get((ref.kind, release.namespace, ref.name))
@@ -160,9 +167,32 @@ async def chart_and_values(release: Planned, root: Path, values_of: dict[tuple[s
                 continue
             raise InputError("ValuesFromNotFound", f"{ref.kind} {release.namespace}/{ref.name} (key "
                                                    f"{ref.values_key}) is not in the {where}")
-        pieces.append((ref, data[ref.values_key]))
+        text = data[ref.values_key]
+        pieces.append((ref, text if ref.target_path else opener.text(text, f"{ref.kind} {ref.name} key "
+                                                                             f"{ref.values_key}")))
     chart, base = await offline_chart(release.spec, root, repos, sources, release.namespace)
+    if release.spec.values_files:
+        base = helm_values.merge(base, _tree_values_files(release, files, opener, where))
     return chart, helm_values.compose(pieces, release.spec.values, base)
+
+
+def _tree_values_files(release: Planned, files: Mapping[str, bytes] | None, opener: Opener,
+                       where: str) -> dict[str, Any]:
+    """spec.valuesFiles read from the tree: a GitRepository's only (other sources are not the tree)."""
+    merged: dict[str, Any] = {}
+    for i, ref in enumerate(release.spec.values_files):
+        field = f"spec.valuesFiles[{i}]"
+        if ref.kind != "GitRepository" or files is None:
+            raise InputError("ValuesFileNotFound", f"{field}: values from {ref.describe(release.namespace)} are not "
+                                                   f"in the {where} (only a GitRepository's, read from the tree)")
+        data = files.get(posixpath.normpath(ref.path))
+        if data is None:
+            if ref.optional:
+                continue
+            raise InputError("ValuesFileNotFound", f"{field}: {ref.path!r} is not in the {where}")
+        text = opener.text(data.decode(errors="replace"), f"{field} ({ref.path})")
+        merged = helm_values.merge(merged, helm_values.parse_values(text, ref.path))
+    return merged
 
 
 def manifest_objects(manifest: str, namespace: str) -> dict[tuple[str, str, str, str], str]:

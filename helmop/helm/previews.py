@@ -27,6 +27,7 @@ from helmop.api.substitution import SubstitutionError
 from helmop.sources import kustomize
 from helmop.sources.build import Builder, Built
 from helmop.sources.decryption.keys import Keys
+from helmop.sources.decryption.repository import Decryptor
 from helmop.sources.errors import SourceError
 from helmop.sources.repositories import Repositories
 from helmop.sources.trees import TreeArtifact
@@ -34,7 +35,7 @@ from helmop.sources.trees import TreeArtifact
 from . import offline
 from .engine import Engine
 from .errors import HelmError
-from .inputs import InputError
+from .inputs import InputError, Opener
 from .request import upgrade_request
 
 
@@ -135,7 +136,7 @@ async def render(tree: Tree, paths: Mapping[str, Builds], given: Inputs) -> Rend
             out.groups[group] = {label(item.obj): as_yaml(item.obj, out.secrets, given.salt)
                                  for item in built.objects}
             out.api_versions[group] = builds.api_version
-            await _releases(tree.root, built.objects, given, out)
+            await _releases(tree, built.objects, given, out)
     except Unbuildable as exc:
         raise Unbuildable(f"{tree.ref}: {str(exc).replace(str(tree.root) + '/', '')}", out.secrets) from None
     return out
@@ -151,7 +152,8 @@ async def _build(tree: Tree, folder: str, given: Inputs) -> Built:
         raise Unbuildable(f"{folder or '.'}: {exc}") from None
 
 
-async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rendering) -> None:
+async def _releases(tree: Tree, built: list[Manifest], given: Inputs, out: Rendering) -> None:
+    root = tree.root
     planned, problems = offline.planned(built, [], "default")
     if problems:
         raise Unbuildable("; ".join(problems))
@@ -159,15 +161,18 @@ async def _releases(root: Path, built: list[Manifest], given: Inputs, out: Rende
     for release in planned:
         group = f"HelmRelease {release.namespace}/{release.name}"
         out.api_versions[group] = release.api_version
+        opener = Opener(Decryptor(given.keys) if given.keys is not None else None)
         try:
             chart, values = await offline.chart_and_values(release, root, values_of, _sources(built, release),
-                                                           given.repos, "build")
+                                                           given.repos, "build", files=tree.files, opener=opener)
             request = upgrade_request(release.spec, release.namespace, release.name, chart=chart, values=values,
                                       digest="", action=Action.INSTALL)
             rendered = await given.engine.template(request)
         except (InputError, SourceError, HelmError, ValueError) as exc:
             out.unrendered[group] = redact(f"{release.origin}: {exc}".replace(str(root) + "/", ""), out.secrets)
             continue
+        finally:
+            out.secrets += opener.plaintexts()
         # named by namespace as helm installs them: a template rarely names the release's namespace itself
         docs = {f"{kind}/{namespace}/{name}": _load(text) for (_, kind, namespace, name), text
                 in offline.manifest_objects(rendered, release.spec.target_namespace).items()}
