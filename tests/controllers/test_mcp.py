@@ -18,6 +18,7 @@ from mcp.types import CallToolResult
 
 import helmop.cli.mcp
 from helmop.api import requests
+from helmop.cli.mcp import reads
 from tests.chartrepo import ChartRepo
 from tests.clirun import run_cli
 from tests.controllers.conftest import Operator, apply, condition, failing, get, hr, ready
@@ -124,17 +125,17 @@ async def test_no_secret_value_in_any_answer(operator: Operator, kube: Run, ns: 
     assert "bad password ***" in condition(failing(kube, ns, "sec", "RenderFailed"))["message"]
     about = {"kind": "hr", "name": "sec"}
     async with mcp(Path(kube.kubeconfig), ns) as session:
-        results = [await session.call_tool("list_objects", {}), await session.call_tool("get_object", about),
-                   await session.call_tool("events", about), await session.call_tool("why", about),
-                   await session.call_tool("why", {"kind": "secret", "name": "creds"}),
-                   await session.call_tool("get_object", {"kind": "secret", "name": "creds"})]
-        for prompt in (await session.list_prompts()).prompts:
-            results.append(await session.get_prompt(prompt.name, {"number": "1"} if prompt.name == "pull_request"
-                                                    else {}))
-    shown = [text(result) for result in results]
+        got = await session.call_tool("get_object", about)
+        secret = await session.call_tool("get_object", {"kind": "secret", "name": "creds"})
+        shown = [text(got), text(secret)] + [text(await session.call_tool(tool, arguments)) for tool, arguments in (
+            ("list_objects", {}), ("events", about), ("why", about), ("why", {"kind": "secret", "name": "creds"}))]
+        shown += [text(await session.get_prompt(prompt.name, {"number": "1"} if prompt.name == "pull_request" else {}))
+                  for prompt in (await session.list_prompts()).prompts]
     assert all(PASSWORD not in one for one in shown), [one for one in shown if PASSWORD in one]
-    assert "***" in shown[1] and "bad password ***" in shown[1]  # the copy masked where it was, not left out
-    assert results[-3].is_error  # type: ignore[union-attr]  # a Secret is not a kind helmop reads whole
+    spec = yaml.safe_load(answer(got)["spec"])
+    assert spec["values"]["copied"] == "***"  # the copy masked where it is, not left out
+    assert "bad password ***" in answer(got)["ready"]["message"]
+    assert secret.is_error and "unknown kind 'secret'" in text(secret)  # a Secret is not a kind read whole
 
 
 def test_without_the_sdk_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,3 +145,9 @@ def test_without_the_sdk_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPat
     monkeypatch.delattr(helmop.cli.mcp, "server", raising=False)  # (imported by this process's earlier tests)
     said = run_cli(["mcp"], {})
     assert said.returncode == 2 and "pip install 'helmop[mcp]'" in said.stderr
+
+
+def test_answers_are_bounded() -> None:
+    cut = reads.bounded({"events": [{"message": "x" * 10_000}] * 250, "lines": ["ok"]})
+    assert len(cut["events"]) == reads.MAX_ITEMS + 1 and cut["events"][-1] == f"{reads.CUT}: 150 more"
+    assert cut["events"][0]["message"] == "x" * reads.MAX_TEXT + reads.CUT and cut["lines"] == ["ok"]

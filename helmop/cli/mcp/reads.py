@@ -135,11 +135,12 @@ async def get_object(caller: Caller, kind: str, namespace: str, name: str) -> di
     this = Resource(obj)
     status = status_of(obj)
     node = await tree(caller.kube, (found.api_version, found.kind, this.namespace, this.name))
-    spec = yaml.safe_dump(this.spec, sort_keys=False)
-    answer = {**summary(found, obj), "spec": spec if len(spec) <= MAX_SPEC else spec[:MAX_SPEC] + CUT,
-              "status": to_json(status) if status is not None else this.status,
-              "manages": [{"object": n.title, "health": n.health} for n in node.walk()[1:]]}
-    return bounded(await masked(caller, obj, answer))
+    answer = await masked(caller, obj, {
+        **summary(found, obj), "spec": this.spec, "status": to_json(status) if status is not None else this.status,
+        "manages": [{"object": n.title, "health": n.health} for n in node.walk()[1:]]})
+    # the spec as YAML (masked as data first: a mask in YAML text could break it), bounded as a whole
+    spec = yaml.safe_dump(answer["spec"], sort_keys=False)
+    return bounded(answer) | {"spec": spec if len(spec) <= MAX_SPEC else spec[:MAX_SPEC] + CUT}
 
 
 async def events(caller: Caller, kind: str, namespace: str, name: str, limit: int) -> dict[str, Any]:
