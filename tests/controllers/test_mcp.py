@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 import helmop.cli.mcp
 from helmop.api import requests
@@ -83,6 +83,11 @@ async def test_a_failing_release_is_explained_and_writes_are_not_offered(
         assert causes == [("HelmRelease", "bad", "RenderFailed")]
         said = answer(await session.call_tool("events", {"kind": "hr", "name": "bad"}))
         assert any(e["reason"] == "RenderFailed" and e["object"] == f"HelmRelease/{ns}/bad" for e in said["events"])
+
+        said_first = (await session.get_prompt("failing", {"namespace": ns})).messages[0].content
+        assert isinstance(said_first, TextContent)  # the failing objects, read when asked, and what to do
+        assert '"name": "bad"' in said_first.text and "deliberately broken" in said_first.text
+        assert "`why`" in said_first.text
 
         refused = await session.call_tool("reconcile", {"kind": "hr", "name": "bad"})
         assert refused.is_error and "reconcile" in text(refused)
