@@ -79,3 +79,6 @@ PullRequestPreview.base_commit, PullRequestPreview.posted_at  # noqa: B018
 from helmop.api.status import Controlled, Status  # noqa: E402
 
 Status.last_handled_request, Controlled.pending_revision  # noqa: B018
+# `helmop mcp`'s tools and prompts: the MCP SDK calls them by the names its decorators register
+_.resume  # type: ignore[name-defined]  # noqa: B018, F821
+_.pull_request  # type: ignore[name-defined]  # noqa: B018, F821

@@ -39,6 +39,7 @@ from . import (
     create,
     explore,
     images,
+    mcp,
     operate,
     operator_logs,
     preview,
@@ -604,7 +605,7 @@ def parser() -> argparse.ArgumentParser:
     for verb in (_RENDER, _CONVERT):
         argtree.add(verbs_, verb)
     artifacts.add_verbs(verbs_)
-    for verb in (preview.VERB, trying.VERB, _COMPLETION):
+    for verb in (preview.VERB, trying.VERB, mcp.VERB, _COMPLETION):
         argtree.add(verbs_, verb)
     return top
 
