@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 import yaml
+from playwright.sync_api import sync_playwright
 
 from helmop.cli.errors import Failed
 from helmop.cli.main import main
 from helmop.cli.trying import plan, repository, states
 from helmop.cli.trying.report import Result, as_json, as_table
+from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM
 from tests.chartrepo import ChartRepo, chart_version
 from tests.sops import Sops, age_identity
 from tests.tools import TOOLS, tool
@@ -206,6 +208,40 @@ def test_a_broken_overlay_fails_naming_its_file_and_why(tmp_path: Path,
     assert objects["Kustomization flux-system/apps"]["dependsOn"] == ["Kustomization flux-system/infrastructure"]
     assert objects["Kustomization flux-system/apps"]["readyAfter"] is None
     assert "HelmRelease podinfo/podinfo" not in objects  # the broken overlay applied nothing
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_ui_of_a_try_leads_with_the_failing_release(tmp_path: Path,
+                                                        charts: tuple[ChartRepo, dict[str, str]]) -> None:
+    """Issue 63's acceptance: a Flux repository whose podinfo asks for a chart version that does not exist, tried
+    with --ui --keep; in chromium, the overview's first row is that release with its reason, and the kinds shown
+    are the Flux kinds that hold the repository's objects (helmop's own, all empty, folded)."""
+    repo, versions = charts
+    bare = bare_repository(tmp_path, flux_layout({**versions, "podinfo": "9.9.9"}))
+    done = helmop_try(str(bare), "-o", "json", "--timeout", "150s", "--patience", "20s", "--keep", "--ui",
+                      *mirrors(repo, list(versions)))
+    report = _json(done)
+    kept = report.get("kept") or {}
+    try:
+        [failure] = report["failures"]
+        assert failure["object"] == "HelmRelease podinfo/podinfo", report["failures"]
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page()
+            page.goto(report["ui"])
+            first = "table.attention tbody tr:first-child"
+            assert (page.get_attribute(first, "data-kind"), page.get_attribute(first, "data-name")) == (
+                "helmreleases.helm.toolkit.fluxcd.io", "podinfo")
+            assert page.inner_text(f"{first} td.object") == "podinfo/podinfo"
+            assert page.inner_text(f"{first} td.reason") == failure["reason"]
+            held = page.eval_on_selector_all("table.counts tr[data-kind]", "rows => rows.map(r => r.dataset.kind)")
+            assert held and all(kind.endswith(".toolkit.fluxcd.io") for kind in held), held
+            folded = page.eval_on_selector_all("a[data-empty-kind]", "links => links.map(a => a.dataset.emptyKind)")
+            assert {"helmreleases", "configsyncs", "jenkins"} <= set(folded), folded
+            browser.close()
+    finally:
+        if kept.get("stop"):
+            subprocess.run([kept["stop"]], timeout=60, check=True)
 
 
 def test_the_corpus_charts_install_from_a_flux_repository(tmp_path: Path) -> None:

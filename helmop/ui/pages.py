@@ -32,7 +32,7 @@ from helmop.api.status.receiver import ReceiverStatus
 from helmop.api.status.sources import GitRepositoryStatus
 from helmop.infra.kube import Kube, KubeError
 from helmop.infra.worker import Worker
-from helmop.views import operator_logs, requests
+from helmop.views import attention, operator_logs, requests
 from helmop.views.cells import DELIVERING, HEALTHS, LOCAL, cluster, health, last_seen, revision, since, source
 from helmop.views.fleet import fleet
 from helmop.views.statuses import artifact_of, read, status_of
@@ -48,6 +48,8 @@ from .kinds import Registry, families, page_of
 
 MAX_QUERY = 256  # characters of a search, a label selector
 RECENT = 20  # events on the overview
+ATTENTION_SHOWN = 50  # rows of what needs attention on the overview
+SEARCH_SHOWN = 50  # matches of each kind shown by a search (the kind's list, filtered alike, has them all)
 LOG_LINES = 40  # operator log lines on a page
 SPEC_SHOWN = 64 << 10  # characters of a spec shown
 ACTIONS = ("reconcile", "reset", "force", "suspend", "resume", "rollback", "pin", "unpin", "approve", "approve-now")
@@ -212,7 +214,7 @@ class Pages:
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self._page(self.overview)), web.get("/graph", self._page(self.graph)),
-                web.get("/fleet", self._page(self.fleet)),
+                web.get("/fleet", self._page(self.fleet)), web.get("/search", self._page(self.search)),
                 web.get("/feed", self._page(self.live)),
                 web.get("/login", self.login_form), web.post("/login", self.login), web.post("/logout", self.logout),
                 web.get("/{plural}", self._page(self.kind_list)),
@@ -265,17 +267,40 @@ class Pages:
     # --- pages ---------------------------------------------------------------------------------------
 
     async def overview(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        """What needs a person first (views.attention), then the counts of the kinds that hold anything (the
+        others folded: a Flux user's overview does not open on a wall of helmop's empty kinds), then Events."""
         namespace, shown = _namespace(request), await self.registry.kinds()
         kinds = list(shown.values())
         found, recent = await asyncio.gather(listing(viewer, kinds, namespace), events(viewer, kinds, namespace))
-        counts = {page_of(kind): dict.fromkeys(HEALTHS, 0) for kind in kinds}
+        counts: dict[str, dict[str, int]] = {}
         for row in found.rows:
-            counts[page_of(row.kind)][row.health] += 1
-        attention = sorted((r for r in found.rows if r.health == "failed"), key=lambda r: r.changed, reverse=True)
-        attention += sorted((r for r in found.rows if r.health == "progressing"), key=lambda r: r.changed)
-        return self.render(request, viewer, "overview.html", title="Overview", kinds=shown, counts=counts,
-                           attention=attention, recent=recent[:RECENT], refused=found.refused, namespace=namespace,
-                           total=len(found.rows))
+            counts.setdefault(page_of(row.kind), dict.fromkeys(HEALTHS, 0))[row.health] += 1
+        held = {page: kind for page, kind in shown.items() if page in counts}
+        needs = attention.ordered([(r, n) for r in found.rows if (n := attention.need_of(r.obj)) is not None])
+        return self.render(request, viewer, "overview.html", title="Overview", kinds=shown, held=held,
+                           empty=[(page, kind) for page, kind in shown.items() if page not in counts],
+                           counts=counts, attention=needs[:ATTENTION_SHOWN], more=len(needs) - ATTENTION_SHOWN,
+                           recent=recent[:RECENT], refused=found.refused, namespace=namespace, total=len(found.rows))
+
+    async def search(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        """Every kind the viewer may list, by name or namespace (a substring of namespace/name, as a list's
+        search) and label selector (the API server's), grouped by kind, ``SEARCH_SHOWN`` of each."""
+        namespace, q, label = _namespace(request), _text(request, "q"), _text(request, "label")
+        groups: list[tuple[str, Kind, list[Row]]] = []
+        found = Listing()
+        if q or label:
+            shown = await self.registry.kinds()
+            found = await listing(viewer, list(shown.values()), namespace, label)  # a bad selector: `refused`
+            matched: dict[str, list[Row]] = {}
+            for row in _filtered(found.rows, q, "", ""):
+                matched.setdefault(page_of(row.kind), []).append(row)
+            groups = [(page, kind, sorted(matched[page], key=lambda r: (r.this.namespace, r.this.name)))
+                      for page, kind in shown.items() if page in matched]
+        return self.render(request, viewer, "search.html", title="Search", q=q, label=label, namespace=namespace,
+                           groups=groups, shown_each=SEARCH_SHOWN, refused=list(dict.fromkeys(found.refused)),
+                           query=urlencode({k: v for k, v in (("q", q), ("label", label), ("namespace", namespace))
+                                            if v}),
+                           matches=sum(len(rows) for _, _, rows in groups))
 
     async def kind_list(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
         kind = await self._kind(request)
