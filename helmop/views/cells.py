@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from helmop.api.conditions import condition_of
+from helmop.api.conditions import WAITING, condition_of
 from helmop.api.kinds import FLUX_GROUPS, GROUP
 from helmop.api.objects import Resource
 from helmop.api.status.app import AppStatus
@@ -116,12 +116,14 @@ HEALTHS = ("failed", "progressing", "ready", "suspended")  # the order a person 
 
 def health(obj: dict[str, Any]) -> str:
     """One word for where a resource stands: suspended, ready, failed (not Ready and not working on it) or
-    progressing (working on it, or not yet judged)."""
+    progressing (working on it, not yet judged, or waiting for something else: a dependency, its source, an
+    approval or a deployment window)."""
     if Resource(obj).spec.get("suspend"):
         return "suspended"
-    ready = condition_of(obj, "Ready").get("status")
-    if ready == "True":
+    ready = condition_of(obj, "Ready")
+    if ready.get("status") == "True":
         return "ready"
-    if ready == "False" and condition_of(obj, "Reconciling").get("status") != "True":
+    if ready.get("status") == "False" and ready.get("reason") not in WAITING \
+            and condition_of(obj, "Reconciling").get("status") != "True":
         return "failed"
     return "progressing"

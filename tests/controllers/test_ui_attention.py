@@ -104,8 +104,9 @@ def test_the_overview_leads_with_what_needs_a_person(operator: Operator, kube: R
     assert page.inner_text("details.empty-kinds summary") == f"{len(folded)} empty kinds"
     assert page.get_attribute("details.empty-kinds", "open") is None
     counted = {h: int(page.inner_text(f"table.counts tr[data-kind=helmreleases] td[data-health={h}]"))
-               for h in ("failed", "ready", "suspended")}
-    assert counted == {"failed": 3, "ready": 2, "suspended": 1}  # (awaiting a person is not Ready: failed)
+               for h in ("failed", "progressing", "ready", "suspended")}
+    # awaiting an approval or a window is not a failure: it waits (progressing), as a dependency wait does
+    assert counted == {"failed": 1, "progressing": 2, "ready": 2, "suspended": 1}
 
     live_suspend(page, kube, ns)
 
