@@ -160,3 +160,36 @@ def test_the_charts_values_and_args_agree_with_the_operators_settings(run: Run) 
     deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     runflags.built(cli.parse_args(["run", *args]))  # every flag known, every value taken
+
+
+def test_chart_runs_the_ui_with_single_sign_on_from_its_values(run: Run) -> None:
+    """ui.auth=oidc: the flags from ui.oidc, the client's Secret and a session key the chart makes mounted where
+    the flags say, and no TokenReview right (a viewer's token is never reviewed)."""
+    sso = ["--set", "ui.enabled=true", "--set", "ui.auth=oidc", "--set", "ui.oidc.issuer=https://dex.example.com",
+           "--set", "ui.oidc.clientID=helmop", "--set", "ui.oidc.redirectURL=https://helmop.example.com/oauth2/cb",
+           "--set", "ui.oidc.groupsPrefix=oidc:", "--set", "ui.oidc.clientSecret.name=helmop-oidc"]
+    rendered = {d["kind"]: d for d in yaml.safe_load_all(run("helm", "template", "h", str(CHART), *sso,
+                                                             "--show-only", "templates/ui.yaml").stdout) if d}
+    pod = rendered["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args = parser().parse_args(container["args"])  # the UI accepts what the chart passes
+    assert (args.auth, args.oidc_issuer, args.oidc_client_id, args.oidc_groups_prefix, args.oidc_username_claim) == (
+        "oidc", "https://dex.example.com", "helmop", "oidc:", "email")
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"]}
+    assert args.oidc_client_secret_file == f"{mounts['oidc-client']}/client-secret"
+    assert secrets["oidc-client"] == "helmop-oidc"
+    assert args.session_key_file == f"{mounts['session-key']}/session-key"
+    made = rendered["Secret"]
+    assert secrets["session-key"] == made["metadata"]["name"] and len(made["data"]["session-key"]) >= 64
+    assert not any("tokenreviews" in rule["resources"] for rule in rendered["ClusterRole"]["rules"])
+    # a Secret of the administrator's own: none made
+    kept = run("helm", "template", "h", str(CHART), *sso, "--set", "ui.oidc.sessionKeySecret=ui-session",
+               "--show-only", "templates/ui.yaml").stdout
+    assert "kind: Secret" not in kept and "secretName: ui-session" in kept
+    # an issuer missing is said at install time
+    done = run("helm", "template", "h", str(CHART), "--set", "ui.enabled=true", "--set", "ui.auth=oidc", check=False)
+    assert done.returncode != 0 and "ui.oidc.issuer is needed" in done.stderr
+    token = run("helm", "template", "h", str(CHART), "--set", "ui.enabled=true", "--show-only",
+                "templates/ui.yaml").stdout
+    assert "--auth=token" in token and "tokenreviews" in token and "kind: Secret" not in token

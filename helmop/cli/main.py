@@ -49,6 +49,7 @@ from . import (
     target,
     tenancy,
     trying,
+    uiauth,
     verbs,
     why,
 )
@@ -195,13 +196,14 @@ async def _logs(args: argparse.Namespace, where: target.Target) -> int:
 
 
 async def _ui(args: argparse.Namespace, where: target.Target) -> int:
-    tokens = args.auth == "token"
-    if not tokens and args.address not in ("127.0.0.1", "localhost"):
+    if args.auth == "kubeconfig" and args.address not in ("127.0.0.1", "localhost"):
         raise Failed("--auth kubeconfig serves with the kubeconfig's rights: it listens on 127.0.0.1 only "
-                     "(give --auth token to serve others, each with their own token)")
+                     "(give --auth token or oidc to serve others, each with their own rights)")
+    uiauth.refuse_stray(args)
+    auth = uiauth.oidc_settings(args) if args.auth == "oidc" else args.auth
     from helmop import ui  # its pages and Jinja2: for this verb only (the operator's process never needs them)
 
-    await ui.serve(where.kube, tokens=tokens, address=args.address, port=args.port, actions=args.actions,
+    await ui.serve(where.kube, auth=auth, address=args.address, port=args.port, actions=args.actions,
                    namespace=where.namespace, operator_namespace=args.operator_namespace, log_file=args.log_file,
                    announce=lambda url: print(f"helmop ui: {url}", flush=True))
     return OK
@@ -516,20 +518,22 @@ _CLUSTER_VERBS = (
         kind="[KIND]", name_arg="[NAME]"),
     _on_cluster(
         "ui", "serve the web UI: every resource's state, history, tree and events, live; locally with the "
-              "kubeconfig's rights (127.0.0.1), in a cluster with each viewer's token", _ui,
+              "kubeconfig's rights (127.0.0.1), in a cluster with each viewer's token or single sign-on", _ui,
         arg("--port", type=int, default=9080, help="port to listen on (default %(default)s; 0: any free one)"),
         arg("--address", default="127.0.0.1", help="address to listen on (default %(default)s; another needs --auth "
-                                                   "token)"),
-        arg("--auth", choices=("kubeconfig", "token"), default="kubeconfig",
+                                                   "token or oidc)"),
+        arg("--auth", choices=("kubeconfig", "token", "oidc"), default="kubeconfig",
             help="kubeconfig: the viewer is the kubeconfig's user; token: each viewer's bearer token (Authorization "
-                 "header or the login page), checked with TokenReview and impersonated"),
+                 "header or the login page), checked with TokenReview and impersonated; oidc: each viewer signs in "
+                 "with the --oidc-issuer, and the user and groups its ID token's claims map to are impersonated"),
         arg("--actions", action="store_true", help="allow reconcile, suspend, resume, rollback, pin, unpin and approve "
                                                    "from the pages (default: read-only)"),
         arg("--operator-namespace", metavar="NAMESPACE", help="where the operator's pods run, for their log lines "
                                                               "(default: any namespace)"),
         arg("--log-file", default_from=operator_logs.log_file_default, metavar="PATH",
             help="the log file of an operator run with --log-file, for its log lines (default "
-                 f"${operator_logs.LOG_FILE_ENV}); without it, the operator's pods")),
+                 f"${operator_logs.LOG_FILE_ENV}); without it, the operator's pods"),
+        *uiauth.FLAGS),
 )
 
 _CREATE = "create a resource from flags (or print it with --export)"

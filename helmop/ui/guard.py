@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 
@@ -24,6 +24,17 @@ HEADERS = {
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def local_path(target: str) -> str:
+    """Where to go after logging in: a path of this UI, read as a browser reads it (it drops tabs and line breaks
+    anywhere, and takes a backslash for a slash), never another site; "/" otherwise."""
+    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return "/"
+    return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
 
 
 class Guard:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 import jinja2
 import yaml
@@ -43,7 +43,7 @@ from helmop.views.why import ERROR, Link, root_causes, why
 from . import graph
 from .access import COOKIE, Access, Viewer
 from .feed import Feed
-from .guard import Guard
+from .guard import Guard, local_path
 from .kinds import Registry, families, page_of
 
 MAX_QUERY = 256  # characters of a search, a label selector
@@ -451,14 +451,14 @@ class Pages:
     async def login_form(self, request: web.Request) -> web.StreamResponse:
         if not self.access.login:
             raise web.HTTPSeeOther("/")
-        return self.render(request, None, "login.html", title="Log in", next=_next(request.query.get("next", "/")),
+        return self.render(request, None, "login.html", title="Log in", next=local_path(request.query.get("next", "/")),
                            failed="")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         if not self.access.login:
             raise web.HTTPSeeOther("/")
         form = await request.post()
-        token, after = str(form.get("token", "")).strip(), _next(str(form.get("next", "/")))
+        token, after = str(form.get("token", "")).strip(), local_path(str(form.get("next", "/")))
         # No viewer yet to derive a form token from: the same one for everyone, so what stops another site's
         # form here is the browser's word on where it came from (Origin, Sec-Fetch-Site).
         self.guard.check_form(request, LOGIN, str(form.get("csrf", "")))
@@ -513,17 +513,6 @@ async def waiting_for(kube: Kube, ref: Ref, cel: Worker) -> tuple[Link, list[Lin
         log.exception("following what %s waits for failed", ref)
         note = "it could not be followed (the UI's log says why)"
     return Link(ref, ERROR, waits_for=[Link(ref, ERROR, "NotFollowed", note, "not followed")]), []
-
-
-def _next(target: str) -> str:
-    """Where to go after logging in: a path of this UI, read as a browser reads it (it drops tabs and line breaks
-    anywhere, and takes a backslash for a slash), never another site; "/" otherwise."""
-    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
-        return "/"
-    parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
-        return "/"
-    return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
 
 
 def _webhook(state: Status) -> str:

@@ -18,6 +18,7 @@ from .feed import Feed
 from .guard import Guard
 from .kinds import Registry
 from .pages import Pages
+from .sso import START, OidcAccess, OidcSettings, SignIn
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 64 << 10  # a form: a token at most
@@ -27,6 +28,9 @@ def application(access: Access, guard: Guard, feed: Feed, pages: Pages) -> web.A
     app = web.Application(middlewares=[guard.middleware], client_max_size=MAX_BODY)
     app.on_response_prepare.append(guard.on_prepare)
     app.router.add_static("/static", STATIC, append_version=False)
+    if isinstance(access, OidcAccess):  # before the pages': the callback's path would match /{plural}/{name}
+        app.router.add_routes(SignIn(access, pages).routes())
+        pages.templates.globals["sign_in"] = START  # the login page offers the issuer instead of a token form
     app.router.add_routes(pages.routes())
 
     async def closing(_: web.Application) -> None:
@@ -38,11 +42,14 @@ def application(access: Access, guard: Guard, feed: Feed, pages: Pages) -> web.A
     return app
 
 
-async def serve(kube: Kube, *, tokens: bool, address: str, port: int, actions: bool, namespace: str,
+async def serve(kube: Kube, *, auth: str | OidcSettings, address: str, port: int, actions: bool, namespace: str,
                 operator_namespace: str | None, log_file: str | None, announce: Callable[[str], None]) -> None:
-    """Serve until SIGINT or SIGTERM. ``tokens``: viewers bring bearer tokens (in a cluster); else the viewer
-    is the kubeconfig's user and only this machine may connect."""
-    access: Access = TokenAccess(kube) if tokens else LocalAccess(kube, await whoami(kube), namespace)
+    """Serve until SIGINT or SIGTERM. ``auth``: "kubeconfig", the viewer is the kubeconfig's user and only this
+    machine may connect; "token", viewers bring bearer tokens (in a cluster); OIDC settings, viewers sign in with
+    that issuer."""
+    local = auth == "kubeconfig"
+    access: Access = (OidcAccess(kube, auth) if isinstance(auth, OidcSettings)
+                      else LocalAccess(kube, await whoami(kube), namespace) if local else TokenAccess(kube))
     guard = Guard(None)
     feed = Feed(kube)
     registry = Registry(kube, feed.follow)  # discovery with the UI's own account: which kinds exist, no more
@@ -53,7 +60,7 @@ async def serve(kube: Kube, *, tokens: bool, address: str, port: int, actions: b
     site = web.TCPSite(runner, address, port)
     await site.start()
     bound = runner.addresses[0][1]
-    if not tokens:  # answer only to this machine's names for itself (a rebound DNS name is refused)
+    if local:  # answer only to this machine's names for itself (a rebound DNS name is refused)
         guard.hosts = frozenset({f"127.0.0.1:{bound}", f"localhost:{bound}"})
     await registry.kinds()  # the feed follows the kinds found
     announce(f"http://{'127.0.0.1' if address in ('', '0.0.0.0') else address}:{bound}/")
