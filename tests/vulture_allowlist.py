@@ -82,3 +82,4 @@ Status.last_handled_request, Controlled.pending_revision  # noqa: B018
 # `helmop mcp`'s tools and prompts: the MCP SDK calls them by the names its decorators register
 _.resume  # type: ignore[name-defined]  # noqa: B018, F821
 _.pull_request  # type: ignore[name-defined]  # noqa: B018, F821
+_.search_docs  # type: ignore[name-defined]  # noqa: B018, F821
