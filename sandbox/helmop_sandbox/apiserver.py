@@ -9,7 +9,6 @@ terminating, dry runs, and CRDs that change the served types. :mod:`.server` map
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -20,9 +19,10 @@ from . import admission, celrules, fieldmanager, roles, structural
 from .errors import ApiError, Cause, already_exists, bad_request, conflict, invalid, not_found
 from .kinds import Registry, ResourceType, types_of_crd
 from .patching import TestFailed, json_patch, merge_patch, strategic_merge
+from .selection import Selection
 from .selectors import Matcher
 from .state import StateDir
-from .store import HISTORY, Event, Key, Obj, Store, Watcher
+from .store import HISTORY, Event, Key, Obj, Store, Watcher, clone
 
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -77,6 +77,7 @@ class ApiServer:
             self._bootstrap()
         if state is not None:
             state.record(self.store)
+        self.selection = Selection(self.store)  # what Service selectors pick: the endpoints and the network
 
     def _bootstrap(self) -> None:
         boot = WriteOptions(manager="kube-apiserver")
@@ -161,7 +162,7 @@ class ApiServer:
     def _check_body(self, rt: ResourceType, body: Any, namespace: str) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format: expected a JSON object")
-        obj = copy.deepcopy(body)
+        obj: Obj = clone(body)  # validation prunes and defaults in place: never the caller's object
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if kind and kind != rt.kind:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
@@ -287,12 +288,12 @@ class ApiServer:
     def _replace(self, rt: ResourceType, old: Obj, new: Obj, opts: WriteOptions, subresource: str) -> Obj:
         """Store ``new`` in place of ``old`` with server-owned fields carried over."""
         if subresource == "status":
-            new = {**copy.deepcopy(old), "status": new.get("status")}
+            new = clone({**old, "status": new.get("status")})
             if new["status"] is None:
                 new.pop("status")
         elif "status" in rt.subresources:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         meta, old_meta = new["metadata"], old["metadata"]
@@ -379,7 +380,7 @@ class ApiServer:
         if cfg["metadata"].get("name", name) != name:
             raise bad_request("the name of the object does not match the name on the URL")
         cfg["metadata"]["name"] = name
-        self._validate(rt, copy.deepcopy(cfg), opts, partial=True)
+        self._validate(rt, clone(cfg), opts, partial=True)
         with self.store.lock:
             old = self.store.get(rt.storage_key, namespace, name)
             skip_status = "status" in rt.subresources and subresource != "status"
@@ -431,7 +432,7 @@ class ApiServer:
             if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
                 raise conflict(rt.group, rt.plural, name, "the object has been modified; please apply your "
                                                           "changes to the latest version and try again")
-            new = copy.deepcopy(old)
+            new = clone(old)
             spec_path = self._scale_paths(rt)[0].split(".")
             node = new
             for part in spec_path[:-1]:
@@ -454,8 +455,8 @@ class ApiServer:
                 raise conflict(rt.group, rt.plural, name, f"Precondition failed: ResourceVersion in "
                                f"precondition: {options.resource_version}, ResourceVersion in object meta: "
                                f"{meta.get('resourceVersion')}")
-            new = copy.deepcopy(old)
-            finalizers = list(new["metadata"].get("finalizers") or [])
+            new = {**old, "metadata": {**meta}}  # only what is set below changes: the rest is shared
+            finalizers = list(meta.get("finalizers") or [])
             if options.propagation == "Foreground" and "foregroundDeletion" not in finalizers:
                 finalizers.append("foregroundDeletion")
             elif options.propagation == "Orphan" and "orphan" not in finalizers:
@@ -463,7 +464,7 @@ class ApiServer:
             if rt.storage_key == CRD_KEY and CRD_FINALIZER not in finalizers and not meta.get(
                     "deletionTimestamp"):
                 finalizers.append(CRD_FINALIZER)
-            terminating_ns = rt.storage_key == NAMESPACE_KEY and (new.get("spec") or {}).get("finalizers")
+            terminating_ns = rt.storage_key == NAMESPACE_KEY and (old.get("spec") or {}).get("finalizers")
             if not finalizers and not terminating_ns:
                 if options.dry_run:
                     return self.view(old, rt), True
@@ -478,7 +479,7 @@ class ApiServer:
             if "generation" in meta and not meta.get("deletionTimestamp"):
                 new["metadata"]["generation"] = int(meta["generation"]) + 1
             if terminating_ns:
-                new.setdefault("status", {})["phase"] = "Terminating"
+                new["status"] = {**(old.get("status") or {}), "phase": "Terminating"}
             if not new["metadata"]["finalizers"]:
                 new["metadata"].pop("finalizers")
             if options.dry_run:
@@ -491,8 +492,7 @@ class ApiServer:
             ns = self.store.get(NAMESPACE_KEY, "", name)
             if ns is None:
                 return
-            new = copy.deepcopy(ns)
-            new.setdefault("spec", {})["finalizers"] = []
+            new = {**ns, "metadata": {**ns["metadata"]}, "spec": {**(ns.get("spec") or {}), "finalizers": []}}
             if new["metadata"].get("finalizers"):
                 self.store.put(NAMESPACE_KEY, new)
             else:
@@ -505,8 +505,8 @@ class ApiServer:
             current = self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"])
             if current is None or finalizer not in (current["metadata"].get("finalizers") or []):
                 return
-            new = copy.deepcopy(current)
-            new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != finalizer]
+            kept = [f for f in current["metadata"]["finalizers"] if f != finalizer]
+            new = {**current, "metadata": {**current["metadata"], "finalizers": kept}}
             self._store(rt, current, new, WriteOptions())
 
     def write_status(self, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
@@ -516,7 +516,8 @@ class ApiServer:
             current = self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"])
             if current is None or current.get("status") == status:
                 return
-            self.store.put(rt.storage_key, {**copy.deepcopy(current), "status": status})
+            # The store sets a new resourceVersion in the metadata: a copy of it; the rest is shared.
+            self.store.put(rt.storage_key, {**current, "metadata": {**current["metadata"]}, "status": status})
 
 
 def _dig(obj: Any, dotted: str) -> Any:

@@ -10,7 +10,6 @@ croniter, in ``timeZone``) names, honouring ``suspend``, ``concurrencyPolicy`` a
 
 from __future__ import annotations
 
-import copy
 import secrets
 from collections.abc import Callable
 from datetime import datetime
@@ -20,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from .events import Recorder
-from .store import Obj
+from .store import Obj, clone
 
 JOBS, PODS, CRONJOBS = ("batch", "jobs"), ("", "pods"), ("batch", "cronjobs")
 JOB_NAME, CONTROLLER_UID = "batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid"
@@ -97,7 +96,7 @@ class Batch:
 
     def _start_pod(self, job: Obj) -> None:
         meta = job["metadata"]
-        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+        template = clone((job.get("spec") or {}).get("template") or {})
         pod_meta = template.get("metadata") or {}
         labels = {**(pod_meta.get("labels") or {}), JOB_NAME: meta["name"], "job-name": meta["name"],
                   CONTROLLER_UID: meta["uid"], "controller-uid": meta["uid"]}
@@ -120,7 +119,7 @@ class Batch:
 
     def cronjob(self, rt: Any, cronjob: Obj) -> None:
         spec, meta = cronjob.get("spec") or {}, cronjob["metadata"]
-        status = copy.deepcopy(cronjob.get("status") or {})
+        status = clone(cronjob.get("status") or {})
         jobs = self.c.owned(cronjob, JOBS)
         changed = self._saw_finished(cronjob, jobs, status)
         due = self._due(spec, meta, status)
@@ -157,7 +156,7 @@ class Batch:
 
     def _create_job(self, cronjob: Obj, due: datetime, status: Obj) -> None:
         meta = cronjob["metadata"]
-        template = copy.deepcopy((cronjob.get("spec") or {}).get("jobTemplate") or {})
+        template = clone((cronjob.get("spec") or {}).get("jobTemplate") or {})
         name = f"{meta['name']}-{int(due.timestamp()) // 60}"
         job = {"metadata": {"name": name, "labels": (template.get("metadata") or {}).get("labels") or {},
                             "annotations": {**((template.get("metadata") or {}).get("annotations") or {}),

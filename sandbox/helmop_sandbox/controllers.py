@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import platform
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from .events import Recorder
 from .kinds import ResourceType
 from .roles import CLUSTER_ROLES, aggregated
 from .rollouts import Rollouts, template_hash
-from .store import Event, Key, Obj
+from .store import Event, Key, Obj, clone
 from .volumes import Volumes
 
 REVISION_LABEL = "controller-revision-hash"
@@ -253,12 +252,10 @@ class Controllers:
                 self.api.delete(rt, ns, name, DeleteOptions(propagation="Background"))
 
     def _set_owner_refs(self, rt: ResourceType, dep: Obj, refs: list[dict[str, Any]]) -> None:
-        new = copy.deepcopy(dep)
-        new["metadata"]["ownerReferences"] = refs
+        meta = {**dep["metadata"], "ownerReferences": refs}
         if not refs:
-            new["metadata"].pop("ownerReferences")
-        meta = dep["metadata"]
-        self.api.update(rt, meta.get("namespace", ""), meta["name"], new, MANAGER)
+            meta.pop("ownerReferences")
+        self.api.update(rt, meta.get("namespace", ""), meta["name"], {**dep, "metadata": meta}, MANAGER)
 
     def _release_owners(self, dep: Obj) -> None:
         """A dependent is gone: an owner waiting in foreground deletion may now go too."""
@@ -410,7 +407,7 @@ class Controllers:
                 claim = f"{tmpl['metadata']['name']}-{meta['name']}-{i}"
                 if self.api.store.get(pvc_rt.storage_key, meta["namespace"], claim) is None:
                     body = {"metadata": {"name": claim, "labels": (tmpl.get("metadata") or {}).get("labels", {})},
-                            "spec": copy.deepcopy(tmpl.get("spec") or {})}
+                            "spec": clone(tmpl.get("spec") or {})}
                     self.api.create(pvc_rt, meta["namespace"], body, MANAGER)
         revision = f"{meta['name']}-{template_hash(spec.get('template'))}"
         self._statefulset_pods(obj, replicas, revision)
@@ -433,7 +430,7 @@ class Controllers:
                 continue
             if current is not None:  # an older revision: replaced
                 self.delete_dependent(PODS, current)
-            template = copy.deepcopy(spec.get("template") or {})
+            template = clone(spec.get("template") or {})
             pod_spec = template.get("spec") or {}
             pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *(
                 {"name": t["metadata"]["name"],

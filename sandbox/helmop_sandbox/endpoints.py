@@ -26,15 +26,13 @@ from typing import Any
 
 from .apiserver import ApiServer, DeleteOptions, WriteOptions
 from .errors import ApiError
-from .store import Event, Key, Obj, Store
+from .selection import PODS, SELECTABLE, SERVICES, Selection, selectable_labels, selector_of
+from .store import Event, Key, Obj
 
 log = logging.getLogger(__name__)
 
-SERVICES: Key = ("", "services")
 ENDPOINTS: Key = ("", "endpoints")
 SLICES: Key = ("discovery.k8s.io", "endpointslices")
-PODS: Key = ("", "pods")
-SELECTABLE: tuple[Key, ...] = (PODS, ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"))
 SERVICE_NAME = "kubernetes.io/service-name"
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 CONTROLLER = "endpointslice-controller.k8s.io"
@@ -61,10 +59,6 @@ def address(uid: str, index: int = 0) -> str:
     """A made-up address in the Pod network, the same for the same object and index."""
     offset = int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
     return str(_POD_NETWORK + (offset + index) % 65536)
-
-
-def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return bool(selector) and selector.items() <= labels.items()
 
 
 def _port_number(port: dict[str, Any], pod_spec: dict[str, Any]) -> int | None:
@@ -122,21 +116,11 @@ def _workload_backends(service: Obj, obj: Obj) -> list[Backend]:
     return [Backend(address(meta["uid"], i), i < ready, ports, _owner(obj)) for i in range(int(total))]
 
 
-def _labels(key: Key, obj: Obj) -> dict[str, str]:
-    """The labels a Service selector is matched against: a Pod's, or a workload's pod template's."""
-    if key == PODS:
-        return obj["metadata"].get("labels") or {}
-    return (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
-
-
-def backends(store: Store, service: Obj) -> list[Backend]:
+def backends(selection: Selection, service: Obj) -> list[Backend]:
     """What ``service``'s selector picks in its namespace, ordered by address."""
-    selector, namespace = (service.get("spec") or {}).get("selector") or {}, service["metadata"]["namespace"]
     found: list[Backend] = []
-    for key in SELECTABLE:
-        for obj in store.items(key, namespace):
-            if _selects(selector, _labels(key, obj)):
-                found += _pod_backends(service, obj) if key == PODS else _workload_backends(service, obj)
+    for key, obj in selection.selected(service["metadata"]["namespace"], selector_of(service)):
+        found += _pod_backends(service, obj) if key == PODS else _workload_backends(service, obj)
     return sorted(found, key=lambda b: ipaddress.IPv4Address(b.address))
 
 
@@ -166,11 +150,9 @@ class EndpointsController:
             else:
                 self._mark(namespace, meta["name"])
         elif key in SELECTABLE:
-            labels = [_labels(key, o) for o in (event.obj, event.old) if o is not None]
-            for service in self.api.store.items(SERVICES, namespace):
-                selector = (service.get("spec") or {}).get("selector") or {}
-                if any(_selects(selector, one) for one in labels):
-                    self._mark(namespace, service["metadata"]["name"])
+            for one in (o for o in (event.obj, event.old) if o is not None):  # the Services of either version
+                for name in self.api.selection.services_selecting(namespace, selectable_labels(key, one)):
+                    self._mark(namespace, name)
 
     def _mark(self, namespace: str, name: str) -> None:
         if not self._dirty:  # events of one turn of the loop (a rollout's writes) are synced once
@@ -185,7 +167,7 @@ class EndpointsController:
             if service is None or not spec.get("selector") or spec.get("type") == "ExternalName":
                 continue
             try:
-                found = backends(self.api.store, service)
+                found = backends(self.api.selection, service)
                 self._write_endpoints(service, found)
                 self._write_slices(service, found)
             except ApiError as exc:  # a namespace terminating, a race with a client: the next event retries
@@ -232,6 +214,13 @@ class EndpointsController:
             updated = {k: v for k, v in current.items() if k != "subsets"} | ({"subsets": subsets} if subsets else {})
             self.api.update(rt, meta["namespace"], meta["name"], updated, self.manager)
 
+    def _owned_slices(self, namespace: str, uid: str) -> list[Obj]:
+        """The slices that name the Service as an owner, by name, from the store's owner index."""
+        store = self.api.store
+        with store.lock:
+            names = sorted(name for key, ns, name in store.dependents.get(uid, ()) if key == SLICES and ns == namespace)
+        return [s for s in (store.get(SLICES, namespace, name) for name in names) if s is not None]
+
     def _slice_endpoint(self, backend: Backend) -> dict[str, Any]:
         out: dict[str, Any] = {"addresses": [backend.address],
                                "conditions": {"ready": backend.ready, "serving": backend.ready, "terminating": False}}
@@ -257,8 +246,7 @@ class EndpointsController:
         meta = service["metadata"]
         namespace, uid = meta["namespace"], meta["uid"]
         rt = self.api.type_of(SLICES)
-        existing = [s for s in self.api.store.items(SLICES, namespace)
-                    if any(r.get("uid") == uid for r in s["metadata"].get("ownerReferences") or [])]
+        existing = self._owned_slices(namespace, uid)
         labels, desired = _slice_labels(service), self._desired_slices(service, found)
         for i, (ports, endpoints) in enumerate(desired):
             body = {"addressType": "IPv4", "endpoints": endpoints, "ports": ports}

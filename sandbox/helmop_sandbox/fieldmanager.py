@@ -10,7 +10,6 @@ Status is left out of ownership for kinds with a status subresource, as status w
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from typing import Any
 
 from .errors import ApiError, Cause
 from .schemas import Schema, child, is_set, items, list_keys
+from .store import clone
 
 Path = tuple[str, ...]
 _MISSING = object()
@@ -30,14 +30,22 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_SHADOWED = object()  # a leaf of a list item with the key of an earlier item: value_at finds that earlier one
+
+
 @dataclass
 class Fields:
     nodes: set[Path]
-    leaves: set[Path]
+    leaves: dict[Path, Any]  # each with its value, kept as it was met: no walk from the root to compare it
 
     @property
     def all(self) -> set[Path]:
-        return self.nodes | self.leaves
+        return self.nodes | self.leaves.keys()
+
+    def value(self, obj: Any, path: Path) -> Any:
+        """``value_at(obj, path)``, ``obj`` being what these fields were collected from."""
+        found = self.leaves.get(path, _SHADOWED)
+        return value_at(obj, path) if found is _SHADOWED else found
 
 
 # Defaults of list-map key fields: an applied `ports: [{containerPort: 80}]` must match the live
@@ -51,7 +59,7 @@ def _item_key(item: dict[str, Any], keys: list[str]) -> str:
 
 def collect(obj: dict[str, Any], schema: Schema | None, *, skip_status: bool) -> Fields:
     """Every field path of ``obj`` that can be owned."""
-    out = Fields(set(), set())
+    out = Fields(set(), {})
     for key, value in obj.items():
         if key in ("apiVersion", "kind") or (key == "status" and skip_status):
             continue
@@ -63,28 +71,30 @@ def collect(obj: dict[str, Any], schema: Schema | None, *, skip_status: bool) ->
     return out
 
 
-def _collect(value: Any, schema: Schema | None, prefix: Path, out: Fields) -> None:
+def _collect(value: Any, schema: Schema | None, prefix: Path, out: Fields, shadowed: bool = False) -> None:
     if isinstance(value, dict) and value:
         out.nodes.add(prefix)
         for key, sub in value.items():
-            _collect(sub, child(schema, key), (*prefix, "f:" + key), out)
+            _collect(sub, child(schema, key), (*prefix, "f:" + key), out, shadowed)
     elif isinstance(value, list) and value:
         keys = list_keys(schema)
         if keys and all(isinstance(i, dict) for i in value):
             out.nodes.add(prefix)
             for item in value:
                 path = (*prefix, _item_key(item, keys))
+                duplicate = shadowed or path in out.nodes
                 out.nodes.add(path)
                 for key, sub in item.items():
-                    _collect(sub, child(items(schema), key), (*path, "f:" + key), out)
+                    _collect(sub, child(items(schema), key), (*path, "f:" + key), out, duplicate)
         elif is_set(schema):
             out.nodes.add(prefix)
             for item in value:
-                out.leaves.add((*prefix, "v:" + json.dumps(item, separators=(",", ":"))))
+                out.leaves.setdefault((*prefix, "v:" + json.dumps(item, separators=(",", ":"))),
+                                      _SHADOWED if shadowed else item)
         else:
-            out.leaves.add(prefix)
+            out.leaves.setdefault(prefix, _SHADOWED if shadowed else value)
     else:
-        out.leaves.add(prefix)
+        out.leaves.setdefault(prefix, _SHADOWED if shadowed else value)
 
 
 def _matches(item: dict[str, Any], key_json: str) -> bool:
@@ -184,7 +194,7 @@ def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
 
 
 def _leaves_only(paths: set[Path], fields: Fields) -> set[Path]:
-    return paths & fields.leaves
+    return paths & fields.leaves.keys()
 
 
 def track_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str, api_version: str,
@@ -198,7 +208,7 @@ def track_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str, 
         old_fields = collect(old, schema, skip_status=skip_status)
         removed = old_fields.all - new_fields.all
         changed = {p for p in new_fields.all if p not in old_fields.all
-                   or (p in new_fields.leaves and value_at(old, p) != value_at(new, p))}
+                   or (p in new_fields.leaves and old_fields.value(old, p) != new_fields.value(new, p))}
     if not changed and not removed:
         _store(new, entries)
         return
@@ -252,13 +262,13 @@ def _merge(live: Any, cfg: Any, schema: Schema | None) -> Any:
                 ident = _item_key(item, keys)
                 index = next((i for i, cur in enumerate(merged) if _item_key(cur, keys) == ident), None)
                 if index is None:
-                    merged.append(copy.deepcopy(item))
+                    merged.append(clone(item))
                 else:
                     merged[index] = _merge(merged[index], item, items(schema))
             return merged
         if is_set(schema):
-            return list(live) + [copy.deepcopy(v) for v in cfg if v not in live]
-    return copy.deepcopy(cfg)
+            return list(live) + [clone(v) for v in cfg if v not in live]
+    return clone(cfg)
 
 
 def _changes(live: Any, cfg: Any, path: Path) -> bool:
@@ -277,7 +287,7 @@ def apply(live: dict[str, Any] | None, cfg: dict[str, Any], manager: str, api_ve
     cfg = _without_nulls(cfg)
     applied = collect(cfg, schema, skip_status=skip_status)
     entries = entries_of(live) if live is not None else []
-    base = copy.deepcopy(live) if live is not None else {}
+    base = clone(live) if live is not None else {}
     mine = next((e for e in entries if e.manager == manager and e.operation == "Apply"), None)
     others = [e for e in entries if e is not mine]
     conflicts = [(e, p) for e in others for p in sorted(_leaves_only(e.paths, applied)) if _changes(base, cfg, p)]

@@ -17,7 +17,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .endpoints import SERVICES, backends
+from .endpoints import backends
+from .selection import SERVICES, Selection
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class Unreachable(Exception):
 @dataclass
 class Network:
     store: Store
+    selection: Selection
     enabled: bool = True  # False: no Service answers ("the sandbox has no cluster network")
 
     def reach(self, service: dict[str, Any], timeout: int) -> str:
@@ -50,7 +52,7 @@ class Network:
             raise Unreachable(f'Post "{url}": no service port {port} found for service "{name}"')
         if spec.get("type", "ClusterIP") not in ("ClusterIP", "NodePort", "LoadBalancer"):
             raise Unreachable(f'Post "{url}": unsupported service type "{spec.get("type")}"')
-        ready = [b for b in backends(self.store, found)
+        ready = [b for b in backends(self.selection, found)
                  if b.ready and any(p[0] == served.get("name", "") for p in b.ports)]
         if not ready:
             raise Unreachable(f'Post "{url}": no endpoints available for service "{name}"')

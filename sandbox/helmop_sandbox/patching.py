@@ -8,17 +8,17 @@ Strategic merge takes its merge keys and strategies from the schema (``x-kuberne
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from .errors import ApiError, bad_request
 from .schemas import Schema, child, items, list_keys, patch_strategy
+from .store import clone
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -112,15 +112,15 @@ class TestFailed(Exception):
 def json_patch(doc: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"invalid JSON patch operation: {json.dumps(op)}")
         kind, path = op["op"], op["path"]
         if kind == "add":
-            doc = _set(doc, path, copy.deepcopy(op.get("value")), insert=True)
+            doc = _set(doc, path, clone(op.get("value")), insert=True)
         elif kind == "replace":
-            doc = _set(doc, path, copy.deepcopy(op.get("value")), insert=False)
+            doc = _set(doc, path, clone(op.get("value")), insert=False)
         elif kind == "remove":
             _remove(doc, path)
         elif kind == "test":
@@ -134,7 +134,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
             value = _get(doc, op["from"])
             if kind == "move":
                 _remove(doc, op["from"])
-            doc = _set(doc, path, copy.deepcopy(value), insert=True)
+            doc = _set(doc, path, clone(value), insert=True)
         else:
             raise bad_request(f"Unexpected kind: {kind}")
     return doc
@@ -145,11 +145,11 @@ def json_patch(doc: Any, ops: Any) -> Any:
 
 def strategic_merge(target: Any, patch: Any, schema: Schema | None) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if not isinstance(target, dict):
         target = {}
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     result = dict(target)
@@ -171,7 +171,7 @@ def strategic_merge(target: Any, patch: Any, schema: Schema | None) -> Any:
             else:
                 result[key] = merged
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     for key, doomed in deletions.items():
         if isinstance(result.get(key), list):
             result[key] = [v for v in result[key] if v not in doomed]
@@ -187,14 +187,14 @@ def _merge_list(existing: Any, patch: list[Any], schema: Schema | None) -> list[
     current: list[Any] = list(existing) if isinstance(existing, list) else []
     keys = list_keys(schema)
     if not keys:  # a set of primitives: union, in order
-        return current + [copy.deepcopy(v) for v in patch if v not in current]
+        return current + [clone(v) for v in patch if v not in current]
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+        return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     key = keys[0]
     item_schema = items(schema)
     for item in patch:
         if not isinstance(item, dict):
-            current.append(copy.deepcopy(item))
+            current.append(clone(item))
             continue
         index = next((i for i, c in enumerate(current)
                       if isinstance(c, dict) and c.get(key) == item.get(key)), None)

@@ -13,12 +13,11 @@ no new template (scaling still applies) and says so in its Progressing condition
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any
 
-from .store import Obj
+from .store import Obj, clone
 
 REPLICASETS = ("apps", "replicasets")
 REVISION = "deployment.kubernetes.io/revision"
@@ -109,7 +108,7 @@ class Rollouts:
         """The ReplicaSet of the current template (a paused Deployment: its newest), scaled to ``replicas``."""
         rs_rt = self.api.type_of(REPLICASETS)
         spec, meta = deploy.get("spec") or {}, deploy["metadata"]
-        template = copy.deepcopy(spec.get("template") or {})
+        template = clone(spec.get("template") or {})
         pod_hash = template_hash(template)
         ns, name = meta["namespace"], f"{meta['name']}-{pod_hash}"
         owned = self._owned(deploy)
@@ -119,7 +118,7 @@ class Rollouts:
             current = max(owned, key=revision, default=None)  # no new rollout while paused
         elif current is None:
             template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
-            selector = copy.deepcopy(spec.get("selector") or {})
+            selector = clone(spec.get("selector") or {})
             selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
             owner = {"apiVersion": deploy["apiVersion"], "kind": "Deployment", "name": meta["name"],
                      "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
@@ -152,8 +151,7 @@ class Rollouts:
         before = int((rs.get("spec") or {}).get("replicas", 0))
         if before == replicas:
             return
-        scaled = copy.deepcopy(rs)
-        scaled["spec"]["replicas"] = replicas
+        scaled = {**rs, "spec": {**rs["spec"], "replicas": replicas}}  # the update copies what it stores
         self.api.update(self.api.type_of(REPLICASETS), rs["metadata"]["namespace"], rs["metadata"]["name"], scaled,
                         self.c.manager)
         self.c.recorder.emit(deploy, "ScalingReplicaSet", f"Scaled {'up' if replicas > before else 'down'} "

@@ -11,7 +11,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import copy
 import dataclasses
 import json
 import logging
@@ -33,7 +32,7 @@ from .openapi import OpenApi
 from .patching import json_patch, merge_patch
 from .rbac import RBAC, Attributes, Authenticator, Authorizer, Identity
 from .selectors import field_matcher, label_matcher, single_name
-from .store import Event, Obj, VersionCache, Watcher
+from .store import Event, Obj, VersionCache, Watcher, clone
 
 log = logging.getLogger(__name__)
 CUT_AFTER = web.RequestKey("cut_after", float)  # seconds into a watch after which a fault cuts it
@@ -188,7 +187,7 @@ class HttpApi:
         self.api = api
         self.auth = Authenticator(token, signing_key) if signing_key else Authenticator(token)
         self.faults = faults
-        self.network = Network(api.store, cluster_network)
+        self.network = Network(api.store, api.selection, cluster_network)
         self.admission = Admission(api.store, self.network)
         # who asked for what, as an audit log would: tests use it to show that every RBAC rule is
         # needed by something a client really did
@@ -394,7 +393,7 @@ class HttpApi:
                 self._no_escalation(who, t, body)
                 if self.admission.active():
                     mutated = await self._admitted(t, who, "CREATE", opts, None, lambda o: self.api.create(
-                        t.rt, t.namespace, copy.deepcopy(body), o))
+                        t.rt, t.namespace, clone(body), o))
                     body = _as_new(mutated) if mutated is not None else body
                 obj = self.api.create(t.rt, t.namespace, body, opts)
                 return _reply(request, obj, 201, opts.warnings)
@@ -410,7 +409,7 @@ class HttpApi:
             if self.admission.active():
                 current = self.api.get(t.rt, t.namespace, t.name)
                 mutated = await self._admitted(t, who, "UPDATE", opts, current, lambda o: self.api.update(
-                    t.rt, t.namespace, t.name, copy.deepcopy(body), o, t.subresource))
+                    t.rt, t.namespace, t.name, clone(body), o, t.subresource))
                 body = mutated if mutated is not None else body
             obj = self.api.update(t.rt, t.namespace, t.name, body, opts, t.subresource)
             return _reply(request, obj, 200, opts.warnings)
@@ -423,7 +422,7 @@ class HttpApi:
             existed = self.api.store.get(t.rt.storage_key, t.namespace, t.name) is not None
             body = await self._body(request)
             if who is not None and t.rt.group == RBAC:  # judge what the patch would make, before making it
-                trial = self.api.patch(t.rt, t.namespace, t.name, patch_type, copy.deepcopy(body),
+                trial = self.api.patch(t.rt, t.namespace, t.name, patch_type, clone(body),
                                        dataclasses.replace(opts, dry_run=True, warnings=[]), t.subresource)
                 self._no_escalation(who, t, trial)
             if self.admission.active():
@@ -431,7 +430,7 @@ class HttpApi:
                 before = self.api.view(stored, t.rt) if stored is not None else None
                 mutated = await self._admitted(
                     t, who, "UPDATE" if existed else "CREATE", opts, before,
-                    lambda o: self.api.patch(t.rt, t.namespace, t.name, patch_type, copy.deepcopy(body), o,
+                    lambda o: self.api.patch(t.rt, t.namespace, t.name, patch_type, clone(body), o,
                                              t.subresource))
                 if mutated is not None:  # a webhook changed the result: store that result
                     obj = (self.api.update(t.rt, t.namespace, t.name, mutated, opts, t.subresource) if existed
