@@ -164,6 +164,18 @@ def test_the_operator_runs_as_uid_65532_on_a_read_only_root(operator: str) -> No
     assert found.stdout.strip() == "None", found
 
 
+def test_the_tools_the_image_keeps_work_without_what_it_leaves_out(operator: str) -> None:
+    # ssh-keygen signs automations' commits in git's namespace (helmop/images/signing.py), as uid 65532
+    signed = podman("exec", "--workdir", "/tmp", operator, "sh", "-c",
+                    "ssh-keygen -q -t ed25519 -N '' -f key && echo tree > commit "
+                    "&& ssh-keygen -q -Y sign -n git -f key commit && head -n 1 commit.sig")
+    assert signed.stdout == "-----BEGIN SSH SIGNATURE-----\n", signed
+    # CEL compiles and evaluates with its command line (typer, rich, prompt_toolkit, Pygments) left out
+    evaluated = podman("exec", operator, "python3", "-c",
+                       "import sys, cel; print(cel.evaluate('[1, 2].size()'), 'typer' in sys.modules)")
+    assert evaluated.stdout.split() == ["2", "False"], evaluated
+
+
 def test_an_unwritable_cache_ends_the_operator_with_one_clear_line(image: str, kubeconfig: Path) -> None:
     # The cache volume forgotten (the image's VOLUME ignored, as Kubernetes does): /var/cache/helmop is then the
     # read-only root filesystem's.
