@@ -8,6 +8,8 @@ import json
 import pytest
 
 from helmop.api.actions import Action
+from helmop.api.changecontrol import parse_change_control
+from helmop.api.errors import SpecError
 from helmop.api.helmrelease import Remediation
 from helmop.api.requests import APPROVE, ASKED, PIN, ROLLBACK, Asked, Request, encode, read
 from helmop.api.status import Handled, Pin
@@ -136,3 +138,14 @@ def test_a_rollback_or_pin_of_a_release_not_installed_is_answered() -> None:
         decision = decide(_desired(), _observed(None, asked))
         assert (decision.action, decision.reason) == (Action.NONE, Reason.ROLLBACK_REQUESTED)
         assert decision.asked is not None and "not installed" in decision.message
+
+
+def test_flux_kinds_take_change_control_from_the_spec_helmop_serves_or_from_annotations() -> None:
+    by_spec = parse_change_control({"approval": {"required": True}}, {}, flux=True)
+    by_note = parse_change_control({}, {"helmop.dev/approval": "required",
+                                        "helmop.dev/windows": "[{schedule: '0 9 * * 1', duration: 8h, mode: allow}]"},
+                                   flux=True)
+    assert by_spec.approval and by_note.approval and len(by_note.windows) == 1 and not by_note.namespace_default
+    assert not parse_change_control({}, {"helmop.dev/approval": "required"}, flux=False).approval  # helmop's: spec
+    with pytest.raises(SpecError, match="must be 'required'"):
+        parse_change_control({}, {"helmop.dev/approval": "yes"}, flux=True)
