@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,17 +54,7 @@ def local_ui(operator: Operator) -> Iterator[Ui]:
 @pytest.fixture(scope="module")
 def token_ui(operator: Operator, kube: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     """As the chart runs it: its ServiceAccount and ClusterRole (from the chart), viewers' tokens."""
-    rendered = kube("helm", "template", "x", str(ROOT / "deploy" / "helmop"), "--namespace", "helmop-ui",
-                    "--set", "ui.enabled=true", "--show-only", "templates/ui.yaml").stdout
-    account = [d for d in yaml.safe_load_all(rendered)
-               if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    kube("kubectl", "create", "namespace", "helmop-ui")
-    kube("kubectl", "-n", "helmop-ui", "apply", "-f", "-", stdin=yaml.safe_dump_all(account))
-    config = yaml.safe_load(operator.sandbox.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": kube("kubectl", "-n", "helmop-ui", "create", "token",
-                                                "x-helmop-ui").stdout.strip()}
-    path = tmp_path_factory.mktemp("ui") / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path = ui_account(operator, kube, tmp_path_factory.mktemp("ui"))
     ui = Ui(path, "--auth", "token", "--actions")
     yield ui
     ui.close()
@@ -180,12 +171,7 @@ def test_values_diff_shows_the_changed_key_and_no_secret(operator: Operator, kub
 def test_actions_and_what_is_seen_follow_the_viewers_rights(operator: Operator, kube: Run, ns: str,
                                                             chart_repo: ChartRepo, token_ui: Ui,
                                                             browser: Browser) -> None:
-    other = f"{ns}-other"
-    kube("kubectl", "create", "namespace", other)
-    apply(kube, ns, hr("mine", chart_repo, version="0.1.0"))
-    apply(kube, other, hr("theirs", chart_repo, version="0.1.0"))
-    ready(kube, ns, "mine")
-    ready(kube, other, "theirs")
+    other = mine_and_theirs(kube, ns, chart_repo)
     editor, reader = viewer(kube, ns, "alice", "edit"), viewer(kube, ns, "bob", "view")
 
     # a viewer with the right to patch: the reconcile is asked for (the annotation the CLI sets)
@@ -390,6 +376,33 @@ def test_flux_kinds_and_app_kinds_have_pages_rows_and_a_graph(operator: Operator
 def kubeconfig_secret(kube: Run, ns: str, name: str, text: str, cluster: str) -> None:
     kube("kubectl", "-n", ns, "create", "secret", "generic", name, f"--from-literal=value={text}")
     kube("kubectl", "-n", ns, "label", "secret", name, f"helmop.dev/cluster={cluster}")
+
+
+def mine_and_theirs(kube: Run, ns: str, chart_repo: ChartRepo) -> str:
+    """A ready release "mine" in ``ns`` and "theirs" in a namespace of its own (returned)."""
+    other = f"{ns}-other"
+    kube("kubectl", "create", "namespace", other)
+    apply(kube, ns, hr("mine", chart_repo, version="0.1.0"))
+    apply(kube, other, hr("theirs", chart_repo, version="0.1.0"))
+    ready(kube, ns, "mine")
+    ready(kube, other, "theirs")
+    return other
+
+
+def ui_account(operator: Operator, kube: Run, folder: Path, *values: str) -> Path:
+    """A kubeconfig of the UI's own account as the chart makes it (its ServiceAccount, ClusterRole and binding,
+    rendered with ``values``), written in ``folder``."""
+    rendered = kube("helm", "template", "x", str(ROOT / "deploy" / "helmop"), "--namespace", "helmop-ui",
+                    "--set", "ui.enabled=true", *values, "--show-only", "templates/ui.yaml").stdout
+    account = [d for d in yaml.safe_load_all(rendered)
+               if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    kube("kubectl", "create", "namespace", "helmop-ui")
+    kube("kubectl", "-n", "helmop-ui", "apply", "-f", "-", stdin=yaml.safe_dump_all(account))
+    config = yaml.safe_load(operator.sandbox.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": kube("kubectl", "-n", "helmop-ui", "create", "token",
+                                                "x-helmop-ui").stdout.strip()}
+    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
+    return folder / "kubeconfig"
 
 
 def closed_port() -> int:

@@ -14,15 +14,14 @@ from collections.abc import Iterator
 from http.cookiejar import Cookie, CookieJar
 
 import pytest
-import yaml
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
-from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM, Ui
+from tests.browser import CHROMIUM, NO_CHROMIUM, Ui
 from tests.chartrepo import ChartRepo
-from tests.controllers.conftest import Operator, apply, get, hr, ready, watched
-from tests.controllers.test_ui import closed_port
+from tests.controllers.conftest import Operator, get, watched
+from tests.controllers.test_ui import browser, closed_port, mine_and_theirs, ui_account
 from tests.oidc import Issuer, rsa_key
-from tests.tools import ROOT, Run
+from tests.tools import Run
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 CLIENT, SECRET = "helmop-ui", "client-secret-5d1c"
@@ -37,21 +36,15 @@ def issuer() -> Iterator[Issuer]:
     running.close()
 
 
+__all__ = ["browser"]  # the fixture, as test_ui has it
+
+
 @pytest.fixture(scope="module")
 def sso_ui(operator: Operator, kube: Run, issuer: Issuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     """The UI with the chart's own account (it may impersonate, nothing more), signing viewers in with ``issuer``:
     users by email, groups prefixed ``oidc:``."""
-    rendered = kube("helm", "template", "x", str(ROOT / "deploy" / "helmop"), "--namespace", "helmop-ui",
-                    "--set", "ui.enabled=true", "--show-only", "templates/ui.yaml").stdout
-    account = [d for d in yaml.safe_load_all(rendered)
-               if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    kube("kubectl", "create", "namespace", "helmop-ui")
-    kube("kubectl", "-n", "helmop-ui", "apply", "-f", "-", stdin=yaml.safe_dump_all(account))
-    config = yaml.safe_load(operator.sandbox.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": kube("kubectl", "-n", "helmop-ui", "create", "token",
-                                                "x-helmop-ui").stdout.strip()}
     folder = tmp_path_factory.mktemp("sso")
-    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
+    ui_account(operator, kube, folder)
     (folder / "client-secret").write_text(SECRET + "\n")
     (folder / "session-key").write_text("k" * 40)
     port = closed_port()
@@ -63,26 +56,13 @@ def sso_ui(operator: Operator, kube: Run, issuer: Issuer, tmp_path_factory: pyte
     ui.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield launched
-        launched.close()
-
-
 def names(page: object) -> list[str]:
     return page.eval_on_selector_all("tr[data-name]", "rows => rows.map(r => r.dataset.name)")  # type: ignore
 
 
 def test_a_viewer_signs_in_sees_what_their_groups_may_and_acts_in_their_name(
         kube: Run, ns: str, chart_repo: ChartRepo, issuer: Issuer, sso_ui: Ui, browser: Browser) -> None:
-    other = f"{ns}-other"
-    kube("kubectl", "create", "namespace", other)
-    apply(kube, ns, hr("mine", chart_repo, version="0.1.0"))
-    apply(kube, other, hr("theirs", chart_repo, version="0.1.0"))
-    ready(kube, ns, "mine")
-    ready(kube, other, "theirs")
+    other = mine_and_theirs(kube, ns, chart_repo)
     kube("kubectl", "-n", ns, "create", "rolebinding", "editors", "--clusterrole=edit", "--group=oidc:shop-editors")
     issuer.user = ALICE
 

@@ -216,12 +216,7 @@ def test_expired_subkeys_beside_a_valid_one() -> None:
     with gpg_keys("expired-subkey", when="20200101T000000") as (key,):
         _primary, *expired, valid = key.key_ids()
         assert [key.validity(k) for k in expired] == ["e", "e"] and key.validity(valid) not in ("e", "r")
-        keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
-        text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
-        assert wrapped_for(text) == [valid]
-        assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
-        with pytest.raises(SourceError, match="MAC does not match"):
-            decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+        keys = _the_valid_one_decrypts(key, valid)
         for subkey, day in zip(expired, ("02", "03"), strict=True):
             old = gpg_file(key, subkey, when="20200101T120000")
             assert wrapped_for(old) == [subkey]
@@ -230,6 +225,17 @@ def test_expired_subkeys_beside_a_valid_one() -> None:
                                                   f"2020-01-{day} 00:00 UTC") as refused:
                 decrypt(old, stores.Format.YAML, keys)
             assert valid.upper() not in str(refused.value)
+
+
+def _the_valid_one_decrypts(key: GpgKey, valid: str) -> Keys:
+    """The key's entry: what gpg encrypts now (for ``valid``) decrypts with it, its MAC checked."""
+    keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
+    text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
+    assert wrapped_for(text) == [valid]
+    assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
+    with pytest.raises(SourceError, match="MAC does not match"):
+        decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+    return keys
 
 
 def test_revoked_subkeys_beside_a_valid_one() -> None:
@@ -241,12 +247,7 @@ def test_revoked_subkeys_beside_a_valid_one() -> None:
         old = {subkey: gpg_file(key, subkey) for subkey in revoked}
         for subkey in revoked:
             key.revoke_subkey(subkey)
-        keys = Keys.of_entries({"team.asc": key.secret()}, "Secret shop/keys")
-        text = Sops(gpg=[key], regex="^(data|stringData)$").yaml(SECRET)
-        assert wrapped_for(text) == [valid]
-        assert yaml.safe_load(decrypt(text, stores.Format.YAML, keys)) == SECRET
-        with pytest.raises(SourceError, match="MAC does not match"):
-            decrypt(text.replace("name: db", "name: dc", 1), stores.Format.YAML, keys)
+        keys = _the_valid_one_decrypts(key, valid)
         for subkey, file in old.items():
             assert len(key.gpg("--decrypt", data=yaml.safe_load(file)["sops"]["pgp"][0]["enc"].encode())) == 32
             with pytest.raises(SourceError, match=f"{subkey.upper()} is held but cannot decrypt: it is "
