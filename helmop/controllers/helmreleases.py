@@ -297,7 +297,7 @@ class _Release:
         """A change awaiting approval, said with what it changes (rendered once per revision waiting: Ready keeps
         the summary while the same revision waits); and the diff, for its Event."""
         ready = status.condition(READY)
-        if status.pending_revision == desired.digest and ready is not None:
+        if status.pending_revision == desired.digest and ready is not None and ready.reason == Reason.AWAITING_APPROVAL:
             return replace(job.decision, message=ready.message), ""
         summary, diff = await pending(job)
         return replace(job.decision, message=f"{job.decision.message}: {summary}"), diff
