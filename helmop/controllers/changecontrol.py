@@ -5,6 +5,7 @@ read, an approval's author checked, the deployment windows asked about the time,
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ S = TypeVar("S", bound=Status)
 C = TypeVar("C", bound=Controlled)
 ATTESTING = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/helmop-requests"
 DEFAULTS = "helmop-windows"  # the ConfigMap of a namespace's default deployment windows
+DEFAULTS_TTL = 30.0  # seconds a namespace's default windows are used as read
 
 
 async def recorded(ctx: Context, kind: Kind, body: dict[str, Any], status: S) -> S:
@@ -66,7 +68,7 @@ async def settings(ctx: Context, namespace: str, control: ChangeControl) -> rule
     A namespace's defaults that cannot be read as windows are refused like the object's own (SpecError)."""
     windows = control.windows
     if not windows and control.namespace_default:
-        found = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{DEFAULTS}")
+        found = await _namespace_defaults(ctx, namespace)
         windows = namespace_windows(found, f"ConfigMap {namespace}/{DEFAULTS}") if found else ()
     now = datetime.now(UTC)
     closed = gate(windows, now) if windows else None
@@ -77,6 +79,17 @@ async def settings(ctx: Context, namespace: str, control: ChangeControl) -> rule
     opens = closed.opens_at.astimezone(UTC)
     return rules.Settings(approval=control.approval, opens_in=(opens - now).total_seconds(),
                           closed=f"{closed.why}; changes wait until {opens:%Y-%m-%dT%H:%M:%SZ}")
+
+
+async def _namespace_defaults(ctx: Context, namespace: str) -> dict[str, Any] | None:
+    """The namespace's ConfigMap of default windows (None: it has none), read at most every DEFAULTS_TTL seconds
+    whatever the number of objects there (a change of it is seen within that time)."""
+    cached = ctx.memory.namespace_defaults.get(namespace)
+    if cached is not None and time.monotonic() - cached[0] < DEFAULTS_TTL:
+        return cached[1]
+    found = await ctx.services.kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{DEFAULTS}")
+    ctx.memory.namespace_defaults[namespace] = (time.monotonic(), found)
+    return found
 
 
 async def _attested(ctx: Context) -> bool:

@@ -169,6 +169,9 @@ class Memory:
         self.written: dict[ObjectKey, Written] = {}
         # RetryOnFailure: when each failed release may be tried again (monotonic time; after a restart, at once)
         self.retry_at: dict[ObjectKey, float] = {}
+        # Each namespace's default deployment windows (its ConfigMap helmop-windows, or None), as read at a monotonic
+        # time: read again after NAMESPACE_DEFAULTS_TTL, not at every turn of every object without windows of its own.
+        self.namespace_defaults: dict[str, tuple[float, dict[str, Any] | None]] = {}
 
     def superseded(self, key: ObjectKey) -> Supersession:
         return self.supersessions.setdefault(key, Supersession())

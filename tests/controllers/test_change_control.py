@@ -249,11 +249,14 @@ def test_a_namespace_default_window_applies_to_objects_without_their_own(
     assert condition(turns.turn("HelmRelease", ns, "blog"))["reason"] == "OutsideWindow"
     _apply(kube, ns, hr("blog", chart_repo, version="0.1.0", windows=[]))  # its own: none
     assert condition(turns.turn("HelmRelease", ns, "blog"))["reason"] == "InstallSucceeded"
-    kube("kubectl", "-n", ns, "delete", "configmap", "helmop-windows")
-    kube("kubectl", "-n", ns, "create", "configmap", "helmop-windows", "--from-literal=windows=- schedule: nope")
-    _apply(kube, ns, hr("wiki", chart_repo, version="0.1.0"))
-    ready = condition(turns.turn("HelmRelease", ns, "wiki"))
-    assert (ready["reason"], "ConfigMap " + ns + "/helmop-windows" in ready["message"]) == ("InvalidSpec", True)
+    # a namespace whose defaults are not windows: refused by name (another namespace: each is read on its own, and
+    # at most every DEFAULTS_TTL seconds)
+    other = f"{ns}-bad"
+    kube("kubectl", "create", "namespace", other)
+    kube("kubectl", "-n", other, "create", "configmap", "helmop-windows", "--from-literal=windows=- schedule: nope")
+    _apply(kube, other, hr("wiki", chart_repo, version="0.1.0"))
+    ready = condition(turns.turn("HelmRelease", other, "wiki"))
+    assert (ready["reason"], "ConfigMap " + other + "/helmop-windows" in ready["message"]) == ("InvalidSpec", True)
 
 
 def test_who_asked_for_a_suspend_and_a_reconcile_is_recorded(turns: Turns, kube: Run, ns: str,
