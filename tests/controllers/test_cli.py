@@ -28,7 +28,7 @@ from tests.controllers.conftest import (
     ready,
     watched,
 )
-from tests.tools import TOOLS, Run
+from tests.tools import TOOLS, Run, eventually
 
 
 def test_get_reconcile_suspend_resume(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo) -> None:
@@ -429,7 +429,12 @@ def test_logs_of_one_object_from_the_log_file(operator: Operator, kube: Run, ns:
         assert shown.returncode == 0, shown.stderr
         assert f"INFO HelmRelease {ns}/logged: " in shown.stdout and "InstallSucceeded: Helm install" in shown.stdout
         assert f"{ns}/other" not in shown.stdout
-        everything = helmop(operator, "logs", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
+        def both_logged() -> str | None:
+            text = helmop(operator, "logs", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
+            return text if f"{ns}/other" in text else None
+
+        # the line comes with the Event, posted just after the status `ready` saw: waited for, not raced
+        everything = eventually(both_logged, timeout=30)
         assert f"{ns}/other" in everything and f"{ns}/logged" in everything
         last = helmop(operator, "logs", "--tail", "1", env={"HELMOP_LOG_FILE": str(log_file)}).stdout
         assert last.splitlines() == everything.splitlines()[-1:]
