@@ -8,6 +8,7 @@ Every other source kind's artifact is a tree read whole from an archive (:class:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import posixpath
 from collections.abc import Callable, Mapping
@@ -164,7 +165,8 @@ class GitArtifact:
             texts = {posixpath.dirname(k): v.decode(errors="replace") for k, v in named.items()
                      if self._sparse_keeps(k) or not self.shape.sparse}
             try:
-                self._rules.append(Ignore.of(texts, self.shape.ignore))
+                # off the loop: compiling Flux's default patterns and the spec's takes tens of ms per artifact
+                self._rules.append(await asyncio.to_thread(Ignore.of, texts, self.shape.ignore))
             except ValueError as exc:
                 raise SourceError("SourceIgnoreError", f"{self.revision}: {exc}", transient=False) from None
         return self._rules[0]
