@@ -26,7 +26,6 @@ from .reads import Caller
 
 PATH = "/mcp"
 SCOPE_KEY = "helmop.caller"  # where the authenticated caller travels with the request, to the tools it runs
-LOOPBACK = ("127.0.0.1", "localhost")
 
 
 class Authenticated:
