@@ -15,8 +15,7 @@ import time
 from typing import Any
 
 from helmop.api.kinds import Kind
-from helmop.api.requests import Asked, Request, handled_as
-from helmop.api.status import Status, parse
+from helmop.api.requests import Asked, Request
 from helmop.infra.kube import Kube, KubeError
 from helmop.views import requests
 
@@ -104,13 +103,10 @@ async def _wait(kube: Kube, kind: Kind, namespace: str, name: str, request: Requ
           file=sys.stdout, flush=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        obj = await kube.get(kind.path(namespace, name)) or {}
-        status = parse(Status, obj.get("status"))
-        if status.handled_requests.get(handled_as(request.action)) == request.at and not status.is_true("Reconciling"):
-            ready = status.condition("Ready")
-            ok = ready is not None and ready.true
-            print(f"{'✔' if ok else '✗'} {ready.reason if ready else ''}: {ready.message if ready else ''}",
-                  flush=True)
+        ready = requests.outcome(await kube.get(kind.path(namespace, name)) or {}, requests.acted_on(request))
+        if ready is not None:
+            ok = ready.get("status") == "True"
+            print(f"{'✔' if ok else '✗'} {ready.get('reason', '')}: {ready.get('message', '')}", flush=True)
             return 0 if ok else 1
         await asyncio.sleep(0.5)
     raise Failed(f"the operator did not act on the {request.action.value} of {kind.kind} {namespace}/{name} "

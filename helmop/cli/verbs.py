@@ -11,13 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helmop.api.conditions import condition_of
 from helmop.api.kinds import BUILTIN, FLUX, FLUX_ALERT, FLUX_PROVIDER, FLUX_RECEIVER, Kind, family_of
 from helmop.api.objects import Resource
-from helmop.api.status import Status
 from helmop.infra.kube import Kube, KubeError
 from helmop.views import requests
-from helmop.views.statuses import read
 
 from .errors import Failed
 
@@ -88,13 +85,6 @@ async def reference(kube: Kube, text: str, namespace: str, name: str) -> tuple[s
     return served.api_version, served.kind, namespace if served.namespaced else "", name
 
 
-def _outcome(obj: dict[str, Any], stamp: str) -> dict[str, Any] | None:
-    """The Ready condition once the reconcile asked for at ``stamp`` has an outcome, else None."""
-    if read(Status, obj).last_handled_reconcile_at != stamp or condition_of(obj, "Reconciling").get("status") == "True":
-        return None
-    return condition_of(obj, "Ready")
-
-
 async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_source: bool, timeout: float,
                     reset: bool = False, force: bool = False, out: Any = None, reason: str = "") -> bool:
     """Ask for a reconcile now and wait for its outcome (not an earlier one); True when it ended Ready.
@@ -116,7 +106,7 @@ async def reconcile(kube: Kube, kind: Kind, namespace: str, name: str, *, with_s
     print(f"► annotating {kind.kind} {namespace}/{name}; waiting for the reconcile", file=out, flush=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready = _outcome(await kube.get(kind.path(namespace, name)) or {}, stamp)
+        ready = requests.outcome(await kube.get(kind.path(namespace, name)) or {}, requests.reconciled(stamp))
         if ready is not None:
             mark = "✔" if ready.get("status") == "True" else "✗"
             print(f"{mark} {ready.get('reason', '')}: {ready.get('message', '')}", file=out, flush=True)

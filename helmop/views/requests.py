@@ -4,14 +4,38 @@ with who asked (as the API server names the asker) and why (helmop.api.requests)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from helmop.api import requests
+from helmop.api.conditions import condition_of
 from helmop.api.kinds import FORCE_AT, REQUESTED_AT, RESET_AT, Kind
 from helmop.api.objects import Resource
 from helmop.api.requests import Asked, Request
+from helmop.api.status import Status
 from helmop.infra.kube import Kube, KubeError
+
+from .statuses import read
+
+
+def outcome(obj: dict[str, Any], handled: Callable[[Status], bool]) -> dict[str, Any] | None:
+    """The object's Ready condition once the operator has acted on a request (``handled`` says so of its status)
+    and is not still at work on it; None until then. What `helmop reconcile|rollback|...`, the MCP server's write
+    tools and anything else that waits for an outcome read."""
+    if not handled(read(Status, obj)) or condition_of(obj, "Reconciling").get("status") == "True":
+        return None
+    return condition_of(obj, "Ready")
+
+
+def acted_on(request: Request) -> Callable[[Status], bool]:
+    """Whether a status records ``request`` as acted on (its ``at`` under its annotation in handledRequests)."""
+    return lambda status: status.handled_requests.get(requests.handled_as(request.action)) == request.at
+
+
+def reconciled(stamp: str) -> Callable[[Status], bool]:
+    """Whether a status records the reconcile asked for at ``stamp`` as handled."""
+    return lambda status: status.last_handled_reconcile_at == stamp
 
 
 class Refused(Exception):

@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from helmop.api.conditions import condition_of
 from helmop.api.kinds import Kind
-from helmop.api.requests import Asked, handled_as
+from helmop.api.requests import Asked
 from helmop.api.status import Controlled, Status
 from helmop.views import requests
-from helmop.views.statuses import read, status_of
+from helmop.views.statuses import status_of
 
 from .. import verbs
 from ..errors import Failed
@@ -32,8 +31,8 @@ async def _outcome(caller: Caller, kind: Kind, namespace: str, name: str, handle
     deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
     while True:
         obj = await caller.kube.get(kind.path(namespace, name)) or {}
-        if handled(read(Status, obj)) and condition_of(obj, "Reconciling").get("status") != "True":
-            ready = condition_of(obj, "Ready")
+        ready = requests.outcome(obj, handled)
+        if ready is not None:
             return {"handled": True, "ready": {k: ready.get(k, "") for k in ("status", "reason", "message")}}
         if time.monotonic() >= deadline:
             return {"handled": False, "note": f"the operator has not acted on it within {wait:g}s; the request stands"}
@@ -54,7 +53,7 @@ async def reconcile(caller: Caller, kind: str, namespace: str, name: str, *, rea
     except requests.Refused as exc:
         raise _refused(exc) from None
     where = namespace or caller.namespace
-    outcome = await _outcome(caller, found, where, name, lambda s: s.last_handled_reconcile_at == stamp, wait)
+    outcome = await _outcome(caller, found, where, name, requests.reconciled(stamp), wait)
     return bounded({"asked": "reconcile", "object": f"{found.kind}/{where}/{name}", **outcome})
 
 
@@ -83,8 +82,7 @@ async def held(caller: Caller, kind: str, namespace: str, name: str, action: Ask
         request = await requests.ask(caller.kube, found, where, name, action, reason=reason, revision=revision)
     except requests.Refused as exc:
         raise _refused(exc) from None
-    outcome = await _outcome(caller, found, where, name,
-                             lambda s: s.handled_requests.get(handled_as(action)) == request.at, wait)
+    outcome = await _outcome(caller, found, where, name, requests.acted_on(request), wait)
     return bounded({"asked": action.value, "by": request.by, "object": f"{found.kind}/{where}/{name}", **outcome})
 
 
