@@ -6,6 +6,7 @@ read, an approval's author checked, the deployment windows asked about the time,
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -41,20 +42,20 @@ async def recorded(ctx: Context, kind: Kind, body: dict[str, Any], status: S) ->
     return status
 
 
-def asks(body: dict[str, Any], *, trusted: bool = True) -> rules.Asks:
+def _asks(body: dict[str, Any]) -> rules.Asks:
     annotations = _annotations(body)
     return rules.Asks(rollback=requests.read(annotations, requests.ROLLBACK),
                       pin=requests.read(annotations, requests.PIN),
                       unpin=requests.read(annotations, requests.UNPIN),
-                      approve=requests.read(annotations, requests.APPROVE), approvals_trusted=trusted)
+                      approve=requests.read(annotations, requests.APPROVE))
 
 
 async def settled(ctx: Context, kind: Kind, body: dict[str, Any], status: C, digest: str) -> tuple[C, rules.Asks]:
     """The requests on the object read; a pin ended and an approval recorded (written, said); an approval's
     author trusted only where the admission policy that attests it is in place (asked only when one is new)."""
-    found = asks(body)
+    found = _asks(body)
     if rules.new(found.approve, status) is not None:
-        found = asks(body, trusted=await _attested(ctx))
+        found = replace(found, approvals_trusted=await _attested(ctx))
     status, said = rules.settle(status, found, digest)
     if said:
         await write_status(ctx, kind, body, status, outcome=False)
