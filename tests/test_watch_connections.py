@@ -9,6 +9,7 @@ import asyncio
 from helmop_sandbox import Sandbox
 
 from helmop.infra.kube import REQUEST_CONNECTIONS, Connection, Kube
+from helmop.infra.metadata import MetadataWatches
 from helmop.infra.watches import Collections
 
 
@@ -60,3 +61,56 @@ async def test_collections_without_readers_stay_watched_up_to_a_bound() -> None:
         assert sorted(listed) == ["n0", "n0", "n1", "n2", "n3", "n4"]
         await collections.close()
         await kube.close()
+
+
+class _Told:
+    """What metadata watches told (a :class:`helmop.infra.metadata.Listener`), in order."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str]] = []
+        self.news = asyncio.Event()
+
+    def _add(self, entry: tuple[str, str, str]) -> None:
+        self.said.append(entry)
+        self.news.set()
+
+    def started(self, kind: str, namespace: str, *, listed: bool) -> None:
+        self._add(("started", kind, namespace))
+
+    def lost(self, kind: str, namespace: str) -> None:
+        self._add(("lost", kind, namespace))
+
+    def changed(self, api_version: str, kind: str, type_: str, meta: dict[str, object]) -> None:
+        self._add((type_, kind, f"{meta.get('namespace')}/{meta.get('name')}"))
+
+    async def until(self, entry: tuple[str, str, str]) -> None:
+        while entry not in self.said:
+            self.news.clear()
+            await asyncio.wait_for(self.news.wait(), 30)
+
+
+async def test_metadata_watches_tell_their_listener_up_to_a_bound_and_stop_when_closed() -> None:
+    """A remote cluster's drift watches (one per kind and namespace, at most ``limit``): each tells when it runs,
+    what changed, and when it stops; closed (the remote let go), every one says it is lost and none starts again."""
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
+        told, watches = _Told(), MetadataWatches(kube, limit=2)
+        for namespace in ("a", "b", "c"):
+            await kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                               "metadata": {"name": namespace}})
+            watches.follow(("v1", "ConfigMap", namespace), told)
+        assert set(watches.tasks) == {("v1", "ConfigMap", "a"), ("v1", "ConfigMap", "b")} and watches.full
+        try:
+            await told.until(("started", "ConfigMap", "a"))
+            await told.until(("started", "ConfigMap", "b"))
+            for namespace in ("c", "a"):  # c's change is told nobody: c is not watched
+                await kube.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", {
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "v"}})
+            await told.until(("ADDED", "ConfigMap", "a/x"))
+            assert ("ADDED", "ConfigMap", "c/x") not in told.said
+        finally:
+            await watches.close()
+            await kube.close()
+        assert {("lost", "ConfigMap", "a"), ("lost", "ConfigMap", "b")} <= set(told.said)
+        watches.follow(("v1", "ConfigMap", "c"), told)
+        assert not watches.tasks

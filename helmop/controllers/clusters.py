@@ -23,6 +23,7 @@ from helmop.api.tenancy import Tenancy
 from helmop.helm.releases import Gateway
 from helmop.infra.clusters import Holder, Remote
 from helmop.infra.kube import Kube
+from helmop.infra.metadata import MetadataWatches
 from helmop.infra.watches import Collections
 
 from .context import Context
@@ -36,6 +37,9 @@ class Cluster:
     kubeconfig: str = ""  # helm's --kubeconfig ("": the operator's)
     name: str = ""  # "" for the operator's own cluster
     server: str = ""
+    key: str = ""  # the drift memory's name of it ("" for the operator's own cluster: Remote.key)
+    # the remote's metadata watches of the kinds its releases deployed (None here: the referrers' watches)
+    metadata: MetadataWatches | None = None
 
     @property
     def remote(self) -> bool:
@@ -98,7 +102,8 @@ def _of(ctx: Context, remote: Remote) -> Cluster:
     gateway = gateways.get(remote.kube)
     if gateway is None:
         gateway = gateways[remote.kube] = Gateway(remote.kube)
-    return Cluster(remote.kube, remote.collections, gateway, str(remote.kubeconfig), remote.name, remote.server)
+    return Cluster(remote.kube, remote.collections, gateway, str(remote.kubeconfig), remote.name, remote.server,
+                   remote.key, remote.metadata)
 
 
 async def _workload_identity(ctx: Context, namespace: str, ref: KubeConfigRef) -> tuple[str, str, str]:

@@ -156,12 +156,13 @@ class Memory:
         # hash shard, a suspension or a deletion waits for those turns to end, and cancels the others (a turn
         # still waiting for a helm slot loses nothing).
         self.committed: set[ObjectKey] = set()
-        # Objects a resource deployed and watches for drift: a change wakes it (a check), never supersedes
-        # (helm changing them during an action must not stop that action).
+        # Objects a resource deployed and watches for drift, on the operator's cluster ("") or a remote's: a change
+        # wakes it (a check), never supersedes (helm changing them during an action must not stop that action).
         self.observers: Links[LiveKey] = Links()
         # Which of those objects drift checks found as their release wants them, and which changed since.
         self.drift = DriftMemory()
-        # (apiVersion, kind) of what is observed or waited for: the referrer watches follow this set as it grows.
+        # (apiVersion, kind) of what is observed or waited for on the operator's cluster: the referrer watches follow
+        # this set as it grows (a remote's are started by the turns that observe its objects).
         self.observed_kinds: set[tuple[str, str]] = set()
         self.new_kinds = asyncio.Event()
         # A status just written: the next turn must read it even if the watch has not brought it yet (a
@@ -222,28 +223,30 @@ class Memory:
         """``referrer`` reads ``targets``: wake it when they change."""
         self.references.assign(referrer, targets)
 
-    def observe(self, observer: ObjectKey, objects: list[tuple[str, str, str, str]]) -> None:
-        """``observer`` watches ``objects`` (apiVersion, namespace, kind, name): wake it when they change."""
-        self.drift.unobserved(self.observers.assign(observer, [(namespace, kind, name)
+    def observe(self, observer: ObjectKey, objects: list[tuple[str, str, str, str]], cluster: str = "") -> None:
+        """``observer`` watches ``objects`` (apiVersion, namespace, kind, name) of ``cluster`` ("": the operator's
+        own, a remote's key): wake it when they change."""
+        self.drift.unobserved(self.observers.assign(observer, [(cluster, namespace, kind, name)
                                                                for _, namespace, kind, name in objects]))
-        self._watch_kinds({(api_version, kind) for api_version, _, kind, _ in objects})
+        if not cluster:
+            self._watch_kinds({(api_version, kind) for api_version, _, kind, _ in objects})
 
     def _watch_kinds(self, kinds: set[tuple[str, str]]) -> None:
         if kinds - self.observed_kinds:
             self.observed_kinds |= kinds
             self.new_kinds.set()
 
-    def wake_observers_of(self, kind: str) -> None:
-        """Wake everything that watches objects of ``kind``."""
-        for namespace, target_kind, name in list(self.observers.holders):
-            if target_kind == kind:
-                self.wake_observers(namespace, kind, name)
+    def wake_observers_of(self, cluster: str, kind: str, namespace: str = "") -> None:
+        """Wake everything that watches objects of ``kind`` on ``cluster`` (in ``namespace``; "": in any)."""
+        for target in list(self.observers.holders):
+            if target[0] == cluster and target[2] == kind and (not namespace or target[1] == namespace):
+                self.wake_observers(*target)
 
-    def observed_by(self, namespace: str, kind: str, name: str) -> set[ObjectKey]:
-        return self.observers.of((namespace, kind, name))
+    def observed_by(self, cluster: str, namespace: str, kind: str, name: str) -> set[ObjectKey]:
+        return self.observers.of((cluster, namespace, kind, name))
 
-    def wake_observers(self, namespace: str, kind: str, name: str) -> None:
-        for key in self.observed_by(namespace, kind, name):
+    def wake_observers(self, cluster: str, namespace: str, kind: str, name: str) -> None:
+        for key in self.observed_by(cluster, namespace, kind, name):
             self.wake(key)
 
     def status_written(self, key: ObjectKey, status: dict[str, Any], uid: str = "", resource_version: str = "") -> None:

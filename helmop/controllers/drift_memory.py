@@ -10,6 +10,11 @@ over only while the watch of its kind has run without a break since the check th
 watch that broke may have missed a change), and only for the same release record and spec generation (a
 new revision or new ignore rules want something else). Kinds the operator may not watch (lockdown) are
 never passed over: they are compared at every look, as before.
+
+Every object and watch is of one cluster: "" for the operator's own, else a remote's
+:attr:`~helmop.infra.clusters.Remote.key`. An object of a remote cluster is passed over only on the strength of that
+remote's own watch (made with its client), never of another cluster's watch of the same kind and namespace; the
+watches of a remote closed are lost (their epochs go), and what it deployed is no longer observed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 
 from helmop.api.objects import ObjectKey
 
-LiveKey = tuple[str, str, str]  # (namespace, kind, name), as Memory's observers
+LiveKey = tuple[str, str, str, str]  # (cluster, namespace, kind, name), as Memory's observers
 
 
 def fingerprint(meta: Mapping[str, Any]) -> int:
@@ -48,20 +53,22 @@ class _Release:
 
 class DriftMemory:
     def __init__(self) -> None:
-        self._epochs: dict[tuple[str, str], int] = {}  # (kind, namespace or "" for every namespace): unbroken since
+        # (cluster, kind, namespace or "" for every namespace): unbroken since
+        self._epochs: dict[tuple[str, str, str], int] = {}
         self._counter = itertools.count(1)
         self._now: dict[LiveKey, int] = {}  # fingerprints the watches saw last (observed objects only)
         self._releases: dict[ObjectKey, _Release] = {}
 
     # --- the watches ---------------------------------------------------------------------------------
 
-    def watching(self, kind: str, namespace: str) -> None:
-        """A watch of ``kind`` (in ``namespace``, "" for all) listed afresh: what was found before it is not trusted."""
-        self._epochs[(kind, namespace)] = next(self._counter)
+    def watching(self, cluster: str, kind: str, namespace: str) -> None:
+        """A watch of ``kind`` on ``cluster`` (in ``namespace``, "" for all) started afresh: what was found before it
+        is not trusted."""
+        self._epochs[(cluster, kind, namespace)] = next(self._counter)
 
-    def lost(self, kind: str, namespace: str) -> None:
+    def lost(self, cluster: str, kind: str, namespace: str) -> None:
         """That watch broke (or stopped): nothing of its kind is passed over until it lists again."""
-        self._epochs.pop((kind, namespace), None)
+        self._epochs.pop((cluster, kind, namespace), None)
 
     def seen(self, target: LiveKey, meta: Mapping[str, Any] | None) -> None:
         """A watch event of an observed object (``meta`` None: deleted)."""
@@ -84,8 +91,8 @@ class DriftMemory:
 
     def epoch(self, target: LiveKey) -> int | None:
         """The unbroken watch covering ``target`` now (None: none; it cannot be passed over later)."""
-        namespace, kind, _ = target
-        return self._epochs.get((kind, "")) or self._epochs.get((kind, namespace))
+        cluster, namespace, kind, _ = target
+        return self._epochs.get((cluster, kind, "")) or self._epochs.get((cluster, kind, namespace))
 
     def clean(self, key: ObjectKey, token: tuple[Any, ...], target: LiveKey) -> Clean | None:
         """How ``target`` was found clean for this record and generation, if no change was seen since by an

@@ -40,7 +40,7 @@ from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
 
-from . import changecontrol, clusters, dependencies
+from . import changecontrol, clusters, dependencies, referrers
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .actions.pending import pending
@@ -138,7 +138,7 @@ class _Release:
             await self._refuse(body, status, exc.reason, str(exc), stalled=not exc.transient)
             return FAILED if exc.transient else DONE
         status = status.but(cluster=cluster.name)
-        self._observe(key, spec, status, remote=cluster.remote)
+        self._observe(key, spec, status, cluster)
         try:
             waiting = await dependencies.waiting_for(self.ctx, self.kind, body, spec.depends_on, dependencies.reader(
                 self.ctx, this.namespace, spec.service_account_name, cluster.remote))
@@ -201,7 +201,7 @@ class _Release:
                         await progress  # a write under way ends before the outcome's, which must come last
             status = settle.settle(status, desired, decision, result)
             await self._write(body, status)
-            self._observe(key, spec, status, remote=cluster.remote)
+            self._observe(key, spec, status, cluster)
             await self._report(job, result)
             if result.cancelled:
                 return after(0.01)  # the newer revision is reconciled at once
@@ -329,12 +329,15 @@ class _Release:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _observe(self, key: ObjectKey, spec: HelmReleaseSpec, status: HelmReleaseStatus, *, remote: bool) -> None:
+    def _observe(self, key: ObjectKey, spec: HelmReleaseSpec, status: HelmReleaseStatus, cluster: Cluster) -> None:
         """With drift detection on, a change of one of the release's objects wakes it for a check (as the
-        interval does), so `kubectl scale` or a deleted Service is noticed within moments. The operator's
-        watches are of its own cluster: a remote release's drift is looked for at its interval."""
-        watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" and not remote else []
-        self.ctx.memory.observe(key, watched)
+        interval does), so `kubectl scale` or a deleted Service is noticed within moments, and a check passes over
+        the objects that did not change. On a remote cluster, its own watches of those kinds (with its client),
+        started here for the first release there that has one."""
+        watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" else []
+        self.ctx.memory.observe(key, watched, cluster.key)
+        if cluster.metadata is not None:
+            referrers.follow_remote(self.ctx.memory, cluster.key, cluster.metadata, watched)
 
     def _remember_references(self, key: ObjectKey, spec: HelmReleaseSpec) -> None:
         namespace = key.namespace

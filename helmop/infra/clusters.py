@@ -1,5 +1,6 @@
-"""Remote clusters (``spec.kubeConfig``): one client, one set of shared watches and one connection pool per
-cluster and namespace, made when an object first targets it and closed when the last one stops.
+"""Remote clusters (``spec.kubeConfig``): one client, one set of shared watches (the collections readiness is judged
+from, and the metadata watches of the kinds its releases deployed, which drift checks trust) and one connection pool
+per cluster and namespace, made when an object first targets it and closed when the last one stops.
 
 A remote is keyed by the namespace of the objects that name it and the digest of the kubeconfig's text, so
 two tenants never share a client, even with the same kubeconfig, and a rotated credential is a new remote
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import tempfile
@@ -32,6 +34,7 @@ from helmop.api.kubeconfigs import Checked, TokenAddresses, check, token_server
 
 from .kube import Connection, Kube, KubeError
 from .kubeconfig import KubeconfigError
+from .metadata import MetadataWatches
 from .metrics import Metrics
 from .watches import Collections
 
@@ -43,6 +46,10 @@ MAX_REMOTES = 1000  # remotes one operator keeps at once; past it a new one is r
 # holds two for a moment), so 50 is far above one team's need, while a tenant with many distinct kubeconfig
 # Secrets fills at most 1/20 of MAX_REMOTES and never the whole operator's
 MAX_REMOTES_PER_NAMESPACE = 50
+# metadata watches (kind x namespace of what its releases deployed) one remote keeps for drift: a tenant's chart
+# spread over many namespaces must not hold an open connection per namespace and kind; past it, objects are compared
+# at every look
+MAX_WATCHES = 64
 TOKEN_LIFE = 3600  # seconds a ServiceAccount token asked for a remote (configMapRef) is valid
 
 
@@ -57,10 +64,16 @@ class Remote:
     kubeconfig: Path  # for helm's --kubeconfig
     kube: Kube
     collections: Collections
+    metadata: MetadataWatches  # with this remote's client, never the operator's
     holders: set[Holder] = field(default_factory=set)
     reachable: bool = True
     problem: str = ""  # why it was not reachable at the last probe
     probed_at: float = 0.0
+
+    @functools.cached_property
+    def key(self) -> str:
+        """What names this remote among the operator's clusters ("" is its own): the namespace and the digest."""
+        return f"{self.namespace}/{self.digest}"
 
     async def probe(self) -> str:
         """"" when the API server answers (``/version``, one short try), else why not; a recent verdict stands."""
@@ -81,6 +94,7 @@ class Remote:
         return self.problem
 
     async def close(self) -> None:
+        await self.metadata.close()
         await self.collections.close()
         await self.kube.close()
         with contextlib.suppress(OSError):
@@ -169,7 +183,8 @@ class Remotes:
             raise SpecError("InvalidKubeConfig", f"the kubeconfig in {where} cannot be used: "
                                                  f"{describe(exc).replace(str(path), 'it')}"[:1024]) from None
         return Remote(digest=key[1], namespace=key[0], name=name or f"{checked.host}:{checked.port}",
-                      server=checked.server, kubeconfig=path, kube=kube, collections=Collections(kube))
+                      server=checked.server, kubeconfig=path, kube=kube, collections=Collections(kube),
+                      metadata=MetadataWatches(kube, MAX_WATCHES))
 
     async def release(self, holder: Holder) -> None:
         """``holder`` targets no remote any more (the local cluster, or it is gone)."""
@@ -265,6 +280,7 @@ class Remotes:
 
     async def unwatch(self) -> None:
         for remote in list(self.by_key.values()):
+            await remote.metadata.close()
             await remote.collections.close()
 
     async def close(self) -> None:

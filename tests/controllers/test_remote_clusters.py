@@ -105,6 +105,72 @@ def test_a_release_lives_on_the_remote_cluster(operator: Operator, kube: Run, ns
     assert not get(east.kube, ns, "deploy", "web")
 
 
+def _a_look_compares_nothing(operator: Operator, kube: Run, ns: str, name: str) -> bool:
+    """Whether a requested look at release ``name`` compared no object (and passed some over)."""
+    compared = operator.metric("helmop_drift_checks_total", result="compared")
+    skipped = operator.metric("helmop_drift_checks_total", result="skipped")
+    settled(kube, ns, "hr", name)
+    return (operator.metric("helmop_drift_checks_total", result="compared") == compared
+            and operator.metric("helmop_drift_checks_total", result="skipped") > skipped)
+
+
+def test_a_remote_release_is_watched_for_drift(operator: Operator, kube: Run, ns: str, chart_repo: ChartRepo,
+                                               remotes: tuple[Remote, Remote]) -> None:
+    """The remote's own watches (its kubeconfig's identity, the release's namespace there) feed the drift memory:
+    a look at an unchanged remote release compares none of its objects, and a `kubectl scale` or a deleted Service
+    there wakes the release (interval 1h, no request) and is corrected."""
+    east, _ = remotes
+    kubeconfig_secret(kube, ns, "east", east.kubeconfig(), cluster="east")
+    apply(kube, ns, remote_release(kube, ns, "watched", chart_repo, driftDetection={"mode": "enabled"}))
+    ready(kube, ns, "watched")
+    revisions = len(release_secrets(east.kube, ns, "watched"))
+    # (a change before the watches of its kinds started is seen by their first list, which wakes the release)
+    east.kube("kubectl", "-n", ns, "scale", "deploy/watched", "--replicas=4")
+    watched(east.kube, ns, "deploy", "watched", lambda obj: obj["spec"]["replicas"] == 1, timeout=20)
+    east.kube("kubectl", "-n", ns, "delete", "svc", "watched")
+    watched(east.kube, ns, "svc", "watched", lambda obj: bool(obj), timeout=20)
+    assert len(release_secrets(east.kube, ns, "watched")) == revisions, "corrected without a new revision"
+
+    eventually(lambda: _a_look_compares_nothing(operator, kube, ns, "watched"), timeout=30)
+    assert _a_look_compares_nothing(operator, kube, ns, "watched")  # and the next look too
+    watches = {(attrs.resource, attrs.namespace) for _, attrs in east.sandbox.audit if attrs.verb == "watch"}
+    assert {("deployments", ns), ("services", ns), ("serviceaccounts", ns)} <= watches, watches
+
+
+def test_a_remote_identity_that_may_not_watch_still_finds_drift(operator: Operator, kube: Run, ns: str,
+                                                                 chart_repo: ChartRepo,
+                                                                 remotes: tuple[Remote, Remote]) -> None:
+    """A kubeconfig whose user may do anything in its namespace but watch: its objects are never passed over, and
+    drift there is found at a look (nothing wakes the release for it)."""
+    _, west = remotes
+    west.kube("kubectl", "create", "namespace", ns)
+    west.kube("kubectl", "-n", ns, "create", "serviceaccount", "deployer")
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "no-watch",
+                                                                                          "namespace": ns},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"],
+                       "verbs": ["get", "list", "create", "update", "patch", "delete"]}]}
+    west.kube("kubectl", "apply", "-f", "-", stdin=json.dumps(role))
+    west.kube("kubectl", "-n", ns, "create", "rolebinding", "deployer", "--role=no-watch",
+              f"--serviceaccount={ns}:deployer")
+    config = yaml.safe_load(west.kubeconfig())
+    config["users"][0]["user"] = {"token": west.kube("kubectl", "-n", ns, "create", "token", "deployer").stdout.strip()}
+    kubeconfig_secret(kube, ns, "limited", yaml.safe_dump(config))
+    apply(kube, ns, hr("limited", chart_repo, kubeConfig={"secretRef": {"name": "limited"}}, targetNamespace=ns,
+                       driftDetection={"mode": "warn"}))
+    ready(kube, ns, "limited")
+    settled(kube, ns, "hr", "limited")  # its kinds were asked to be watched after its first status
+    asked = {attrs.resource for who, attrs in west.sandbox.audit
+               if who == f"system:serviceaccount:{ns}:deployer" and attrs.verb in ("list", "watch")}
+    assert "deployments" in asked, "the remote's watches are made as its kubeconfig's user"
+    for _ in range(2):
+        compared = operator.metric("helmop_drift_checks_total", result="compared")
+        settled(kube, ns, "hr", "limited")
+        assert operator.metric("helmop_drift_checks_total", result="compared") >= compared + 3, "compared every look"
+    west.kube("kubectl", "-n", ns, "scale", "deploy/limited", "--replicas=4")
+    settled(kube, ns, "hr", "limited")
+    assert "Deployment/limited: /spec/replicas" in condition(get(kube, ns, "hr", "limited"), "Drifted")["message"]
+
+
 def test_a_config_sync_applies_and_prunes_on_the_remote_cluster(operator: Operator, kube: Run, ns: str, repo: Repo,
                                                                  remotes: tuple[Remote, Remote]) -> None:
     east, _ = remotes

@@ -21,9 +21,9 @@ def _as_helm_applies(job: Job, obj: dict[str, Any]) -> dict[str, Any]:
     return as_helm_applies(obj, job.spec.release_name, job.spec.target_namespace)
 
 
-def _target(obj: dict[str, Any]) -> LiveKey:
+def _target(job: Job, obj: dict[str, Any]) -> LiveKey:
     meta = obj["metadata"]
-    return (str(meta.get("namespace") or ""), obj["kind"], meta["name"])
+    return (job.cluster.key, str(meta.get("namespace") or ""), obj["kind"], meta["name"])
 
 
 async def _drift(job: Job, path: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
@@ -56,7 +56,7 @@ async def detect(job: Job) -> tuple[str, ...]:
     located = await objects(job)
     for path, obj in located:
         obj = _as_helm_applies(job, obj)
-        target = _target(obj)
+        target = _target(job, obj)
         before = memory.clean(job.key, token, target)
         if before is not None:
             clean[target] = before
