@@ -108,6 +108,25 @@ class Api:
                     return resource
         raise AssertionError(f"the server has no resource {text!r}")
 
+    def resource_of(self, api_version: str, kind: str) -> Resource | None:
+        """The resource of ``kind`` objects in ``api_version`` (None: not served, or not at its preferred version)."""
+        prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        for attempt in (1, 2):
+            if attempt == 2 or not self.resources:
+                self._discover()
+            found = next((r for r in self.resources if r.prefix == prefix and kind.lower() in r.names), None)
+            if found is not None:
+                return found
+        return None
+
+    def status(self, path: str) -> int:
+        """What the server answers a GET of ``path`` with."""
+        return self._request(path)[0]
+
+    def post(self, path: str, body: dict[str, Any]) -> int:
+        """POST ``body`` to ``path``: the status the server answered."""
+        return self._request(path, method="POST", body=body)[0]
+
     def create_namespace(self, name: str) -> None:
         """``kubectl create namespace <name>``."""
         status, answer = self._request("/api/v1/namespaces", method="POST",

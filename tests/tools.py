@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests import kubecreate
 from tests.kubeapi import Api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,12 +61,50 @@ class Runner:
 
     def __call__(self, *args: str, check: bool = True, timeout: float | None = None,
                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = [tool(args[0]), *args[1:]]
-        done = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
-                              timeout=timeout or self.default_timeout, input=stdin)
+        done = self._created(args) if stdin is None else self._applied(args, stdin)
+        if done is None:
+            cmd = [tool(args[0]), *args[1:]]
+            done = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
+                                  timeout=timeout or self.default_timeout, input=stdin)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         return done
+
+    def _created(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str] | None:
+        """A plain ``kubectl create`` (:mod:`tests.kubecreate`) posted in-process, as kubectl posts it; None (kubectl
+        runs, and says what it says) for any other command, or when the server does not create it (kubectl's own
+        error message is what a test reads then)."""
+        creation = kubecreate.creation(args)
+        if creation is None or not kubecreate.plain(self.kubeconfig) or self.api.post(creation.path,
+                                                                                        creation.body) != 201:
+            return None
+        return subprocess.CompletedProcess(list(args), 0, creation.said + "\n", "")
+
+    def _applied(self, args: tuple[str, ...], stdin: str) -> subprocess.CompletedProcess[str] | None:
+        """A plain ``kubectl apply -f -`` of objects none of which exists (:mod:`tests.kubecreate`), created in-process
+        as kubectl's client-side apply creates them; None (kubectl runs) otherwise. Should the server refuse one,
+        kubectl applies them all again: those created here are then unchanged, as in its own run."""
+        plan = kubecreate.applied(args, stdin) if args[:1] == ("kubectl",) else None
+        if plan is None or not kubecreate.plain(self.kubeconfig):
+            return None
+        namespace, docs = plan
+        posts = []
+        for doc in docs:
+            resource = self.api.resource_of(doc["apiVersion"], doc["kind"])
+            where = namespace if resource is not None and resource.namespaced else ""
+            if resource is None or doc["metadata"].get("namespace", where) != where:
+                return None
+            path = f"{resource.prefix}/namespaces/{where}/{resource.plural}" if where else \
+                f"{resource.prefix}/{resource.plural}"
+            if self.api.status(f"{path}/{doc['metadata']['name']}") != 404:
+                return None
+            said = f"{doc['kind'].lower()}{'.' + resource.group if resource.group else ''}/{doc['metadata']['name']}"
+            posts.append((f"{path}?fieldManager=kubectl-client-side-apply&fieldValidation=Strict",
+                          kubecreate.with_last_applied(doc, where), said + " created\n"))
+        for path, body, _ in posts:
+            if self.api.post(path, body) != 201:
+                return None
+        return subprocess.CompletedProcess(list(args), 0, "".join(said for _, _, said in posts), "")
 
     @property
     def api(self) -> Api:
