@@ -1,9 +1,11 @@
-"""What ``kubectl create namespace|serviceaccount|secret generic|configmap`` and ``kubectl apply -f -`` of objects
-that do not exist yet send, as kubectl sends it: the tests create about two thousand objects a run that way, and a
-kubectl process for each was most of the suite's kubectl CPU (:class:`tests.tools.Runner` posts them in-process).
-Only the plain forms are read here (for ``create`` a name, ``--from-literal``, and for Secrets ``--type``; for
-``apply`` documents exactly as ``json.dumps`` or PyYAML's ``safe_dump`` wrote them, so no YAML reads differently
-here and in kubectl); anything else, an object that exists (a three-way merge) and every refusal are kubectl's."""
+"""What ``kubectl create`` (a namespace, serviceaccount, generic secret, configmap, rolebinding or clusterrolebinding)
+and ``kubectl apply -f -`` of objects that do not exist yet send, as kubectl sends it: the tests create about two
+thousand objects a run that way, and a kubectl process for each was most of the suite's kubectl CPU
+(:class:`tests.tools.Runner` posts them in-process). Only the plain forms are read here (for ``create`` a name,
+``--from-literal``, for Secrets ``--type``, for bindings their role and ``--user``, ``--group``,
+``--serviceaccount``; for ``apply`` documents exactly as ``json.dumps`` or PyYAML's ``safe_dump`` wrote them, so no
+YAML reads differently here and in kubectl); anything else, an object that exists (a three-way merge) and every
+refusal are kubectl's."""
 
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ from typing import Any
 import yaml
 
 KINDS = {"namespace": ("Namespace", "namespaces"), "serviceaccount": ("ServiceAccount", "serviceaccounts"),
-         "secret": ("Secret", "secrets"), "configmap": ("ConfigMap", "configmaps")}
+         "secret": ("Secret", "secrets"), "configmap": ("ConfigMap", "configmaps"),
+         "rolebinding": ("RoleBinding", "rolebindings"),
+         "clusterrolebinding": ("ClusterRoleBinding", "clusterrolebindings")}
+RBAC = "rbac.authorization.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -48,22 +53,50 @@ def creation(args: tuple[str, ...]) -> Creation | None:
     body: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
     if what in ("secret", "configmap"):
         data = _data(flags, what)
-        if data is None:
-            return None
-        body.update(data)
-    elif flags:
+    else:
+        data = _binding(flags, what) if what.endswith("rolebinding") else None if flags else {}
+    if data is None:
         return None
+    body.update(data)
+    if what.endswith("rolebinding"):
+        body["apiVersion"] = f"{RBAC}/v1"
     if what == "namespace":
-        path = "/api/v1/namespaces"
+        body.update(spec={}, status={})
+    if what in ("namespace", "clusterrolebinding"):
+        path = f"/apis/{RBAC}/v1/{plural}" if what == "clusterrolebinding" else "/api/v1/namespaces"
+    elif what == "rolebinding":
+        path = f"/apis/{RBAC}/v1/namespaces/{namespace or 'default'}/{plural}"
+        body["metadata"]["namespace"] = namespace or "default"
     else:
         path = f"/api/v1/namespaces/{namespace or 'default'}/{plural}"
         body["metadata"]["namespace"] = namespace or "default"
     return Creation(path + "?fieldManager=kubectl-create&fieldValidation=Strict", body, f"{what}/{name} created")
 
 
+def _binding(flags: list[str], what: str) -> dict[str, Any] | None:
+    """roleRef and subjects, as kubectl lists them (users, then groups, then ServiceAccounts)."""
+    roles, subjects = [], {"--user": [], "--group": [], "--serviceaccount": []}
+    for flag in flags:
+        option, _, value = flag.partition("=")
+        if option in ("--clusterrole", "--role") and value and (option == "--clusterrole" or what == "rolebinding"):
+            roles.append({"apiGroup": RBAC, "kind": "ClusterRole" if option == "--clusterrole" else "Role",
+                          "name": value})
+        elif option in subjects and value and (option != "--serviceaccount" or value.count(":") == 1):
+            subjects[option].append(value)
+        else:
+            return None
+    if len(roles) != 1:
+        return None
+    listed = [{"apiGroup": RBAC, "kind": kind, "name": name}
+              for kind, option in (("User", "--user"), ("Group", "--group")) for name in subjects[option]]
+    listed += [{"kind": "ServiceAccount", "namespace": account.split(":")[0], "name": account.split(":")[1]}
+               for account in subjects["--serviceaccount"]]
+    return {"roleRef": roles[0], **({"subjects": listed} if listed else {})}
+
+
 def _data(flags: list[str], what: str) -> dict[str, Any] | None:
     data: dict[str, str] = {}
-    extra: dict[str, Any] = {"type": "Opaque"} if what == "secret" else {}
+    extra: dict[str, Any] = {}
     for flag in flags:
         option, _, value = flag.partition("=")
         if option == "--from-literal" and "=" in value:
