@@ -31,6 +31,7 @@ _WRITE_PARAMS = [
                               "containing unknown or duplicate fields: Ignore, Warn or Strict."),
 ]
 _PATCH_PARAMS = [*_WRITE_PARAMS, _query("force", "Force is going to force Apply requests.", "boolean")]
+_PATCH_TYPES = ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"]
 
 
 def schema_name(rt: ResourceType) -> str:
@@ -61,10 +62,14 @@ def _operations(rt: ResourceType, ref: str, v3: bool) -> dict[str, Any]:
             return items
         return [{k: v for k, v in {**p, "type": p["schema"]["type"]}.items() if k != "schema"} for p in items]
 
-    def body() -> dict[str, Any]:
-        if v3:
-            return {"requestBody": {"content": {"*/*": {"schema": {"$ref": ref}}}, "required": True}}
-        return {}
+    def body(action: str) -> dict[str, Any]:
+        if not v3:
+            return {}
+        # a PATCH names the patch types it takes, as kube-apiserver's does: kubectl apply builds a strategic merge
+        # patch from these schemas only where it is among them (built-in types; never custom resources)
+        types = ([*_PATCH_TYPES, "application/strategic-merge-patch+json"] if not rt.custom else _PATCH_TYPES) \
+            if action == "patch" else ["*/*"]
+        return {"requestBody": {"content": {t: {"schema": {"$ref": ref}} for t in types}, "required": True}}
 
     ok = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}
           if v3 else {"200": {"description": "OK", "schema": {"$ref": ref}}}}
@@ -73,7 +78,7 @@ def _operations(rt: ResourceType, ref: str, v3: bool) -> dict[str, Any]:
         out = {"operationId": f"{operation_id}{rt.kind}", "parameters": params(extra), "responses": ok,
                "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
         if with_body:
-            out.update(body())
+            out.update(body(action))
         return out
 
     item = {

@@ -128,6 +128,7 @@ def test_openapi_v3_declares_server_side_field_validation(http: Raw) -> None:
     patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "apps", "version": "v1", "kind": "Deployment"}
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+    assert "application/strategic-merge-patch+json" in patch["requestBody"]["content"]  # kubectl apply builds one
     schema = doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]
     assert schema["properties"]["spec"]["$ref"] == "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"
     # OpenAPI 3.0 has no type lists: everything was normalised.
@@ -148,6 +149,9 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
     assert {r["name"]: r.get("shortNames") for r in listing["resources"]} == {"probes": ["pb"], "probes/status": None}
     code, root = http("GET", "/openapi/v3")
     assert "apis/disco.test/v1" in root["paths"]
+    _code, doc = http("GET", "/openapi/v3/apis/disco.test/v1")
+    patch = doc["paths"]["/apis/disco.test/v1/probes/{name}"]["patch"]["requestBody"]["content"]
+    assert "application/merge-patch+json" in patch and "application/strategic-merge-patch+json" not in patch
     http("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.disco.test")
     for _ in range(100):
         if http("GET", "/apis/disco.test/v1")[0] == 404:

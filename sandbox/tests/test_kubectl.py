@@ -72,8 +72,10 @@ def test_client_side_apply_create_update_and_get(run: Run, namespace: str) -> No
     run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=DEPLOYMENT)
     run("kubectl", "-n", namespace, "wait", "--for=condition=Available", "deploy/web", "--timeout=20s")
     changed = DEPLOYMENT.replace('value: "1"', 'value: "2"').replace(", {name: B, value: \"x\"}", "")
-    out = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=changed).stdout
-    assert "deployment.apps/web configured" in out and "configmap/settings unchanged" in out
+    done = run("kubectl", "-n", namespace, "apply", "-f", "-", stdin=changed)
+    assert "deployment.apps/web configured" in done.stdout and "configmap/settings unchanged" in done.stdout
+    # the strategic merge patch built from the server's OpenAPI v3, as against kube-apiserver (no warning, no fallback)
+    assert "strategic merge patch" not in done.stderr, done.stderr
     deploy = _get(run, namespace, "deploy", "web")
     assert deploy["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "2"}]
     assert deploy["metadata"]["generation"] == 2
