@@ -11,6 +11,7 @@ import base64
 import http.client
 import json
 import math
+import re
 import ssl
 import threading
 import time
@@ -25,6 +26,15 @@ import yaml
 T = TypeVar("T")
 
 DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _warning_text(header: str) -> str:
+    """The text of a Warning header (``299 - "text"``, RFC 7234: a quoted string with backslash escapes)."""
+    _code, _agent, quoted = header.split(" ", 2) if header.count(" ") >= 2 else ("", "", header)
+    quoted = quoted.strip()
+    if quoted.startswith('"') and quoted.endswith('"'):
+        quoted = re.sub(r"\\(.)", r"\1", quoted[1:-1])
+    return quoted
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,8 @@ class Api:
         return {"Authorization": f"Bearer {self.token}", "Accept": accept}
 
     def _request(self, path: str, accept: str = "application/json", method: str = "GET",
-                 body: dict[str, Any] | None = None) -> tuple[int, Any]:
+                 body: dict[str, Any] | None = None, warnings: list[str] | None = None) -> tuple[int, Any]:
+        """The status and body the server answers; the texts of its Warning headers added to ``warnings``."""
         for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again once
             connection = getattr(self.local, "connection", None)
             if connection is None:
@@ -72,6 +83,8 @@ class Api:
                 if attempt == 2:
                     raise
                 continue
+            if warnings is not None:  # 299 - "text": the text, as kubectl prints it
+                warnings += [_warning_text(value) for value in answer.headers.get_all("Warning") or []]
             return answer.status, json.loads(data) if data else {}
         raise AssertionError("unreachable")
 
@@ -123,9 +136,9 @@ class Api:
         """What the server answers a GET of ``path`` with."""
         return self._request(path)[0]
 
-    def post(self, path: str, body: dict[str, Any]) -> int:
-        """POST ``body`` to ``path``: the status the server answered."""
-        return self._request(path, method="POST", body=body)[0]
+    def post(self, path: str, body: dict[str, Any], warnings: list[str] | None = None) -> int:
+        """POST ``body`` to ``path``: the status the server answered (its warnings added to ``warnings``)."""
+        return self._request(path, method="POST", body=body, warnings=warnings)[0]
 
     def create_namespace(self, name: str) -> None:
         """``kubectl create namespace <name>``."""

@@ -74,3 +74,24 @@ def test_yaml_go_reads_otherwise_is_kubectls(value: str) -> None:
     assert applied(("kubectl", "apply", "-f", "-"), json.dumps(doc)) is not None  # JSON is read alike
     doc["data"]["k"] = "60s"
     assert applied(("kubectl", "apply", "-f", "-"), yaml.safe_dump(doc)) is not None
+
+
+def test_the_servers_warnings_are_printed_as_kubectl_prints_them(run: Runner) -> None:
+    run("kubectl", "apply", "--server-side", "-f", "-", stdin=json.dumps({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.warned.test"},
+        "spec": {"group": "warned.test", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "deprecated": True,
+                               "deprecationWarning": 'gadgets are "old": use widgets',
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}}))
+    run("kubectl", "wait", "--for=condition=Established", "crd/gadgets.warned.test")
+
+    def gadget(name: str) -> str:
+        return json.dumps({"apiVersion": "warned.test/v1", "kind": "Gadget", "metadata": {"name": name}})
+
+    by_kubectl = subprocess.run([tool("kubectl"), "-n", "default", "apply", "-f", "-"], env=run.env,
+                                input=gadget("one"), check=True, capture_output=True, text=True)
+    here = run("kubectl", "-n", "default", "apply", "-f", "-", stdin=gadget("two"))
+    assert here.args[0] == "kubectl" and here.stdout == "gadget.warned.test/two created\n"
+    assert here.stderr == by_kubectl.stderr == 'Warning: gadgets are "old": use widgets\n'

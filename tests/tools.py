@@ -75,10 +75,11 @@ class Runner:
         runs, and says what it says) for any other command, or when the server does not create it (kubectl's own
         error message is what a test reads then)."""
         creation = kubecreate.creation(args)
-        if creation is None or not kubecreate.plain(self.kubeconfig) or self.api.post(creation.path,
-                                                                                        creation.body) != 201:
+        warnings: list[str] = []
+        if creation is None or not kubecreate.plain(self.kubeconfig) or self.api.post(
+                creation.path, creation.body, warnings) != 201:
             return None
-        return subprocess.CompletedProcess(list(args), 0, creation.said + "\n", "")
+        return subprocess.CompletedProcess(list(args), 0, creation.said + "\n", _said(warnings))
 
     def _applied(self, args: tuple[str, ...], stdin: str) -> subprocess.CompletedProcess[str] | None:
         """A plain ``kubectl apply -f -`` of objects none of which exists (:mod:`tests.kubecreate`), created in-process
@@ -101,16 +102,22 @@ class Runner:
             said = f"{doc['kind'].lower()}{'.' + resource.group if resource.group else ''}/{doc['metadata']['name']}"
             posts.append((f"{path}?fieldManager=kubectl-client-side-apply&fieldValidation=Strict",
                           kubecreate.with_last_applied(doc, where), said + " created\n"))
+        warnings: list[str] = []
         for path, body, _ in posts:
-            if self.api.post(path, body) != 201:
+            if self.api.post(path, body, warnings) != 201:
                 return None
-        return subprocess.CompletedProcess(list(args), 0, "".join(said for _, _, said in posts), "")
+        return subprocess.CompletedProcess(list(args), 0, "".join(said for _, _, said in posts), _said(warnings))
 
     @property
     def api(self) -> Api:
         if self._api is None:
             self._api = Api(self.kubeconfig)
         return self._api
+
+
+def _said(warnings: list[str]) -> str:
+    """The server's warnings as kubectl prints them (once each, in order)."""
+    return "".join(f"Warning: {text}\n" for text in dict.fromkeys(warnings))
 
 
 def runner(kubeconfig: Path | str, home: Path, default_timeout: float = 120) -> Runner:

@@ -205,8 +205,11 @@ class Walker:
             for name in list(value):
                 value[name] = self.walk(value[name], node.sub(extra), _join(path, name))
         elif self.custom and not node.keep_unknown and node.declared == "object":
-            # A structural object with no properties keeps nothing unless told to.
+            # A structural object with no properties keeps nothing unless told to (but a resource's own type and
+            # object metadata).
             for name in list(value):
+                if embedded and name in ("apiVersion", "kind", "metadata"):
+                    continue
                 self.found.unknown.append(_join(path, name))
                 del value[name]
         for name in node.required:

@@ -46,6 +46,13 @@ def test_valid_object_is_defaulted_and_pruned() -> None:
     assert obj["metadata"] == {"name": "n", "anything": "kept"}  # metadata is not the schema's business
 
 
+def test_a_schema_of_an_object_alone_keeps_the_resources_type_and_metadata() -> None:
+    """``openAPIV3Schema: {type: object}``: everything but apiVersion, kind and metadata is pruned."""
+    obj = {"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "n"}, "spec": {"a": 1}}
+    found = check(obj, {"type": "object"}, custom=True)
+    assert found.unknown == ["spec"] and obj == {"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "n"}}
+
+
 def test_each_violation_is_reported_with_its_field() -> None:
     _, found = _check({"name": "Not-OK-too-long", "replicas": 9, "mode": "c", "port": 1.5,
                        "labels": {"a": 1}, "tags": ["x", "x", "y"]})
