@@ -40,7 +40,7 @@ from helmop.helm.inputs import Inputs, gather
 from helmop.helm.releases import ReleaseState
 from helmop.infra.kube import KubeError
 
-from . import changecontrol, clusters, dependencies, referrers
+from . import changecontrol, clusters, dependencies, observed
 from .actions import RUNS, correct, uninstall
 from .actions.job import Job, Result, objects, read_release
 from .actions.pending import pending
@@ -337,7 +337,7 @@ class _Release:
         watched = releases.inventory_objects(status.inventory) if spec.drift_mode != "disabled" else []
         self.ctx.memory.observe(key, watched, cluster.key)
         if cluster.metadata is not None:
-            referrers.follow_remote(self.ctx.memory, cluster.key, cluster.metadata, watched)
+            observed.follow_remote(self.ctx.memory, cluster.key, cluster.metadata, watched)
 
     def _remember_references(self, key: ObjectKey, spec: HelmReleaseSpec) -> None:
         namespace = key.namespace
