@@ -22,6 +22,8 @@ from .ignore import FILE, Ignore
 
 Wanted = Callable[[str], bool]
 MAX_SUBMODULE_DEPTH = 10  # as go-git, which Flux uses, recurses
+_COMPILED: dict[tuple[tuple[tuple[str, str], ...], str | None], Ignore] = {}  # ignore rules by what they are made of
+_COMPILED_MAX = 32
 
 
 class Artifact(Protocol):
@@ -164,12 +166,25 @@ class GitArtifact:
                 named.update({posixpath.join(mount.to_path, k): v for k, v in inner.items()})
             texts = {posixpath.dirname(k): v.decode(errors="replace") for k, v in named.items()
                      if self._sparse_keeps(k) or not self.shape.sparse}
-            try:
-                # off the loop: compiling Flux's default patterns and the spec's takes tens of ms per artifact
-                self._rules.append(await asyncio.to_thread(Ignore.of, texts, self.shape.ignore))
-            except ValueError as exc:
-                raise SourceError("SourceIgnoreError", f"{self.revision}: {exc}", transient=False) from None
+            self._rules.append(await _compiled(texts, self.shape.ignore, self.revision))
         return self._rules[0]
+
+
+async def _compiled(texts: dict[str, str], ignore: str | None, revision: str) -> Ignore:
+    """The rules of these ``.sourceignore`` texts and spec.ignore, compiled once for every artifact they shape (a
+    thousand ConfigSyncs of one revision read it as a thousand artifacts)."""
+    key = (tuple(sorted(texts.items())), ignore)
+    rules = _COMPILED.get(key)
+    if rules is None:
+        try:
+            # off the loop: compiling Flux's default patterns and the spec's takes tens of ms per artifact
+            rules = await asyncio.to_thread(Ignore.of, texts, ignore)
+        except ValueError as exc:
+            raise SourceError("SourceIgnoreError", f"{revision}: {exc}", transient=False) from None
+        if len(_COMPILED) >= _COMPILED_MAX:
+            del _COMPILED[next(iter(_COMPILED))]  # the oldest
+        _COMPILED[key] = rules
+    return rules
 
 
 async def submodule_files(git: GitCache, url: str, sha: str, auth: GitAuth, sub: str, keep: Wanted,

@@ -69,6 +69,10 @@ async def test_ignore_rules_shape_the_artifact_and_its_digest(server: GitServer,
     with pytest.raises(SourceError) as bad:
         await (await artifact(cache, repo, ignore="[z-a]\n")).files("")
     assert bad.value.reason == "SourceIgnoreError"
+    # a thousand readers of one revision compile its rules once: the same rules, whichever artifact asks
+    first, second = await artifact(cache, repo, ignore="/docs/\n"), await artifact(cache, repo, ignore="/docs/\n")
+    await first.files(""), await second.files("")
+    assert first._rules[0] is second._rules[0] and first._rules[0] is not own._rules[0]
 
 
 async def test_any_reference_by_name_and_flux_precedence(server: GitServer, tmp_path: Path) -> None:
