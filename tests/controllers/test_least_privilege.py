@@ -169,7 +169,9 @@ def _a_receiver_asks_the_repository_to_fetch(operator: Operator, kube: Run, ns: 
          "spec": {"type": "gitlab", "secretRef": {"name": "hook"},
                   "resources": [{"kind": "GitRepository", "name": "config"}]}}))
     path = watched(kube, ns, "receivers.helmop.dev", "push", lambda obj: (obj.get("status") or {}).get("webhookPath"))
-    answer = requests.post(f"{operator.webhook_url}{path}", headers={"X-Gitlab-Token": "t0k3n"}, timeout=30)
+    # the webhook server's index of paths follows the Receivers' watch (as Flux's): served moments after the status
+    answer = eventually(lambda: (r := requests.post(f"{operator.webhook_url}{path}", headers={
+        "X-Gitlab-Token": "t0k3n"}, timeout=30)).status_code != 404 and r, timeout=15)
     assert answer.status_code == 200, answer.text
     stamp = get(kube, ns, GITREPO, "config")["metadata"]["annotations"]["helmop.dev/requestedAt"]
     watched(kube, ns, GITREPO, "config", lambda obj: obj["status"].get("lastHandledReconcileAt") == stamp)
