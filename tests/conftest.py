@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,11 @@ from tests.tools import ROOT, Run, runner
 # fraction of a second: a garbage collector four times as lazy takes ~20% off each (measured), as helmop's own helm
 # runs (helm.engine.HELM_GOGC). Set before any process is started, so the operators' children have it too.
 os.environ.setdefault("GOGC", "400")
+# A run started in the background of a script inherits SIGINT ignored (a shell without job control ignores it in
+# asynchronous commands), and so would every process a test starts: one a test interrupts (--watch, --follow) would
+# never stop. The tests' processes take SIGINT as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TIERS = {"unit": "unit", "operations": "operations", "security": "operations", "corpus": "corpus", "image": "image"}
 # The image tier (minutes of building) only when named: `pytest tests/image`, as scripts/test-image runs it.
