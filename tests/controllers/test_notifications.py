@@ -245,7 +245,8 @@ def test_addresses_inside_the_cluster_are_refused(operator: Operator, kube: Run,
     refused = eventually(lambda: condition(get(kube, ns, "providers.helmop.dev", "metadata")).get("reason")
                          == "AddressRefused" and get(kube, ns, "providers.helmop.dev", "metadata"), 30)
     assert "--allow-notify-cidr" in condition(refused)["message"]
-    assert [e["type"] for e in events(kube, ns, "metadata") if e["reason"] == "AddressRefused"] == ["Warning"]
+    assert eventually(lambda: [e["type"] for e in events(kube, ns, "metadata") if e["reason"] == "AddressRefused"],
+                      15) == ["Warning"]  # the Event is posted after the status is written
     # an allowed receiver that redirects into a refused range: not followed, said on the Provider
     receiver.status, receiver.extra_headers = 307, {"Location": "http://169.254.169.254/latest/meta-data"}
     apply(kube, ns, provider("redirecting", "generic", address=receiver.url("/redirect")))
