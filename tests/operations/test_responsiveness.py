@@ -22,8 +22,6 @@ from tests.tools import Run
 
 from .conftest import Replica, free_port, helm_recorder, helmrelease, ready_condition
 
-pytestmark = pytest.mark.alone  # bounds on latency and lag: measured with nothing else running
-
 # A server for the index tests, in a process of its own so that it does not compete with the sandbox
 # for this process's interpreter: /big/index.yaml is a valid 31 MB index; /endless/index.yaml never ends.
 INDEX_SERVER = r"""
@@ -126,6 +124,7 @@ def _condition_while_probing(replica: Replica, kubectl: Run, namespace: str, nam
     raise AssertionError(f"no outcome within {timeout}s:\n{replica.output()}")
 
 
+@pytest.mark.alone  # a bound on latency: measured with nothing else running
 def test_a_31mb_index_does_not_stall_the_operator(replica: Replica, kubectl: Run, index_server: str) -> None:
     kubectl("kubectl", "create", "namespace", "big")
     kubectl("kubectl", "apply", "-f", "-",
@@ -137,6 +136,7 @@ def test_a_31mb_index_does_not_stall_the_operator(replica: Replica, kubectl: Run
     assert replica.metric("helmop_event_loop_lag_max_seconds") < 0.1
 
 
+@pytest.mark.alone  # a bound on latency: measured with nothing else running
 def test_an_endless_index_stops_at_the_cap_in_bounded_memory(replica: Replica, kubectl: Run,
                                                               index_server: str) -> None:
     kubectl("kubectl", "create", "namespace", "endless")
@@ -148,6 +148,7 @@ def test_an_endless_index_stops_at_the_cap_in_bounded_memory(replica: Replica, k
     assert replica.peak_rss_mib() < 400, f"peak RSS {replica.peak_rss_mib():.0f} MiB"
 
 
+@pytest.mark.alone  # a bound on latency: measured with nothing else running
 def test_sigterm_stops_the_operator_and_its_helm_within_5s(cluster: Sandbox, kubectl: Run, tiny_charts: ChartRepo,
                                                            tmp_path: Path) -> None:
     calls = tmp_path / "helm.log"
@@ -217,6 +218,7 @@ class _Proxy:
         self.open.set()
 
 
+# (not `alone`: its 30 s bound waits for the operator's own check of the API, idle meanwhile)
 def test_readiness_fails_while_the_api_is_unreachable(cluster: Sandbox, tmp_path: Path) -> None:
     host, port = cluster.url.removeprefix("https://").split(":")
     proxy = _Proxy((host, int(port)))
