@@ -147,7 +147,11 @@ class Api:
         assert status == 201, f"namespace {name}: {status} {answer}"
 
     def _collection(self, namespace: str, resource: str) -> str:
-        found = self.resource(resource)
+        return self.collection(self.resource(resource), namespace)
+
+    @staticmethod
+    def collection(found: Resource, namespace: str) -> str:
+        """The path of ``found``'s objects in ``namespace`` (its cluster-wide path for a cluster-scoped kind or "")."""
         return f"{found.prefix}/namespaces/{namespace}/{found.plural}" if found.namespaced and namespace else \
             f"{found.prefix}/{found.plural}"
 

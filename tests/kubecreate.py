@@ -12,17 +12,20 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-KINDS = {"namespace": ("Namespace", "namespaces"), "serviceaccount": ("ServiceAccount", "serviceaccounts"),
-         "secret": ("Secret", "secrets"), "configmap": ("ConfigMap", "configmaps"),
-         "rolebinding": ("RoleBinding", "rolebindings"),
-         "clusterrolebinding": ("ClusterRoleBinding", "clusterrolebindings")}
 RBAC = "rbac.authorization.k8s.io"
+# what kubectl creates: its apiVersion, kind and resource, and whether it is namespaced
+KINDS = {"namespace": ("v1", "Namespace", "namespaces", False),
+         "serviceaccount": ("v1", "ServiceAccount", "serviceaccounts", True),
+         "secret": ("v1", "Secret", "secrets", True), "configmap": ("v1", "ConfigMap", "configmaps", True),
+         "rolebinding": (f"{RBAC}/v1", "RoleBinding", "rolebindings", True),
+         "clusterrolebinding": (f"{RBAC}/v1", "ClusterRoleBinding", "clusterrolebindings", False)}
 
 
 @dataclass(frozen=True)
@@ -32,13 +35,18 @@ class Creation:
     said: str  # what kubectl prints: "secret/<name> created"
 
 
+def _kubectl(args: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The namespace (``-n`` first, else the default) and the rest of a kubectl command line ([] for another
+    command)."""
+    rest = list(args[1:]) if args[:1] == ("kubectl",) else []
+    if rest[:1] == ["-n"] and len(rest) > 1:
+        return rest[1], rest[2:]
+    return "default", rest
+
+
 def creation(args: tuple[str, ...]) -> Creation | None:
     """What ``kubectl <args>`` would create, when it is one of the plain forms; None otherwise."""
-    namespace, rest = "", list(args[1:]) if args[:1] == ("kubectl",) else None
-    if rest is None:
-        return None
-    if rest[:1] == ["-n"] and len(rest) > 1:
-        namespace, rest = rest[1], rest[2:]
+    namespace, rest = _kubectl(args)
     if rest[:1] != ["create"] or len(rest) < 3:
         return None
     what, rest = rest[1], rest[2:]
@@ -49,28 +57,22 @@ def creation(args: tuple[str, ...]) -> Creation | None:
     if what not in KINDS or rest[0].startswith("-"):
         return None
     name, flags = rest[0], rest[1:]
-    kind, plural = KINDS[what]
-    body: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+    api_version, kind, plural, namespaced = KINDS[what]
     if what in ("secret", "configmap"):
         data = _data(flags, what)
     else:
         data = _binding(flags, what) if what.endswith("rolebinding") else None if flags else {}
     if data is None:
         return None
-    body.update(data)
-    if what.endswith("rolebinding"):
-        body["apiVersion"] = f"{RBAC}/v1"
+    body: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, **data}
     if what == "namespace":
         body.update(spec={}, status={})
-    if what in ("namespace", "clusterrolebinding"):
-        path = f"/apis/{RBAC}/v1/{plural}" if what == "clusterrolebinding" else "/api/v1/namespaces"
-    elif what == "rolebinding":
-        path = f"/apis/{RBAC}/v1/namespaces/{namespace or 'default'}/{plural}"
-        body["metadata"]["namespace"] = namespace or "default"
-    else:
-        path = f"/api/v1/namespaces/{namespace or 'default'}/{plural}"
-        body["metadata"]["namespace"] = namespace or "default"
-    return Creation(path + "?fieldManager=kubectl-create&fieldValidation=Strict", body, f"{what}/{name} created")
+    path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    if namespaced:
+        path += f"/namespaces/{namespace}"
+        body["metadata"]["namespace"] = namespace
+    return Creation(f"{path}/{plural}?fieldManager=kubectl-create&fieldValidation=Strict", body,
+                    f"{what}/{name} created")
 
 
 def _binding(flags: list[str], what: str) -> dict[str, Any] | None:
@@ -128,9 +130,7 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def applied(args: tuple[str, ...], stdin: str) -> tuple[str, list[dict[str, Any]]] | None:
     """(namespace, documents) of a plain ``kubectl [-n NS] apply -f -``; None otherwise."""
-    namespace, rest = "default", list(args[1:]) if args[:1] == ("kubectl",) else None
-    if rest is not None and rest[:1] == ["-n"] and len(rest) > 1:
-        namespace, rest = rest[1], rest[2:]
+    namespace, rest = _kubectl(args)
     if rest != ["apply", "-f", "-"]:
         return None
     docs = _documents(stdin)
@@ -165,25 +165,28 @@ _GO_SCALAR = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"  
 _GO_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 
 
+def _scalars(value: Any) -> Iterator[Any]:
+    """Every key and leaf of a document."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _scalars(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _scalars(item)
+    else:
+        yield value
+
+
 def _go_strings(value: Any) -> bool:
     """Whether every string in ``value`` (keys too) is one go-yaml reads as a string however it is written."""
-    if isinstance(value, dict):
-        return all(_go_strings(k) and _go_strings(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_go_strings(v) for v in value)
-    if isinstance(value, str):
-        return value not in _GO_WORDS and not _GO_SCALAR.fullmatch(value.replace("_", "")) \
-            and not _GO_DATE.match(value)
-    return True
+    return not any(isinstance(s, str) and (s in _GO_WORDS or _GO_SCALAR.fullmatch(s.replace("_", ""))
+                                           or _GO_DATE.match(s)) for s in _scalars(value))
 
 
 def _floats(value: Any) -> bool:
     """Whether a float is in it (Go writes them in other forms: kubectl's annotation would differ)."""
-    if isinstance(value, dict):
-        return any(_floats(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_floats(v) for v in value)
-    return isinstance(value, float)
+    return any(isinstance(s, float) for s in _scalars(value))
 
 
 def with_last_applied(doc: dict[str, Any], namespace: str) -> dict[str, Any]:

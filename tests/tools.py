@@ -95,8 +95,7 @@ class Runner:
             where = namespace if resource is not None and resource.namespaced else ""
             if resource is None or doc["metadata"].get("namespace", where) != where:
                 return None
-            path = f"{resource.prefix}/namespaces/{where}/{resource.plural}" if where else \
-                f"{resource.prefix}/{resource.plural}"
+            path = self.api.collection(resource, where)
             if self.api.status(f"{path}/{doc['metadata']['name']}") != 404:
                 return None
             said = f"{doc['kind'].lower()}{'.' + resource.group if resource.group else ''}/{doc['metadata']['name']}"
