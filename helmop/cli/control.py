@@ -45,7 +45,7 @@ async def approve(args: argparse.Namespace, where: target.Target) -> int:
     kind, name = await _object(args, where, CONTROLLED)
     obj = await _read(where.kube, kind, where.namespace, name)
     await _may_approve(where.kube, kind, where.namespace, name)
-    revision = args.revision or str((obj.get("status") or {}).get("pendingRevision") or "")
+    revision = args.revision or requests.waiting_revision(obj)
     if not revision:
         raise Failed(f"{kind.kind} {where.namespace}/{name}: nothing waits for an approval (status.pendingRevision "
                      "is empty); give --revision DIGEST to approve a revision before it is asked for")

@@ -486,8 +486,7 @@ async def _approvable(viewer: Viewer, kind: Kind, obj: dict[str, Any], revision:
     if not await requests.may_approve(viewer.kube, kind, this.namespace, this.name):
         raise requests.Refused(f'forbidden: {viewer.name} may not approve {kind.kind} {this.namespace}/{this.name} '
                                f'(RBAC verb "approve" on {kind.plural}.{kind.group} is needed)')
-    state = status_of(obj)
-    waiting = state.pending_revision if isinstance(state, Controlled) else ""
+    waiting = requests.waiting_revision(obj)
     if not waiting:
         raise requests.Refused(f"nothing waits for an approval on {kind.kind} {this.namespace}/{this.name} now")
     if revision != waiting:

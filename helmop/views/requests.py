@@ -13,10 +13,10 @@ from helmop.api.conditions import condition_of
 from helmop.api.kinds import FORCE_AT, REQUESTED_AT, RESET_AT, Kind
 from helmop.api.objects import Resource
 from helmop.api.requests import Asked, Request
-from helmop.api.status import Status
+from helmop.api.status import Controlled, Status
 from helmop.infra.kube import Kube, KubeError
 
-from .statuses import read
+from .statuses import read, status_of
 
 
 def outcome(obj: dict[str, Any], handled: Callable[[Status], bool]) -> dict[str, Any] | None:
@@ -88,6 +88,12 @@ async def ask(kube: Kube, kind: Kind, namespace: str, name: str, action: Asked, 
     annotation = requests.annotation_of(action)
     await _patch(kube, kind, namespace, name, {"metadata": {"annotations": {annotation: requests.encode(request)}}})
     return request
+
+
+def waiting_revision(obj: dict[str, Any]) -> str:
+    """The revision an approval is asked for now (status.pendingRevision; "" when nothing waits)."""
+    state = status_of(obj)
+    return state.pending_revision if isinstance(state, Controlled) else ""
 
 
 async def may_approve(kube: Kube, kind: Kind, namespace: str, name: str) -> bool:

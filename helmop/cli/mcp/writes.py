@@ -13,9 +13,8 @@ from typing import Any
 
 from helmop.api.kinds import Kind
 from helmop.api.requests import Asked
-from helmop.api.status import Controlled, Status
+from helmop.api.status import Status
 from helmop.views import requests
-from helmop.views.statuses import status_of
 
 from .. import verbs
 from ..errors import Failed
@@ -92,8 +91,7 @@ async def _approvable(caller: Caller, kind: Kind, namespace: str, name: str, obj
     if not await requests.may_approve(caller.kube, kind, namespace, name):
         raise Failed(f'forbidden: {await requests.whoami(caller.kube)} may not "approve" {kind.plural}.{kind.group} '
                      f"{namespace}/{name} (RBAC verb approve on the object)")
-    state = status_of(obj)
-    waiting = state.pending_revision if isinstance(state, Controlled) else ""
+    waiting = requests.waiting_revision(obj)
     if not (revision or waiting):
         raise Failed(f"{kind.kind} {namespace}/{name}: nothing waits for an approval (status.pendingRevision is "
                      "empty); give the revision to approve one before it is asked for")
