@@ -2,10 +2,12 @@
 OUT -m helmop.cli run ...`` runs the module as ``python -m`` would, while a thread looks at the main thread's
 stack every few milliseconds and writes the stacks seen, collapsed (``a;b;c count``: flamegraph's input), to
 OUT every 10 s and at exit (so an operator stopped hard still leaves them). Samples where the event loop waits
-for I/O (its selector's ``select``) are counted as idle. ``bench/operator_process.py`` starts the operator
-this way when HELMOP_BENCH_SAMPLES names a folder; ``--report OUT`` prints the functions the samples spent
-most of their time in (own and with callees), idle left out. Wall-clock samples, not CPU time: a stack that
-waits on a lock (the GIL held by a worker thread, the garbage collector) counts as that stack.
+for I/O (its selector's ``select``) are counted as idle; the other threads' stacks go to ``OUT.threads``, a
+thread waiting for work counted as idle. ``bench/operator_process.py`` starts the operator this way when
+HELMOP_BENCH_SAMPLES names a folder; ``--report OUT`` prints the functions the samples spent most of their time
+in (own and with callees), idle left out. Wall-clock samples, not CPU time, and taken when the sampler gets the
+GIL: mostly when the loop lets it go, in a socket write or a ``stat``, so those calls are over-counted. For the
+loop's CPU, ``cProfile.Profile(time.thread_time)`` in the operator's process tells better.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 INTERVAL = 0.005
-IDLE = ("selectors.py:select",)
+IDLE = ("selectors.py:select", "thread.py:_worker", "threading.py:wait")
 
 
 def _stack(frame: object) -> str:
@@ -34,17 +36,21 @@ def _stack(frame: object) -> str:
 def sample(out: Path) -> None:
     main = threading.main_thread().ident
     counts: collections.Counter[str] = collections.Counter()
+    others: collections.Counter[str] = collections.Counter()
 
     def write() -> None:
         out.write_text("".join(f"{stack} {n}\n" for stack, n in counts.most_common()))
+        out.with_suffix(".threads").write_text("".join(f"{stack} {n}\n" for stack, n in others.most_common()))
 
     def loop() -> None:
         written = time.monotonic()
         while True:
             time.sleep(INTERVAL)
-            frame = sys._current_frames().get(main or 0)
-            if frame is not None:
-                counts[_stack(frame)] += 1
+            for ident, frame in sys._current_frames().items():
+                if ident == main:
+                    counts[_stack(frame)] += 1
+                elif ident != threading.get_ident():
+                    others[_stack(frame)] += 1
             if time.monotonic() - written > 10:
                 write()
                 written = time.monotonic()

@@ -137,6 +137,7 @@ class Limits:
     # (--concurrency). Without a bound, 10 000 objects seen at start would all ask the API at once: the
     # burst's buffers stay in the heap as fragmentation long after it.
     max_turns: int = 100
+    min_turns: int = 10  # places always open, however late the event loop (controllers/scheduler.py's pacing)
     release_rounds: int = 6  # unlock, install/upgrade, test: actions of one reconcile before it answers "nothing"
     dependency_chain: int = 100  # HelmReleases followed through dependsOn when looking for a cycle
     termination_deadline: float = 4.5  # after SIGTERM; a pod's default grace period is 30 s

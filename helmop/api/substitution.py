@@ -98,11 +98,14 @@ def _bounded(name: str, value: str) -> str:
     return value
 
 
-def substituted(obj: dict[str, Any], variables: Mapping[str, str], *, strict: bool = False) -> dict[str, Any]:
-    """``obj`` with its variables substituted (in its YAML text, as Flux does), unless it opts out."""
+def substituted(obj: dict[str, Any], variables: Mapping[str, str], *, strict: bool = False,
+                keep: bool = True) -> dict[str, Any]:
+    """``obj`` with its variables substituted (in its YAML text, as Flux does), unless it opts out. ``keep``: its
+    text may be kept for the next (a thousand ConfigSyncs of a revision substitute into the same few objects);
+    never for what was decrypted."""
     if disabled(obj):
         return obj
-    text = k8syaml.dump_all([obj])
+    text = k8syaml.dump(obj) if keep else k8syaml.dump_all([obj])
     out = substitute(text, variables, strict=strict)
     if out == text:
         return obj
@@ -132,15 +135,16 @@ def with_metadata(obj: dict[str, Any], labels: Mapping[str, str], annotations: M
 
 
 def post_build(found: list[Manifest], spec: ConfigSyncSpec, variables: Mapping[str, str], *,
-               strict: bool = False) -> list[Manifest]:
+               strict: bool = False, keep: bool = True) -> list[Manifest]:
     """What a ConfigSync applies of what it read or built: variables substituted (when there are any, or the
-    strategy says Always), then commonMetadata set. The operator and ``helmop render`` both run this."""
+    strategy says Always), then commonMetadata set (``keep``: as :func:`substituted`). The operator and
+    ``helmop render`` both run this."""
     substituting = bool(variables) or spec.post_build.always
     labels, annotations = dict(spec.common_labels), dict(spec.common_annotations)
     out = []
     for item in found:
         try:
-            obj = substituted(item.obj, variables, strict=strict) if substituting else item.obj
+            obj = substituted(item.obj, variables, strict=strict, keep=keep) if substituting else item.obj
         except SubstitutionError as exc:
             raise SubstitutionError(f"{item.origin}: {exc}") from None
         out.append(Manifest(with_metadata(obj, labels, annotations), item.origin))

@@ -107,9 +107,10 @@ class Dispatcher:
         self.tokens: dict[ObjectKey, tuple[Any, ...]] = {}  # what, changed, asks for a turn now
         self.failures = _Failures(settings.backoffs)
         self.acting = EVERYTHING  # the hash range this replica acts on (--shards auto: what its membership grants)
-        self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns)
+        self.scheduler = Scheduler(self.turn, self.owns, settings.limits.max_turns, settings.limits.min_turns)
         services.metrics.turns_waiting.set_function(lambda: self.scheduler.waiting)
         services.metrics.turns_running.set_function(lambda: len(self.scheduler.running))
+        services.metrics.turns_open.set_function(lambda: self.scheduler.open)
         self.ctx = Context(settings, services, Memory(self.scheduler.wake, settings.limits.written_wins))
         services.notifier.secrets_of = lambda key: self.ctx.memory.secrets.get(key, [])
         self.flux_gate: FluxGate | None = None  # with --flux-api: whether Flux's own controllers still run

@@ -173,6 +173,7 @@ class _Process:
         self.standing_by = settings.leadership.election  # until the Lease is acquired
         self.servers: list[Server] = []
         self.receivers: Receivers | None = None
+        self.probes: Probes | None = None  # once served
 
     async def run(self) -> None:
         settings = self.settings
@@ -195,7 +196,7 @@ class _Process:
     async def _serve(self, services: Services) -> None:
         """The probes, metrics and webhook servers: a standby serves them too."""
         servers = self.settings.servers
-        probes = Probes(self.kube, services.metrics, api_every=servers.api_check)
+        probes = self.probes = Probes(self.kube, services.metrics, api_every=servers.api_check)
         self.background.append(asyncio.create_task(probes.run()))
 
         def not_ready() -> str:
@@ -222,6 +223,8 @@ class _Process:
         if election is not None:
             self.background.append(asyncio.create_task(_hold(election, self.halt, lost)))
         dispatcher = Dispatcher(services, settings)
+        if self.probes is not None:
+            self.probes.lag_listeners.append(dispatcher.scheduler.paced)
         if settings.flux.api:  # known before any Flux object gets a turn
             gate = dispatcher.flux_gate = FluxGate(self.kube, settings.flux.namespace, services.metrics,
                                                    dispatcher.serve_flux)

@@ -6,6 +6,16 @@ One turn at a time per object: a wake that arrives during a turn runs the next t
 At most ``limit`` turns run at once; due ones wait their turn in order. ``owns`` says which objects this
 replica acts on (hash shards); turns of the others are not started. Times are the event loop's clock
 (``loop.time()``, monotonic), so a test can run the scheduler on a loop whose clock it moves.
+
+How many of the ``limit`` places are open follows the event loop's pace (:meth:`Scheduler.paced`, told by the
+probes every 0.1 s), between ``floor`` and ``limit``, as TCP's window follows loss. Turns that wake together (a
+thousand ConfigSyncs resuming from one discovery answer, or in step through a no-op when the API server answers
+a batch at once) each run a few ms of CPU before their next wait, and a hundred of them in one loop iteration
+hold every timer, watch and probe for hundreds of ms. So fewer start while the loop is late, and more only while
+it keeps time with every open place taken and CPU to spare (a loop that computes most of the time runs no faster
+with more turns, it only wakes them in larger herds), starting from ``floor``: a burst finds the loop's pace
+before it fills it. Running turns are never stopped. A burst of HelmReleases, whose turns mostly wait on helm and
+on readiness watches, keeps the loop on time and opens every place.
 """
 
 from __future__ import annotations
@@ -23,11 +33,18 @@ log = logging.getLogger(__name__)
 
 Turn = Callable[[ObjectKey], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
 
+LATE = 0.04  # a loop lag past this closes places (to 0.7 of them)...
+ON_TIME = 0.015  # ...and one under this opens an eighth more, unless the loop computed more than
+BUSY = 0.5  # this share of the time: more turns would not run faster, only wake in larger herds
+
 
 class Scheduler:
-    def __init__(self, turn: Turn, owns: Callable[[ObjectKey], bool] = lambda key: True, limit: int = 100) -> None:
+    def __init__(self, turn: Turn, owns: Callable[[ObjectKey], bool] = lambda key: True, limit: int = 100,
+                 floor: int | None = None) -> None:
         self.turn, self.owns, self.limit = turn, owns, limit
-        self._ready: deque[ObjectKey] = deque()  # due, waiting for one of the ``limit`` places
+        self.floor = limit if floor is None else min(floor, limit)  # None: every place open, whatever the lag
+        self.open = self.floor  # places open now
+        self._ready: deque[ObjectKey] = deque()  # due, waiting for one of the open places
         self._queued: set[ObjectKey] = set()
         self.due: dict[ObjectKey, float] = {}  # the loop's time of each object's next turn
         self.running: dict[ObjectKey, asyncio.Task[None]] = {}
@@ -38,8 +55,18 @@ class Scheduler:
 
     @property
     def waiting(self) -> int:
-        """Turns due and waiting for one of the ``limit`` places."""
+        """Turns due and waiting for one of the open places."""
         return len(self._queued)
+
+    def paced(self, lag: float, busy: float) -> None:
+        """The event loop's lag, just measured, and the share of the time its thread computed: fewer places open
+        while it is late, more while it keeps time with CPU to spare."""
+        if lag > LATE:
+            self.open = max(self.floor, int(self.open * 0.7))
+        elif lag < ON_TIME and busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
+            # only while the places are all taken: an idle loop keeps time, which says nothing of a burst to come
+            self.open = min(self.limit, self.open + max(1, self.open // 8))
+            self._start_ready()
 
     def wake(self, key: ObjectKey, delay: float = 0.0) -> None:
         """A turn for ``key`` in ``delay`` seconds (or sooner, if one is due sooner already)."""
@@ -90,7 +117,7 @@ class Scheduler:
         self._arm()
 
     def _start_ready(self) -> None:
-        while self._ready and len(self.running) < self.limit and not self._stopping:
+        while self._ready and len(self.running) < self.open and not self._stopping:
             key = self._ready.popleft()
             if key in self._queued:
                 self._queued.discard(key)

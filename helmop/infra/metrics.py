@@ -100,6 +100,8 @@ class Metrics:
         self.turns_waiting = Gauge("helmop_turns_waiting", "Reconciles due and waiting for a place (the operator's "
                                    "work queue depth).", registry=registry)
         self.turns_running = Gauge("helmop_turns_running", "Reconciles running now.", registry=registry)
+        self.turns_open = Gauge("helmop_turns_open", "Reconciles allowed to run at once now (fewer while the event "
+                                "loop is late).", registry=registry)
         self.api_reachable = Gauge("helmop_api_reachable", "1 when the last authenticated request to the API "
                                    "server succeeded.", registry=registry)
 

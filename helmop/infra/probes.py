@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .kube import Kube, KubeError
 from .metrics import Metrics
@@ -26,6 +27,9 @@ class Probes:
     api_every: float = 5.0  # how often the API server is asked
     api_problem: str = "not checked yet"
     api_checked: float = 0.0
+    # told each lag measured, and the share of the time since the last that the loop's thread computed (the
+    # scheduler paces its turns by them)
+    lag_listeners: list[Callable[[float, float], None]] = field(default_factory=list)
 
     async def run(self) -> None:
         """Measure until cancelled."""
@@ -43,12 +47,15 @@ class Probes:
         loop = asyncio.get_running_loop()
         worst = 0.0
         while True:
-            due = loop.time() + self.tick
+            due, computed = loop.time() + self.tick, time.thread_time()
             await asyncio.sleep(self.tick)
             lag = max(0.0, loop.time() - due)
+            busy = (time.thread_time() - computed) / (self.tick + lag)
             worst = max(worst, lag)
             self.metrics.loop_lag.set(lag)
             self.metrics.loop_lag_max.set(worst)
+            for listener in self.lag_listeners:
+                listener(lag, busy)
 
     async def _check_api(self) -> None:
         while True:

@@ -12,6 +12,7 @@ inside its root), large YAML is loaded in the worker process, a kustomize build 
 from __future__ import annotations
 
 import asyncio
+import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,15 +20,22 @@ from dataclasses import dataclass
 import yaml
 
 from helmop.api import manifests, yamlc
+from helmop.api.kept import Kept
 from helmop.api.sources import ConfigSyncSpec
 from helmop.api.substitution import post_build
+from helmop.infra.offload import SMALL, by_size
 from helmop.infra.worker import Worker, WorkerTimeout
 
 from . import generated, kustomize, origins
+from .buildcache import key_of
 from .decryption.keys import Keys
 from .decryption.repository import Decryptor, still_encrypted
 from .errors import SourceError
 from .trees import Artifact
+
+# Parsed manifests by the content of their files: a thousand ConfigSyncs of one revision parse the same few files
+# (parsing was a third of their builds' CPU). Kept as JSON, so that every reader gets objects of its own to change.
+_PARSED: Kept[str, str] = Kept(16 << 20)
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,10 @@ class Builder:
         (spec.decryption), its postBuild ``variables`` substituted."""
         decryptor = Decryptor(keys if keys is not None else Keys()) if spec.decryption is not None else None
         found = await self.objects(artifact, spec, decryptor)
-        # off the loop: substitution dumps and re-reads every object (tens of ms a build, a thousand builds at once)
-        substituted = await asyncio.to_thread(post_build, found, spec, variables, strict=strict)
+        # substitution dumps and re-reads every object: off the loop when they are large
+        size = sum(len(json.dumps(item.obj)) for item in found)
+        substituted = await by_size(size, SMALL, post_build, found, spec, variables, strict=strict,
+                                    keep=decryptor is None)
         return Built(substituted, decryptor.plaintexts if decryptor else [])
 
     async def objects(self, artifact: Artifact, spec: ConfigSyncSpec,
@@ -68,9 +78,10 @@ class Builder:
         if layout is not None and not layout.folders and not spec.build:  # manifests as they are
             if decryptor is not None:
                 plain = await asyncio.to_thread(decryptor.tree, plain)
-            found = await self._parsed(plain)
+            found = await self._parsed(plain, keep=decryptor is None)
         else:
-            await self._parsed(plain)  # a broken manifest named before kustomize runs, as Flux's generator names it
+            # a broken manifest named before kustomize runs, as Flux's generator names it
+            await self._parsed(plain, keep=decryptor is None)
             # a build reads the whole tree (bases, components, generators' files), within the same limits
             tree = await artifact.files("")
             if decryptor is not None:
@@ -78,7 +89,8 @@ class Builder:
                 tree = await asyncio.to_thread(decryptor.tree, tree, roots)
             scope = self.scope if decryptor is None else None  # a decrypted build is never kept
             text = await self.kustomize.build(tree, folder, spec.build, spec.deadline, scope)
-            found = await self._parsed({f"{folder or '.'}/(kustomize build).yaml": text.encode()})
+            found = await self._parsed({f"{folder or '.'}/(kustomize build).yaml": text.encode()},
+                                       keep=decryptor is None)
             if spec.build.build_metadata:
                 found = [manifests.Manifest(origins.relocated(m.obj, folder, kustomize.OVERLAY_REPO), m.origin)
                          for m in found]
@@ -91,13 +103,23 @@ class Builder:
         still_encrypted(found, decrypting=decryptor is not None)
         return found
 
-    async def _parsed(self, files: dict[str, bytes]) -> list[manifests.Manifest]:
-        """The objects of manifest ``files``; ManifestInvalid naming every broken one (at most five)."""
+    async def _parsed(self, files: dict[str, bytes], *, keep: bool) -> list[manifests.Manifest]:
+        """The objects of manifest ``files``; ManifestInvalid naming every broken one (at most five). ``keep``:
+        they may be kept for the next parse of the same files (never what was decrypted)."""
         loaded = await self._load_large(files)
-        found, errors = await asyncio.to_thread(manifests.parse, files, loaded)  # the small files: off the loop too
+        # large files' documents (loaded in the worker) are not kept
+        key = key_of("manifests", "", "", "", files) if keep and not loaded else ""
+        kept = _PARSED.get(key)
+        if kept is not None:
+            return [manifests.Manifest(obj, origin) for obj, origin in json.loads(kept)]
+        size = sum(len(data) for path, data in files.items() if path not in loaded)
+        found, errors = await by_size(size, SMALL, manifests.parse, files, loaded)
         if errors:
             raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
                                                  + "; ".join(errors[:5]), transient=False)
+        if key:
+            text = json.dumps([[item.obj, item.origin] for item in found])
+            _PARSED.put(key, text, len(text))
         return found
 
     async def _load_large(self, files: dict[str, bytes]) -> dict[str, manifests.Loaded]:

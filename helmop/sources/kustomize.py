@@ -33,6 +33,7 @@ import yaml
 from helmop.api import k8syaml, yamlc
 from helmop.api.sources import Build
 from helmop.infra import confine
+from helmop.infra.offload import SMALL, by_size
 
 from .buildcache import BuildOutputs, key_of
 from .errors import SourceError
@@ -317,12 +318,14 @@ class Kustomize:
             check(files, _resolve(files, folder, component, f"spec.components[{i}]")[0])
         if generated is not None and not generated.resources and not components:
             return ""  # nothing to build (Flux's build of its generated kustomization yields no object either)
-        over = (k8syaml.dump_all([overlay(files, folder, build, OVERLAY_REPO, generated)])
+        over = (k8syaml.dump(overlay(files, folder, build, OVERLAY_REPO, generated))
                 if build or generated is not None else "")
         limit = min(timeout, self.limits.timeout) if timeout > 0 else self.limits.timeout
         if self.outputs is None or scope is None:
             return await self._built(files, folder, over, limit)
-        key = await asyncio.to_thread(key_of, scope, self.kubectl, folder, over, files)
+        # hashing is fast: a tree of a few MiB is a few ms (a thread's hop costs the loop more below that)
+        key = await by_size(sum(map(len, files.values())), SMALL << 6, key_of, scope, self.kubectl, folder, over,
+                            files)
         return await self.outputs.built(key, lambda: self._built(files, folder, over, limit))
 
     async def _built(self, files: dict[str, bytes], folder: str, over: str, timeout: float) -> str:

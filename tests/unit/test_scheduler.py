@@ -152,3 +152,51 @@ def test_a_turn_cancelled_from_within_comes_back_in_five_seconds() -> None:
         return times
 
     assert on_fake_clock(scenario) == [0, 5]
+
+
+def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_never_stopped() -> None:
+    async def scenario() -> list[tuple[int, int]]:
+        release = asyncio.Event()
+
+        async def turn(key: Key) -> float | None:
+            await release.wait()
+            return None
+
+        scheduler = Scheduler(turn, limit=40, floor=10)
+        for i in range(60):
+            scheduler.wake(("ConfigSync", "ns", f"o{i}"))
+        await asyncio.sleep(0.01)
+        seen = [(scheduler.open, len(scheduler.running))]  # a burst starts at the floor
+        for _ in range(3):  # on time with CPU to spare, every place taken: one more each time (an eighth, at least 1)
+            scheduler.paced(0.005, 0.2)
+        seen.append((scheduler.open, len(scheduler.running)))
+        scheduler.paced(0.005, 0.9)  # on time, but computing most of the time: no more
+        seen.append((scheduler.open, len(scheduler.running)))
+        scheduler.paced(0.3, 0.9)  # late: fewer places (0.7 of them, never under the floor); running turns go on
+        seen.append((scheduler.open, len(scheduler.running)))
+        release.set()
+        await asyncio.sleep(1)
+        scheduler.paced(0.001, 0.0)  # every turn done: an idle loop keeps time, which opens nothing
+        seen.append((scheduler.open, len(scheduler.running)))
+        await scheduler.stop()
+        return seen
+
+    assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (10, 0)]
+
+
+def test_without_a_floor_every_place_is_open_whatever_the_lag() -> None:
+    async def scenario() -> tuple[int, int]:
+        async def turn(key: Key) -> float | None:
+            await asyncio.sleep(1)
+            return None
+
+        scheduler = Scheduler(turn, limit=30)
+        for i in range(40):
+            scheduler.wake(("ConfigSync", "ns", f"o{i}"))
+        await asyncio.sleep(0.01)
+        scheduler.paced(0.5, 1.0)
+        running = len(scheduler.running)
+        await scheduler.stop()
+        return scheduler.open, running
+
+    assert on_fake_clock(scenario) == (30, 30)

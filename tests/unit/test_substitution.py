@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helmop.api.errors import SpecError
+from helmop.api.k8syaml import _dumped
 from helmop.api.sources import parse_config_sync
 from helmop.api.substitution import SubstitutionError, substitute, substituted, with_metadata
 
@@ -77,3 +78,14 @@ def test_the_build_fields_are_parsed_and_checked() -> None:
                       ({"postBuild": {"substituteFrom": [{"kind": "Pod", "name": "x"}]}}, "ConfigMap or Secret")):
         with pytest.raises(SpecError, match=said):
             parse_config_sync({"sourceRef": {"name": "config"}, **bad})
+
+
+def test_an_object_substituted_again_takes_the_new_values_and_large_objects_are_not_kept() -> None:
+    small = {"kind": "ConfigMap", "metadata": {"name": "a-${N}"}, "data": {"n": "n-${N}"}}
+    assert substituted(small, {"N": "1"}) == {"kind": "ConfigMap", "metadata": {"name": "a-1"}, "data": {"n": "n-1"}}
+    assert substituted(small, {"N": "2"}) == {"kind": "ConfigMap", "metadata": {"name": "a-2"}, "data": {"n": "n-2"}}
+    assert small["data"] == {"n": "n-${N}"}
+    kept = _dumped.cache_info().currsize
+    large = {"kind": "ConfigMap", "data": {"big": "x" * (20 << 10), "n": "${N}x"}}
+    assert substituted(large, {"N": "3"})["data"]["n"] == "3x"
+    assert _dumped.cache_info().currsize == kept
