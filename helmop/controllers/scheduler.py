@@ -11,11 +11,11 @@ How many of the ``limit`` places are open follows the event loop's pace (:meth:`
 probes every 0.1 s), between ``floor`` and ``limit``, as TCP's window follows loss. Turns that wake together (a
 thousand ConfigSyncs resuming from one discovery answer, or in step through a no-op when the API server answers
 a batch at once) each run a few ms of CPU before their next wait, and a hundred of them in one loop iteration
-hold every timer, watch and probe for hundreds of ms. So fewer start while the loop is late, and more only while
-it keeps time with every open place taken and CPU to spare (a loop that computes most of the time runs no faster
-with more turns, it only wakes them in larger herds), starting from ``floor``: a burst finds the loop's pace
-before it fills it. Running turns are never stopped. A burst of HelmReleases, whose turns mostly wait on helm and
-on readiness watches, keeps the loop on time and opens every place.
+hold every timer, watch and probe for hundreds of ms. So fewer start while the loop is late through its own work,
+and more only while it has CPU to spare with every open place taken (a loop that computes most of the time runs no
+faster with more turns, it only wakes them in larger herds), starting from ``floor``: a burst finds the loop's
+pace before it fills it. Running turns are never stopped. Turns that wait (on helm, on readiness watches, on a
+dependency) leave the loop idle, so their places open up to ``limit``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 
 Turn = Callable[[ObjectKey], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
 
-LATE = 0.04  # a loop lag past this closes places (to 0.7 of them)...
-ON_TIME = 0.015  # ...and one under this opens an eighth more, unless the loop computed more than
-BUSY = 0.5  # this share of the time: more turns would not run faster, only wake in larger herds
+LATE = 0.04  # a loop lag past this, with the loop's thread computing at least
+BUSY = 0.5  # this share of the time, closes places (to 0.7 of them); computing less, with every place taken, opens
+# an eighth more (a loop that computes most of the time runs no faster with more turns, it wakes them in larger herds)
 
 
 class Scheduler:
@@ -60,11 +60,13 @@ class Scheduler:
 
     def paced(self, lag: float, busy: float) -> None:
         """The event loop's lag, just measured, and the share of the time its thread computed: fewer places open
-        while it is late, more while it keeps time with CPU to spare."""
-        if lag > LATE:
+        while it is late through its own work, more while it has CPU to spare and every place is taken (late or
+        not: a loop made late by other processes runs turns that wait, on helm or on readiness, no worse for more
+        of them, and holding them back would only queue the rest behind them)."""
+        if lag > LATE and busy >= BUSY:
             self.open = max(self.floor, int(self.open * 0.7))
-        elif lag < ON_TIME and busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
-            # only while the places are all taken: an idle loop keeps time, which says nothing of a burst to come
+        elif busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
+            # only while the places are all taken: an idle loop says nothing of a burst to come
             self.open = min(self.limit, self.open + max(1, self.open // 8))
             self._start_ready()
 
