@@ -73,6 +73,8 @@ def test_protobuf_replies_decode_to_the_json_replies(run: Run, sandbox: Sandbox,
     run("kubectl", "-n", namespace, "create", "deployment", "web", "--image=nginx:1", "--port=80")
     run("kubectl", "-n", namespace, "create", "ingress", "web", "--rule=foo.example/bar=web:8080")
     run("kubectl", "-n", namespace, "create", "secret", "generic", "s", "--from-literal=k=\u00e9t\u00e9")
+    # the Deployment's status is written after it is created: read both forms once it no longer changes
+    run("kubectl", "-n", namespace, "rollout", "status", "deployment/web", "--timeout=60s")
     session = requests.Session()
     session.trust_env = False
     session.verify = str(sandbox.ca_file)
