@@ -127,6 +127,7 @@ def test_at_most_limit_turns_run_at_once_and_the_others_wait_in_order() -> None:
         scheduler = Scheduler(turn, limit=3)
         for i in range(7):
             scheduler.wake(("HelmRelease", "ns", f"o{i}"))
+        scheduler.paced(0.5, 1.0)  # without a floor, a late and busy loop closes no place
         await asyncio.sleep(10)
         await scheduler.stop()
         return started
@@ -185,20 +186,3 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
 
     assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (11, 13), (11, 0)]
 
-
-def test_without_a_floor_every_place_is_open_whatever_the_lag() -> None:
-    async def scenario() -> tuple[int, int]:
-        async def turn(key: Key) -> float | None:
-            await asyncio.sleep(1)
-            return None
-
-        scheduler = Scheduler(turn, limit=30)
-        for i in range(40):
-            scheduler.wake(("ConfigSync", "ns", f"o{i}"))
-        await asyncio.sleep(0.01)
-        scheduler.paced(0.5, 1.0)
-        running = len(scheduler.running)
-        await scheduler.stop()
-        return scheduler.open, running
-
-    assert on_fake_clock(scenario) == (30, 30)
