@@ -109,7 +109,7 @@ class Builder:
         loaded = await self._load_large(files)
         # large files' documents (loaded in the worker) are not kept
         key = key_of("manifests", "", "", "", files) if keep and not loaded else ""
-        kept = _PARSED.get(key)
+        kept = _PARSED.get(key) if key else None
         if kept is not None:
             return [manifests.Manifest(obj, origin) for obj, origin in json.loads(kept)]
         size = sum(len(data) for path, data in files.items() if path not in loaded)
@@ -117,8 +117,8 @@ class Builder:
         if errors:
             raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
                                                  + "; ".join(errors[:5]), transient=False)
-        if key:
-            text = json.dumps([[item.obj, item.origin] for item in found])
+        text = json.dumps([[item.obj, item.origin] for item in found]) if key else ""
+        if key and len(text) <= _PARSED.budget >> 4:  # one large tree does not push out everything else
             _PARSED.put(key, text, len(text))
         return found
 
