@@ -55,18 +55,17 @@ class Builder:
         """What the ConfigSync ``spec`` applies of ``artifact``, decrypted with ``keys`` when it asks
         (spec.decryption), its postBuild ``variables`` substituted."""
         decryptor = Decryptor(keys if keys is not None else Keys()) if spec.decryption is not None else None
-        found = await self.objects(artifact, spec, decryptor)
+        found, size = await self._objects(artifact, spec, decryptor)
         # substitution dumps and re-reads every object: off the loop when they are large
-        size = sum(len(json.dumps(item.obj)) for item in found)
         substituted = await by_size(size, SMALL, post_build, found, spec, variables, strict=strict,
                                     keep=decryptor is None)
         return Built(substituted, decryptor.plaintexts if decryptor else [])
 
-    async def objects(self, artifact: Artifact, spec: ConfigSyncSpec,
-                      decryptor: Decryptor | None = None) -> list[manifests.Manifest]:
+    async def _objects(self, artifact: Artifact, spec: ConfigSyncSpec,
+                       decryptor: Decryptor | None) -> tuple[list[manifests.Manifest], int]:
         """The objects of spec.path: its manifests as they are, or what kustomize builds of it (a kustomization
-        file there, in a sub-folder Flux's generated kustomization names, or build fields in the spec). A broken
-        file stops the whole build."""
+        file there, in a sub-folder Flux's generated kustomization names, or build fields in the spec), and the
+        bytes of YAML they were read from. A broken file stops the whole build."""
         folder = kustomize.folder_of(spec.path)
         # Only manifests and kustomization files are read (each within the per-file limit); nothing else inflated.
         files = await artifact.files(spec.path, lambda rel: manifests.is_manifest(rel)
@@ -79,6 +78,7 @@ class Builder:
             if decryptor is not None:
                 plain = await asyncio.to_thread(decryptor.tree, plain)
             found = await self._parsed(plain, keep=decryptor is None)
+            size = sum(map(len, plain.values()))
         else:
             # a broken manifest named before kustomize runs, as Flux's generator names it
             await self._parsed(plain, keep=decryptor is None)
@@ -91,6 +91,7 @@ class Builder:
             text = await self.kustomize.build(tree, folder, spec.build, spec.deadline, scope)
             found = await self._parsed({f"{folder or '.'}/(kustomize build).yaml": text.encode()},
                                        keep=decryptor is None)
+            size = len(text)
             if spec.build.build_metadata:
                 found = [manifests.Manifest(origins.relocated(m.obj, folder, kustomize.OVERLAY_REPO), m.origin)
                          for m in found]
@@ -101,24 +102,25 @@ class Builder:
         if decryptor is not None:  # off the loop: a wrapped OpenPGP key is opened by a child process
             found = await asyncio.to_thread(decryptor.secret_entries, found)
         still_encrypted(found, decrypting=decryptor is not None)
-        return found
+        return found, size
 
     async def _parsed(self, files: dict[str, bytes], *, keep: bool) -> list[manifests.Manifest]:
         """The objects of manifest ``files``; ManifestInvalid naming every broken one (at most five). ``keep``:
         they may be kept for the next parse of the same files (never what was decrypted)."""
         loaded = await self._load_large(files)
-        # large files' documents (loaded in the worker) are not kept
-        key = key_of("manifests", "", "", "", files) if keep and not loaded else ""
+        size = sum(len(data) for path, data in files.items() if path not in loaded)
+        # Only what is parsed on the loop is kept (kept as JSON, read back as JSON, both there): larger trees are
+        # parsed in a thread, where their time is no one's wait.
+        key = key_of("manifests", "", "", "", files) if keep and not loaded and size <= SMALL else ""
         kept = _PARSED.get(key) if key else None
         if kept is not None:
             return [manifests.Manifest(obj, origin) for obj, origin in json.loads(kept)]
-        size = sum(len(data) for path, data in files.items() if path not in loaded)
         found, errors = await by_size(size, SMALL, manifests.parse, files, loaded)
         if errors:
             raise SourceError("ManifestInvalid", f"{len(errors)} broken manifest(s), nothing applied: "
                                                  + "; ".join(errors[:5]), transient=False)
-        text = json.dumps([[item.obj, item.origin] for item in found]) if key else ""
-        if key and len(text) <= _PARSED.budget >> 4:  # one large tree does not push out everything else
+        if key:
+            text = json.dumps([[item.obj, item.origin] for item in found])
             _PARSED.put(key, text, len(text))
         return found
 
