@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
+from helmop.api.kept import Kept
+
 from .errors import SourceError
 from .git import GitAuth, GitCache, clean_path
 from .ignore import FILE, Ignore
 
 Wanted = Callable[[str], bool]
 MAX_SUBMODULE_DEPTH = 10  # as go-git, which Flux uses, recurses
-_COMPILED: dict[tuple[tuple[tuple[str, str], ...], str | None], Ignore] = {}  # ignore rules by what they are made of
-_COMPILED_MAX = 32
+# Compiled ignore rules by what they are made of, counted as their texts plus what Flux's default patterns cost
+# compiled: at most 32 sets, fewer of large ones (a tenant's .sourceignore files are its own to make large).
+_RULE_SET = 32 << 10
+_COMPILED: Kept[tuple[tuple[tuple[str, str], ...], str | None], Ignore] = Kept(32 * _RULE_SET)
 
 
 class Artifact(Protocol):
@@ -181,9 +185,9 @@ async def _compiled(texts: dict[str, str], ignore: str | None, revision: str) ->
             rules = await asyncio.to_thread(Ignore.of, texts, ignore)
         except ValueError as exc:
             raise SourceError("SourceIgnoreError", f"{revision}: {exc}", transient=False) from None
-        if len(_COMPILED) >= _COMPILED_MAX:
-            del _COMPILED[next(iter(_COMPILED))]  # the oldest
-        _COMPILED[key] = rules
+        size = _RULE_SET + sum(map(len, texts.values())) + len(ignore or "")
+        if size <= _COMPILED.budget >> 2:  # one large set does not push out the others
+            _COMPILED.put(key, rules, size)
     return rules
 
 

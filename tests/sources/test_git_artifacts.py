@@ -73,6 +73,11 @@ async def test_ignore_rules_shape_the_artifact_and_its_digest(server: GitServer,
     first, second = await artifact(cache, repo, ignore="/docs/\n"), await artifact(cache, repo, ignore="/docs/\n")
     await first.files(""), await second.files("")
     assert first._rules[0] is second._rules[0] and first._rules[0] is not own._rules[0]
+    # ...but a set too large for its share of the cache (a tenant's own to make large) is compiled for each
+    large = "/docs/\n" + "#" * (256 << 10) + "\n"
+    first, second = await artifact(cache, repo, ignore=large), await artifact(cache, repo, ignore=large)
+    await first.files(""), await second.files("")
+    assert first._rules[0] is not second._rules[0]
 
 
 async def test_any_reference_by_name_and_flux_precedence(server: GitServer, tmp_path: Path) -> None:
