@@ -115,10 +115,11 @@ class ApiServer:
         return self.view(obj, rt)
 
     def list_objects(self, rt: ResourceType, namespace: str | None, labels: Matcher | None,
-             fields: Matcher | None) -> tuple[list[Obj], str]:
+                     fields: Matcher | None, required: dict[str, str] | None = None) -> tuple[list[Obj], str]:
+        """The objects ``labels`` and ``fields`` pick; ``required``: labels they all carry (narrows the scan)."""
         with self.store.lock:
             rv = str(self.store.rv)
-            found = [self.view(o, rt) for o in self.store.items(rt.storage_key, namespace)
+            found = [self.view(o, rt) for o in self.store.items(rt.storage_key, namespace, required)
                      if (labels is None or labels(o)) and (fields is None or fields(o))]
         return found, rv
 

@@ -76,6 +76,23 @@ def label_matcher(text: str | None) -> Matcher | None:
     return match
 
 
+def required_labels(text: str | None) -> dict[str, str]:
+    """The labels every object a selector picks must carry (its ``k=v``, ``k==v`` and ``k in (v)`` terms): what a
+    list can look up in an index before matching the whole selector. Malformed terms are left to the matcher."""
+    required: dict[str, str] = {}
+    for term in _split_terms(text or ""):
+        m = _CMP_EXPR.match(term)
+        if m and m.group(2) in ("=", "=="):
+            required[m.group(1)] = m.group(3)
+            continue
+        m = _SET_EXPR.match(term)
+        if m and m.group(3) == "in" and not m.group(1):
+            values = {v.strip() for v in m.group(4).split(",")}
+            if len(values) == 1:
+                required[m.group(2)] = values.pop()
+    return required
+
+
 def _field_value(obj: dict[str, Any], path: str) -> str:
     node: Any = obj
     for part in path.split("."):

@@ -31,7 +31,7 @@ from .network import Network
 from .openapi import OpenApi
 from .patching import json_patch, merge_patch
 from .rbac import RBAC, Attributes, Authenticator, Authorizer, Identity
-from .selectors import field_matcher, label_matcher, single_name
+from .selectors import field_matcher, label_matcher, required_labels, single_name
 from .store import Event, Obj, VersionCache, Watcher, clone
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,8 @@ class HttpApi:
         self.address = ""
         self._streams: set[web.StreamResponse] = set()
         self.stopping = asyncio.Event()
+        # aggregated discovery documents by (version, core, registry revision): every helm process asks for both
+        self._discovered: dict[tuple[str, bool, int], bytes] = {}
 
     def _audited(self, entry: tuple[str, Attributes]) -> None:
         self.audit.append(entry)
@@ -333,7 +335,11 @@ class HttpApi:
                 return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}]})
             return _json(discovery.group_list(self.api.registry))
-        body = encode_json(discovery.aggregated(self.api.registry, version, core=core))
+        key = (version, core, self.api.registry.revision)  # the document changes only with the types served
+        body = self._discovered.get(key)
+        if body is None:
+            self._discovered = {k: v for k, v in self._discovered.items() if k[2] == key[2]}
+            body = self._discovered[key] = encode_json(discovery.aggregated(self.api.registry, version, core=core))
         return web.Response(body=body, headers={"Content-Type": discovery.media_type(version), "Vary": "Accept"})
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
@@ -528,7 +534,7 @@ class HttpApi:
             obj = self.api.store.get(t.rt.storage_key, namespace or "", name)
             found = [self.api.view(obj, t.rt)] if obj and (labels is None or labels(obj)) else []
             return found, str(self.api.store.rv)
-        return self.api.list_objects(t.rt, namespace, labels, fields)
+        return self.api.list_objects(t.rt, namespace, labels, fields, required_labels(q.get("labelSelector")))
 
     def _list(self, request: web.Request, t: Target) -> web.Response:
         objs, rv = self._select(request, t)

@@ -104,6 +104,31 @@ class Bucket:
     # Watches from a resourceVersion older than this cannot be served completely: 410 Gone.
     horizon: int = 0
     watchers: set[Watcher] = field(default_factory=set)
+    # (label, value) -> (namespace, name) of the objects carrying it: a list by an equality selector reads only
+    # those (helm lists its records by owner and name in namespaces of thousands of Secrets)
+    labelled: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+
+    def relabel(self, old: Obj | None, new: Obj | None) -> None:
+        """The label index with ``old`` (a version leaving the store) replaced by ``new`` (one entering it)."""
+        before = _labels(old)
+        after = _labels(new)
+        if before == after:
+            return
+        meta = (new or old or {})["metadata"]
+        ident = (meta.get("namespace", ""), meta["name"])
+        for pair in before.items() - after.items():
+            holders = self.labelled.get(pair)
+            if holders is not None:
+                holders.discard(ident)
+                if not holders:
+                    del self.labelled[pair]
+        for pair in after.items() - before.items():
+            self.labelled.setdefault(pair, set()).add(ident)
+
+
+def _labels(obj: Obj | None) -> dict[str, str]:
+    found = obj["metadata"].get("labels") if obj is not None else None
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
 class Store:
@@ -126,11 +151,19 @@ class Store:
     def get(self, key: Key, namespace: str, name: str) -> Obj | None:
         return self.bucket(key).objects.get(namespace, {}).get(name)
 
-    def items(self, key: Key, namespace: str | None = None) -> Iterator[Obj]:
+    def items(self, key: Key, namespace: str | None = None, labels: dict[str, str] | None = None) -> Iterator[Obj]:
+        """The objects of a resource (of one namespace), by namespace and name; with ``labels``, only objects that
+        carry every one of them may be among them (found through the index; the caller still matches)."""
         with self.lock:
-            spaces = self.bucket(key).objects
-            chosen = [spaces.get(namespace, {})] if namespace is not None else [spaces[ns] for ns in sorted(spaces)]
-            snapshot = [obj for space in chosen for _, obj in sorted(space.items())]
+            bucket = self.bucket(key)
+            spaces = bucket.objects
+            if labels:
+                holders = min((bucket.labelled.get(pair, set()) for pair in labels.items()), key=len)
+                chosen = sorted(i for i in holders if namespace is None or i[0] == namespace)
+                snapshot = [spaces[ns][name] for ns, name in chosen]
+            else:
+                spaced = [spaces.get(namespace, {})] if namespace is not None else [spaces[ns] for ns in sorted(spaces)]
+                snapshot = [obj for space in spaced for _, obj in sorted(space.items())]
         return iter(snapshot)
 
     def resource_keys(self) -> list[Key]:
@@ -158,6 +191,7 @@ class Store:
             old = space.get(meta["name"])
             meta["resourceVersion"] = self.next_rv()
             space[meta["name"]] = obj
+            self.bucket(key).relabel(old, obj)
             if old is not None:
                 self._index_owners(key, old, old)
             self._index_owners(key, obj, None)
@@ -172,6 +206,7 @@ class Store:
             if current is None:
                 return obj
             gone = {**current, "metadata": {**current["metadata"], "resourceVersion": self.next_rv()}}
+            self.bucket(key).relabel(current, None)
             self._index_owners(key, current, current)
             self._emit(key, Event(self.rv, "DELETED", gone, current))
             return gone
@@ -194,8 +229,10 @@ class Store:
                 self._index_owners(key, old, old)
             if event.type == "DELETED":
                 space.pop(meta["name"], None)
+                bucket.relabel(old, None)
             else:
                 space[meta["name"]] = event.obj
+                bucket.relabel(old, event.obj)
                 self._index_owners(key, event.obj, None)
             if event.rv > bucket.horizon:
                 self._remember(bucket, Event(event.rv, event.type, event.obj, old))

@@ -143,8 +143,13 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
                     "versions": [{"name": "v1", "served": True, "storage": True,
                                   "subresources": {"status": {}},
                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    def aggregated_groups() -> set[str]:  # the aggregated document is kept between requests: it must follow
+        return {item["metadata"].get("name") for item in _aggregated(http, "/apis")[1]["items"]}
+
+    assert "disco.test" not in aggregated_groups()
     code, _ = http("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     assert code == 201
+    assert "disco.test" in aggregated_groups()
     code, listing = http("GET", "/apis/disco.test/v1")
     assert {r["name"]: r.get("shortNames") for r in listing["resources"]} == {"probes": ["pb"], "probes/status": None}
     code, root = http("GET", "/openapi/v3")
@@ -160,6 +165,7 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
 
         time.sleep(0.05)
     assert http("GET", "/apis/disco.test/v1")[0] == 404
+    assert "disco.test" not in aggregated_groups()
 
 
 def test_crd_groups_are_listed_in_kube_apiservers_order(http: Raw) -> None:

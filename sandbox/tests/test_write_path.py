@@ -1,7 +1,7 @@
 """The write path's shortcuts keep its meaning: writes copy only what they change (a version shares the rest with
 the one before, so no write may change a version already read or watched), validators are compiled once per schema
 (a CRD's new schema is the one that judges), and the endpoints controller finds the Services an object concerns
-through an index (so a label or selector change must move the object between Services)."""
+through an index (so a label or selector change must move the object between Services), as do lists by label."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ def _deployment(name: str, labels: dict[str, str], **meta: Any) -> dict[str, Any
             "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}
+
+
+def _configmap(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}
 
 
 def test_no_write_changes_a_version_read_before_it(sandbox: Sandbox, namespace: str) -> None:
@@ -153,3 +157,33 @@ def test_relabelled_pods_and_reselecting_services_move_between_services(http: Ra
     patch(f"{pods}/one", {"metadata": {"labels": {"app": "two"}}})
     eventually(lambda: picked() == {"by-app": {at["one"], at["two"]}, "by-tier": {at["one"]},
                                     "by-both": {at["one"]}})
+
+
+def test_lists_by_label_follow_relabels_deletions_and_namespaces(http: Raw, namespace: str) -> None:
+    """Lists by an equality selector read an index of labels: it must follow every write, in each namespace."""
+    other = f"{namespace}-b"
+    assert http("POST", "/api/v1/namespaces", {"metadata": {"name": other}})[0] == 201
+    for where in (namespace, other):
+        for i, owner in enumerate(("helm", "helm", "helm", "someone")):
+            labels = {"owner": owner, "name": f"r{i % 2}"}
+            assert http("POST", f"/api/v1/namespaces/{where}/configmaps", _configmap(f"c{i}", labels))[0] == 201
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    short = {namespace: "a", other: "b"}
+
+    def names(path: str, selector: str) -> list[str]:
+        code, body = http("GET", path, labelSelector=selector)
+        assert code == 200, body
+        return [f"{short[o['metadata']['namespace']]}/{o['metadata']['name']}" for o in body["items"]]
+
+    assert names(base, "owner=helm,name=r0") == ["a/c0", "a/c2"]
+    assert names(base, "owner in (helm),name==r1,name!=r0") == ["a/c1"]
+    assert names("/api/v1/configmaps", "name=r1,owner=someone") == ["a/c3", "b/c3"]
+    assert http("PATCH", f"{base}/c0", {"metadata": {"labels": {"name": "r1"}}},
+                ctype="application/merge-patch+json")[0] == 200
+    assert http("DELETE", f"{base}/c2")[0] == 200
+    assert http("PUT", f"{base}/c3", _configmap("c3", {"owner": "helm"}))[0] == 200
+    assert names(base, "owner=helm,name=r0") == []
+    assert names(base, "owner=helm,name=r1") == ["a/c0", "a/c1"]
+    assert names(base, "owner=helm") == ["a/c0", "a/c1", "a/c3"]
+    assert names("/api/v1/configmaps", "owner=someone") == ["b/c3"]
+    assert names(base, "owner=nobody") == []
