@@ -138,7 +138,7 @@ class ReleaseState:
     def history(self) -> tuple[Snapshot, ...]:
         """Snapshots of the newest revisions (chart, digest, status, deployed times, tests)."""
         ordered = sorted(self.secrets, key=storage.revision_of, reverse=True)
-        return tuple(storage.summary(s) for s in ordered[:HISTORY_KEPT])
+        return tuple(storage.summary(self.record(s)) for s in ordered[:HISTORY_KEPT])  # the latest decoded once
 
     def manifest(self) -> list[dict[str, Any]]:
         """The objects of the latest revision's manifest (hooks are not part of it); [] when uninstalled."""

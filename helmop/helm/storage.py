@@ -138,9 +138,8 @@ def encode(record: dict[str, Any]) -> str:
     return base64.b64encode(base64.b64encode(packed)).decode()
 
 
-def summary(secret: dict[str, Any]) -> Snapshot:
-    """What a HelmRelease status shows of one revision."""
-    record = decode(secret)
+def summary(record: dict[str, Any]) -> Snapshot:
+    """What a HelmRelease status shows of one revision (its decoded record)."""
     info, meta = record.get("info") or {}, (record.get("chart") or {}).get("metadata") or {}
     return Snapshot(revision=int(record.get("version", 0)), chart_name=str(meta.get("name", "")),
                     chart_version=str(meta.get("version", "")), app_version=str(meta.get("appVersion", "")),

@@ -194,7 +194,7 @@ def test_release_records_round_trip_and_unlock() -> None:
     fixed = storage.unlocked(secret, "why")
     assert storage.decode(fixed)["info"] == {"status": "failed", "description": "why"}
     assert fixed["metadata"]["labels"]["status"] == "failed" and secret["metadata"]["labels"]["status"] != "failed"
-    assert storage.summary(secret).chart_version == "1.0.0"
+    assert storage.summary(storage.decode(secret)).chart_version == "1.0.0"
 
 
 def test_a_flux_helmrelease_and_helmops_of_one_name_own_different_releases() -> None:

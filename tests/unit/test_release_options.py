@@ -121,15 +121,16 @@ def test_literal_values_are_set_as_they_are() -> None:
 
 
 def test_history_digest_and_action_are_flux_shaped() -> None:
-    def secret(record: dict) -> dict:
+    def summary(record: dict) -> storage.Snapshot:  # of the record as helm stores it in its Secret
         data = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(record).encode()))).decode()
-        return {"metadata": {"name": "sh.helm.release.v1.w.v1", "labels": {}}, "data": {"release": data}}
+        secret = {"metadata": {"name": "sh.helm.release.v1.w.v1", "labels": {}}, "data": {"release": data}}
+        return storage.summary(storage.decode(secret))
 
-    first = storage.summary(secret({"version": 1, "info": {"status": "deployed", "description": "Install complete"},
-                                    "config": {"b": 1, "a": {"z": 1, "y": 2}}}))
+    first = summary({"version": 1, "info": {"status": "deployed", "description": "Install complete"},
+                     "config": {"b": 1, "a": {"z": 1, "y": 2}}})
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", first.config_digest) and first.action == "install"
     assert first.config_digest == storage.values_digest({"a": {"y": 2, "z": 1}, "b": 1})  # key order is no matter
-    empty = storage.summary(secret({"version": 3, "info": {"status": "deployed", "description": "Rollback to 1"}}))
+    empty = summary({"version": 3, "info": {"status": "deployed", "description": "Rollback to 1"}})
     assert empty.config_digest.endswith("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     assert empty.action == "rollback"
 
