@@ -14,9 +14,23 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .kube import Kube, KubeError
 from .metrics import Metrics
+
+SCHEDSTAT = Path("/proc/thread-self/schedstat")  # Linux: this thread's time on a CPU, and waiting for one (ns)
+
+
+def scheduled(stat: Path = SCHEDSTAT) -> float:
+    """Seconds the calling thread has computed or been ready to compute, waiting for a CPU. A loop starved by
+    other processes waits for a CPU where a loop with nothing to do waits for events: only the second has time
+    to spare. Its CPU time alone where the kernel keeps no such account."""
+    try:
+        on_cpu, waiting = stat.read_text().split()[:2]
+        return (int(on_cpu) + int(waiting)) / 1e9
+    except (OSError, ValueError):
+        return time.thread_time()
 
 
 @dataclass
@@ -27,8 +41,8 @@ class Probes:
     api_every: float = 5.0  # how often the API server is asked
     api_problem: str = "not checked yet"
     api_checked: float = 0.0
-    # told each lag measured, and the share of the time since the last that the loop's thread computed (the
-    # scheduler paces its turns by them)
+    # told each lag measured, and the share of the time since the last that the loop's thread computed or waited
+    # for a CPU to compute on (the scheduler paces its turns by them)
     lag_listeners: list[Callable[[float, float], None]] = field(default_factory=list)
 
     async def run(self) -> None:
@@ -47,10 +61,10 @@ class Probes:
         loop = asyncio.get_running_loop()
         worst = 0.0
         while True:
-            due, computed = loop.time() + self.tick, time.thread_time()
+            due, computed = loop.time() + self.tick, scheduled()
             await asyncio.sleep(self.tick)
             lag = max(0.0, loop.time() - due)
-            busy = (time.thread_time() - computed) / (self.tick + lag)
+            busy = (scheduled() - computed) / (self.tick + lag)
             worst = max(worst, lag)
             self.metrics.loop_lag.set(lag)
             self.metrics.loop_lag_max.set(worst)

@@ -8,12 +8,15 @@ Each scenario runs on an event loop whose clock moves only when nothing is left 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import looptime
 
 from helmop.controllers.scheduler import Scheduler
+from helmop.infra.probes import SCHEDSTAT, scheduled
 
 A, B = ("HelmRelease", "ns", "a"), ("HelmRelease", "ns", "b")
 Key = tuple[str, str, str]
@@ -175,7 +178,7 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
         seen.append((scheduler.open, len(scheduler.running)))
         scheduler.paced(0.3, 0.9)  # late through its own work: fewer places (0.7, never under the floor); turns go on
         seen.append((scheduler.open, len(scheduler.running)))
-        scheduler.paced(0.3, 0.1)  # late, but not computing (another process's load): every place taken, one more
+        scheduler.paced(0.3, 0.1)  # late, but waiting on events (its turns on helm): every place taken, one more
         seen.append((scheduler.open, len(scheduler.running)))
         release.set()
         await asyncio.sleep(1)
@@ -186,3 +189,19 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
 
     assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (11, 13), (11, 0)]
 
+
+
+def test_the_pace_counts_time_waiting_for_a_cpu_as_time_not_to_spare(tmp_path: Path) -> None:
+    """A loop that other processes keep from the CPUs is no more idle than one that computes: the kernel's account
+    of the thread (time on a CPU, time waiting for one) says so; where there is none, its CPU time alone."""
+    stat = tmp_path / "schedstat"
+    stat.write_text("1500000000 250000000 42\n")  # as Linux writes it: nanoseconds on a CPU, waiting for one; slices
+    assert scheduled(stat) == 1.75
+    before = time.thread_time()
+    assert before <= scheduled(tmp_path / "absent") <= time.thread_time()
+    if SCHEDSTAT.exists():  # this thread's own, live: computing shows at once
+        start = scheduled()
+        deadline = time.thread_time() + 0.05
+        while time.thread_time() < deadline:
+            pass
+        assert scheduled() - start >= 0.04  # (its account may trail by a scheduler tick)
