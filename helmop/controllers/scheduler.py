@@ -13,10 +13,10 @@ thousand ConfigSyncs resuming from one discovery answer, or in step through a no
 a batch at once) each run a few ms of CPU before their next wait, and a hundred of them in one loop iteration
 hold every timer, watch and probe for hundreds of ms (the longer when other processes take the CPUs). So fewer
 start while the loop is late with no time to spare, and more only while it has time to spare with every open place
-taken (a loop that computes most of the time runs no
-faster with more turns, it only wakes them in larger herds), starting from ``floor``: a burst finds the loop's
-pace before it fills it. Running turns are never stopped. Turns that wait (on helm, on readiness watches, on a
-dependency) leave the loop idle, so their places open up to ``limit``.
+taken (a loop that computes most of the time runs no faster with more turns, it only wakes them in larger herds),
+starting from ``floor``: a burst finds the loop's pace before it fills it. Running turns are never stopped. Turns
+that wait (on helm, on readiness watches, on a dependency) leave the loop idle, so their places open up to
+``limit``.
 """
 
 from __future__ import annotations
