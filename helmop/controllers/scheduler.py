@@ -12,10 +12,10 @@ probes every 0.1 s), between ``floor`` and ``limit``, as TCP's window follows lo
 thousand ConfigSyncs resuming from one discovery answer, or in step through a no-op when the API server answers
 a batch at once) each run a few ms of CPU before their next wait, and a hundred of them in one loop iteration
 hold every timer, watch and probe for hundreds of ms (the longer when other processes take the CPUs). So fewer
-start while the loop is late with no time to spare, and more only while it has time to spare with every open place
-taken (a loop that computes most of the time runs no faster with more turns, it only wakes them in larger herds),
-starting from ``floor``: a burst finds the loop's pace before it fills it. Running turns are never stopped. Turns
-that wait (on helm, on readiness watches, on a dependency) leave the loop idle, so their places open up to
+start while the loop is late with no time to spare, and more only while it keeps time with time to spare and every
+open place taken (a loop that computes most of the time runs no faster with more turns, it only wakes them in larger
+herds), starting from ``floor``: a burst finds the loop's pace before it fills it. Running turns are never stopped.
+Turns that wait (on helm, on readiness watches, on a dependency) leave the loop idle, so their places open up to
 ``limit``.
 """
 
@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 Turn = Callable[[ObjectKey], Awaitable[float | None]]  # the delay to the next turn; None: none (the object is gone)
 
 LATE = 0.04  # a loop lag past this, with the loop's thread computing (or waiting for a CPU) at least
-BUSY = 0.5  # this share of the time, closes places (to 0.7 of them); computing less, with every place taken, opens
-# an eighth more (a loop that computes most of the time runs no faster with more turns, it wakes them in larger herds)
+BUSY = 0.5  # this share of the time, closes places (to 0.7 of them); on time, computing less, with every place taken,
+# opens an eighth more (a loop that computes most of the time runs no faster with more turns, it wakes larger herds)
 
 
 class Scheduler:
@@ -62,13 +62,13 @@ class Scheduler:
     def paced(self, lag: float, busy: float) -> None:
         """The event loop's lag, just measured, and the share of the time its thread computed or waited for a CPU
         (:func:`helmop.infra.probes.scheduled`): fewer places open while it is late and has no time to spare, more
-        while it has time to spare and every place is taken (late or not: a loop that waits on events, its turns on
+        while it keeps time with time to spare and every place is taken (a loop that waits on events, its turns on
         helm or on readiness, runs no worse for more of them, and holding them back would only queue the rest
-        behind them). A loop that other processes keep from a CPU has no time to spare either: turns that wake
-        together would hold it the longer."""
+        behind them). A loop that other processes keep from a CPU has no time to spare either, and one late from a
+        herd of turns that woke together, then idle, is not given a larger herd."""
         if lag > LATE and busy >= BUSY:
             self.open = max(self.floor, int(self.open * 0.7))
-        elif busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
+        elif lag <= LATE and busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
             # only while the places are all taken: an idle loop says nothing of a burst to come
             self.open = min(self.limit, self.open + max(1, self.open // 8))
             self._start_ready()

@@ -178,7 +178,9 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
         seen.append((scheduler.open, len(scheduler.running)))
         scheduler.paced(0.3, 0.9)  # late through its own work: fewer places (0.7, never under the floor); turns go on
         seen.append((scheduler.open, len(scheduler.running)))
-        scheduler.paced(0.3, 0.1)  # late, but waiting on events (its turns on helm): every place taken, one more
+        scheduler.paced(0.3, 0.1)  # late, then idle (a herd woke together): no more, and no fewer
+        seen.append((scheduler.open, len(scheduler.running)))
+        scheduler.paced(0.02, 0.1)  # on time, waiting on events (its turns on helm): every place taken, one more
         seen.append((scheduler.open, len(scheduler.running)))
         release.set()
         await asyncio.sleep(1)
@@ -187,7 +189,7 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
         await scheduler.stop()
         return seen
 
-    assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (11, 13), (11, 0)]
+    assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (10, 13), (11, 13), (11, 0)]
 
 
 
