@@ -65,8 +65,12 @@ class Scheduler:
         while it keeps time with time to spare and every place is taken (a loop that waits on events, its turns on
         helm or on readiness, runs no worse for more of them, and holding them back would only queue the rest
         behind them). A loop that other processes keep from a CPU has no time to spare either, and one late from a
-        herd of turns that woke together, then idle, is not given a larger herd."""
-        if lag > LATE and busy >= BUSY:
+        herd of turns that woke together, then idle, is not given a larger herd. With no turn running or waiting, the
+        places go back to the floor: a burst of short turns after one of turns that waited (a no-op resync after
+        installs) would otherwise start as a herd of every place the first opened."""
+        if not self.running and not self._ready:
+            self.open = self.floor  # a burst is over: the next one finds its own pace, from the floor
+        elif lag > LATE and busy >= BUSY:
             self.open = max(self.floor, int(self.open * 0.7))
         elif lag <= LATE and busy < BUSY and len(self.running) >= self.open and self.open < self.limit:
             # only while the places are all taken: an idle loop says nothing of a burst to come
