@@ -143,6 +143,7 @@ def test_crds_appear_in_discovery_and_openapi_at_once(http: Raw) -> None:
                     "versions": [{"name": "v1", "served": True, "storage": True,
                                   "subresources": {"status": {}},
                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+
     def aggregated_groups() -> set[str]:  # the aggregated document is kept between requests: it must follow
         return {item["metadata"].get("name") for item in _aggregated(http, "/apis")[1]["items"]}
 
