@@ -389,10 +389,11 @@ def test_bombs_are_bounded_in_memory_and_time(target: Target, tmp_path: Path) ->
     growth = target.operator.peak_rss_mib() - baseline
     assert growth < 100, f"peak RSS grew {growth:.0f} MiB while the bombs were processed"
     # The bound is 100 ms for a bomb's own cost; on this 2-core machine, with the sandbox in the test
-    # process, a good release's install alone shows /healthz answers of 80-120 ms, so the assertion leaves
-    # room for that noise. What it catches: a parse or inflation on the loop (0.4-1.7 s before the bounds,
-    # 9-90 s in the report that asked for them).
-    assert watch.failures == 0 and watch.slowest < 0.25, (f"/healthz: {watch.failures} failed, "
+    # process, a good release's install alone shows /healthz answers of 80-120 ms, and on a slow day the whole run's
+    # slowest answer was 0.17-0.25 s alone and 0.27 s after the parallel tier, so the assertion leaves room for that
+    # noise. What it catches: a parse or inflation on the loop (0.4-1.7 s before the bounds, 9-90 s in the report
+    # that asked for them).
+    assert watch.failures == 0 and watch.slowest < 0.35, (f"/healthz: {watch.failures} failed, "
                                                           f"slowest {watch.slowest:.3f}s")
     assert target.operator.proc.poll() is None
     good_release_installs(target, ns, "after-bombs")
