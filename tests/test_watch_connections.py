@@ -5,9 +5,12 @@ kept without a reader is bounded."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
 from helmop_sandbox import Sandbox
 
+from helmop.infra import watches
 from helmop.infra.kube import REQUEST_CONNECTIONS, Connection, Kube
 from helmop.infra.metadata import MetadataWatches
 from helmop.infra.watches import Collections
@@ -59,6 +62,38 @@ async def test_collections_without_readers_stay_watched_up_to_a_bound() -> None:
         assert list(collections.open) == [paths[2], paths[4], paths[0]]  # n3 had been idle longest
         listed = [a.namespace for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
         assert sorted(listed) == ["n0", "n0", "n1", "n2", "n3", "n4"]
+        await collections.close()
+        await kube.close()
+
+
+async def test_a_collection_is_listed_in_pages_and_watched_from_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listed in pages (a page's objects parsed and packed at once, never a namespace's whole list), and
+    watched from the first page's version: a change made while the later pages were read is not lost."""
+    monkeypatch.setattr(watches, "PAGE", 2)
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
+        path = "/api/v1/namespaces/default/configmaps"
+        for i in range(5):
+            await kube.request("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
+                                              "data": {"v": "1"}})
+        request = kube.request
+
+        async def changing_after_the_first_page(method: str, asked: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await request(method, asked, *args, **kwargs)
+            if asked == path and not (kwargs.get("params") or {}).get("continue"):
+                await request("PUT", f"{path}/c0", {**answer["items"][0], "data": {"v": "2"}})
+            return answer
+
+        monkeypatch.setattr(kube, "request", changing_after_the_first_page)
+        collections = Collections(kube)
+        async with collections.reading({path}) as held:
+            collection = held[path]
+            assert {f"c{i}" for i in range(5)} <= set(collection.objects)
+            assert (collection.get("c4") or {}).get("kind") == "ConfigMap"
+            pages = [a for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
+            assert len(pages) >= 3
+            while (collection.get("c0") or {}).get("data") != {"v": "2"}:
+                await asyncio.wait_for(collection.changed("c0").wait(), 5)
         await collections.close()
         await kube.close()
 

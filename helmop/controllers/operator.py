@@ -36,7 +36,7 @@ from helmop.infra.termination import handle_signals
 from helmop.sources.buildcache import BuildOutputs
 from helmop.sources.git import GitCache
 from helmop.sources.kustomize import Kustomize
-from helmop.sources.repositories import Repositories
+from helmop.sources.repositories import Repositories, system_trust
 
 from . import referrers
 from .apps import App, generic_app, jenkins_app
@@ -67,9 +67,9 @@ async def install_crds(kube: Kube, flux: bool = False, removed: bool = True, lim
     CRDs are read in one list and applied at once, each only where it differs from what helmop applied last: an
     operator restarting on a cluster that has them writes nothing."""
     live = {c["metadata"]["name"]: c for c in ((await kube.get(_CRDS)) or {}).get("items") or []}
-    wanted = crds.definitions() + (flux_crds.definitions(removed) if flux else [])
-    await asyncio.gather(*(_install_crd(kube, crd, live.get(crd["metadata"]["name"]), limits or Limits())
-                           for crd in wanted))
+    wanted = await asyncio.to_thread(_definitions, flux, removed)  # ~100 ms of CPU: off the event loop
+    await asyncio.gather(*(_install_crd(kube, crd, digest, live.get(crd["metadata"]["name"]), limits or Limits())
+                           for crd, digest in wanted))
     for role in roles.definitions():  # helmop's kinds in the cluster's admin, edit and view roles
         try:
             await kube.apply(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role['metadata']['name']}", role,
@@ -81,9 +81,15 @@ async def install_crds(kube: Kube, flux: bool = False, removed: bool = True, lim
             log.info("ClusterRole %s left to the installation: %s", role["metadata"]["name"], exc.message)
 
 
-async def _install_crd(kube: Kube, crd: dict[str, Any], live: dict[str, Any] | None, limits: Limits) -> None:
+def _definitions(flux: bool, removed: bool) -> list[tuple[dict[str, Any], str]]:
+    """The CRDs to install, each with the digest of its definition."""
+    wanted = crds.definitions() + (flux_crds.definitions(removed) if flux else [])
+    return [(crd, hashlib.sha256(json.dumps(crd, sort_keys=True).encode()).hexdigest()[:16]) for crd in wanted]
+
+
+async def _install_crd(kube: Kube, crd: dict[str, Any], digest: str, live: dict[str, Any] | None,
+                       limits: Limits) -> None:
     name = crd["metadata"]["name"]
-    digest = hashlib.sha256(json.dumps(crd, sort_keys=True).encode()).hexdigest()[:16]
     if live is not None and (kept := _kept(crd, live, digest)):
         log.info("CRD %s %s", name, kept)
         return
@@ -267,8 +273,9 @@ async def build_services(settings: Settings, kube: Kube, processes: Processes) -
     # The Engine runs `helm version` here. Helm's own cache/config/data go under helmop's writable cache
     # (read-only root filesystems), unless the operator's environment names them.
     helm, sources = settings.helm, settings.sources
-    engine = await asyncio.to_thread(Engine.start, helm.executable, settings.kubeconfig, helm.cache_dir / "helm",
-                                     processes)
+    engine, _ = await asyncio.gather(
+        asyncio.to_thread(Engine.start, helm.executable, settings.kubeconfig, helm.cache_dir / "helm", processes),
+        asyncio.to_thread(system_trust))
     repos = Repositories(helm.cache_dir, helm.cache_ttl, helm.index_max_size, helm.chart_max_size,
                          mirrors=helm.mirrors)
     git = GitCache(helm.cache_dir, file_roots=sources.allow_file_git, mirrors=sources.git_mirrors)

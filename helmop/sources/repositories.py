@@ -176,6 +176,12 @@ def _tls(ca_pem: str) -> ssl.SSLContext:
     return ssl.create_default_context(cadata=ca_pem or None)  # without cadata: the system's CAs
 
 
+def system_trust() -> None:
+    """Load the system's CAs for the repositories' requests now (in a thread at start): ~50 ms of CPU that the
+    first request to an HTTPS or plain HTTP repository would otherwise take on the event loop."""
+    _tls("")
+
+
 def _validators(headers: Mapping[str, str]) -> dict[str, str]:
     """The request headers that revalidate this answer. A Last-Modified within a second of the answer's
     Date is weak (RFC 9110 8.8.2.2): the file may change again within that second, and a server

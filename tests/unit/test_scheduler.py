@@ -16,7 +16,7 @@ from typing import TypeVar
 import looptime
 
 from helmop.controllers.scheduler import Scheduler
-from helmop.infra.probes import SCHEDSTAT, scheduled
+from helmop.infra.probes import SCHEDSTAT, Scheduled
 
 A, B = ("HelmRelease", "ns", "a"), ("HelmRelease", "ns", "b")
 Key = tuple[str, str, str]
@@ -198,12 +198,19 @@ def test_the_pace_counts_time_waiting_for_a_cpu_as_time_not_to_spare(tmp_path: P
     of the thread (time on a CPU, time waiting for one) says so; where there is none, its CPU time alone."""
     stat = tmp_path / "schedstat"
     stat.write_text("1500000000 250000000 42\n")  # as Linux writes it: nanoseconds on a CPU, waiting for one; slices
-    assert scheduled(stat) == 1.75
+    scheduled = Scheduled(stat)
+    assert scheduled() == 1.75
+    stat.write_text("2500000000 250000000 43\n")  # read anew each time, through the one descriptor
+    assert scheduled() == 2.75
+    stat.write_text("garbled\n")  # from then on, the CPU time alone
     before = time.thread_time()
-    assert before <= scheduled(tmp_path / "absent") <= time.thread_time()
+    assert before <= scheduled() <= time.thread_time()
+    assert before <= Scheduled(tmp_path / "absent")() <= time.thread_time()
     if SCHEDSTAT.exists():  # this thread's own, live: computing shows at once
-        start = scheduled()
+        live = Scheduled()
+        start = live()
         deadline = time.thread_time() + 0.05
         while time.thread_time() < deadline:
             pass
-        assert scheduled() - start >= 0.04  # (its account may trail by a scheduler tick)
+        assert live() - start >= 0.04  # (its account may trail by a scheduler tick)
+        live.close()
