@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import shutil
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Bound:
 
 
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SWITCH_INTERVAL = 0.001  # seconds a thread computes before another that waits for the GIL takes it
 _DEFINITION = "helmop.dev/definition"  # the digest of the definition helmop last applied to a CRD
 
 
@@ -151,6 +153,11 @@ async def run(settings: Settings, *, stop_flag: threading.Event | asyncio.Event 
               ready_flag: threading.Event | asyncio.Event | None = None, bound: Bound | None = None) -> None:
     """Run until ``stop_flag`` is set, a signal arrives, or (with leader election) the Lease is lost; ``bound``
     is told the ports the servers listen on."""
+    # The loop shares the GIL with the threads that parse and decode off it (indexes, release records, large
+    # YAML): each system call of the loop lets the GIL go, and taking it back from a thread that computes waits
+    # for the switch interval. At Python's 5 ms, an iteration of ten socket reads waited 50 ms for it; a finer
+    # one also cost the burst of 1000 releases less of the operator's CPU (benchmarks.md, wave 6 session 8).
+    sys.setswitchinterval(SWITCH_INTERVAL)
     kube = Kube(Connection.from_kubeconfig(settings.kubeconfig))
     process = _Process(settings, kube, ready_flag if ready_flag is not None else asyncio.Event(), bound or Bound())
     process.background.append(asyncio.create_task(_forward(stop_flag, process.halt,
@@ -387,6 +394,9 @@ async def _started(ready: threading.Event | asyncio.Event, rearm: Callable[[], N
         await asyncio.sleep(poll)
     rearm()
     gc.freeze()
-    # Collections ten times rarer: a burst of reconciles allocates fast, and every hundredth collection is a
-    # full one, which paused the loop for up to 90 ms at 1000 releases in flight (50 ms at most since).
-    gc.set_threshold(7000, 10, 10)
+    # Full collections ten times rarer than Python's default (one per 1000 young ones, against 100): a burst of
+    # reconciles allocates fast, and a full one paused the loop for up to 90 ms at 1000 releases in flight. The
+    # young generations stay small: each kopf event leaves its object in a reference cycle (kopf's Body and its
+    # views) for the collector to free, and a young generation of 7000 took 10-30 ms of the loop's CPU per
+    # collection, the middle one 20-30 ms (a thousand: a few ms each; benchmarks.md, wave 6 session 8).
+    gc.set_threshold(1000, 10, 100)
