@@ -61,7 +61,7 @@ class Scheduler:
 
     def paced(self, lag: float, busy: float) -> None:
         """The event loop's lag, just measured, and the share of the time its thread computed or waited for a CPU
-        (:func:`helmop.infra.probes.scheduled`): fewer places open while it is late and has no time to spare, more
+        (:class:`helmop.infra.probes.Scheduled`): fewer places open while it is late and has no time to spare, more
         while it keeps time with time to spare and every place is taken (a loop that waits on events, its turns on
         helm or on readiness, runs no worse for more of them, and holding them back would only queue the rest
         behind them). A loop that other processes keep from a CPU has no time to spare either, and one late from a

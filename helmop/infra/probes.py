@@ -29,8 +29,8 @@ class Scheduled:
     to spare. Its CPU time alone where the kernel keeps no such account.
 
     The file stays open and each reading is one ``pread``: every system call lets the GIL go, and beside a thread
-    that computes (an index parsed), taking it back costs up to the 5 ms switch interval; opening and reading the
-    file anew took eight of them, 40-80 ms of the loop's, at every tick."""
+    that computes (an index parsed), taking it back costs up to the switch interval (Python's default: 5 ms);
+    opening and reading the file anew took eight of them, 40-80 ms of the loop's, at every tick."""
 
     def __init__(self, stat: Path = SCHEDSTAT) -> None:
         try:

@@ -124,7 +124,6 @@ class Collection:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 30.0)
 
-
     async def _listed(self) -> tuple[dict[str, bytes], str]:
         """The collection's objects, packed, and the version to watch from. Listed in pages, as client-go's
         informers list: a namespace's 1000 Deployments are 5 MB of JSON, whose parsing and packing in one
