@@ -11,9 +11,9 @@ import pytest
 from helmop_sandbox import Sandbox
 
 from helmop.infra import watches
-from helmop.infra.kube import REQUEST_CONNECTIONS, Connection, Kube
+from helmop.infra.kube import REQUEST_CONNECTIONS, Connection, Kube, KubeError
 from helmop.infra.metadata import MetadataWatches
-from helmop.infra.watches import Collections
+from helmop.infra.watches import Collection, Collections
 
 
 async def test_requests_go_through_while_more_watches_are_open_than_the_request_pool_holds() -> None:
@@ -86,16 +86,72 @@ async def test_a_collection_is_listed_in_pages_and_watched_from_the_first(monkey
 
         monkeypatch.setattr(kube, "request", changing_after_the_first_page)
         collections = Collections(kube)
-        async with collections.reading({path}) as held:
-            collection = held[path]
-            assert {f"c{i}" for i in range(5)} <= set(collection.objects)
-            assert (collection.get("c4") or {}).get("kind") == "ConfigMap"
-            pages = [a for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
-            assert len(pages) >= 3
-            while (collection.get("c0") or {}).get("data") != {"v": "2"}:
-                await asyncio.wait_for(collection.changed("c0").wait(), 5)
-        await collections.close()
-        await kube.close()
+        try:
+            async with collections.reading({path}) as held:
+                collection = held[path]
+                assert {f"c{i}" for i in range(5)} <= set(collection.objects)
+                assert (collection.get("c4") or {}).get("kind") == "ConfigMap"
+                pages = [a for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
+                assert len(pages) >= 3
+                while (collection.get("c0") or {}).get("data") != {"v": "2"}:
+                    await asyncio.wait_for(collection.changed("c0").wait(), 5)
+        finally:
+            await collections.close()
+            await kube.close()
+
+
+async def test_an_expired_continue_token_lists_everything_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A continue token the server no longer knows (410 Expired, once etcd compacted past it) is answered as
+    client-go's pager answers it: one list of everything, then the watch from that list's version."""
+    monkeypatch.setattr(watches, "PAGE", 2)
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
+        path = "/api/v1/namespaces/default/configmaps"
+        for i in range(5):
+            await kube.request("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
+                                              "data": {"v": "1"}})
+        request, asked = kube.request, []
+
+        async def expiring(method: str, where: str, *args: Any, **kwargs: Any) -> Any:
+            params = kwargs.get("params") or {}
+            asked.append(params)
+            if params.get("continue"):
+                raise KubeError(410, "Expired", "The provided continue parameter is too old")
+            return await request(method, where, *args, **kwargs)
+
+        monkeypatch.setattr(kube, "request", expiring)
+        collections = Collections(kube)
+        try:
+            async with collections.reading({path}) as held:
+                collection = held[path]
+                assert {f"c{i}" for i in range(5)} <= set(collection.objects)
+                assert asked[:3] == [{"limit": "2"}, {"limit": "2", "continue": asked[1].get("continue")}, {}]
+                changed = collection.changed("c1")
+                await request("PUT", f"{path}/c1", {**(collection.get("c1") or {}), "data": {"v": "2"}})
+                await asyncio.wait_for(changed.wait(), 5)  # watched from the whole list's version
+                assert (collection.get("c1") or {}).get("data") == {"v": "2"}
+        finally:
+            await collections.close()
+            await kube.close()
+
+
+async def test_a_continue_token_answered_with_itself_is_not_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server (or a proxy) that honours ``limit`` but hands the same continue token back would be asked for the
+    same page for ever: the list fails instead, and the collection's watcher backs off as after any failure."""
+    with Sandbox(ready_delay=0.05) as sandbox:
+        kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
+        request = kube.request
+
+        async def stuck(method: str, where: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await request(method, where)  # every page the same, and the same token after it
+            return {**answer, "metadata": {**answer["metadata"], "continue": "same"}}
+
+        monkeypatch.setattr(kube, "request", stuck)
+        try:
+            with pytest.raises(ValueError, match="answered continue token 'same' with itself"):
+                await Collection(kube, "/api/v1/namespaces/default/configmaps")._listed()
+        finally:
+            await kube.close()
 
 
 class _Told:

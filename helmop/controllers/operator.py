@@ -157,6 +157,7 @@ async def run(settings: Settings, *, stop_flag: threading.Event | asyncio.Event 
     # YAML): each system call of the loop lets the GIL go, and taking it back from a thread that computes waits
     # for the switch interval. At Python's 5 ms, an iteration of ten socket reads waited 50 ms for it; a finer
     # one also cost the burst of 1000 releases less of the operator's CPU (benchmarks.md, wave 6 session 8).
+    switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL)
     kube = Kube(Connection.from_kubeconfig(settings.kubeconfig))
     process = _Process(settings, kube, ready_flag if ready_flag is not None else asyncio.Event(), bound or Bound())
@@ -171,6 +172,7 @@ async def run(settings: Settings, *, stop_flag: threading.Event | asyncio.Event 
             task.cancel()
         await asyncio.gather(*process.background, return_exceptions=True)
         await kube.close()
+        sys.setswitchinterval(switch_interval)  # for a process that goes on (an operator run in-process)
 
 
 class _Process:

@@ -28,9 +28,10 @@ class Scheduled:
     by other processes waits for a CPU where a loop with nothing to do waits for events: only the second has time
     to spare. Its CPU time alone where the kernel keeps no such account.
 
-    The file stays open and each reading is one ``pread``: every system call lets the GIL go, and beside a thread
-    that computes (an index parsed), taking it back costs up to the switch interval (Python's default: 5 ms);
-    opening and reading the file anew took eight of them, 40-80 ms of the loop's, at every tick."""
+    The file stays open and each reading is one ``pread``: each blocking call of the ``os`` and ``io`` modules lets
+    the GIL go, and beside a thread that computes (an index parsed), taking it back costs up to the switch interval
+    (Python's default: 5 ms); opening and reading the file anew took eight of them, 40-80 ms of the loop's, at every
+    tick."""
 
     def __init__(self, stat: Path = SCHEDSTAT) -> None:
         try:
@@ -87,7 +88,7 @@ class Probes:
                 await asyncio.sleep(self.tick)
                 lag = max(0.0, loop.time() - due)  # (the reading below is not part of it)
                 now, now_at = scheduled(), loop.time()
-                busy = (now - computed) / max(now_at - read_at, self.tick)
+                busy = max(0.0, now - computed) / max(now_at - read_at, self.tick)  # (>= 0 across a fallback)
                 computed, read_at, worst = now, now_at, max(worst, lag)
                 self.metrics.loop_lag.set(lag)
                 self.metrics.loop_lag_max.set(worst)

@@ -128,19 +128,34 @@ class Collection:
         """The collection's objects, packed, and the version to watch from. Listed in pages, as client-go's
         informers list: a namespace's 1000 Deployments are 5 MB of JSON, whose parsing and packing in one
         callback held the event loop for 25-60 ms; a page's take a few. The first page's version: the server's
-        pages are a snapshot at it (a server whose later pages are newer is still covered: the watch replays)."""
+        pages are a snapshot at it (on a server whose later pages are newer, the objects converge once the watch
+        has replayed what changed). A continue token that expired (410) is answered as client-go's pager answers
+        it, by one list of everything; a token the server repeats ends the list as not one."""
         objects: dict[str, bytes] = {}
         version, token = "", ""
         while True:
-            listed = await self.kube.request("GET", self.path,
-                                             params={"limit": str(PAGE), **({"continue": token} if token else {})})
-            # a list's items carry no apiVersion and kind (watch events' objects do): the list says them
-            typed = {"apiVersion": listed.get("apiVersion"), "kind": str(listed.get("kind")).removesuffix("List")}
-            objects.update((o["metadata"]["name"], packed({**typed, **o})) for o in listed.get("items") or [])
+            try:
+                listed = await self.kube.request("GET", self.path,
+                                                 params={"limit": str(PAGE), **({"continue": token} if token else {})})
+            except KubeError as exc:
+                if exc.status != 410 or not token:
+                    raise
+                whole = await self.kube.request("GET", self.path)
+                return self._packed(whole), whole["metadata"]["resourceVersion"]
+            objects.update(self._packed(listed))
             meta = listed["metadata"]
-            version, token = version or meta["resourceVersion"], meta.get("continue") or ""
+            following = meta.get("continue") or ""
+            if following and following == token:
+                raise ValueError(f"the server answered continue token {token[:40]!r} with itself")
+            version, token = version or meta["resourceVersion"], following
             if not token:
                 return objects, version
+
+    @staticmethod
+    def _packed(listed: dict[str, Any]) -> dict[str, bytes]:
+        # a list's items carry no apiVersion and kind (watch events' objects do): the list says them
+        typed = {"apiVersion": listed.get("apiVersion"), "kind": str(listed.get("kind")).removesuffix("List")}
+        return {o["metadata"]["name"]: packed({**typed, **o}) for o in listed.get("items") or []}
 
 
 class Collections:

@@ -8,6 +8,7 @@ Each scenario runs on an event loop whose clock moves only when nothing is left 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -198,7 +199,7 @@ def test_the_pace_counts_time_waiting_for_a_cpu_as_time_not_to_spare(tmp_path: P
     of the thread (time on a CPU, time waiting for one) says so; where there is none, its CPU time alone."""
     stat = tmp_path / "schedstat"
     stat.write_text("1500000000 250000000 42\n")  # as Linux writes it: nanoseconds on a CPU, waiting for one; slices
-    scheduled = Scheduled(stat)
+    scheduled = Scheduled(stat)  # (closed by its garbled reading below)
     assert scheduled() == 1.75
     stat.write_text("2500000000 250000000 43\n")  # read anew each time, through the one descriptor
     assert scheduled() == 2.75
@@ -207,10 +208,9 @@ def test_the_pace_counts_time_waiting_for_a_cpu_as_time_not_to_spare(tmp_path: P
     assert before <= scheduled() <= time.thread_time()
     assert before <= Scheduled(tmp_path / "absent")() <= time.thread_time()
     if SCHEDSTAT.exists():  # this thread's own, live: computing shows at once
-        live = Scheduled()
-        start = live()
-        deadline = time.thread_time() + 0.05
-        while time.thread_time() < deadline:
-            pass
-        assert live() - start >= 0.04  # (its account may trail by a scheduler tick)
-        live.close()
+        with contextlib.closing(Scheduled()) as live:
+            start = live()
+            deadline = time.thread_time() + 0.05
+            while time.thread_time() < deadline:
+                pass
+            assert live() - start >= 0.04  # (its account may trail by a scheduler tick)
