@@ -5,6 +5,8 @@ kept without a reader is bounded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -66,16 +68,36 @@ async def test_collections_without_readers_stay_watched_up_to_a_bound() -> None:
         await kube.close()
 
 
+async def _five_configmaps(kube: Kube) -> str:
+    """c0 to c4 in the default namespace (three pages of two); the collection's path."""
+    path = "/api/v1/namespaces/default/configmaps"
+    for i in range(5):
+        await kube.request("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
+                                          "data": {"v": "1"}})
+    return path
+
+
+@contextlib.asynccontextmanager
+async def _read(kube: Kube, path: str) -> AsyncIterator[Collection]:
+    """``path``'s shared collection, listed (c0 to c4 in it) and watched while the block runs; then closed, and
+    ``kube`` with it."""
+    collections = Collections(kube)
+    try:
+        async with collections.reading({path}) as held:
+            assert {f"c{i}" for i in range(5)} <= set(held[path].objects)
+            yield held[path]
+    finally:
+        await collections.close()
+        await kube.close()
+
+
 async def test_a_collection_is_listed_in_pages_and_watched_from_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """Listed in pages (a page's objects parsed and packed at once, never a namespace's whole list), and
     watched from the first page's version: a change made while the later pages were read is not lost."""
     monkeypatch.setattr(watches, "PAGE", 2)
     with Sandbox(ready_delay=0.05) as sandbox:
         kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
-        path = "/api/v1/namespaces/default/configmaps"
-        for i in range(5):
-            await kube.request("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
-                                              "data": {"v": "1"}})
+        path = await _five_configmaps(kube)
         request = kube.request
 
         async def changing_after_the_first_page(method: str, asked: str, *args: Any, **kwargs: Any) -> Any:
@@ -85,19 +107,12 @@ async def test_a_collection_is_listed_in_pages_and_watched_from_the_first(monkey
             return answer
 
         monkeypatch.setattr(kube, "request", changing_after_the_first_page)
-        collections = Collections(kube)
-        try:
-            async with collections.reading({path}) as held:
-                collection = held[path]
-                assert {f"c{i}" for i in range(5)} <= set(collection.objects)
-                assert (collection.get("c4") or {}).get("kind") == "ConfigMap"
-                pages = [a for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
-                assert len(pages) >= 3
-                while (collection.get("c0") or {}).get("data") != {"v": "2"}:
-                    await asyncio.wait_for(collection.changed("c0").wait(), 5)
-        finally:
-            await collections.close()
-            await kube.close()
+        async with _read(kube, path) as collection:
+            assert (collection.get("c4") or {}).get("kind") == "ConfigMap"
+            pages = [a for _, a in sandbox.audit if a.verb == "list" and a.resource == "configmaps"]
+            assert len(pages) >= 3
+            while (collection.get("c0") or {}).get("data") != {"v": "2"}:
+                await asyncio.wait_for(collection.changed("c0").wait(), 5)
 
 
 async def test_an_expired_continue_token_lists_everything_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,10 +121,7 @@ async def test_an_expired_continue_token_lists_everything_at_once(monkeypatch: p
     monkeypatch.setattr(watches, "PAGE", 2)
     with Sandbox(ready_delay=0.05) as sandbox:
         kube = Kube(Connection.from_kubeconfig(sandbox.kubeconfig))
-        path = "/api/v1/namespaces/default/configmaps"
-        for i in range(5):
-            await kube.request("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
-                                              "data": {"v": "1"}})
+        path = await _five_configmaps(kube)
         request, asked = kube.request, []
 
         async def expiring(method: str, where: str, *args: Any, **kwargs: Any) -> Any:
@@ -120,19 +132,12 @@ async def test_an_expired_continue_token_lists_everything_at_once(monkeypatch: p
             return await request(method, where, *args, **kwargs)
 
         monkeypatch.setattr(kube, "request", expiring)
-        collections = Collections(kube)
-        try:
-            async with collections.reading({path}) as held:
-                collection = held[path]
-                assert {f"c{i}" for i in range(5)} <= set(collection.objects)
-                assert asked[:3] == [{"limit": "2"}, {"limit": "2", "continue": asked[1].get("continue")}, {}]
-                changed = collection.changed("c1")
-                await request("PUT", f"{path}/c1", {**(collection.get("c1") or {}), "data": {"v": "2"}})
-                await asyncio.wait_for(changed.wait(), 5)  # watched from the whole list's version
-                assert (collection.get("c1") or {}).get("data") == {"v": "2"}
-        finally:
-            await collections.close()
-            await kube.close()
+        async with _read(kube, path) as collection:
+            assert asked[:3] == [{"limit": "2"}, {"limit": "2", "continue": asked[1].get("continue")}, {}]
+            changed = collection.changed("c1")
+            await request("PUT", f"{path}/c1", {**(collection.get("c1") or {}), "data": {"v": "2"}})
+            await asyncio.wait_for(changed.wait(), 5)  # watched from the whole list's version
+            assert (collection.get("c1") or {}).get("data") == {"v": "2"}
 
 
 async def test_a_continue_token_answered_with_itself_is_not_followed(monkeypatch: pytest.MonkeyPatch) -> None:
