@@ -193,7 +193,6 @@ def test_places_open_with_the_loops_pace_from_the_floor_and_running_turns_are_ne
     assert on_fake_clock(scenario) == [(10, 10), (13, 13), (13, 13), (10, 13), (10, 13), (11, 13), (10, 0)]
 
 
-
 def test_the_pace_counts_time_waiting_for_a_cpu_as_time_not_to_spare(tmp_path: Path) -> None:
     """A loop that other processes keep from the CPUs is no more idle than one that computes: the kernel's account
     of the thread (time on a CPU, time waiting for one) says so; where there is none, its CPU time alone."""
